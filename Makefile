@@ -1,0 +1,65 @@
+# rdma_doctor: `make run` serves the bundled DGX fixture host on :9873,
+# `make test` runs everything a change can break.
+
+GO          ?= go
+BIN         := rdma_doctor
+PKG         := github.com/rdma-doctor/rdma_doctor
+VERSION     := $(shell cat VERSION)
+REVISION    := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH      := $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 10s
+RUN_HOST    ?= dgx-h100
+LISTEN      ?= :9873
+
+LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
+	-X github.com/prometheus/common/version.Revision=$(REVISION) \
+	-X github.com/prometheus/common/version.Branch=$(BRANCH) \
+	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
+	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+
+.PHONY: all build test unit lint fmt vet staticcheck bench fuzz run update-golden clean
+
+all: lint build test
+
+build:
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rdma_doctor
+
+# Unit tests with the race detector, the end-to-end tests of the built binary
+# on every fixture host (golden files, promtool, the real ibstat), and lint.
+test: lint unit
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+lint: fmt vet staticcheck
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) run $(STATICCHECK) ./...
+
+# Rewrites fixtures/golden/*.metrics from the current binary.
+update-golden:
+	$(GO) test -count=1 ./e2e -run TestGolden -update
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./bench/...
+
+# Runs every fuzz target for FUZZTIME each.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+run: build
+	./$(BIN) --path.rootfs=fixtures/hosts/$(RUN_HOST) --web.listen-address=$(LISTEN)
+
+clean:
+	rm -f $(BIN)

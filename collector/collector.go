@@ -1,0 +1,260 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package collector turns host snapshots into Prometheus metrics. Each
+// collector registers itself with a --collector.NAME flag; the Aggregator runs
+// the enabled ones concurrently under a deadline and reports each one's
+// success, duration and error count, so one failing collector never breaks
+// the scrape.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+// Namespace prefixes every metric.
+const Namespace = "rdma"
+
+// Collector produces metrics for one concern.
+type Collector interface {
+	// Update sends metrics to ch. It returns every error met (errors.Join);
+	// metrics it could read are still sent.
+	Update(ctx context.Context, ch chan<- prometheus.Metric) error
+}
+
+// Env is what a factory gets: where the host is, what the operator expects,
+// and a logger already labelled with the collector's name.
+type Env struct {
+	Host   hostfs.Host
+	Config *config.Config
+	Logger *slog.Logger
+}
+
+// Factory builds a collector. It may fail on bad flag values.
+type Factory func(env Env) (Collector, error)
+
+type registration struct {
+	factory Factory
+	enabled *bool
+}
+
+var (
+	registryMu sync.Mutex
+	registry   = map[string]registration{}
+)
+
+// Register adds a collector and its --collector.NAME flag to app. It is
+// called from the collector files' init functions through registerCollector.
+func Register(app *kingpin.Application, name string, enabledByDefault bool, help string, f Factory) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	def := "false"
+	if enabledByDefault {
+		def = "true"
+	}
+	flagHelp := fmt.Sprintf("Enable the %s collector: %s (default: %s).", name, help, map[bool]string{true: "enabled", false: "disabled"}[enabledByDefault])
+	enabled := app.Flag("collector."+name, flagHelp).Default(def).Bool()
+	registry[name] = registration{factory: f, enabled: enabled}
+}
+
+// registerCollector registers on the global kingpin application, which
+// main parses.
+func registerCollector(name string, enabledByDefault bool, help string, f Factory) {
+	Register(kingpin.CommandLine, name, enabledByDefault, help, f)
+}
+
+// Aggregator runs the enabled collectors.
+type Aggregator struct {
+	names      []string
+	collectors map[string]Collector
+	logger     *slog.Logger
+	timeout    time.Duration
+	errLog     *onceLogger
+}
+
+// New builds every enabled collector. only, if non-empty, restricts the set
+// (tests and benchmarks).
+func New(env Env, timeout time.Duration, only ...string) (*Aggregator, error) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	a := &Aggregator{
+		collectors: map[string]Collector{},
+		logger:     env.Logger,
+		timeout:    timeout,
+		errLog:     newOnceLogger(env.Logger, 1024),
+	}
+	want := map[string]bool{}
+	for _, n := range only {
+		if _, ok := registry[n]; !ok {
+			return nil, fmt.Errorf("unknown collector %q", n)
+		}
+		want[n] = true
+	}
+	for name, r := range registry {
+		if len(only) > 0 && !want[name] || len(only) == 0 && !*r.enabled {
+			continue
+		}
+		cenv := env
+		cenv.Logger = env.Logger.With("collector", name)
+		c, err := r.factory(cenv)
+		if err != nil {
+			return nil, fmt.Errorf("collector %s: %w", name, err)
+		}
+		a.collectors[name] = c
+		a.names = append(a.names, name)
+	}
+	sort.Strings(a.names)
+	return a, nil
+}
+
+// Names lists the enabled collectors.
+func (a *Aggregator) Names() []string { return a.names }
+
+var (
+	successDesc = prometheus.NewDesc(Namespace+"_scrape_collector_success",
+		"rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", []string{"collector"}, nil)
+	durationDesc = prometheus.NewDesc(Namespace+"_scrape_collector_duration_seconds",
+		"rdma_doctor: duration of a collector scrape.", []string{"collector"}, nil)
+	errorsDesc = prometheus.NewDesc(Namespace+"_scrape_collector_errors",
+		"rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", []string{"collector"}, nil)
+)
+
+// Bind returns a prometheus.Collector that scrapes under ctx, whose deadline
+// (if any) bounds every collector.
+func (a *Aggregator) Bind(ctx context.Context) prometheus.Collector { return bound{a, ctx} }
+
+type bound struct {
+	a   *Aggregator
+	ctx context.Context
+}
+
+func (b bound) Describe(ch chan<- *prometheus.Desc) {
+	ch <- successDesc
+	ch <- durationDesc
+	ch <- errorsDesc
+}
+
+func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
+
+// Collect runs every collector concurrently. A collector that misses the
+// deadline is reported as failed and its late metrics are dropped, so a hung
+// sysfs read cannot hold the scrape.
+func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
+	if a.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	for _, name := range a.names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.run(ctx, name, a.collectors[name], ch)
+		}()
+	}
+	wg.Wait()
+}
+
+func (a *Aggregator) run(ctx context.Context, name string, c Collector, ch chan<- prometheus.Metric) {
+	begin := time.Now()
+	metrics := make(chan prometheus.Metric, 64)
+	var buf []prometheus.Metric
+	drained := make(chan struct{})
+	go func() {
+		for m := range metrics {
+			buf = append(buf, m)
+		}
+		close(drained)
+	}()
+	done := make(chan error, 1)
+	go func() {
+		err := c.Update(ctx, metrics)
+		close(metrics)
+		done <- err
+	}()
+
+	var err error
+	select {
+	case err = <-done:
+		<-drained
+		for _, m := range buf {
+			ch <- m
+		}
+	case <-ctx.Done():
+		err = fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
+	}
+	duration := time.Since(begin).Seconds()
+
+	errs := flatten(err)
+	success := 1.0
+	if len(errs) > 0 {
+		success = 0
+		for _, e := range errs {
+			a.errLog.log(name, e)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, success, name)
+	ch <- prometheus.MustNewConstMetric(durationDesc, prometheus.GaugeValue, duration, name)
+	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.GaugeValue, float64(len(errs)), name)
+}
+
+// flatten unpacks errors.Join trees into their leaves.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// onceLogger logs each distinct error message once at warning level, then
+// only at debug level: a broken file fails on every scrape, and the log must
+// stay readable.
+type onceLogger struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	seen   map[string]struct{}
+	max    int
+}
+
+func newOnceLogger(l *slog.Logger, max int) *onceLogger {
+	return &onceLogger{logger: l, seen: map[string]struct{}{}, max: max}
+}
+
+func (o *onceLogger) log(collector string, err error) {
+	msg := err.Error()
+	o.mu.Lock()
+	_, seen := o.seen[msg]
+	if !seen && len(o.seen) < o.max {
+		o.seen[msg] = struct{}{}
+	}
+	o.mu.Unlock()
+	level := slog.LevelWarn
+	if seen {
+		level = slog.LevelDebug
+	}
+	hint := "the series that depend on it are left out of the scrape; logged once"
+	if errors.Is(err, context.DeadlineExceeded) {
+		hint = "raise --scrape.timeout or exclude slow devices with --collector.infiniband.device-exclude"
+	}
+	o.logger.Log(context.Background(), level, "collector error", "collector", collector, "err", msg, "hint", hint)
+}

@@ -1,0 +1,225 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+)
+
+var (
+	ibDeviceInclude = kingpin.Flag("collector.infiniband.device-include",
+		"Regexp of RDMA devices to read (default: all). Mutually exclusive with device-exclude.").PlaceHolder("REGEXP").String()
+	ibDeviceExclude = kingpin.Flag("collector.infiniband.device-exclude",
+		"Regexp of RDMA devices never to read (restricted ConnectX-7 functions flood the kernel log when read). Mutually exclusive with device-include.").PlaceHolder("REGEXP").String()
+)
+
+func init() {
+	registerCollector("infiniband", true, "devices, ports, link rate and width, PMA counters and hw_counters from /sys/class/infiniband",
+		func(env Env) (Collector, error) {
+			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
+			if err != nil {
+				return nil, err
+			}
+			return NewInfinibandCollector(env, filter), nil
+		})
+}
+
+// DeviceFilter selects devices by name.
+type DeviceFilter struct {
+	include, exclude *regexp.Regexp
+}
+
+// NewDeviceFilter compiles the include/exclude flag pair. The regexps are
+// anchored: "mlx5_1" does not match "mlx5_10".
+func NewDeviceFilter(include, exclude string) (DeviceFilter, error) {
+	var f DeviceFilter
+	if include != "" && exclude != "" {
+		return f, errors.New("--collector.infiniband.device-include and --collector.infiniband.device-exclude are mutually exclusive")
+	}
+	var err error
+	if include != "" {
+		if f.include, err = regexp.Compile("^(?:" + include + ")$"); err != nil {
+			return f, fmt.Errorf("--collector.infiniband.device-include: %w", err)
+		}
+	}
+	if exclude != "" {
+		if f.exclude, err = regexp.Compile("^(?:" + exclude + ")$"); err != nil {
+			return f, fmt.Errorf("--collector.infiniband.device-exclude: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// Keep reports whether a device is read.
+func (f DeviceFilter) Keep(name string) bool {
+	if f.include != nil {
+		return f.include.MatchString(name)
+	}
+	return f.exclude == nil || !f.exclude.MatchString(name)
+}
+
+type infinibandCollector struct {
+	sys    hostfs.FS
+	cfg    *config.Config
+	filter DeviceFilter
+
+	deviceInfo, nodeDesc, hwCounterDevice             *prometheus.Desc
+	portInfo, state, physState, rate, width, expected *prometheus.Desc
+	degraded, lid, smLID, smSL, lmc, capMask          *prometheus.Desc
+	hwCounterPort, otherCounter, saturated            *prometheus.Desc
+	counters                                          map[string]*prometheus.Desc
+}
+
+// NewInfinibandCollector builds the infiniband collector.
+func NewInfinibandCollector(env Env, filter DeviceFilter) Collector {
+	pl := []string{"device", "port"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
+	}
+	c := &infinibandCollector{
+		sys:    env.Host.Sys,
+		cfg:    env.Config,
+		filter: filter,
+		deviceInfo: d("device_info", "RDMA device attributes; always 1.",
+			[]string{"device", "hca_type", "board_id", "fw_ver", "hw_rev", "node_guid", "sys_image_guid", "node_type"}),
+		nodeDesc:        d("device_node_description_info", "RDMA device node description (node_desc); always 1.", []string{"device", "node_desc"}),
+		hwCounterDevice: d("device_hw_counter_total", "Device-level driver hardware counter (hw_counters/).", []string{"device", "counter"}),
+		portInfo: d("port_info", "RDMA port attributes; always 1. speed and width come from the rate file; on Ethernet ports they are the driver's translation of the link mode.",
+			[]string{"device", "port", "link_layer", "netdev", "speed", "width"}),
+		state:     d("port_state", "Port logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", pl),
+		physState: d("port_physical_state", "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.", pl),
+		rate:      d("port_rate_bytes_per_second", "Active link rate.", pl),
+		width:     d("port_link_width_lanes", "Active link width in lanes.", pl),
+		expected:  d("port_expected_rate_bytes_per_second", "Rate the port is expected to run at, from the config file or the board_id table; absent when unknown.", pl),
+		degraded:  d("port_link_degraded", "1 when the expected rate is known and the active rate is below it.", pl),
+		lid:       d("port_lid", "Port base LID (0 on RoCE and unconfigured ports).", pl),
+		smLID:     d("port_sm_lid", "LID of the subnet manager the port knows (0 on RoCE and without SM).", pl),
+		smSL:      d("port_sm_sl", "Service level for talking to the subnet manager.", pl),
+		lmc:       d("port_lmc", "LID mask count (LMC) from lid_mask_count.", pl),
+		capMask:   d("port_capability_mask", "Port capability mask (cap_mask).", pl),
+		hwCounterPort: d("port_hw_counter_total", "Port driver hardware counter (ports/N/hw_counters/), any driver.",
+			[]string{"device", "port", "counter"}),
+		otherCounter: d("port_pma_extra_total", "PMA counter file (counters/) rdma_doctor has no dedicated metric for.",
+			[]string{"device", "port", "counter"}),
+		saturated: d("port_counter_saturated", "1 when a fixed-width PMA counter is pinned at its maximum and has stopped counting.",
+			[]string{"device", "port", "counter"}),
+		counters: map[string]*prometheus.Desc{},
+	}
+	for _, s := range infiniband.Counters {
+		c.counters[s.File] = d("port_"+s.Metric, s.Help, pl)
+	}
+	return c
+}
+
+func (c *infinibandCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	class, err := infiniband.Read(ctx, c.sys, c.filter.Keep)
+	if err != nil {
+		if errors.Is(err, infiniband.ErrNoClass) {
+			return nil // no RDMA on this host: nothing to report, nothing wrong
+		}
+		if class == nil {
+			return err
+		}
+	}
+	for i := range class.Devices {
+		c.device(ch, &class.Devices[i])
+	}
+	return errors.Join(append(class.Errors(), err)...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func optGauge[T uint64 | int](ch chan<- prometheus.Metric, d *prometheus.Desc, o infiniband.Opt[T], labels ...string) {
+	if o.OK {
+		gauge(ch, d, float64(o.V), labels...)
+	}
+}
+
+func (c *infinibandCollector) device(ch chan<- prometheus.Metric, d *infiniband.Device) {
+	nodeType := ""
+	if d.NodeType.OK {
+		nodeType = d.NodeType.V.Name
+	}
+	gauge(ch, c.deviceInfo, 1, d.Name, d.HCAType.V, d.BoardID.V, d.FirmwareVer.V, d.HWRev.V,
+		d.NodeGUID.V, d.SysImageGUID.V, nodeType)
+	if d.NodeDesc.OK && d.NodeDesc.V != "" {
+		gauge(ch, c.nodeDesc, 1, d.Name, d.NodeDesc.V)
+	}
+	for _, hc := range d.HWCounters {
+		counter(ch, c.hwCounterDevice, float64(hc.Value), d.Name, hc.Name)
+	}
+	for i := range d.Ports {
+		c.port(ch, d, &d.Ports[i])
+	}
+}
+
+func (c *infinibandCollector) port(ch chan<- prometheus.Metric, d *infiniband.Device, p *infiniband.Port) {
+	port := strconv.Itoa(p.Num)
+	var speed, width string
+	if p.Rate.OK {
+		speed, width = p.Rate.V.Speed, p.Rate.V.WidthLabel()
+	}
+	gauge(ch, c.portInfo, 1, d.Name, port, p.LinkLayer.V, p.Netdev, speed, width)
+	if p.State.OK {
+		gauge(ch, c.state, float64(p.State.V.Value), d.Name, port)
+	}
+	if p.PhysState.OK {
+		gauge(ch, c.physState, float64(p.PhysState.V.Value), d.Name, port)
+	}
+	if p.Rate.OK {
+		gauge(ch, c.rate, p.Rate.V.BytesPerSecond(), d.Name, port)
+		gauge(ch, c.width, float64(p.Rate.V.Width), d.Name, port)
+	}
+	if gbps, _, ok := infiniband.ExpectedRate(c.cfg, d, p); ok {
+		want := infiniband.Rate{Gbps: gbps}.BytesPerSecond()
+		gauge(ch, c.expected, want, d.Name, port)
+		if p.Rate.OK {
+			deg := 0.0
+			if p.Rate.V.BytesPerSecond() < want {
+				deg = 1
+			}
+			gauge(ch, c.degraded, deg, d.Name, port)
+		}
+	}
+	optGauge(ch, c.lid, p.LID, d.Name, port)
+	optGauge(ch, c.smLID, p.SMLID, d.Name, port)
+	optGauge(ch, c.smSL, p.SMSL, d.Name, port)
+	optGauge(ch, c.lmc, p.LIDMaskCount, d.Name, port)
+	optGauge(ch, c.capMask, p.CapMask, d.Name, port)
+
+	ext := p.Extended()
+	for _, pc := range p.Counters {
+		spec, known := infiniband.LookupCounter(pc.Name)
+		if !known {
+			counter(ch, c.otherCounter, float64(pc.Value), d.Name, port, pc.Name)
+			continue
+		}
+		counter(ch, c.counters[pc.Name], float64(pc.Value)*spec.Scale, d.Name, port)
+		sat := 0.0
+		if spec.Saturated(pc.Value, ext) {
+			sat = 1
+		}
+		gauge(ch, c.saturated, sat, d.Name, port, pc.Name)
+	}
+	for _, hc := range p.HWCounters {
+		counter(ch, c.hwCounterPort, float64(hc.Value), d.Name, port, hc.Name)
+	}
+}

@@ -1,0 +1,200 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package e2e runs the built rdma_doctor binary against the fixture hosts and
+// real peers (promtool, ibstat).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// repoRoot is the repository root, one level above this package.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(wd)
+}
+
+// binary builds rdma_doctor once per test run.
+func binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rdma_doctor-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "rdma_doctor")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/rdma_doctor")
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// requireTool finds a real peer program. Locally a missing tool skips the
+// test with a message; in CI (CI=true) it fails, so nothing skips silently.
+func requireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		msg := fmt.Sprintf("%s not installed (Debian: apt-get install infiniband-diags prometheus; .ci/run does)", name)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+// hosts lists the fixture hosts.
+func hosts(t testing.TB) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(repoRoot(t), "fixtures", "hosts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no fixture hosts")
+	}
+	return names
+}
+
+// exporter is a running rdma_doctor.
+type exporter struct {
+	addr   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// hostArgs are the flags that run the binary on a fixture host, with the
+// host's own config file when it has one.
+func hostArgs(t testing.TB, host string) []string {
+	root := filepath.Join(repoRoot(t), "fixtures", "hosts", host)
+	args := []string{"--path.rootfs=" + root}
+	cfg := filepath.Join(root, "etc", "rdma_doctor", "rdma_doctor.yml")
+	if _, err := os.Stat(cfg); err == nil {
+		args = append(args, "--config.file="+cfg)
+	}
+	return args
+}
+
+// start runs the exporter with args on a free loopback port and waits until
+// it answers. It is stopped when the test ends.
+func start(t testing.TB, args ...string) *exporter {
+	t.Helper()
+	bin := binary(t)
+	for attempt := 0; ; attempt++ {
+		e := &exporter{addr: freeAddr(t), stderr: &syncBuffer{}}
+		e.cmd = exec.Command(bin, append([]string{"--web.listen-address=" + e.addr, "--log.level=debug"}, args...)...)
+		e.cmd.Stderr = e.stderr
+		if err := e.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- e.cmd.Wait() }()
+		ok := false
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			if c, err := net.DialTimeout("tcp", e.addr, 100*time.Millisecond); err == nil {
+				c.Close()
+				ok = true
+				break
+			}
+			select {
+			case err := <-exited:
+				if attempt < 3 && strings.Contains(e.stderr.String(), "address already in use") {
+					goto retry
+				}
+				t.Fatalf("rdma_doctor exited: %v\n%s", err, e.stderr.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if !ok {
+			_ = e.cmd.Process.Kill()
+			t.Fatalf("rdma_doctor did not listen on %s\n%s", e.addr, e.stderr.String())
+		}
+		t.Cleanup(func() {
+			_ = e.cmd.Process.Kill()
+			<-exited
+		})
+		return e
+	retry:
+	}
+}
+
+func (e *exporter) get(t testing.TB, path string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.addr+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v\n%s", path, err, e.stderr.String())
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}

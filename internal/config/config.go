@@ -1,0 +1,117 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package config loads the optional --config.file: what the operator expects
+// of this host (link rates) and, later, thresholds and probe peers. Every
+// setting has a default that works without a file.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Expected Expected `yaml:"expected"`
+}
+
+// Expected holds what the operator expects of the host's links. The most
+// specific match wins: a device/port entry, then board_id, then hca_type.
+type Expected struct {
+	Ports    []PortRate    `yaml:"ports"`
+	Boards   []BoardRate   `yaml:"boards"`
+	HCATypes []HCATypeRate `yaml:"hca_types"`
+}
+
+// PortRate is the expected rate of one port.
+type PortRate struct {
+	Device   string  `yaml:"device"`
+	Port     int     `yaml:"port"`
+	RateGbps float64 `yaml:"rate_gbps"`
+}
+
+// BoardRate is the expected rate of every port of a board (PSID).
+type BoardRate struct {
+	BoardID  string  `yaml:"board_id"`
+	RateGbps float64 `yaml:"rate_gbps"`
+}
+
+// HCATypeRate is the expected rate of every port of an HCA model ("MT4123").
+type HCATypeRate struct {
+	HCAType  string  `yaml:"hca_type"`
+	RateGbps float64 `yaml:"rate_gbps"`
+}
+
+// Load reads and validates a configuration file. An empty path gives the
+// defaults.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return &Config{}, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		// yaml.v3 reports several problems on indented lines; one line
+		// reads better in a start-up error and a log.
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+		return nil, fmt.Errorf("config file %s: %s", path, msg)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates configuration YAML. Unknown keys are errors: a
+// misspelt expectation must not silently become no expectation.
+func Parse(b []byte) (*Config, error) {
+	c := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	for i, p := range c.Expected.Ports {
+		if p.Device == "" || p.Port < 1 {
+			return fmt.Errorf("expected.ports[%d]: device and port (>= 1) are required", i)
+		}
+		if err := validRate(p.RateGbps); err != nil {
+			return fmt.Errorf("expected.ports[%d]: %w", i, err)
+		}
+	}
+	for i, b := range c.Expected.Boards {
+		if b.BoardID == "" {
+			return fmt.Errorf("expected.boards[%d]: board_id is required", i)
+		}
+		if err := validRate(b.RateGbps); err != nil {
+			return fmt.Errorf("expected.boards[%d]: %w", i, err)
+		}
+	}
+	for i, h := range c.Expected.HCATypes {
+		if h.HCAType == "" {
+			return fmt.Errorf("expected.hca_types[%d]: hca_type is required", i)
+		}
+		if err := validRate(h.RateGbps); err != nil {
+			return fmt.Errorf("expected.hca_types[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func validRate(g float64) error {
+	if g <= 0 || g > 10000 {
+		return fmt.Errorf("rate_gbps %v: want a rate in Gb/s between 0 and 10000", g)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package hostfs is the one way rdma_doctor reads host state. Every path is
+// relative to a root (the host's /sys, /proc or / below --path.rootfs), so the
+// same code reads a real host, a fixture tree, or a test double that injects
+// faults.
+package hostfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// MaxFileSize bounds a single read. sysfs attributes are at most a page; the
+// largest procfs file we read (/proc/interrupts on a 512-CPU host) is a few
+// MiB. Anything bigger is not what we think it is.
+const MaxFileSize = 16 << 20
+
+// ErrTooLarge is returned for files larger than MaxFileSize.
+var ErrTooLarge = errors.New("file larger than limit")
+
+// FS reads files, directories and symbolic links below a root. Names are
+// slash-separated and relative to the root ("class/infiniband/mlx5_0/fw_ver").
+type FS interface {
+	ReadFile(name string) ([]byte, error)
+	// ReadDir returns the entries of a directory sorted by name.
+	ReadDir(name string) ([]fs.DirEntry, error)
+	// ReadLink returns the target of a symbolic link, unresolved.
+	ReadLink(name string) (string, error)
+}
+
+// Dir returns an FS rooted at the host directory root.
+func Dir(root string) FS { return dirFS(filepath.Clean(root)) }
+
+type dirFS string
+
+func (d dirFS) path(name string) string { return string(d) + "/" + name }
+
+// ReadFile reads with plain system calls into a small buffer: sysfs reports
+// every attribute as 4096 bytes long, so os.ReadFile would allocate a page per
+// attribute, and a scrape reads hundreds of them.
+func (d dirFS) ReadFile(name string) ([]byte, error) {
+	p := d.path(name)
+	fd, err := open(p)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer syscall.Close(fd)
+
+	var stack [128]byte
+	buf := stack[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= MaxFileSize {
+				return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	out := make([]byte, len(buf))
+	copy(out, buf)
+	return out, nil
+}
+
+func open(p string) (int, error) {
+	for {
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func (d dirFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(d.path(name)) }
+
+func (d dirFS) ReadLink(name string) (string, error) { return os.Readlink(d.path(name)) }
+
+// Paths are the host roots from --path.rootfs, --path.sysfs and --path.procfs.
+type Paths struct {
+	Rootfs string
+	Sysfs  string
+	Procfs string
+}
+
+// Resolve fills Sysfs and Procfs from Rootfs where they were not given and
+// checks that every root is a directory, so a typo stops start-up instead of
+// producing an empty scrape.
+func (p Paths) Resolve() (Paths, error) {
+	if p.Rootfs == "" {
+		p.Rootfs = "/"
+	}
+	if p.Sysfs == "" {
+		p.Sysfs = filepath.Join(p.Rootfs, "sys")
+	}
+	if p.Procfs == "" {
+		p.Procfs = filepath.Join(p.Rootfs, "proc")
+	}
+	fi, err := os.Stat(p.Rootfs)
+	if err != nil {
+		return p, fmt.Errorf("--path.rootfs: %w", err)
+	}
+	if !fi.IsDir() {
+		return p, fmt.Errorf("--path.rootfs: %s is not a directory", p.Rootfs)
+	}
+	// sys and proc may legitimately be missing below a fixture root (a host
+	// tree with only /sys), but a path that exists and is not a directory is
+	// a mistake.
+	for flag, dir := range map[string]string{"--path.sysfs": p.Sysfs, "--path.procfs": p.Procfs} {
+		if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+			return p, fmt.Errorf("%s: %s is not a directory", flag, dir)
+		}
+	}
+	return p, nil
+}
+
+// Host is the set of file systems a collector, check or action reads.
+type Host struct {
+	Root FS
+	Sys  FS
+	Proc FS
+}
+
+// Open returns the Host for resolved paths.
+func (p Paths) Open() Host {
+	return Host{Root: Dir(p.Rootfs), Sys: Dir(p.Sysfs), Proc: Dir(p.Procfs)}
+}

@@ -1,0 +1,314 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package infiniband reads /sys/class/infiniband into a typed snapshot. It
+// holds the one parser for each attribute format (rate, "N: NAME" enums,
+// GUIDs, counters), shared by the collectors, the checks and the actions.
+package infiniband
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+// ClassDir is the class directory below the sysfs root.
+const ClassDir = "class/infiniband"
+
+// Opt is a value that may be missing: a file that does not exist on this
+// driver or could not be read or parsed. A missing value is never zero.
+type Opt[T any] struct {
+	V  T
+	OK bool
+}
+
+func some[T any](v T) Opt[T] { return Opt[T]{V: v, OK: true} }
+
+// Counter is one counter file and its raw value, in the file's own unit.
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Device is one RDMA device (/sys/class/infiniband/<name>).
+type Device struct {
+	Name string
+	// PCIAddress is the PCI function the device sits on ("0000:5e:00.0"),
+	// from the device symlink; empty for software devices.
+	PCIAddress   string
+	NodeType     Opt[Enum]
+	NodeGUID     Opt[string]
+	SysImageGUID Opt[string]
+	FirmwareVer  Opt[string]
+	HCAType      Opt[string]
+	BoardID      Opt[string]
+	HWRev        Opt[string]
+	NodeDesc     Opt[string]
+	HWCounters   []Counter
+	Ports        []Port
+	// Errors are the read and parse errors met while reading this device.
+	// Each names the file.
+	Errors []error
+}
+
+// Port is one port (ports/<n>).
+type Port struct {
+	Num          int
+	State        Opt[Enum]
+	PhysState    Opt[Enum]
+	Rate         Opt[Rate]
+	LID          Opt[uint64]
+	SMLID        Opt[uint64]
+	SMSL         Opt[uint64]
+	LIDMaskCount Opt[uint64]
+	CapMask      Opt[uint64]
+	LinkLayer    Opt[string]
+	// Netdev is the network device of this port: the RoCE GID 0 netdev, or
+	// the netdev of the PCI function whose dev_port matches (IPoIB).
+	Netdev     string
+	Counters   []Counter
+	HWCounters []Counter
+}
+
+// Extended reports whether the port has the IETF extended PMA counters
+// (64-bit data and packet counters).
+func (p *Port) Extended() bool {
+	for _, c := range p.Counters {
+		if strings.HasPrefix(c.Name, "unicast_") {
+			return true
+		}
+	}
+	return false
+}
+
+// Class is a snapshot of /sys/class/infiniband.
+type Class struct {
+	Devices []Device
+}
+
+// Errors returns every error met while reading the class, device by device.
+func (c *Class) Errors() []error {
+	var errs []error
+	for i := range c.Devices {
+		errs = append(errs, c.Devices[i].Errors...)
+	}
+	return errs
+}
+
+// ErrNoClass means the host has no /sys/class/infiniband: no RDMA core loaded.
+var ErrNoClass = errors.New("no " + ClassDir + " directory: RDMA core not loaded")
+
+// Read reads every device that keep accepts, concurrently, one goroutine per
+// device. A device that keep rejects is never read at all: on some hosts
+// reading restricted functions floods the kernel log.
+func Read(ctx context.Context, sys hostfs.FS, keep func(name string) bool) (*Class, error) {
+	entries, err := sys.ReadDir(ClassDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNoClass
+		}
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if keep == nil || keep(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	class := &Class{Devices: make([]Device, len(names))}
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := reader{fs: sys, dir: ClassDir + "/" + name}
+			class.Devices[i] = r.device(ctx, name)
+		}()
+	}
+	wg.Wait()
+	return class, ctx.Err()
+}
+
+// reader reads one device; it is used by a single goroutine.
+type reader struct {
+	fs   hostfs.FS
+	dir  string
+	errs []error
+}
+
+func (r *reader) fail(err error) { r.errs = append(r.errs, err) }
+
+// text reads an attribute. Missing optional files are not errors: drivers
+// differ in what they create.
+func (r *reader) text(name string, required bool) (string, bool) {
+	b, err := r.fs.ReadFile(r.dir + "/" + name)
+	if err != nil {
+		if required || !errors.Is(err, fs.ErrNotExist) {
+			r.fail(err)
+		}
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}
+
+func parsed[T any](r *reader, name string, required bool, parse func(string) (T, error)) Opt[T] {
+	s, ok := r.text(name, required)
+	if !ok {
+		return Opt[T]{}
+	}
+	v, err := parse(s)
+	if err != nil {
+		r.fail(&ParseError{Path: r.dir + "/" + name, Err: err})
+		return Opt[T]{}
+	}
+	return some(v)
+}
+
+func nonEmpty(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("empty file")
+	}
+	return s, nil
+}
+
+func verbatim(s string) (string, error) { return s, nil }
+
+// ParseError is a file that was read but whose content is not in the
+// kernel's format.
+type ParseError struct {
+	Path string
+	Err  error
+}
+
+func (e *ParseError) Error() string { return "parse " + e.Path + ": " + e.Err.Error() }
+func (e *ParseError) Unwrap() error { return e.Err }
+
+func (r *reader) device(ctx context.Context, name string) Device {
+	d := Device{Name: name}
+	if link, err := r.fs.ReadLink(r.dir + "/device"); err == nil {
+		d.PCIAddress = path.Base(link)
+	}
+	d.NodeType = parsed(r, "node_type", true, ParseEnum)
+	d.NodeGUID = parsed(r, "node_guid", true, ParseGUID)
+	d.SysImageGUID = parsed(r, "sys_image_guid", true, ParseGUID)
+	d.FirmwareVer = parsed(r, "fw_ver", false, nonEmpty)
+	d.HCAType = parsed(r, "hca_type", false, nonEmpty)
+	d.BoardID = parsed(r, "board_id", false, nonEmpty)
+	d.HWRev = parsed(r, "hw_rev", false, nonEmpty)
+	d.NodeDesc = parsed(r, "node_desc", false, verbatim)
+	d.HWCounters = r.counters("hw_counters", false)
+
+	netdevs := r.netdevs()
+	ports, err := r.fs.ReadDir(r.dir + "/ports")
+	if err != nil {
+		r.fail(err)
+	}
+	for _, e := range ports {
+		if ctx.Err() != nil {
+			break
+		}
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		d.Ports = append(d.Ports, r.port(n, netdevs))
+	}
+	sort.Slice(d.Ports, func(i, j int) bool { return d.Ports[i].Num < d.Ports[j].Num })
+	d.Errors = r.errs
+	return d
+}
+
+func (r *reader) port(n int, netdevs map[int]string) Port {
+	p := Port{Num: n}
+	dir := r.dir
+	r.dir = dir + "/ports/" + strconv.Itoa(n)
+	defer func() { r.dir = dir }()
+
+	p.State = parsed(r, "state", true, ParseEnum)
+	p.PhysState = parsed(r, "phys_state", true, ParseEnum)
+	p.Rate = parsed(r, "rate", true, ParseRate)
+	p.LID = parsed(r, "lid", false, ParseHex)
+	p.SMLID = parsed(r, "sm_lid", false, ParseHex)
+	p.SMSL = parsed(r, "sm_sl", false, ParseUint)
+	p.LIDMaskCount = parsed(r, "lid_mask_count", false, ParseUint)
+	p.CapMask = parsed(r, "cap_mask", false, ParseHex)
+	p.LinkLayer = parsed(r, "link_layer", false, nonEmpty)
+	p.Counters = r.counters("counters", true)
+	p.HWCounters = r.counters("hw_counters", false)
+
+	// RoCE: GID 0 names its netdev (a bond for a LAG device). IPoIB: the
+	// PCI function's netdev with this port's dev_port.
+	if s, ok := r.text("gid_attrs/ndevs/0", false); ok && s != "" {
+		p.Netdev = s
+	} else {
+		p.Netdev = netdevs[n]
+	}
+	return p
+}
+
+// counters reads every file of a counters directory. lifespan in
+// hw_counters is the driver's cache time in milliseconds, not a counter.
+func (r *reader) counters(sub string, pma bool) []Counter {
+	entries, err := r.fs.ReadDir(r.dir + "/" + sub)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.fail(err)
+		}
+		return nil
+	}
+	out := make([]Counter, 0, len(entries))
+	for _, e := range entries {
+		name := e.Name()
+		if name == "lifespan" && !pma {
+			continue
+		}
+		if e.IsDir() {
+			continue
+		}
+		s, ok := r.text(sub+"/"+name, true)
+		if !ok {
+			continue
+		}
+		v, err := ParseCounter(s)
+		if errors.Is(err, ErrNoPMA) {
+			continue // absent, not zero, and not an error
+		}
+		if err != nil {
+			r.fail(&ParseError{Path: r.dir + "/" + sub + "/" + name, Err: err})
+			continue
+		}
+		out = append(out, Counter{Name: name, Value: v})
+	}
+	return out
+}
+
+// netdevs maps port numbers to the netdevs of the device's PCI function
+// (device/net/<name>/dev_port is the 0-based port).
+func (r *reader) netdevs() map[int]string {
+	entries, err := r.fs.ReadDir(r.dir + "/device/net")
+	if err != nil {
+		return nil
+	}
+	m := make(map[int]string, len(entries))
+	for _, e := range entries {
+		b, err := r.fs.ReadFile(r.dir + "/device/net/" + e.Name() + "/dev_port")
+		if err != nil {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		if _, dup := m[n+1]; !dup {
+			m[n+1] = e.Name()
+		}
+	}
+	return m
+}
