@@ -55,10 +55,10 @@ func (d dirFS) ReadFile(name string) ([]byte, error) {
 	var stack [128]byte
 	buf := stack[:0]
 	for {
+		if len(buf) > MaxFileSize {
+			return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
+		}
 		if len(buf) == cap(buf) {
-			if len(buf) >= MaxFileSize {
-				return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
-			}
 			buf = append(buf, 0)[:len(buf)]
 		}
 		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])

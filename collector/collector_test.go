@@ -1,0 +1,147 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+type fakeCollector struct {
+	update func(ctx context.Context, ch chan<- prometheus.Metric) error
+}
+
+func (f fakeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	return f.update(ctx, ch)
+}
+
+var fakeDesc = prometheus.NewDesc("rdma_fake", "fake", nil, nil)
+
+// registerFakes adds test collectors to the registry on a private kingpin
+// application, so they do not leak into the binary's flags.
+func registerFakes(t *testing.T) {
+	t.Helper()
+	app := kingpin.New("test", "")
+	Register(app, "fake_ok", false, "test", func(Env) (Collector, error) {
+		return fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
+			ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 7)
+			return nil
+		}}, nil
+	})
+	Register(app, "fake_partial", false, "test", func(Env) (Collector, error) {
+		return fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
+			return errors.Join(errors.New("read a: EIO"), errors.New("read b: EINVAL"))
+		}}, nil
+	})
+	Register(app, "fake_hung", false, "test", func(Env) (Collector, error) {
+		return fakeCollector{func(ctx context.Context, ch chan<- prometheus.Metric) error {
+			time.Sleep(2 * time.Second) // a read that ignores the deadline
+			ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 99)
+			return nil
+		}}, nil
+	})
+	Register(app, "fake_broken", false, "test", func(Env) (Collector, error) {
+		return nil, errors.New("bad flag")
+	})
+	t.Cleanup(func() {
+		registryMu.Lock()
+		defer registryMu.Unlock()
+		for _, n := range []string{"fake_ok", "fake_partial", "fake_hung", "fake_broken"} {
+			delete(registry, n)
+		}
+	})
+}
+
+func TestAggregator(t *testing.T) {
+	registerFakes(t)
+	var logs bytes.Buffer
+	env := Env{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	a, err := New(env, 200*time.Millisecond, "fake_ok", "fake_partial", "fake_hung")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Bind(context.Background()))
+	want := `
+# HELP rdma_fake fake
+# TYPE rdma_fake gauge
+rdma_fake 7
+# HELP rdma_scrape_collector_errors rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.
+# TYPE rdma_scrape_collector_errors gauge
+rdma_scrape_collector_errors{collector="fake_hung"} 1
+rdma_scrape_collector_errors{collector="fake_ok"} 0
+rdma_scrape_collector_errors{collector="fake_partial"} 2
+# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# TYPE rdma_scrape_collector_success gauge
+rdma_scrape_collector_success{collector="fake_hung"} 0
+rdma_scrape_collector_success{collector="fake_ok"} 1
+rdma_scrape_collector_success{collector="fake_partial"} 0
+`
+	// fake_hung would send rdma_fake 99 after 2 s; only rdma_fake 7 may be
+	// seen, so the deadline dropped the late collector.
+	for i := 0; i < 3; i++ {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_fake", "rdma_scrape_collector_errors", "rdma_scrape_collector_success"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each distinct error is logged once at warning level.
+	for _, msg := range []string{"read a: EIO", "read b: EINVAL", "did not finish before the scrape deadline"} {
+		if n := strings.Count(logs.String(), msg); n != 1 {
+			t.Errorf("%q logged %d times at warn, want once:\n%s", msg, n, logs.String())
+		}
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	registerFakes(t)
+	env := Env{Logger: slog.New(slog.DiscardHandler)}
+	if _, err := New(env, time.Second, "fake_broken"); err == nil || !strings.Contains(err.Error(), "bad flag") {
+		t.Errorf("factory error not returned: %v", err)
+	}
+	if _, err := New(env, time.Second, "no_such"); err == nil {
+		t.Error("unknown collector accepted")
+	}
+}
+
+func TestDeviceFilter(t *testing.T) {
+	for _, tc := range []struct {
+		include, exclude string
+		keep, drop       []string
+	}{
+		{"", "", []string{"mlx5_0", "anything"}, nil},
+		{"mlx5_1", "", []string{"mlx5_1"}, []string{"mlx5_10", "mlx5_0"}},
+		{"", "mlx5_bond_.*", []string{"mlx5_0"}, []string{"mlx5_bond_0"}},
+		{"mlx5_[0-3]|ibp.*", "", []string{"mlx5_2", "ibp26s0"}, []string{"mlx5_4"}},
+	} {
+		f, err := NewDeviceFilter(tc.include, tc.exclude)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range tc.keep {
+			if !f.Keep(n) {
+				t.Errorf("include %q exclude %q: %s dropped", tc.include, tc.exclude, n)
+			}
+		}
+		for _, n := range tc.drop {
+			if f.Keep(n) {
+				t.Errorf("include %q exclude %q: %s kept", tc.include, tc.exclude, n)
+			}
+		}
+	}
+	if _, err := NewDeviceFilter("(", ""); err == nil {
+		t.Error("bad regexp accepted")
+	}
+	if _, err := NewDeviceFilter("a", "b"); err == nil {
+		t.Error("include and exclude together accepted")
+	}
+}

@@ -1,0 +1,128 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+func gatherHost(t *testing.T, host string, cfg *config.Config) prometheus.Gatherer {
+	t.Helper()
+	paths, err := hostfs.Paths{Rootfs: "../fixtures/hosts/" + host}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewInfinibandCollector(Env{Host: paths.Open(), Config: cfg, Logger: slog.New(slog.DiscardHandler)}, DeviceFilter{})
+	a := &Aggregator{names: []string{"infiniband"}, collectors: map[string]Collector{"infiniband": c},
+		logger: slog.New(slog.DiscardHandler), errLog: newOnceLogger(slog.New(slog.DiscardHandler), 10)}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Bind(context.Background()))
+	return reg
+}
+
+// The guide's case: a 200 Gb/s HDR card whose port trained at FDR, and a
+// second port at 2X width, both below the configured expectation.
+func TestInfinibandDegradedLink(t *testing.T) {
+	cfg, err := config.Parse([]byte("expected:\n  boards:\n    - board_id: MT_0000000223\n      rate_gbps: 200\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP rdma_port_expected_rate_bytes_per_second Rate the port is expected to run at, from the config file or the board_id table; absent when unknown.
+# TYPE rdma_port_expected_rate_bytes_per_second gauge
+rdma_port_expected_rate_bytes_per_second{device="mlx5_0",port="1"} 2.5e+10
+rdma_port_expected_rate_bytes_per_second{device="mlx5_1",port="1"} 2.5e+10
+# HELP rdma_port_link_degraded 1 when the expected rate is known and the active rate is below it.
+# TYPE rdma_port_link_degraded gauge
+rdma_port_link_degraded{device="mlx5_0",port="1"} 1
+rdma_port_link_degraded{device="mlx5_1",port="1"} 1
+# HELP rdma_port_link_width_lanes Active link width in lanes.
+# TYPE rdma_port_link_width_lanes gauge
+rdma_port_link_width_lanes{device="mlx5_0",port="1"} 4
+rdma_port_link_width_lanes{device="mlx5_1",port="1"} 2
+# HELP rdma_port_rate_bytes_per_second Active link rate.
+# TYPE rdma_port_rate_bytes_per_second gauge
+rdma_port_rate_bytes_per_second{device="mlx5_0",port="1"} 7e+09
+rdma_port_rate_bytes_per_second{device="mlx5_1",port="1"} 1.25e+10
+`
+	if err := testutil.GatherAndCompare(gatherHost(t, "cx6-hdr-fdr", cfg), strings.NewReader(want),
+		"rdma_port_expected_rate_bytes_per_second", "rdma_port_link_degraded", "rdma_port_link_width_lanes", "rdma_port_rate_bytes_per_second"); err != nil {
+		t.Error(err)
+	}
+	// Without a config nothing is expected of an unknown board: no series,
+	// never a guess from the HCA family.
+	n, err := testutil.GatherAndCount(gatherHost(t, "cx6-hdr-fdr", &config.Config{}), "rdma_port_expected_rate_bytes_per_second", "rdma_port_link_degraded")
+	if err != nil || n != 0 {
+		t.Errorf("without config: %d expected/degraded series, %v; want none", n, err)
+	}
+}
+
+func TestInfinibandDGX(t *testing.T) {
+	g := gatherHost(t, "dgx-h100", &config.Config{})
+	want := `
+# HELP rdma_port_link_degraded 1 when the expected rate is known and the active rate is below it.
+# TYPE rdma_port_link_degraded gauge
+rdma_port_link_degraded{device="mlx5_0",port="1"} 0
+rdma_port_link_degraded{device="mlx5_1",port="1"} 0
+rdma_port_link_degraded{device="mlx5_4",port="1"} 0
+rdma_port_link_degraded{device="mlx5_5",port="1"} 0
+rdma_port_link_degraded{device="mlx5_6",port="1"} 0
+rdma_port_link_degraded{device="mlx5_7",port="1"} 0
+rdma_port_link_degraded{device="mlx5_8",port="1"} 0
+rdma_port_link_degraded{device="mlx5_9",port="1"} 0
+rdma_port_link_degraded{device="mlx5_bond_0",port="1"} 0
+# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# TYPE rdma_scrape_collector_success gauge
+rdma_scrape_collector_success{collector="infiniband"} 1
+`
+	if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_port_link_degraded", "rdma_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	for key, v := range map[string]float64{
+		// port_rcv_data 205128687774249 words × 4 (gpud PR #943).
+		"rdma_port_data_received_bytes_total,device=mlx5_1,port=1":                820514751096996,
+		"rdma_port_link_downed_total,device=mlx5_1,port=1":                        255,
+		"rdma_port_counter_saturated,counter=link_downed,device=mlx5_1,port=1":    1,
+		"rdma_port_counter_saturated,counter=port_xmit_wait,device=mlx5_5,port=1": 1,
+		"rdma_port_counter_saturated,counter=symbol_error,device=mlx5_0,port=1":   0,
+		"rdma_port_rate_bytes_per_second,device=mlx5_bond_0,port=1":               25e9,
+		"rdma_port_link_width_lanes,device=mlx5_bond_0,port=1":                    2,
+		"rdma_port_expected_rate_bytes_per_second,device=mlx5_0,port=1":           50e9,
+		"rdma_port_state,device=mlx5_4,port=1":                                    4,
+		"rdma_port_physical_state,device=mlx5_4,port=1":                           5,
+		"rdma_port_hw_counter_total,counter=out_of_sequence,device=mlx5_0,port=1": 0,
+	} {
+		if g, ok := got[key]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", key, g, ok, v)
+		}
+	}
+	for key := range got {
+		if strings.Contains(key, "counter=lifespan") {
+			t.Errorf("lifespan exported as a counter: %s", key)
+		}
+	}
+}

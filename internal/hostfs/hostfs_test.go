@@ -1,0 +1,106 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hostfs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDirReadFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"short": "400 Gb/sec (4X NDR)\n",
+		"empty": "",
+		"large": strings.Repeat("x", 10000),
+		"exact": strings.Repeat("y", 128),
+		"over":  strings.Repeat("z", 129),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Dir(dir).ReadFile(name)
+		if err != nil || string(got) != content {
+			t.Errorf("ReadFile(%s) = %d bytes, %v; want %d bytes", name, len(got), err, len(content))
+		}
+	}
+	if _, err := Dir(dir).ReadFile("missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want ErrNotExist", err)
+	}
+	if _, err := Dir(dir).ReadFile("."); err == nil {
+		t.Error("reading a directory: want error")
+	}
+}
+
+func TestDirReadFileTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(MaxFileSize + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := Dir(dir).ReadFile("huge"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("huge file: %v, want ErrTooLarge", err)
+	}
+}
+
+func TestDirLinksAndDirs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "devices/pci0000:00/0000:00:01.0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("devices/pci0000:00/0000:00:01.0", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	target, err := Dir(dir).ReadLink("link")
+	if err != nil || target != "devices/pci0000:00/0000:00:01.0" {
+		t.Errorf("ReadLink = %q, %v", target, err)
+	}
+	entries, err := Dir(dir).ReadDir("link")
+	if err != nil || len(entries) != 0 {
+		t.Errorf("ReadDir through link = %v, %v", entries, err)
+	}
+	// A symlink loop must fail, not hang.
+	if err := os.Symlink("loop", filepath.Join(dir, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dir(dir).ReadFile("loop"); err == nil {
+		t.Error("symlink loop: want error")
+	}
+}
+
+func TestPathsResolve(t *testing.T) {
+	root := t.TempDir()
+	p, err := Paths{Rootfs: root}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Sysfs != filepath.Join(root, "sys") || p.Procfs != filepath.Join(root, "proc") {
+		t.Errorf("Resolve = %+v", p)
+	}
+	p, err = Paths{Rootfs: root, Sysfs: "/x/sys"}.Resolve()
+	if err != nil || p.Sysfs != "/x/sys" {
+		t.Errorf("explicit sysfs: %+v, %v", p, err)
+	}
+	if _, err := (Paths{Rootfs: filepath.Join(root, "nope")}).Resolve(); err == nil {
+		t.Error("missing rootfs: want error")
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Paths{Rootfs: file}).Resolve(); err == nil {
+		t.Error("rootfs is a file: want error")
+	}
+	if _, err := (Paths{Rootfs: root, Sysfs: file}).Resolve(); err == nil {
+		t.Error("sysfs is a file: want error")
+	}
+}
