@@ -58,8 +58,11 @@ fuzz:
 		done; \
 	done
 
+RUN_CONFIG := $(wildcard fixtures/hosts/$(RUN_HOST)/etc/rdma_doctor/rdma_doctor.yml)
+
+# Serves a fixture host (and its config, if it has one) on $(LISTEN).
 run: build
-	./$(BIN) --path.rootfs=fixtures/hosts/$(RUN_HOST) --web.listen-address=$(LISTEN)
+	./$(BIN) --path.rootfs=fixtures/hosts/$(RUN_HOST) $(if $(RUN_CONFIG),--config.file=$(RUN_CONFIG)) --web.listen-address=$(LISTEN)
 
 clean:
 	rm -f $(BIN)
