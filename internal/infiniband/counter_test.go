@@ -63,7 +63,12 @@ func FuzzParseCounter(f *testing.F) {
 	for _, s := range []string{"0\n", "205128687774249", "N/A (no PMA)\n", "garbage", "4294967295"} {
 		f.Add(s)
 	}
+	addFixtureSeeds(f, "*/ports/*/counters/*")
+	addFixtureSeeds(f, "*/ports/*/hw_counters/*")
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = ParseCounter(s)
+		v, err := ParseCounter(s)
+		if err == nil && v > 0 && len(s) == 0 {
+			t.Fatalf("ParseCounter(%q) = %d", s, v)
+		}
 	})
 }

@@ -63,6 +63,9 @@ func FuzzParseEnum(f *testing.F) {
 	for _, s := range []string{"4: ACTIVE\n", "5: LinkUp", "1: CA", "7: Phy Test"} {
 		f.Add(s)
 	}
+	addFixtureSeeds(f, "*/ports/*/state")
+	addFixtureSeeds(f, "*/ports/*/phys_state")
+	addFixtureSeeds(f, "*/node_type")
 	f.Fuzz(func(t *testing.T, s string) {
 		e, err := ParseEnum(s)
 		if err == nil && (e.Value < 0 || e.Value > 255) {
@@ -74,6 +77,7 @@ func FuzzParseEnum(f *testing.F) {
 func FuzzParseGUID(f *testing.F) {
 	f.Add("0a7f:bc12:45ef:d23b")
 	f.Add("58a2:e103:002a:09b8\n")
+	addFixtureSeeds(f, "*/node_guid")
 	f.Fuzz(func(t *testing.T, s string) {
 		g, err := ParseGUID(s)
 		if err == nil && len(g) != 18 {

@@ -75,6 +75,7 @@ func FuzzParseRate(f *testing.F) {
 	for _, s := range []string{"10 Gb/sec (4X)\n", "40 Gb/sec (4X QDR)\n", "400 Gb/sec (4X NDR)", "200 Gb/sec (2X NDR)", "2.5 Gb/sec (1X SDR)\n", "fast"} {
 		f.Add(s)
 	}
+	addFixtureSeeds(f, "*/ports/*/rate")
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseRate(s)
 		if err != nil {
