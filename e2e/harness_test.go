@@ -198,3 +198,13 @@ func (e *exporter) get(t testing.TB, path string) (int, string) {
 	}
 	return resp.StatusCode, string(b)
 }
+
+// runBinary runs the binary to completion (for start-up failures), bounded
+// in time.
+func runBinary(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary(t), args...).CombinedOutput()
+	return string(out), err
+}
