@@ -1,0 +1,185 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/rdma-doctor/rdma_doctor/collector"
+)
+
+func init() {
+	addCommand(command{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, setup: setupServe})
+}
+
+// Server is the HTTP side. Hooks add pages to Mux (and a landing page link
+// to Links), static collectors to Registry, and background work bound to the
+// server's context.
+type Server struct {
+	App      *App
+	Mux      *http.ServeMux
+	Links    []web.LandingLinks
+	Registry *prometheus.Registry
+	Agg      *collector.Aggregator
+}
+
+// serverHook extends the server before it listens. An error stops start-up.
+type serverHook func(ctx context.Context, s *Server) error
+
+var serverHooks []serverHook
+
+// addServerHook registers a server extension; called from init functions.
+func addServerHook(h serverHook) { serverHooks = append(serverHooks, h) }
+
+func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
+	var (
+		webFlags     = kingpinflag.AddFlags(cmd, ":9873")
+		metricsPath  = cmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+		maxRequests  = cmd.Flag("web.max-requests", "Maximum number of parallel scrapes; further ones get 503. 0 means no limit.").Default("40").Int()
+		scrapeTO     = cmd.Flag("scrape.timeout", "Deadline for one scrape; a collector that misses it reports rdma_scrape_collector_success 0. A shorter Prometheus scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) takes precedence.").Default("10s").Duration()
+		noExporterMx = cmd.Flag("web.disable-exporter-metrics", "Exclude go_*, process_* and promhttp_* metrics about the exporter itself.").Bool()
+	)
+	return func(ctx context.Context, a *App) int {
+		agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, *scrapeTO)
+		if err != nil {
+			a.Kingpin.Fatalf("%v", err)
+		}
+		s := &Server{
+			App:      a,
+			Mux:      http.NewServeMux(),
+			Registry: exporterRegistry(*noExporterMx),
+			Agg:      agg,
+			Links: []web.LandingLinks{
+				{Address: *metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
+			},
+		}
+		for _, h := range serverHooks {
+			if err := h(ctx, s); err != nil {
+				a.Kingpin.Fatalf("%v", err)
+			}
+		}
+		m := metricsHandler{agg: agg, logger: a.Logger, exporterReg: s.Registry, timeout: *scrapeTO}
+		if *maxRequests > 0 {
+			m.inFlight = make(chan struct{}, *maxRequests)
+		}
+		s.Mux.Handle(*metricsPath, promhttp.InstrumentMetricHandler(s.Registry, m))
+
+		a.Logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
+		a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
+			"collectors", agg.Names())
+		if err := s.listenAndServe(ctx, webFlags, *metricsPath); err != nil {
+			a.Logger.Error("cannot serve HTTP", "err", err)
+			return 1
+		}
+		return 0
+	}
+}
+
+func exporterRegistry(disableExporterMetrics bool) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(versioncollector.NewCollector(name))
+	if !disableExporterMetrics {
+		reg.MustRegister(
+			collectors.NewGoCollector(),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		)
+	}
+	return reg
+}
+
+func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metricsPath string) error {
+	if metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        name,
+			Description: "Prometheus exporter and doctor for InfiniBand and RoCE hosts",
+			Version:     version.Info(),
+			Links:       s.Links,
+		})
+		if err != nil {
+			return err
+		}
+		s.Mux.Handle("/", landing)
+	}
+	httpServer := &http.Server{
+		Handler:           s.Mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(httpServer, flags, s.App.Logger) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		s.App.Logger.Info("shutting down")
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return httpServer.Shutdown(shutdown)
+	}
+}
+
+// metricsHandler serves one scrape. Each scrape gets its own registry so the
+// collectors run under this request's deadline.
+type metricsHandler struct {
+	agg         *collector.Aggregator
+	logger      *slog.Logger
+	exporterReg *prometheus.Registry
+	timeout     time.Duration
+	inFlight    chan struct{}
+}
+
+func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m.inFlight != nil {
+		select {
+		case m.inFlight <- struct{}{}:
+			defer func() { <-m.inFlight }()
+		default:
+			http.Error(w, fmt.Sprintf("too many parallel scrapes (limit %d, --web.max-requests)", cap(m.inFlight)), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, m.timeout))
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.agg.Bind(ctx))
+	promhttp.HandlerFor(prometheus.Gatherers{m.exporterReg, reg}, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	}).ServeHTTP(w, r)
+}
+
+// scrapeTimeout leaves Prometheus half a second to receive the answer
+// before its own scrape timeout fires.
+func scrapeTimeout(r *http.Request, def time.Duration) time.Duration {
+	h := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds")
+	if h == "" {
+		return def
+	}
+	secs, err := strconv.ParseFloat(h, 64)
+	if err != nil || secs <= 0 {
+		return def
+	}
+	d := time.Duration(secs*float64(time.Second)) - 500*time.Millisecond
+	if d < 100*time.Millisecond {
+		d = 100 * time.Millisecond
+	}
+	if def > 0 && d > def {
+		return def
+	}
+	return d
+}
