@@ -1,0 +1,377 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package irq
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// realDump returns the /proc/interrupts part of a recorded dump: the lines
+// after the shell prompt, up to the next prompt. header replaces a missing
+// CPU header (the homelab dump was taken through grep).
+func realDump(t testing.TB, file, header string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	if header != "" {
+		out = append(out, header)
+	}
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		prompt := strings.Contains(l, "# ") || strings.Contains(l, "$ ") || strings.HasPrefix(l, "> ")
+		if prompt && strings.Contains(l, "/proc/interrupts") {
+			in = true
+			continue
+		}
+		if in && (prompt || strings.TrimSpace(l) == "") {
+			break
+		}
+		if in {
+			out = append(out, l)
+		}
+	}
+	return []byte(strings.Join(out, "\n") + "\n")
+}
+
+func cpuHeader(n int) string {
+	var b strings.Builder
+	for c := 0; c < n; c++ {
+		fmt.Fprintf(&b, "       CPU%-3d", c)
+	}
+	return b.String()
+}
+
+// TestParseRealDumps: every recorded dump, every naming era in it.
+func TestParseRealDumps(t *testing.T) {
+	type irqWant struct {
+		num             int
+		chip, hw, name  string
+		col             int // a column to check
+		count           uint64
+		kind            Kind
+		channel         int
+		address, chipTo string
+	}
+	for _, tc := range []struct {
+		file, header string
+		cpus         []int
+		irqs         int
+		perAddr      map[string][3]int // completion, control, other
+		check        []irqWant
+	}{
+		{
+			file: "proc-interrupts-mlx5-el7-3.10-azure-lkml-2023.txt",
+			cpus: []int{0, 1, 2, 3, 4, 5, 6, 7},
+			// 0 1 3 4 8 9 12 14 15, 24-26 28-35, 36-38 40-47
+			irqs:    31,
+			perAddr: map[string][3]int{"8b76:00:02.0": {8, 3, 0}, "83a4:00:02.0": {8, 3, 0}},
+			check: []irqWant{
+				{num: 0, chip: "IO-APIC-edge", name: "timer", col: 0, count: 9881, kind: Other, channel: -1},
+				{num: 3, chip: "IO-APIC-edge", name: "", col: 7, count: 856, kind: Other, channel: -1},
+				{num: 12, chip: "IO-APIC-edge", name: "i8042", col: 7, count: 5, kind: Other, channel: -1}, // no leading space
+				{num: 25, chip: "PCI-MSI-edge", name: "mlx5_cmd_eq@pci:8b76:00:02.0", col: 0, count: 19694, kind: Control, channel: -1, address: "8b76:00:02.0"},
+				{num: 26, chip: "PCI-MSI-edge", name: "mlx5_async_eq@pci:8b76:00:02.0", kind: Control, channel: -1, address: "8b76:00:02.0"},
+				{num: 24, chip: "PCI-MSI-edge", name: "mlx5_pages_eq@pci:8b76:00:02.0", kind: Control, channel: -1, address: "8b76:00:02.0"},
+				{num: 28, chip: "PCI-MSI-edge", name: "mlx5_comp0@pci:8b76:00:02.0", col: 0, count: 123648, kind: Completion, channel: 0, address: "8b76:00:02.0"},
+				{num: 47, chip: "PCI-MSI-edge", name: "mlx5_comp7@pci:83a4:00:02.0", col: 0, count: 12610, kind: Completion, channel: 7, address: "83a4:00:02.0"},
+			},
+		},
+		{
+			file:    "proc-interrupts-mlx5-recent-kernel-cx-100g-homelab.txt",
+			header:  cpuHeader(12),
+			cpus:    []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
+			irqs:    15,
+			perAddr: map[string][3]int{"0000:01:00.0": {12, 1, 0}, "0000:01:00.1": {1, 1, 0}},
+			check: []irqWant{
+				{num: 98, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "0-edge", name: "mlx5_async0@pci:0000:01:00.0", col: 10, count: 23274, kind: Control, channel: -1, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+				{num: 99, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "1-edge", name: "mlx5_comp0@pci:0000:01:00.0", col: 7, count: 4360, kind: Completion, channel: 0, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+				{num: 102, chip: "IR-PCI-MSIX-0000:01:00.1", hw: "1-edge", name: "mlx5_comp0@pci:0000:01:00.1", col: 0, count: 0, kind: Completion, channel: 0, address: "0000:01:00.1", chipTo: "0000:01:00.1"},
+				{num: 114, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "7-edge", name: "mlx5_comp6@pci:0000:01:00.0", col: 8, count: 1024467, kind: Completion, channel: 6, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+				{num: 117, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "10-edge", name: "mlx5_comp9@pci:0000:01:00.0", col: 11, count: 651437, kind: Completion, channel: 9, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+			},
+		},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			in, err := ParseInterrupts(realDump(t, tc.file, tc.header))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(in.CPUs, tc.cpus) {
+				t.Errorf("CPUs %v, want %v", in.CPUs, tc.cpus)
+			}
+			if len(in.IRQs) != tc.irqs || in.Skipped != 0 {
+				t.Errorf("%d IRQs, %d skipped (first line %d); want %d, 0", len(in.IRQs), in.Skipped, in.FirstSkipped, tc.irqs)
+			}
+			got := map[string][3]int{}
+			for _, q := range in.IRQs {
+				if len(q.Counts) != len(tc.cpus) {
+					t.Errorf("IRQ %d has %d counts", q.Number, len(q.Counts))
+				}
+				v := Classify(q.Name)
+				if v.Address == "" {
+					continue
+				}
+				c := got[v.Address]
+				switch v.Kind {
+				case Completion:
+					c[0]++
+				case Control:
+					c[1]++
+				default:
+					c[2]++
+				}
+				got[v.Address] = c
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.perAddr) {
+				t.Errorf("per address (completion, control, other) = %v, want %v", got, tc.perAddr)
+			}
+			for _, w := range tc.check {
+				i := slices.IndexFunc(in.IRQs, func(q IRQ) bool { return q.Number == w.num })
+				if i < 0 {
+					t.Errorf("IRQ %d missing", w.num)
+					continue
+				}
+				q := in.IRQs[i]
+				if q.Chip != w.chip || q.HWIRQ != w.hw || q.Name != w.name {
+					t.Errorf("IRQ %d: chip %q hw %q name %q; want %q %q %q", w.num, q.Chip, q.HWIRQ, q.Name, w.chip, w.hw, w.name)
+				}
+				if q.Counts[w.col] != w.count {
+					t.Errorf("IRQ %d CPU column %d = %d, want %d", w.num, w.col, q.Counts[w.col], w.count)
+				}
+				v := Classify(q.Name)
+				if v.Kind != w.kind || v.Channel != w.channel || v.Address != w.address {
+					t.Errorf("IRQ %d Classify = %+v, want kind %v channel %d address %q", w.num, v, w.kind, w.channel, w.address)
+				}
+				if a := ChipAddress(q.Chip); a != w.chipTo {
+					t.Errorf("IRQ %d ChipAddress = %q, want %q", w.num, a, w.chipTo)
+				}
+			}
+		})
+	}
+}
+
+// TestParseForms: formats and faults not in the recorded dumps.
+func TestParseForms(t *testing.T) {
+	type row struct {
+		num            int
+		counts         []uint64
+		chip, hw, name string
+	}
+	for _, tc := range []struct {
+		name        string
+		in          string
+		cpus        []int
+		rows        []row
+		skipped     int
+		firstSkip   int
+		wantErr     error
+		wantErrText string
+	}{
+		{
+			name: "offline CPU leaves a gap in the header",
+			in: "           CPU0       CPU1       CPU3\n" +
+				"  99:         10          0          7  IR-PCI-MSIX-0000:01:00.0    1-edge      mlx5_comp0@pci:0000:01:00.0\n",
+			cpus: []int{0, 1, 3},
+			rows: []row{{99, []uint64{10, 0, 7}, "IR-PCI-MSIX-0000:01:00.0", "1-edge", "mlx5_comp0@pci:0000:01:00.0"}},
+		},
+		{
+			name: "4.x IR-PCI-MSI with hwirq, hfi1 names with spaces, shared line",
+			in: "       CPU0   CPU1\n" +
+				" 120:     5     6   IR-PCI-MSI 12582913-edge      hfi1_0 sdma0\n" +
+				"  16:     1     2   IR-IO-APIC   16-fasteoi   ehci_hcd:usb1, nouveau\n",
+			cpus: []int{0, 1},
+			rows: []row{
+				{120, []uint64{5, 6}, "IR-PCI-MSI", "12582913-edge", "hfi1_0 sdma0"},
+				{16, []uint64{1, 2}, "IR-IO-APIC", "16-fasteoi", "ehci_hcd:usb1, nouveau"},
+			},
+		},
+		{
+			name: "arm64 GIC and ITS with a separate Edge/Level column, IPI lines",
+			in: "           CPU0       CPU1\n" +
+				" 11:      12345      23456     GICv3  27 Level     arch_timer\n" +
+				" 40:          0          9   ITS-MSI 65536 Edge      nvme0q0\n" +
+				"IPI0:       100        200       Rescheduling interrupts\n",
+			cpus: []int{0, 1},
+			rows: []row{
+				{11, []uint64{12345, 23456}, "GICv3", "27 Level", "arch_timer"},
+				{40, []uint64{0, 9}, "ITS-MSI", "65536 Edge", "nvme0q0"},
+			},
+		},
+		{
+			name: "no chip (None), no domain hwirq, no handler",
+			in: "  CPU0\n" +
+				"  7:  3   None   -edge      \n" +
+				"  8:  4   xen-dyn    -event     xenbus\n",
+			cpus: []int{0},
+			rows: []row{
+				{7, []uint64{3}, "None", "-edge", ""},
+				{8, []uint64{4}, "xen-dyn", "-event", "xenbus"},
+			},
+		},
+		{
+			name: "torn, short, garbage and over-long lines are skipped and counted",
+			in: "      CPU0   CPU1   CPU2\n" +
+				"  1:     1      2      3   IO-APIC   1-edge   i8042\n" +
+				"  2:     1      2\n" + // torn mid-row
+				"  3:     1      x      3   IO-APIC   3-edge   bad\n" + // not a number
+				"  4:     1      2      3\n" + // nothing after the counts
+				"  5:     1      2      3      4   IO-APIC   5-edge   extra\n" + // more counts than CPUs
+				"  6:     1      2      3abc   IO-APIC   6-edge   glued\n" +
+				"  7:     1      2      99999999999999999999999   IO-APIC   7-edge   overflow\n" +
+				"garbage without a colon\n" +
+				"  8\n" +
+				" LOC:     5      5      5   Local timer interrupts\n" +
+				" ERR:     0\n" +
+				"  9:     7      8      9   IO-APIC   9-fasteoi   acpi\n",
+			cpus: []int{0, 1, 2},
+			rows: []row{
+				{1, []uint64{1, 2, 3}, "IO-APIC", "1-edge", "i8042"},
+				{9, []uint64{7, 8, 9}, "IO-APIC", "9-fasteoi", "acpi"},
+			},
+			skipped:   8,
+			firstSkip: 3,
+		},
+		{
+			name: "blank lines and CRLF",
+			in:   "\n\n   CPU0 CPU1\r\n 5:  1  2  PCI-MSI-edge  mlx4-comp-0@pci:0000:81:00.0\r\n\n",
+			cpus: []int{0, 1},
+			rows: []row{{5, []uint64{1, 2}, "PCI-MSI-edge", "", "mlx4-comp-0@pci:0000:81:00.0"}},
+		},
+		{name: "empty", in: "", wantErr: ErrNoHeader},
+		{name: "no header", in: "  98:  0  0  IR-PCI-MSIX-0000:01:00.0  0-edge  mlx5_async0@pci:0000:01:00.0\n", wantErr: ErrNoHeader},
+		{name: "header out of order", in: "  CPU1 CPU0\n", wantErr: ErrNoHeader, wantErrText: "out of order"},
+		{name: "header garbage", in: "  CPU0 CPUx\n", wantErr: ErrNoHeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := ParseInterrupts([]byte(tc.in))
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(fmt.Sprint(err), tc.wantErrText) {
+					t.Fatalf("err = %v, want %v %q", err, tc.wantErr, tc.wantErrText)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(in.CPUs, tc.cpus) {
+				t.Errorf("CPUs %v, want %v", in.CPUs, tc.cpus)
+			}
+			if in.Skipped != tc.skipped || in.FirstSkipped != tc.firstSkip {
+				t.Errorf("skipped %d (first line %d), want %d (%d)", in.Skipped, in.FirstSkipped, tc.skipped, tc.firstSkip)
+			}
+			if len(in.IRQs) != len(tc.rows) {
+				t.Fatalf("%d IRQs %+v, want %d", len(in.IRQs), in.IRQs, len(tc.rows))
+			}
+			for i, w := range tc.rows {
+				q := in.IRQs[i]
+				if q.Number != w.num || !slices.Equal(q.Counts, w.counts) || q.Chip != w.chip || q.HWIRQ != w.hw || q.Name != w.name {
+					t.Errorf("row %d = %d %v %q %q %q, want %d %v %q %q %q", i, q.Number, q.Counts, q.Chip, q.HWIRQ, q.Name,
+						w.num, w.counts, w.chip, w.hw, w.name)
+				}
+			}
+		})
+	}
+}
+
+// TestCountsAreWindows: appending to one IRQ's counts never overwrites the
+// next IRQ's.
+func TestCountsAreWindows(t *testing.T) {
+	in, err := ParseInterrupts(generateInterrupts(4, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := slices.Clone(in.IRQs[1].Counts)
+	_ = append(in.IRQs[0].Counts, 42)
+	if !slices.Equal(in.IRQs[1].Counts, next) {
+		t.Fatal("IRQ 0's counts share capacity with IRQ 1's")
+	}
+}
+
+// TestParseAllocations: allocations do not grow with fields or IRQs (the
+// brief: one pass, allocate per IRQ, not per field). A 512-CPU, 4096-IRQ
+// file has two million fields.
+func TestParseAllocations(t *testing.T) {
+	for _, size := range []struct{ cpus, irqs int }{{8, 16}, {64, 512}, {512, 4096}} {
+		data := generateInterrupts(size.cpus, size.irqs)
+		in, err := ParseInterrupts(data)
+		if err != nil || len(in.IRQs) != size.irqs || in.Skipped != 0 {
+			t.Fatalf("%d×%d: %d IRQs, %d skipped, %v", size.cpus, size.irqs, len(in.IRQs), in.Skipped, err)
+		}
+		allocs := testing.AllocsPerRun(3, func() { _, _ = ParseInterrupts(data) })
+		if allocs > float64(size.irqs) || allocs > 32 {
+			t.Errorf("%d CPUs × %d IRQs: %.0f allocations per parse, want at most 32 (and never per field)", size.cpus, size.irqs, allocs)
+		}
+	}
+}
+
+func TestGeneratedShape(t *testing.T) {
+	in, err := ParseInterrupts(generateInterrupts(512, 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.CPUs) != 512 || in.CPUs[511] != 511 {
+		t.Fatalf("CPUs %d", len(in.CPUs))
+	}
+	q := in.IRQs[8+65]
+	v := Classify(q.Name)
+	if q.Chip != "IR-PCI-MSIX-0000:1a:00.1" || v.Kind != Completion || v.Channel != 0 || v.Address != "0000:1a:00.1" {
+		t.Errorf("generated row %+v classified %+v", q, v)
+	}
+}
+
+func FuzzParseInterrupts(f *testing.F) {
+	f.Add(realDump(f, "proc-interrupts-mlx5-el7-3.10-azure-lkml-2023.txt", ""))
+	f.Add(realDump(f, "proc-interrupts-mlx5-recent-kernel-cx-100g-homelab.txt", cpuHeader(12)))
+	for _, p := range fixtureInterrupts(f) {
+		if b, err := os.ReadFile(p); err == nil && len(b) < 64<<10 {
+			f.Add(b)
+		}
+	}
+	f.Add(generateInterrupts(3, 12))
+	f.Add([]byte("  CPU0 CPU2\n 1: 1 2 IO-APIC 1-edge a\n 2: 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, err := ParseInterrupts(data)
+		if err != nil {
+			if in != nil {
+				t.Fatal("result with an error")
+			}
+			return
+		}
+		if len(in.CPUs) == 0 {
+			t.Fatal("no CPUs without an error")
+		}
+		for i, c := range in.CPUs {
+			if c < 0 || i > 0 && c <= in.CPUs[i-1] {
+				t.Fatalf("CPUs %v", in.CPUs)
+			}
+		}
+		if (in.Skipped == 0) != (in.FirstSkipped == 0) {
+			t.Fatalf("skipped %d, first %d", in.Skipped, in.FirstSkipped)
+		}
+		for _, q := range in.IRQs {
+			if len(q.Counts) != len(in.CPUs) || q.Number < 0 || q.Chip == "" {
+				t.Fatalf("bad row %+v", q)
+			}
+			if strings.ContainsAny(q.Chip+q.HWIRQ+q.Name, "\n") {
+				t.Fatalf("row spans lines: %+v", q)
+			}
+			_ = Classify(q.Name)
+			_ = ChipAddress(q.Chip)
+		}
+	})
+}
+
+func fixtureInterrupts(t testing.TB) []string {
+	files, _ := filepath.Glob("../../fixtures/hosts/*/proc/interrupts")
+	return files
+}

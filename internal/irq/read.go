@@ -1,0 +1,255 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package irq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"sync"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/procs"
+)
+
+// Opt is a value that may be missing; a missing value is never zero.
+type Opt[T any] = infiniband.Opt[T]
+
+// Snapshot is the IRQ placement of every RDMA device.
+type Snapshot struct {
+	// Interrupts is the parsed /proc/interrupts; nil when it could not be
+	// read, and then no device has IRQs.
+	Interrupts *Interrupts
+	Devices    []Device
+	// Irqbalance holds the PIDs of running irqbalance processes; OK is
+	// false when the process table could not be read. Only processes in
+	// this PID namespace are visible: in a container, irqbalance on the
+	// host shows only with hostPID.
+	Irqbalance Opt[[]int]
+	// Errors are the read and parse errors met, each naming its file.
+	Errors []error
+}
+
+// Device is an RDMA device, its PCI function and the IRQs keyed to it.
+type Device struct {
+	Name string
+	PCI  pci.Function
+	// IRQs are the lines of /proc/interrupts that belong to the function:
+	// the name or chip column names its address, or msi_irqs/ lists the
+	// number. In /proc/interrupts order.
+	IRQs []DeviceIRQ
+}
+
+// DeviceIRQ is one IRQ of a device and where it may and does run.
+type DeviceIRQ struct {
+	*IRQ
+	Vector Vector
+	// Affinity is smp_affinity_list: the CPUs the IRQ is allowed on.
+	// Absent when /proc/irq/N is missing (containers hide it; the IRQ
+	// may have gone between the two reads) or unreadable.
+	Affinity Opt[cpulist.Set]
+	// Effective is effective_affinity_list: the CPUs the kernel actually
+	// delivers to (one CPU on x86). Absent on kernels and architectures
+	// without it (before 4.15), and when it is empty (IRQ not started).
+	Effective Opt[cpulist.Set]
+}
+
+// CPUs are the CPUs the IRQ is delivered to: the effective affinity where
+// the kernel reports one, else the allowed set.
+func (q *DeviceIRQ) CPUs() (cpulist.Set, bool) {
+	if q.Effective.OK {
+		return q.Effective.V, true
+	}
+	return q.Affinity.V, q.Affinity.OK
+}
+
+// Completion returns the completion (data path) IRQs.
+func (d *Device) Completion() []*DeviceIRQ {
+	var out []*DeviceIRQ
+	for i := range d.IRQs {
+		if d.IRQs[i].Vector.Kind == Completion {
+			out = append(out, &d.IRQs[i])
+		}
+	}
+	return out
+}
+
+// Keyed reports whether any IRQ of /proc/interrupts belongs to the device.
+// A device with none (a software device, a driver whose names are not
+// known and whose function has no msi_irqs/) has no IRQ facts at all,
+// which is not the same as zero completion IRQs.
+func (d *Device) Keyed() bool { return len(d.IRQs) > 0 }
+
+// OffNode counts completion IRQs allowed on at least one CPU outside the
+// device's local_cpulist. ok is false when local_cpulist or any completion
+// IRQ's affinity is unknown: a partial count would pass for a good one.
+func (d *Device) OffNode() (n int, ok bool) {
+	if !d.PCI.LocalCPUs.OK {
+		return 0, false
+	}
+	for _, q := range d.Completion() {
+		if !q.Affinity.OK {
+			return 0, false
+		}
+		if !q.Affinity.V.SubsetOf(d.PCI.LocalCPUs.V) {
+			n++
+		}
+	}
+	return n, true
+}
+
+// CPUsUsed is the set of CPUs the completion IRQs are delivered to
+// (effective affinity, else allowed). One CPU for all of them is the
+// classic pinning mistake. ok is false when any IRQ's CPUs are unknown.
+func (d *Device) CPUsUsed() (cpulist.Set, bool) {
+	var used cpulist.Set
+	for _, q := range d.Completion() {
+		cpus, ok := q.CPUs()
+		if !ok {
+			return cpulist.Set{}, false
+		}
+		used.AddSet(cpus)
+	}
+	return used, true
+}
+
+// Read takes the snapshot: the PCI function of every RDMA device that keep
+// accepts (nil keeps all), /proc/interrupts, the affinity of every IRQ
+// keyed to a device, and the irqbalance process. It returns
+// infiniband.ErrNoClass when the host has no RDMA core; any other error is
+// in Snapshot.Errors and what could be read is still there.
+func Read(ctx context.Context, host hostfs.Host, keep func(string) bool) (*Snapshot, error) {
+	devs, err := pci.ReadDevices(ctx, host.Sys, keep)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Devices: make([]Device, len(devs))}
+	for i, d := range devs {
+		s.Devices[i] = Device{Name: d.Name, PCI: d.PCI}
+		s.Errors = append(s.Errors, d.PCI.Errors...)
+	}
+	if b, err := host.Proc.ReadFile("interrupts"); err != nil {
+		s.Errors = append(s.Errors, err)
+	} else if in, err := ParseInterrupts(b); err != nil {
+		s.Errors = append(s.Errors, fmt.Errorf("parse interrupts: %w", err))
+	} else {
+		s.Interrupts = in
+		if in.Skipped > 0 {
+			s.Errors = append(s.Errors, fmt.Errorf("parse interrupts: %d unexpected or cut-off line(s) skipped, first at line %d", in.Skipped, in.FirstSkipped))
+		}
+		s.key()
+		s.Errors = append(s.Errors, s.readAffinities(ctx, host.Proc)...)
+	}
+	pids, err := procs.Find(ctx, host.Proc, "irqbalance")
+	if err != nil {
+		s.Errors = append(s.Errors, err)
+	} else {
+		s.Irqbalance = Opt[[]int]{V: pids["irqbalance"], OK: true}
+	}
+	return s, ctx.Err()
+}
+
+// key assigns IRQs to devices: by the address in the action name first,
+// then the chip column's, then msi_irqs/. An RDMA bond (mlx5_bond_0) has
+// its PF0's IRQs.
+func (s *Snapshot) key() {
+	byAddr := map[string]int{}
+	byMSI := map[int]int{}
+	for i, d := range s.Devices {
+		if d.PCI.Address == "" {
+			continue
+		}
+		byAddr[d.PCI.Address] = i
+		for _, n := range d.PCI.MSIIRQs {
+			byMSI[n] = i
+		}
+	}
+	if len(byAddr) == 0 {
+		return
+	}
+	for k := range s.Interrupts.IRQs {
+		q := &s.Interrupts.IRQs[k]
+		v := Classify(q.Name)
+		dev, found := -1, false
+		if v.Address != "" {
+			dev, found = byAddr[v.Address]
+		} else if a := ChipAddress(q.Chip); a != "" {
+			dev, found = byAddr[a]
+		} else {
+			dev, found = byMSI[q.Number]
+		}
+		if found {
+			s.Devices[dev].IRQs = append(s.Devices[dev].IRQs, DeviceIRQ{IRQ: q, Vector: v})
+		}
+	}
+}
+
+// readAffinities reads /proc/irq/N/{smp_affinity_list,effective_affinity_list}
+// of every keyed IRQ, one goroutine per device.
+func (s *Snapshot) readAffinities(ctx context.Context, proc hostfs.FS) []error {
+	errs := make([][]error, len(s.Devices))
+	var wg sync.WaitGroup
+	for i := range s.Devices {
+		if len(s.Devices[i].IRQs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := &s.Devices[i]
+			for k := range d.IRQs {
+				if ctx.Err() != nil {
+					return
+				}
+				q := &d.IRQs[k]
+				var e []error
+				q.Affinity, q.Effective, e = ReadAffinity(proc, q.Number)
+				errs[i] = append(errs[i], e...)
+			}
+		}()
+	}
+	wg.Wait()
+	var all []error
+	for _, e := range errs {
+		all = append(all, e...)
+	}
+	return all
+}
+
+// ReadAffinity reads /proc/irq/<n>/smp_affinity_list and
+// effective_affinity_list. A missing file is no error: containers hide
+// /proc/irq, IRQs come and go, and effective_affinity_list is new (4.15)
+// and x86-centric. An empty effective list (an IRQ not started) is absent.
+func ReadAffinity(proc hostfs.FS, n int) (affinity, effective Opt[cpulist.Set], errs []error) {
+	dir := "irq/" + strconv.Itoa(n) + "/"
+	read := func(name string) Opt[cpulist.Set] {
+		b, err := proc.ReadFile(dir + name)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			return Opt[cpulist.Set]{}
+		}
+		set, err := cpulist.Parse(string(b))
+		if err != nil {
+			errs = append(errs, &infiniband.ParseError{Path: dir + name, Err: err})
+			return Opt[cpulist.Set]{}
+		}
+		return Opt[cpulist.Set]{V: set, OK: true}
+	}
+	affinity = read("smp_affinity_list")
+	if affinity.OK && affinity.V.Empty() {
+		affinity = Opt[cpulist.Set]{}
+	}
+	effective = read("effective_affinity_list")
+	if effective.OK && effective.V.Empty() {
+		effective = Opt[cpulist.Set]{}
+	}
+	return affinity, effective, errs
+}
