@@ -1,0 +1,528 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package perftest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Kind is the kind of result table a run printed.
+type Kind int
+
+// Result table kinds (research/perftest.md §1.3).
+const (
+	KindNone Kind = iota
+	// KindBandwidth: #bytes #iterations BW peak BW average [MsgRate] [CPU_Util].
+	KindBandwidth
+	// KindLatency: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+	// (older versions print a prefix of these columns).
+	KindLatency
+	// KindLatencyDuration: #bytes #iterations t_avg tps average (latency with -D).
+	KindLatencyDuration
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindBandwidth:
+		return "bandwidth"
+	case KindLatency:
+		return "latency"
+	case KindLatencyDuration:
+		return "latency-duration"
+	}
+	return "none"
+}
+
+// Report is one parsed perftest output. Values are in base units: bytes per
+// second, seconds, messages per second.
+type Report struct {
+	// Title is the centred test title ("RDMA_Write BW Test").
+	Title string
+	Kind  Kind
+	// Unit is the bandwidth unit as printed: "Gb/sec", "MiB/sec" or "MB/sec"
+	// (MB meant 2^20 bytes before perftest 24.07 renamed it); "usec" for
+	// latency.
+	Unit string
+	// Info holds the header's "Key : value" fields, first occurrence wins
+	// ("Device", "Link type", "Number of qps", "Mtu", "GID index", ...).
+	Info map[string]string
+	// Local and Remote are the QP address lines, one per QP.
+	Local, Remote []Address
+	Bandwidth     []BandwidthRow
+	Latency       []LatencyRow
+	// Notes are the lines that are none of the above: warnings printed
+	// before the header, stderr text interleaved into a merged stream,
+	// shell prompts in recordings.
+	Notes []string
+	// Duplicates counts result rows seen more than once: a recording
+	// where server and client output are interleaved prints each size
+	// twice. The first occurrence is kept.
+	Duplicates int
+}
+
+// Address is one "local address:" or "remote address:" line.
+type Address struct {
+	LID uint16
+	QPN uint32
+	// GID is the following "GID:" line, if any (perftest prints its 16
+	// bytes as decimal numbers).
+	GID net.IP
+}
+
+// BandwidthRow is one message size of a bandwidth table.
+type BandwidthRow struct {
+	Bytes      int64
+	Iterations int64
+	// PeakBytesPerSecond is 0 with PeakMeasured false when perftest did
+	// not compute it (duration mode, -N, > 20000 iterations, send server).
+	PeakBytesPerSecond float64
+	PeakMeasured       bool
+	AvgBytesPerSecond  float64
+	// MessagesPerSecond is absent (HasMsgRate false) in OFED-1.x output.
+	MessagesPerSecond float64
+	HasMsgRate        bool
+	// CPUUtil is the whole host's CPU use in percent (--cpu_util).
+	CPUUtil float64
+	HasCPU  bool
+}
+
+// LatencyRow is one message size of a latency table. Durations are in
+// seconds. Has says which columns were printed.
+type LatencyRow struct {
+	Bytes      int64
+	Iterations int64
+	Min        float64
+	Max        float64
+	Typical    float64
+	Avg        float64
+	// Stdev is what perftest prints; it has been truncated to whole
+	// microseconds before squaring since v4.5-0.17 and is mostly 0.00:
+	// do not export it (research/perftest.md §1.5).
+	Stdev float64
+	P99   float64
+	P999  float64
+	// TPS is transactions per second, latency duration mode only.
+	TPS float64
+	Has Columns
+}
+
+// Columns is a set of latency table columns.
+type Columns uint16
+
+// Latency columns.
+const (
+	ColMin Columns = 1 << iota
+	ColMax
+	ColTypical
+	ColAvg
+	ColStdev
+	ColP99
+	ColP999
+	ColTPS
+)
+
+// ParseError says why stdout held no usable result.
+type ParseError struct {
+	Reason string
+	Line   string
+}
+
+func (e *ParseError) Error() string {
+	if e.Line == "" {
+		return "perftest output: " + e.Reason
+	}
+	return fmt.Sprintf("perftest output: %s: %q", e.Reason, e.Line)
+}
+
+// column names in header order of appearance. Multi-word names are matched
+// as substrings of the header line, so spacing and tabs do not matter.
+type column int
+
+const (
+	cPeak column = iota
+	cAvgBW
+	cMsgRate
+	cCPU
+	cMin
+	cMax
+	cTypical
+	cAvgLat
+	cStdev
+	cP99
+	cP999
+	cTPS
+)
+
+var columnNames = []struct {
+	re  *regexp.Regexp
+	col column
+}{
+	{regexp.MustCompile(`BW peak\[`), cPeak},
+	{regexp.MustCompile(`BW average\[`), cAvgBW},
+	{regexp.MustCompile(`MsgRate\[`), cMsgRate},
+	{regexp.MustCompile(`CPU_Util\[`), cCPU},
+	{regexp.MustCompile(`t_min\[`), cMin},
+	{regexp.MustCompile(`t_max\[`), cMax},
+	{regexp.MustCompile(`t_typical\[`), cTypical},
+	{regexp.MustCompile(`t_avg\[`), cAvgLat},
+	{regexp.MustCompile(`t_stdev\[`), cStdev},
+	{regexp.MustCompile(`(^|[^.])99% percentile\[`), cP99},
+	{regexp.MustCompile(`99\.9% percentile\[`), cP999},
+	{regexp.MustCompile(`tps average`), cTPS},
+}
+
+var (
+	unitRe    = regexp.MustCompile(`BW (?:peak|average)\[([^\]]+)\]|t_\w+\[([^\]]+)\]`)
+	kvRe      = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.*/ -]*?)\s*:\s*(\S+)`)
+	addrRe    = regexp.MustCompile(`^(local|remote) address:\s*LID\s+(0x[0-9A-Fa-f]+|[0-9]+),?\s+QPN\s+(0x[0-9A-Fa-f]+|[0-9]+)`)
+	gidLineRe = regexp.MustCompile(`^GID:\s*([0-9]{1,3}(?::[0-9]{1,3}){15})\s*$`)
+)
+
+// table is the column layout of the last column header seen.
+type table struct {
+	kind  Kind
+	cols  []column
+	scale float64 // bandwidth unit in bytes per second
+}
+
+// Parse reads perftest's stdout. It accepts every layout in
+// testdata/samples: one or two tests' output concatenated or interleaved
+// line by line, header continuation lines, extra stderr lines anywhere,
+// tabs and the 6-decimal small-bandwidth format. It fails when no result
+// table with at least one row is present.
+func Parse(stdout []byte) (*Report, error) {
+	r := &Report{Info: map[string]string{}}
+	var (
+		tab      *table
+		inHeader bool
+		lastAddr *Address
+		seenBW   = map[int64]int{}
+		seenLat  = map[int64]int{}
+	)
+	for _, raw := range strings.Split(string(stdout), "\n") {
+		line := strings.TrimSpace(strings.ReplaceAll(raw, "\r", ""))
+		switch {
+		case line == "":
+			continue
+		case isRule(line):
+			lastAddr = nil
+			continue
+		case strings.HasPrefix(line, "#bytes"):
+			t, err := parseColumns(line)
+			if err != nil {
+				return nil, err
+			}
+			if tab != nil && tab.kind != t.kind {
+				return nil, &ParseError{Reason: "two different result tables", Line: line}
+			}
+			tab, inHeader = t, false
+			if r.Kind == KindNone {
+				r.Kind = t.kind
+				r.Unit = unitOf(line)
+			}
+			continue
+		case strings.HasSuffix(line, " Test") && !strings.Contains(line, ":"):
+			if r.Title == "" {
+				r.Title = line
+			}
+			inHeader = true
+			continue
+		}
+		if m := addrRe.FindStringSubmatch(line); m != nil {
+			lid, _ := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(m[2]), "0x"), 16, 16)
+			qpn, _ := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(m[3]), "0x"), 16, 32)
+			a := Address{LID: uint16(lid), QPN: uint32(qpn)}
+			if m[1] == "local" {
+				r.Local = append(r.Local, a)
+				lastAddr = &r.Local[len(r.Local)-1]
+			} else {
+				r.Remote = append(r.Remote, a)
+				lastAddr = &r.Remote[len(r.Remote)-1]
+			}
+			continue
+		}
+		if m := gidLineRe.FindStringSubmatch(line); m != nil {
+			if lastAddr != nil {
+				lastAddr.GID = decimalGID(m[1])
+			}
+			continue
+		}
+		if tab != nil {
+			if ok, err := r.addRow(tab, line, seenBW, seenLat); err != nil {
+				return nil, err
+			} else if ok {
+				continue
+			}
+		}
+		if inHeader {
+			if kvs := kvRe.FindAllStringSubmatch(strings.ReplaceAll(line, "\t", " "), -1); kvs != nil && strings.HasPrefix(line, kvs[0][1]) {
+				for _, kv := range kvs {
+					if _, dup := r.Info[kv[1]]; !dup {
+						r.Info[kv[1]] = kv[2]
+					}
+				}
+				continue
+			}
+		}
+		r.Notes = append(r.Notes, line)
+	}
+	if tab == nil {
+		return r, &ParseError{Reason: "no result table (no #bytes header line)"}
+	}
+	if len(r.Bandwidth)+len(r.Latency) == 0 {
+		return r, &ParseError{Reason: "result table has no rows"}
+	}
+	sort.SliceStable(r.Bandwidth, func(i, j int) bool { return r.Bandwidth[i].Bytes < r.Bandwidth[j].Bytes })
+	sort.SliceStable(r.Latency, func(i, j int) bool { return r.Latency[i].Bytes < r.Latency[j].Bytes })
+	return r, nil
+}
+
+func isRule(line string) bool {
+	return len(line) >= 10 && strings.Trim(line, "-") == "" ||
+		// the server's "* Waiting for client to connect... *" banner
+		len(line) >= 10 && strings.Trim(line, "*") == "" ||
+		strings.HasPrefix(line, "* Waiting for client")
+}
+
+func unitOf(header string) string {
+	m := unitRe.FindStringSubmatch(header)
+	if m == nil {
+		return ""
+	}
+	if m[1] != "" {
+		return m[1]
+	}
+	return m[2]
+}
+
+func parseColumns(line string) (*table, error) {
+	type found struct {
+		at  int
+		col column
+	}
+	var fs []found
+	for _, c := range columnNames {
+		if loc := c.re.FindStringIndex(line); loc != nil {
+			fs = append(fs, found{loc[0], c.col})
+		}
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i].at < fs[j].at })
+	t := &table{}
+	for _, f := range fs {
+		t.cols = append(t.cols, f.col)
+	}
+	has := func(c column) bool {
+		for _, x := range t.cols {
+			if x == c {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has(cAvgBW):
+		t.kind = KindBandwidth
+		switch unit := unitOf(line); unit {
+		case "Gb/sec":
+			t.scale = 1e9 / 8
+		case "MiB/sec", "MB/sec":
+			// perftest's MB has always been 2^20 bytes (24.07 only fixed
+			// the label).
+			t.scale = 1 << 20
+		default:
+			return nil, &ParseError{Reason: "unknown bandwidth unit " + strconv.Quote(unit), Line: line}
+		}
+	case has(cTPS):
+		t.kind = KindLatencyDuration
+	case has(cMin) || has(cAvgLat) || has(cTypical):
+		t.kind = KindLatency
+		if u := unitOf(line); u != "usec" {
+			return nil, &ParseError{Reason: "latency unit " + strconv.Quote(u) + " (want usec; -C cycles are not supported)", Line: line}
+		}
+	default:
+		return nil, &ParseError{Reason: "unknown result columns", Line: line}
+	}
+	return t, nil
+}
+
+// addRow parses line as a result row of t. It returns false (and no error)
+// when the line is not a row at all.
+func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]int) (bool, error) {
+	f := strings.Fields(line)
+	if len(f) < 2 || !allDigits(f[0]) || !allDigits(f[1]) {
+		return false, nil
+	}
+	if len(f) != 2+len(t.cols) {
+		return false, nil
+	}
+	size, err1 := strconv.ParseInt(f[0], 10, 64)
+	iters, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return false, nil
+	}
+	vals := make([]float64, len(t.cols))
+	for i := range t.cols {
+		v, err := strconv.ParseFloat(f[2+i], 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || !numeric(f[2+i]) {
+			return false, nil
+		}
+		vals[i] = v
+	}
+	switch t.kind {
+	case KindBandwidth:
+		row := BandwidthRow{Bytes: size, Iterations: iters}
+		for i, c := range t.cols {
+			switch c {
+			case cPeak:
+				row.PeakBytesPerSecond, row.PeakMeasured = vals[i]*t.scale, vals[i] > 0
+			case cAvgBW:
+				row.AvgBytesPerSecond = vals[i] * t.scale
+			case cMsgRate:
+				row.MessagesPerSecond, row.HasMsgRate = vals[i]*1e6, true
+			case cCPU:
+				row.CPUUtil, row.HasCPU = vals[i], true
+			}
+		}
+		if i, dup := seenBW[size]; dup {
+			r.Duplicates++
+			if r.Bandwidth[i] != row {
+				r.Notes = append(r.Notes, "conflicting second row for size "+f[0]+": "+line)
+			}
+			return true, nil
+		}
+		seenBW[size] = len(r.Bandwidth)
+		r.Bandwidth = append(r.Bandwidth, row)
+	default:
+		row := LatencyRow{Bytes: size, Iterations: iters}
+		for i, c := range t.cols {
+			v := vals[i] * 1e-6
+			switch c {
+			case cMin:
+				row.Min, row.Has = v, row.Has|ColMin
+			case cMax:
+				row.Max, row.Has = v, row.Has|ColMax
+			case cTypical:
+				row.Typical, row.Has = v, row.Has|ColTypical
+			case cAvgLat:
+				row.Avg, row.Has = v, row.Has|ColAvg
+			case cStdev:
+				row.Stdev, row.Has = v, row.Has|ColStdev
+			case cP99:
+				row.P99, row.Has = v, row.Has|ColP99
+			case cP999:
+				row.P999, row.Has = v, row.Has|ColP999
+			case cTPS:
+				row.TPS, row.Has = vals[i], row.Has|ColTPS
+			default:
+				return false, nil // a bandwidth column in a latency table
+			}
+		}
+		if i, dup := seenLat[size]; dup {
+			r.Duplicates++
+			if r.Latency[i] != row {
+				r.Notes = append(r.Notes, "conflicting second row for size "+f[0]+": "+line)
+			}
+			return true, nil
+		}
+		seenLat[size] = len(r.Latency)
+		r.Latency = append(r.Latency, row)
+	}
+	return true, nil
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// numeric accepts what perftest's %.2f / %.6f print: digits with one dot.
+// strconv.ParseFloat would also take "inf", "0x1p3" or "1e5".
+func numeric(s string) bool {
+	dot := false
+	for i, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+		case c == '.' && !dot && i > 0:
+			dot = true
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+func decimalGID(s string) net.IP {
+	parts := strings.Split(s, ":")
+	ip := make(net.IP, 16)
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil || v > 255 {
+			return nil
+		}
+		ip[i] = byte(v)
+	}
+	return ip
+}
+
+// Row returns the bandwidth row for size, or the largest size when size is
+// 0 (an -a table's last row is the one that saturates the link).
+func (r *Report) BandwidthRow(size int64) (BandwidthRow, bool) {
+	if len(r.Bandwidth) == 0 {
+		return BandwidthRow{}, false
+	}
+	if size == 0 {
+		return r.Bandwidth[len(r.Bandwidth)-1], true
+	}
+	for _, row := range r.Bandwidth {
+		if row.Bytes == size {
+			return row, true
+		}
+	}
+	return BandwidthRow{}, false
+}
+
+// LatencyRow returns the latency row for size, or the smallest size when
+// size is 0 (latency is judged on small messages).
+func (r *Report) LatencyRow(size int64) (LatencyRow, bool) {
+	if len(r.Latency) == 0 {
+		return LatencyRow{}, false
+	}
+	if size == 0 {
+		return r.Latency[0], true
+	}
+	for _, row := range r.Latency {
+		if row.Bytes == size {
+			return row, true
+		}
+	}
+	return LatencyRow{}, false
+}
+
+// versionRe matches "Version: 6.06", what -V prints (and exits 1).
+var versionRe = regexp.MustCompile(`(?m)^\s*Version:\s*([0-9]+\.[0-9]+)\s*$`)
+
+// ParseVersion reads the internal version number perftest -V prints. Both
+// sides of a run must run compatible versions: 5.70 and later refuse older
+// peers.
+func ParseVersion(stdout []byte) (string, error) {
+	m := versionRe.FindSubmatch(stdout)
+	if m == nil {
+		return "", errors.New("perftest -V: no \"Version: N.NN\" line")
+	}
+	return string(m[1]), nil
+}
