@@ -20,6 +20,8 @@ import (
 // Config is the whole configuration file.
 type Config struct {
 	Expected Expected `yaml:"expected"`
+	// Diagnose configures the rule checks (diagnose.go).
+	Diagnose Diagnose `yaml:"diagnose"`
 }
 
 // Expected holds what the operator expects of the host's links. The most

@@ -1,0 +1,655 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package config
+
+import (
+	"fmt"
+	"path"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Diagnose configures the rule checks of `rdma_doctor diagnose` and
+// /diagnose. Every field is optional; the zero value means "use the default"
+// and the defaults follow shared/research/diagnose.md §2.
+//
+// Values that must be checked beyond their YAML type (a firmware version, a
+// check pattern, a counter name) have types whose UnmarshalYAML validates
+// them, so the error names the line; the decoder's KnownFields strictness
+// still applies to every struct here because none of them decodes itself.
+type Diagnose struct {
+	// Interval between two background samples in the server. Default 30s.
+	Interval Duration `yaml:"interval"`
+	// Window is how far back the delta checks look: counter increases are
+	// judged between the oldest sample inside the window and the newest.
+	// The server keeps window/interval+1 samples. Default 10m.
+	Window Duration `yaml:"window"`
+	// Disable lists check ids (or path.Match globs such as "cpu.*") that are
+	// not evaluated at all.
+	Disable []CheckPattern `yaml:"disable"`
+	// ExpectedDevices is the number of RDMA devices the host must have
+	// (dev.present). 0: at least one.
+	ExpectedDevices int `yaml:"expected_devices"`
+	// LinkLayers says which link layer ports must run (port.layer).
+	LinkLayers []LinkLayerRule `yaml:"link_layers"`
+	// Firmware is the firmware policy per board_id or hca_type (fw.version).
+	Firmware []FirmwarePolicy `yaml:"firmware"`
+	// Thresholds are the limits the checks judge against.
+	Thresholds Thresholds `yaml:"thresholds"`
+	// Policies are site choices the research found to be policy, not fact.
+	Policies Policies `yaml:"policies"`
+}
+
+// Defaults of the diagnose section.
+const (
+	DefaultDiagnoseInterval = 30 * time.Duration(time.Second)
+	DefaultDiagnoseWindow   = 10 * time.Duration(time.Minute)
+	DefaultKernelFloor      = "5.4"
+)
+
+// SampleInterval is the configured sampler interval or its default.
+func (d *Diagnose) SampleInterval() time.Duration {
+	if d.Interval > 0 {
+		return time.Duration(d.Interval)
+	}
+	return DefaultDiagnoseInterval
+}
+
+// HistoryWindow is the configured delta window or its default; never
+// shorter than one interval.
+func (d *Diagnose) HistoryWindow() time.Duration {
+	w := DefaultDiagnoseWindow
+	if d.Window > 0 {
+		w = time.Duration(d.Window)
+	}
+	if iv := d.SampleInterval(); w < iv {
+		w = iv
+	}
+	return w
+}
+
+// Disabled reports whether a check id is switched off.
+func (d *Diagnose) Disabled(id string) bool {
+	for _, p := range d.Disable {
+		if p.Match(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// Duration is a time.Duration written as "30s" or "10m"; it must be
+// positive.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return lineErr(n, "want a duration such as 30s or 10m")
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < time.Second {
+		return lineErr(n, "duration %q: want 1s or more, such as 30s or 10m", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// CheckPattern is a check id or a path.Match glob over check ids. Line is
+// where it was written, so a pattern that matches no check can be reported
+// with its line by the diagnose package, which knows the ids.
+type CheckPattern struct {
+	Pattern string
+	Line    int
+}
+
+var checkIDChars = regexp.MustCompile(`^[a-z0-9_.*?\[\]-]+$`)
+
+// UnmarshalYAML validates the glob.
+func (p *CheckPattern) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || n.Value == "" {
+		return lineErr(n, "want a check id such as port.rate or a glob such as \"ctr.*\"")
+	}
+	if !checkIDChars.MatchString(n.Value) {
+		return lineErr(n, "check pattern %q: ids are lower case, dot-separated (port.rate)", n.Value)
+	}
+	if _, err := path.Match(n.Value, ""); err != nil {
+		return lineErr(n, "check pattern %q: %v", n.Value, err)
+	}
+	*p = CheckPattern{Pattern: n.Value, Line: n.Line}
+	return nil
+}
+
+// MarshalYAML writes the pattern back as a plain string.
+func (p CheckPattern) MarshalYAML() (any, error) { return p.Pattern, nil }
+
+// Match reports whether id matches the pattern.
+func (p CheckPattern) Match(id string) bool {
+	ok, _ := path.Match(p.Pattern, id)
+	return ok
+}
+
+// LinkLayerRule says which link layer a set of ports must run. Exactly one
+// selector: device (optionally with port), board_id or hca_type. The most
+// specific matching rule wins: device+port, device, board_id, hca_type.
+type LinkLayerRule struct {
+	Device    string    `yaml:"device"`
+	Port      int       `yaml:"port"`
+	BoardID   string    `yaml:"board_id"`
+	HCAType   string    `yaml:"hca_type"`
+	LinkLayer LinkLayer `yaml:"link_layer"`
+}
+
+// LinkLayer is "InfiniBand" or "Ethernet", as ports/N/link_layer prints it.
+type LinkLayer string
+
+// UnmarshalYAML accepts the two kernel spellings (case-insensitively).
+func (l *LinkLayer) UnmarshalYAML(n *yaml.Node) error {
+	switch strings.ToLower(n.Value) {
+	case "infiniband":
+		*l = "InfiniBand"
+	case "ethernet":
+		*l = "Ethernet"
+	default:
+		return lineErr(n, "link_layer %q: want InfiniBand or Ethernet", n.Value)
+	}
+	return nil
+}
+
+// FirmwarePolicy is the firmware a board (board_id, the PSID) or an HCA
+// model (hca_type) must run: at least Minimum, and one of Allowed when
+// Allowed is given. Exactly one of BoardID and HCAType; a board_id policy
+// wins over an hca_type one.
+type FirmwarePolicy struct {
+	BoardID string    `yaml:"board_id"`
+	HCAType string    `yaml:"hca_type"`
+	Minimum FWVersion `yaml:"minimum"`
+	Allowed []string  `yaml:"allowed"`
+	Line    int       `yaml:"-"`
+}
+
+// FWVersion is a dotted numeric firmware version ("28.39.1002").
+type FWVersion string
+
+var fwVersionRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
+
+// UnmarshalYAML validates the dotted numeric form.
+func (v *FWVersion) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || !fwVersionRE.MatchString(n.Value) {
+		return lineErr(n, "firmware version %q: want dotted numbers such as 28.39.1002", n.Value)
+	}
+	*v = FWVersion(n.Value)
+	return nil
+}
+
+// CompareVersions compares dotted numeric versions component by component
+// (missing components count as 0): -1, 0 or 1. Non-numeric components
+// compare as text, after numbers.
+func CompareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) || i < len(bs); i++ {
+		x, y := "0", "0"
+		if i < len(as) {
+			x = as[i]
+		}
+		if i < len(bs) {
+			y = bs[i]
+		}
+		if c := compareComponent(x, y); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func compareComponent(x, y string) int {
+	xn, xok := digits(x)
+	yn, yok := digits(y)
+	switch {
+	case xok && yok:
+		// Compare numerically without overflow: strip leading zeros,
+		// then the longer number is larger.
+		if len(xn) != len(yn) {
+			if len(xn) < len(yn) {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(xn, yn)
+	case xok:
+		return -1
+	case yok:
+		return 1
+	}
+	return strings.Compare(x, y)
+}
+
+func digits(s string) (string, bool) {
+	if s == "" {
+		return "", false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return "", false
+		}
+	}
+	s = strings.TrimLeft(s, "0")
+	return s, true
+}
+
+// Thresholds are the numeric limits of the checks.
+type Thresholds struct {
+	// Counters are limits on the increase of a counter over the window,
+	// keyed by the file name in counters/ or hw_counters/ (symbol_error,
+	// local_ack_timeout_err). An entry replaces the default for that
+	// counter as a whole.
+	Counters CounterLimits `yaml:"counters"`
+	// Probe judges the verbs probe's results (the guide's §5.1 numbers).
+	Probe ProbeThresholds `yaml:"probe"`
+}
+
+// Limit judges a counter's increase: warn when it rose by more than
+// WarnAbove, fail when by more than FailAbove. A nil bound is not applied.
+type Limit struct {
+	WarnAbove *uint64 `yaml:"warn_above"`
+	FailAbove *uint64 `yaml:"fail_above"`
+}
+
+// CounterLimits maps counter names to limits.
+type CounterLimits map[string]Limit
+
+// UnmarshalYAML checks every key against the known counter names and every
+// value strictly (this type decodes itself, so the decoder's KnownFields
+// does not reach inside it).
+func (c *CounterLimits) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return lineErr(n, "thresholds.counters: want a mapping of counter name to {warn_above, fail_above}")
+	}
+	out := CounterLimits{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if _, known := DefaultCounterLimits[k.Value]; !known {
+			return lineErr(k, "thresholds.counters: unknown counter %q (known: %s)", k.Value, strings.Join(CounterLimitNames(), ", "))
+		}
+		var l Limit
+		if err := decodeStrict(v, &l); err != nil {
+			return err
+		}
+		if l.WarnAbove != nil && l.FailAbove != nil && *l.WarnAbove > *l.FailAbove {
+			return lineErr(v, "thresholds.counters.%s: warn_above %d is above fail_above %d", k.Value, *l.WarnAbove, *l.FailAbove)
+		}
+		out[k.Value] = l
+	}
+	*c = out
+	return nil
+}
+
+func u64(v uint64) *uint64 { return &v }
+
+// DefaultCounterLimits are the defaults of thresholds.counters, from
+// rdma-core's etc/error_thresholds sample and research/diagnose.md §2.3
+// (the hw_counters limits are the research's own proposal: no upstream
+// number exists). Counters listed with no bound are reported, never judged.
+var DefaultCounterLimits = map[string]Limit{
+	// PMA counters (ports/N/counters/).
+	"symbol_error":                    {u64(0), u64(10)},
+	"link_error_recovery":             {u64(0), u64(10)},
+	"link_downed":                     {nil, u64(0)},
+	"port_rcv_errors":                 {u64(0), u64(10)},
+	"port_rcv_remote_physical_errors": {u64(0), u64(100)},
+	"local_link_integrity_errors":     {u64(0), u64(10)},
+	"excessive_buffer_overrun_errors": {u64(0), u64(10)},
+	"port_xmit_discards":              {u64(100), nil},
+	"port_rcv_switch_relay_errors":    {u64(100), nil},
+	"port_xmit_constraint_errors":     {u64(100), nil},
+	"port_rcv_constraint_errors":      {u64(100), nil},
+	"VL15_dropped":                    {u64(100), nil},
+	"port_xmit_wait":                  {u64(1000), nil},
+	// mlx5 hw_counters (ports/N/hw_counters/).
+	"out_of_sequence":                {u64(0), nil},
+	"packet_seq_err":                 {u64(0), nil},
+	"implied_nak_seq_err":            {u64(0), nil},
+	"duplicate_request":              {u64(0), nil},
+	"roce_adp_retrans":               {u64(0), nil},
+	"local_ack_timeout_err":          {u64(0), u64(100)},
+	"roce_adp_retrans_to":            {u64(0), u64(100)},
+	"rnr_nak_retry_err":              {nil, u64(0)},
+	"req_transport_retries_exceeded": {nil, u64(0)},
+	"req_rnr_retries_exceeded":       {nil, u64(0)},
+	"out_of_buffer":                  {u64(0), nil},
+	"rp_cnp_ignored":                 {u64(0), nil},
+	"np_ecn_marked_roce_packets":     {},
+	"np_cnp_sent":                    {},
+	"rp_cnp_handled":                 {},
+	"rx_icrc_encapsulated":           {nil, u64(0)},
+}
+
+// CounterLimitNames lists the counters thresholds.counters accepts.
+func CounterLimitNames() []string {
+	names := make([]string, 0, len(DefaultCounterLimits))
+	for k := range DefaultCounterLimits {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CounterLimit returns the limit for a counter: the configured one, else
+// the default.
+func (d *Diagnose) CounterLimit(name string) Limit {
+	if l, ok := d.Thresholds.Counters[name]; ok {
+		return l
+	}
+	return DefaultCounterLimits[name]
+}
+
+// ProbeThresholds judge the verbs probe (guide §5.1: latency < 2 µs in
+// loopback, < 5 µs through a switch, bandwidth ≥ 90 % of the port rate).
+type ProbeThresholds struct {
+	LoopbackLatencyUS float64 `yaml:"loopback_latency_us"`
+	SwitchLatencyUS   float64 `yaml:"switch_latency_us"`
+	MinBandwidthRatio float64 `yaml:"min_bandwidth_ratio"`
+}
+
+// Probe defaults.
+const (
+	DefaultLoopbackLatencyUS = 2.0
+	DefaultSwitchLatencyUS   = 5.0
+	DefaultMinBandwidthRatio = 0.9
+)
+
+// Effective returns the thresholds with defaults filled in.
+func (p ProbeThresholds) Effective() ProbeThresholds {
+	if p.LoopbackLatencyUS <= 0 {
+		p.LoopbackLatencyUS = DefaultLoopbackLatencyUS
+	}
+	if p.SwitchLatencyUS <= 0 {
+		p.SwitchLatencyUS = DefaultSwitchLatencyUS
+	}
+	if p.MinBandwidthRatio <= 0 {
+		p.MinBandwidthRatio = DefaultMinBandwidthRatio
+	}
+	return p
+}
+
+// Policies are the site choices the research marks as policy.
+type Policies struct {
+	// KernelFloor is the oldest kernel accepted on RoCE hosts ("5.4", the
+	// guide's number; RoCE v2 itself exists since ~4.5, so the real test is
+	// for RoCE v2 GIDs and this is a warning only). "off" disables it.
+	KernelFloor KernelFloor `yaml:"kernel_floor"`
+	// IPoIBMode: auto (default: datagram is right on enhanced IPoIB,
+	// either mode elsewhere), connected or datagram.
+	IPoIBMode IPoIBMode `yaml:"ipoib_mode"`
+	// IPoIBIPv6: any (default: reported only), enabled or disabled.
+	IPoIBIPv6 IPv6Policy `yaml:"ipoib_ipv6"`
+	// ExpectTraffic makes an ACTIVE port whose port_rcv_data did not rise
+	// over the window a warning (port.traffic); by default an idle port is
+	// only reported.
+	ExpectTraffic bool `yaml:"expect_traffic"`
+	// CPUGovernor every CPU should run (cpu.governor). Default performance.
+	CPUGovernor string `yaml:"cpu_governor"`
+	// Hugepages: the pages of one size the host must have (mem.hugepages).
+	Hugepages HugepagesPolicy `yaml:"hugepages"`
+	// MemlockMinKiB is the smallest acceptable RLIMIT_MEMLOCK in KiB
+	// (mem.memlock). Unset: unlimited is required.
+	MemlockMinKiB *uint64 `yaml:"memlock_min_kib"`
+	// Sysctls are minimum values, judged on hosts with IPoIB netdevs only
+	// (they tune sockets, not verbs). An entry replaces the default for
+	// that key; the defaults are DefaultSysctlMinimums.
+	Sysctls map[string]int64 `yaml:"sysctls"`
+}
+
+// DefaultSysctlMinimums are mlnx-tools' sysctl_perf_tuning values.
+var DefaultSysctlMinimums = map[string]int64{
+	"net.core.rmem_max":           4194304,
+	"net.core.wmem_max":           4194304,
+	"net.core.netdev_max_backlog": 250000,
+}
+
+// SysctlMinimums returns the defaults overlaid with the configured values.
+func (p *Policies) SysctlMinimums() map[string]int64 {
+	m := make(map[string]int64, len(DefaultSysctlMinimums)+len(p.Sysctls))
+	for k, v := range DefaultSysctlMinimums {
+		m[k] = v
+	}
+	for k, v := range p.Sysctls {
+		m[k] = v
+	}
+	return m
+}
+
+// Governor returns the expected CPU governor.
+func (p *Policies) Governor() string {
+	if p.CPUGovernor == "" {
+		return "performance"
+	}
+	return p.CPUGovernor
+}
+
+// HugepagesPolicy: at least MinPages pages of PageSizeKiB, over all NUMA
+// nodes. Zero: no requirement (the check only reports).
+type HugepagesPolicy struct {
+	PageSizeKiB uint64 `yaml:"page_size_kib"`
+	MinPages    uint64 `yaml:"min_pages"`
+}
+
+// KernelFloor is "off" or a dotted version.
+type KernelFloor string
+
+// UnmarshalYAML validates the form.
+func (k *KernelFloor) UnmarshalYAML(n *yaml.Node) error {
+	if n.Value != "off" && !fwVersionRE.MatchString(n.Value) {
+		return lineErr(n, "kernel_floor %q: want a version such as 5.4, or off", n.Value)
+	}
+	*k = KernelFloor(n.Value)
+	return nil
+}
+
+// Floor returns the kernel floor, "" when off.
+func (k KernelFloor) Floor() string {
+	switch k {
+	case "":
+		return DefaultKernelFloor
+	case "off":
+		return ""
+	}
+	return string(k)
+}
+
+// IPoIBMode is the IPoIB mode policy.
+type IPoIBMode string
+
+// UnmarshalYAML validates the value.
+func (m *IPoIBMode) UnmarshalYAML(n *yaml.Node) error {
+	return enumValue(n, (*string)(m), "ipoib_mode", "auto", "connected", "datagram")
+}
+
+// IPv6Policy is the IPv6-on-IPoIB policy.
+type IPv6Policy string
+
+// UnmarshalYAML validates the value.
+func (p *IPv6Policy) UnmarshalYAML(n *yaml.Node) error {
+	return enumValue(n, (*string)(p), "ipoib_ipv6", "any", "enabled", "disabled")
+}
+
+func enumValue(n *yaml.Node, dst *string, key string, allowed ...string) error {
+	for _, a := range allowed {
+		if n.Value == a {
+			*dst = a
+			return nil
+		}
+	}
+	return lineErr(n, "%s %q: want one of %s", key, n.Value, strings.Join(allowed, ", "))
+}
+
+// lineErr formats an error that names the YAML line, as the decoder's own
+// errors do.
+func lineErr(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("line %d: %s", n.Line, fmt.Sprintf(format, args...))
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// checkKnown rejects mapping keys that the target type does not have,
+// recursively. A type that decodes itself (UnmarshalYAML) calls
+// yaml.Node.Decode, which does not inherit the outer decoder's KnownFields,
+// so it checks its own subtree with this first. Type mismatches are left to
+// Decode, which reports them with their line.
+func checkKnown(n *yaml.Node, t reflect.Type) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil // it checks itself
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag != "" && tag != "-" {
+				fields[tag] = t.Field(i).Type
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			ft, ok := fields[k.Value]
+			if !ok {
+				return lineErr(k, "field %s not found in type %s", k.Value, t)
+			}
+			if err := checkKnown(n.Content[i+1], ft); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind == yaml.SequenceNode {
+			for _, c := range n.Content {
+				if err := checkKnown(c, t.Elem()); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Map:
+		if n.Kind == yaml.MappingNode {
+			for i := 1; i < len(n.Content); i += 2 {
+				if err := checkKnown(n.Content[i], t.Elem()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// decodeStrict decodes n into v (a pointer to a type without its own
+// UnmarshalYAML) rejecting unknown keys.
+func decodeStrict(n *yaml.Node, v any) error {
+	if err := checkKnown(n, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	return n.Decode(v)
+}
+
+// keyNode returns the value node of key in a mapping node, or n itself.
+func keyNode(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return n
+}
+
+// UnmarshalYAML decodes the section strictly and validates what the field
+// types alone cannot, naming the line.
+func (d *Diagnose) UnmarshalYAML(n *yaml.Node) error {
+	type plain Diagnose
+	var p plain
+	if err := decodeStrict(n, &p); err != nil {
+		return err
+	}
+	if p.ExpectedDevices < 0 {
+		return lineErr(keyNode(n, "expected_devices"), "diagnose.expected_devices: %d is negative", p.ExpectedDevices)
+	}
+	if p.Window > 0 && p.Window < p.Interval {
+		return lineErr(keyNode(n, "window"), "diagnose.window %v is shorter than diagnose.interval %v", time.Duration(p.Window), time.Duration(p.Interval))
+	}
+	th := keyNode(n, "thresholds")
+	pr := p.Thresholds.Probe
+	if pr.LoopbackLatencyUS < 0 || pr.SwitchLatencyUS < 0 || pr.MinBandwidthRatio < 0 || pr.MinBandwidthRatio > 1 {
+		return lineErr(keyNode(th, "probe"), "diagnose.thresholds.probe: latencies must be positive and min_bandwidth_ratio between 0 and 1")
+	}
+	sys := keyNode(keyNode(n, "policies"), "sysctls")
+	for k, v := range p.Policies.Sysctls {
+		if !sysctlNameRE.MatchString(k) {
+			return lineErr(sys, "diagnose.policies.sysctls: %q is not a sysctl name (net.core.rmem_max)", k)
+		}
+		if v < 0 {
+			return lineErr(sys, "diagnose.policies.sysctls.%s: %d is negative", k, v)
+		}
+	}
+	*d = Diagnose(p)
+	return nil
+}
+
+// UnmarshalYAML decodes one firmware policy strictly and checks its
+// selectors.
+func (f *FirmwarePolicy) UnmarshalYAML(n *yaml.Node) error {
+	type plain FirmwarePolicy
+	var p plain
+	if err := decodeStrict(n, &p); err != nil {
+		return err
+	}
+	if (p.BoardID == "") == (p.HCAType == "") {
+		return lineErr(n, "diagnose.firmware: exactly one of board_id and hca_type")
+	}
+	if p.Minimum == "" && len(p.Allowed) == 0 {
+		return lineErr(n, "diagnose.firmware: minimum or allowed is required")
+	}
+	p.Line = n.Line
+	*f = FirmwarePolicy(p)
+	return nil
+}
+
+// UnmarshalYAML decodes one link-layer rule strictly and checks its
+// selectors.
+func (l *LinkLayerRule) UnmarshalYAML(n *yaml.Node) error {
+	type plain LinkLayerRule
+	var p plain
+	if err := decodeStrict(n, &p); err != nil {
+		return err
+	}
+	sel := 0
+	for _, s := range []string{p.Device, p.BoardID, p.HCAType} {
+		if s != "" {
+			sel++
+		}
+	}
+	switch {
+	case sel != 1:
+		return lineErr(n, "diagnose.link_layers: exactly one of device, board_id and hca_type")
+	case p.Port != 0 && p.Device == "":
+		return lineErr(n, "diagnose.link_layers: port needs device")
+	case p.Port < 0:
+		return lineErr(n, "diagnose.link_layers: port must be 1 or more")
+	case p.LinkLayer == "":
+		return lineErr(n, "diagnose.link_layers: link_layer is required")
+	}
+	*l = LinkLayerRule(p)
+	return nil
+}
+
+var sysctlNameRE = regexp.MustCompile(`^[a-z0-9_-]+(\.[a-zA-Z0-9_-]+)+$`)
