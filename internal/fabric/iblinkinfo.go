@@ -506,4 +506,3 @@ func (f *Fabric) Describe() string {
 	return fmt.Sprintf("%d links (%d degraded), %d switches, %d CAs, %d ports (%d down), %d malformed lines",
 		len(f.Links), f.Degraded(), f.Switches, f.CAs, f.Ports, f.DownPorts, f.Malformed)
 }
-

@@ -141,7 +141,7 @@ func TestLines(t *testing.T) {
 			}},
 		{name: "port not available", in: `0x0000000000200002 "leaf2"      3    4[  ] ==( 4X      25.78125 Gbps Active/  LinkUp)==>      "Port not available"`, ports: 1},
 		{name: "initialize, FDR10, extended port, quotes in desc",
-			in: `0x0000000000100005 "host "a" HCA-1"     12    1[ 2] ==( 4X  10.0 Gbps (FDR10) Initialize/  LinkUp)==>  0x0000000000200002      3   17[ 3] "sw "x" (y)" ( )`,
+			in:    `0x0000000000100005 "host "a" HCA-1"     12    1[ 2] ==( 4X  10.0 Gbps (FDR10) Initialize/  LinkUp)==>  0x0000000000200002      3   17[ 3] "sw "x" (y)" ( )`,
 			links: 1, ports: 1,
 			check: func(t *testing.T, f *Fabric) {
 				l := f.Links[0]

@@ -44,10 +44,10 @@ type PortStatus struct {
 	// Stalled is true when the latest answer came from the same SM as the
 	// one before and its activity count had not risen: the SM answers MADs
 	// but has stopped working (a hung sweep), or a sweep interval of 0.
-	Stalled       bool
-	LastRun       time.Time
-	LastSuccess   time.Time
-	Duration      time.Duration
+	Stalled        bool
+	LastRun        time.Time
+	LastSuccess    time.Time
+	Duration       time.Duration
 	Runs, Failures uint64
 }
 
