@@ -22,6 +22,8 @@ type Config struct {
 	Expected Expected `yaml:"expected"`
 	// Diagnose configures the rule checks (diagnose.go).
 	Diagnose Diagnose `yaml:"diagnose"`
+	// Tuning configures the tuning collector (tuning.go).
+	Tuning Tuning `yaml:"tuning"`
 }
 
 // Expected holds what the operator expects of the host's links. The most
