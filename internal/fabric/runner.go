@@ -1,0 +1,145 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package fabric
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+)
+
+// RunnerConfig configures the background iblinkinfo runner.
+type RunnerConfig struct {
+	// Path is the iblinkinfo executable (default "iblinkinfo").
+	Path string
+	// Args are its arguments (default Args("", 0)).
+	Args []string
+	// Interval between scans (default 5m): a scan sends MADs to every
+	// port of the fabric.
+	Interval time.Duration
+	// Timeout of one scan (default 2m).
+	Timeout time.Duration
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Status is the latest scan result.
+type Status struct {
+	// Fabric is the latest successful scan; nil before one.
+	Fabric *Fabric
+	// OK is true when the latest scan succeeded; Err is its error otherwise.
+	OK  bool
+	Err error
+	// Scans and Failures count scans since start.
+	Scans, Failures uint64
+	LastScan        time.Time
+	LastSuccess     time.Time
+	Duration        time.Duration
+}
+
+// Runner scans the fabric in the background; Status never waits for a scan.
+type Runner struct {
+	cfg   RunnerConfig
+	runMu sync.Mutex
+	mu    sync.Mutex
+	st    Status
+}
+
+// NewRunner returns a runner; call Run to start it.
+func NewRunner(cfg RunnerConfig) *Runner {
+	if cfg.Path == "" {
+		cfg.Path = "iblinkinfo"
+	}
+	if cfg.Args == nil {
+		cfg.Args = Args("", 0)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Runner{cfg: cfg}
+}
+
+// Run scans now and then every Interval until ctx ends.
+func (r *Runner) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		r.RunOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce runs one scan synchronously. The output is parsed while
+// iblinkinfo writes it; a failed scan keeps the previous fabric.
+func (r *Runner) RunOnce(ctx context.Context) {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	var fab *Fabric
+	res, err := subprocess.Run(ctx, subprocess.Spec{
+		Path:    r.cfg.Path,
+		Args:    r.cfg.Args,
+		Timeout: r.cfg.Timeout,
+		Stdout: func(rd io.Reader) error {
+			var perr error
+			fab, perr = Parse(rd)
+			return perr
+		},
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	wasOK, hadScan, prevErr := r.st.OK, r.st.Scans > 0, r.st.Err
+	r.st.Scans++
+	r.st.LastScan = now
+	r.st.Duration = res.Duration
+	if err != nil {
+		r.st.OK, r.st.Err = false, err
+		r.st.Failures++
+	} else {
+		r.st.OK, r.st.Err = true, nil
+		r.st.Fabric = fab
+		r.st.LastSuccess = now
+	}
+	r.mu.Unlock()
+
+	switch {
+	case err != nil && (wasOK || !hadScan || prevErr == nil || prevErr.Error() != err.Error()):
+		r.cfg.Logger.Warn("iblinkinfo failed; rdma_fabric_scan_success is 0 and the previous scan's links stay exported", "err", err)
+	case err != nil:
+		r.cfg.Logger.Debug("iblinkinfo still failing", "err", err)
+	case fab.Malformed > 0:
+		r.cfg.Logger.Warn("iblinkinfo: skipped malformed lines", "count", fab.Malformed, "first_lines", fab.MalformedLines)
+	case hadScan && !wasOK:
+		r.cfg.Logger.Info("iblinkinfo succeeds again", "fabric", fab.Describe())
+	default:
+		r.cfg.Logger.Debug("fabric scanned", "fabric", fab.Describe(), "duration", res.Duration)
+	}
+}
+
+// Status returns the latest result. The Fabric it points to is never
+// modified after the scan that made it.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
