@@ -22,6 +22,9 @@ type Config struct {
 	Expected Expected `yaml:"expected"`
 	// Diagnose configures the rule checks (diagnose.go).
 	Diagnose Diagnose `yaml:"diagnose"`
+	// Probe configures the verbs probe, the TCP transport probe and the
+	// responder (probe.go).
+	Probe Probe `yaml:"probe"`
 	// Tuning configures the tuning collector (tuning.go).
 	Tuning Tuning `yaml:"tuning"`
 }

@@ -1,0 +1,125 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProbeDefaults(t *testing.T) {
+	c, err := Parse([]byte("probe: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &c.Probe
+	if p.Enabled || p.Responder.Enabled {
+		t.Error("probe or responder on by default")
+	}
+	if p.IntervalOrDefault() != 5*time.Minute || p.JitterOrDefault() != 0.2 || p.ScrapeGuardOrDefault() != 2*time.Second {
+		t.Errorf("defaults %v %v %v", p.IntervalOrDefault(), p.JitterOrDefault(), p.ScrapeGuardOrDefault())
+	}
+	if l := p.LatencyRun(); l.Size != 2 || l.Iterations != 10000 || l.Duration != 0 {
+		t.Errorf("latency %+v", l)
+	}
+	if b := p.BandwidthRun(); b.Size != 65536 || time.Duration(b.Duration) != 5*time.Second {
+		t.Errorf("bandwidth %+v", b)
+	}
+	if lo, hi := p.Responder.PortRange(); lo != 18515 || hi != 18530 {
+		t.Errorf("ports %d-%d", lo, hi)
+	}
+	if got := p.TestsOrDefault(nil); strings.Join(got, ",") != "ib_write_lat,ib_write_bw" {
+		t.Errorf("tests %v", got)
+	}
+	for _, tc := range []struct {
+		l    ProbeLoopback
+		want string
+	}{
+		{ProbeLoopback{Device: "mlx5_0"}, "loopback"},
+		{ProbeLoopback{Device: "mlx5_0", Port: 1, PeerPort: 1}, "loopback"},
+		{ProbeLoopback{Device: "mlx5_0", PeerDevice: "mlx5_1"}, "loopback:mlx5_1/1"},
+		{ProbeLoopback{Device: "mlx5_0", Port: 1, PeerPort: 2}, "loopback:mlx5_0/2"},
+		{ProbeLoopback{Name: "cable-a", Device: "mlx5_0"}, "cable-a"},
+	} {
+		if got := tc.l.LoopbackName(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.l, got, tc.want)
+		}
+	}
+}
+
+func TestProbeParse(t *testing.T) {
+	c, err := Parse([]byte(`
+probe:
+  enabled: true
+  interval: 1m
+  secret_file: /etc/s
+  bandwidth: {iterations: 5000}
+  loopback:
+    - {device: mlx5_0, gid_index: 0}
+  peers:
+    - {name: n2, address: "[fd00::2]:9874", device: mlx5_0, tests: [ib_read_lat]}
+  responder:
+    enabled: true
+    listen: ["10.0.0.1:9874"]
+    allowed_tests: [tcp_lat]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Probe
+	if !p.Enabled || p.IntervalOrDefault() != time.Minute || *p.Loopback[0].GIDIndex != 0 || p.Peers[0].Tests[0] != "ib_read_lat" {
+		t.Errorf("%+v", p)
+	}
+	if b := p.BandwidthRun(); b.Iterations != 5000 || b.Duration != 0 {
+		t.Errorf("iterations should replace the default duration: %+v", b)
+	}
+}
+
+func TestProbeParseErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"probe: {intervl: 5m}\n", "intervl"},
+		{"probe: {jitter: 1.5}\n", "jitter"},
+		{"probe: {tests: [ib_fast_bw]}\n", `unknown test "ib_fast_bw"`},
+		{"probe: {tests: [tcp_lat]}\n", "only from rdma_doctor probe --compare"},
+		{"probe: {tests: [ib_send_lat, ib_send_lat]}\n", "twice"},
+		{"probe: {latency: {size: 0x7fffffff}}\n", "probe.latency.size"},
+		{"probe: {latency: {duration: 10s}}\n", "duration"},
+		{"probe: {bandwidth: {duration: 3s}}\n", "5s..300s"},
+		{"probe: {bandwidth: {duration: 10s, iterations: 100}}\n", "exclude"},
+		{"probe: {bandwidth: {iterations: 2}}\n", "iterations 2"},
+		{"probe: {loopback: [{port: 1}]}\n", "probe.loopback[0].device: required"},
+		{"probe: {loopback: [{device: '-d'}]}\n", "not an RDMA device name"},
+		{"probe: {loopback: [{device: mlx5_0, gid_index: 5000}]}\n", "gid_index"},
+		{"probe: {loopback: [{device: mlx5_0}, {device: mlx5_0}]}\n", "give it a name"},
+		{"probe: {loopback: [{device: mlx5_0, peer_device: 'a b'}]}\n", "peer.device"},
+		{"probe: {secret_file: s, peers: [{address: 'n2:1', device: mlx5_0}]}\n", "name"},
+		{"probe: {secret_file: s, peers: [{name: loopback, address: 'n2:1', device: mlx5_0}]}\n", "loopback"},
+		{"probe: {secret_file: s, peers: [{name: n2, address: 'n2', device: mlx5_0}]}\n", "host:port"},
+		{"probe: {secret_file: s, peers: [{name: n2, address: 'bad host:1', device: mlx5_0}]}\n", "not a host name"},
+		{"probe: {secret_file: s, peers: [{name: n2, address: 'n2:http', device: mlx5_0}]}\n", "port must be a number"},
+		{"probe: {secret_file: s, peers: [{name: n2, address: 'n2:1', device: mlx5_0, perftest_host: '-x'}]}\n", "perftest_host"},
+		{"probe: {secret_file: s, peers: [{name: n2, address: 'n2:1', device: mlx5_0}, {name: n2, address: 'n3:1', device: mlx5_0}]}\n", "used twice"},
+		{"probe: {peers: [{name: n2, address: 'n2:1', device: mlx5_0}]}\n", "secret_file is required"},
+		{"probe: {responder: {enabled: true, allowed_tests: [tcp_lat]}}\n", "listen: required"},
+		{"probe: {responder: {enabled: true, listen: ['10.0.0.1:9874']}}\n", "allowed_tests: required"},
+		{"probe: {secret_file: s, responder: {enabled: true, listen: ['10.0.0.1:9874'], allowed_tests: [ib_write_bw]}}\n", "devices: required"},
+		{"probe: {responder: {enabled: true, listen: ['10.0.0.1:9874'], allowed_tests: [tcp_bw]}}\n", "secret_file is required"},
+		{"probe: {responder: {listen: [':9874']}}\n", "empty host"},
+		{"probe: {responder: {allowed_clients: [10.0.0.0]}}\n", "CIDR"},
+		{"probe: {responder: {perftest_ports: 80-90}}\n", "perftest_ports"},
+		{"probe: {responder: {perftest_ports: 20000-19000}}\n", "perftest_ports"},
+		{"probe: {responder: {allowed_tests: [ib_atomic_bw]}}\n", "unknown test"},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error naming %q", tc.in, err, tc.want)
+		}
+	}
+	// Errors name the line.
+	_, err := Parse([]byte("probe:\n  loopback:\n    - device: mlx5_0\n    - device: 'x y'\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 4") {
+		t.Errorf("want the line of the bad entry: %v", err)
+	}
+}
