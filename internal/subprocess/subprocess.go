@@ -127,7 +127,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	case consumeErr != nil:
 		return res, fmt.Errorf("%s: %w", spec.Path, consumeErr)
 	case waitErr != nil:
-		if msg := lastLine(res.Stderr); msg != "" {
+		if msg := failureLine(res.Stdout, res.Stderr); msg != "" {
 			return res, fmt.Errorf("%s: %w: %s", spec.Path, waitErr, msg)
 		}
 		return res, fmt.Errorf("%s: %w", spec.Path, waitErr)
@@ -137,7 +137,32 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	return res, nil
 }
 
-// lastLine is the last non-empty line of b, trimmed and bounded.
+// failureLine is the line that says what failed: the last "iberror:" line
+// (infiniband-diags' fatal message, which IBEXIT prints on standard
+// output), else the last line of standard error, else of standard output;
+// trimmed and bounded.
+func failureLine(stdout, stderr []byte) string {
+	var s string
+	for _, b := range [][]byte{stdout, stderr} {
+		lines := strings.Split(string(b), "\n")
+		for i := len(lines) - 1; i >= 0 && s == ""; i-- {
+			if strings.Contains(lines[i], "iberror:") {
+				s = strings.TrimSpace(lines[i])
+			}
+		}
+	}
+	if s == "" {
+		s = lastLine(stderr)
+	}
+	if s == "" {
+		s = lastLine(stdout)
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
 func lastLine(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
