@@ -1,0 +1,184 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/rdma-doctor/rdma_doctor/collector"
+	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+)
+
+// Exit codes of `rdma_doctor diagnose` (Nagios/NHC style, worst wins).
+const (
+	exitPass      = 0
+	exitWarn      = 1
+	exitFail      = 2
+	exitCannotRun = 3
+)
+
+// sampleTimeout bounds one reading of the host.
+const sampleTimeout = 30 * time.Second
+
+func init() {
+	addCommand(command{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
+		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", setup: setupDiagnose})
+	addServerHook(diagnoseServerHook)
+}
+
+func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
+	interval := cmd.Flag("interval", "Take two samples this far apart so the delta checks (error counters, data flowing) can judge increases; 0 takes one sample and those checks skip.").
+		Default("0s").Duration()
+	format := cmd.Flag("format", "Output format: "+strings.Join(diagnose.Formats, ", ")+" (nhc: one line for a Slurm drain reason).").
+		Default("text").String()
+	only := cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
+		PlaceHolder("ID").Strings()
+	list := cmd.Flag("list-checks", "Print every check id with its title and exit.").Bool()
+	// Anything that stops this command before it judged the host, including
+	// a bad flag or config file, exits 3 ("could not run"), so a health
+	// checker can tell it from a failing host.
+	cmd.PreAction(func(*kingpin.ParseContext) error {
+		kingpin.CommandLine.Terminate(func(code int) {
+			if code != 0 {
+				code = exitCannotRun
+			}
+			os.Exit(code)
+		})
+		return nil
+	})
+	return func(ctx context.Context, a *App) int {
+		if *list {
+			for _, c := range diagnose.Checks() {
+				state := ""
+				if c.Run == nil {
+					state = " (pending: " + c.Pending + ")"
+				}
+				fmt.Printf("%-16s %s%s\n", c.ID, c.Title, state)
+			}
+			return exitPass
+		}
+		if !slices.Contains(diagnose.Formats, *format) {
+			fmt.Fprintf(os.Stderr, "%s: --format=%q: want one of %s\n", name, *format, strings.Join(diagnose.Formats, ", "))
+			return exitCannotRun
+		}
+		var patterns []string
+		for _, o := range *only {
+			for _, p := range strings.Split(o, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					patterns = append(patterns, p)
+				}
+			}
+		}
+		r, err := runDiagnose(ctx, a, *interval, patterns)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: diagnose: %v\n", name, err)
+			return exitCannotRun
+		}
+		if err := diagnose.Render(os.Stdout, r.report, *format); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: diagnose: %v\n", name, err)
+			return exitCannotRun
+		}
+		if r.readErr != nil {
+			fmt.Fprintf(os.Stderr, "%s: diagnose: %v\n", name, r.readErr)
+			return exitCannotRun
+		}
+		switch r.report.Status {
+		case diagnose.Fail:
+			return exitFail
+		case diagnose.Warn:
+			return exitWarn
+		}
+		return exitPass
+	}
+}
+
+type diagnoseRun struct {
+	report *diagnose.Report
+	// readErr is set when the host could not be read at all (not "no RDMA
+	// here", which is a finding): the report is printed, the exit code is 3.
+	readErr error
+}
+
+func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns []string) (diagnoseRun, error) {
+	eval, err := diagnose.NewEvaluator(a.Config, patterns)
+	if err != nil {
+		return diagnoseRun{}, err
+	}
+	keep, err := deviceKeep(a)
+	if err != nil {
+		return diagnoseRun{}, err
+	}
+	// One sminfo runner for both samples, so a stalled SM (activity count
+	// not rising) shows with --interval.
+	runner := newSMRunner(a, keep, slog.New(slog.DiscardHandler)) // its errors are findings
+	reader := &diagnose.Reader{Host: a.Host, Keep: keep, SM: func(ctx context.Context) *sm.Status {
+		runner.RunOnce(ctx)
+		st := runner.Status()
+		return &st
+	}}
+	hist := diagnose.NewHistory(0, 2)
+	read := func() *diagnose.Snapshot {
+		c, cancel := context.WithTimeout(ctx, sampleTimeout)
+		defer cancel()
+		return reader.Read(c)
+	}
+	snap := read()
+	hist.Add(snap)
+	if interval > 0 {
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return diagnoseRun{}, fmt.Errorf("interrupted while waiting --interval=%v for the second sample", interval)
+		case <-t.C:
+		}
+		snap = read()
+		hist.Add(snap)
+	}
+	if err := ctx.Err(); err != nil {
+		return diagnoseRun{}, err
+	}
+	run := diagnoseRun{report: eval.Evaluate(snap, hist)}
+	if snap.IB == nil && snap.IBErr != nil && !errors.Is(snap.IBErr, infiniband.ErrNoClass) {
+		run.readErr = fmt.Errorf("cannot read /sys/class/infiniband: %w", snap.IBErr)
+	}
+	return run, nil
+}
+
+// newSMRunner runs sminfo on the host's ACTIVE InfiniBand ports (those
+// with a umad device) for the sm.master check.
+func newSMRunner(a *App, keep func(string) bool, logger *slog.Logger) *sm.Runner {
+	return sm.NewRunner(sm.RunnerConfig{
+		Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.Targets(ctx, a.Host.Sys, keep) },
+		Logger:  logger,
+	})
+}
+
+// deviceKeep applies the infiniband collector's device include/exclude
+// flags, so diagnose never reads a device the collector is told to leave
+// alone (restricted functions flood the kernel log when read).
+func deviceKeep(a *App) (func(string) bool, error) {
+	flag := func(n string) string {
+		if f := a.Kingpin.GetFlag(n); f != nil && f.Model().Value != nil {
+			return f.Model().Value.String()
+		}
+		return ""
+	}
+	f, err := collector.NewDeviceFilter(flag("collector.infiniband.device-include"), flag("collector.infiniband.device-exclude"))
+	if err != nil {
+		return nil, err
+	}
+	return f.Keep, nil
+}

@@ -1,0 +1,325 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+)
+
+func mustParse(t testing.TB, y string) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// snapWith is a snapshot with one healthy InfiniBand port, for checks that
+// only read the class.
+func snapWith(devs ...infiniband.Device) *Snapshot {
+	return &Snapshot{Time: time.Unix(1000, 0), IB: &infiniband.Class{Devices: devs}}
+}
+
+// TestEvaluatorNeverCrashes: a check that panics, errors, returns nothing,
+// or needs data that is missing becomes a skip finding saying why; the
+// checks after it still run.
+func TestEvaluatorNeverCrashes(t *testing.T) {
+	pass := func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+		return []Finding{{Severity: Pass, Target: "x"}}, nil
+	}
+	checks := []*Check{
+		{ID: "t.panic", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+			var p *infiniband.Port
+			_ = p.Num // nil dereference
+			return nil, nil
+		}},
+		{ID: "t.error", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+			return []Finding{{Severity: Warn, Target: "y"}}, errors.New("boom")
+		}},
+		{ID: "t.empty", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) { return nil, nil }},
+		{ID: "t.pending", Pending: "no collector reads X yet"},
+		{ID: "t.nodata", Reads: []Source{SourceInfiniband}, Run: pass},
+		{ID: "t.noirq", Reads: []Source{SourceIRQ}, Run: pass},
+		{ID: "t.defaults", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+			return []Finding{{Check: "wrong"}}, nil
+		}},
+		{ID: "t.ok", Run: pass},
+	}
+	e, err := newEvaluator(nil, nil, checks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.Evaluate(&Snapshot{IBErr: infiniband.ErrNoClass}, nil)
+	got := map[string][]Finding{}
+	for _, f := range r.Findings {
+		got[f.Check] = append(got[f.Check], f)
+	}
+	want := []struct {
+		id       string
+		sev      Severity
+		evidence string
+	}{
+		{"t.panic", Skip, "check failed: panic: runtime error: invalid memory address"},
+		{"t.error", Skip, "check failed: boom"},
+		{"t.empty", Skip, "nothing to judge"},
+		{"t.pending", Skip, "no collector reads X yet"},
+		{"t.nodata", Skip, "no RDMA devices"},
+		{"t.noirq", Skip, "PCI functions and IRQs were not read"},
+		{"t.defaults", Skip, ""},
+		{"t.ok", Pass, ""},
+	}
+	for _, w := range want {
+		fs := got[w.id]
+		if len(fs) == 0 {
+			t.Errorf("%s: no finding", w.id)
+			continue
+		}
+		last := fs[len(fs)-1]
+		if last.Severity != w.sev || !strings.Contains(last.Evidence, w.evidence) || last.Target == "" {
+			t.Errorf("%s: got %+v, want %s with evidence %q", w.id, last, w.sev, w.evidence)
+		}
+	}
+	if len(got["t.error"]) != 2 || got["t.error"][0].Severity != Warn {
+		t.Errorf("an erroring check keeps its findings and adds the error: %+v", got["t.error"])
+	}
+	if len(got["wrong"]) != 0 {
+		t.Error("a check cannot report under another id")
+	}
+	// The status is the worst severity: the warn t.error kept.
+	if r.Status != Warn || r.Summary.Pass != 1 || r.Summary.Warn != 1 || r.Summary.Skip != 7 || r.Version != SchemaVersion {
+		t.Errorf("status %s summary %+v", r.Status, r.Summary)
+	}
+	if len(r.Checks) != len(checks) || r.Checks[0].Status != Skip || r.Checks[len(checks)-1].Status != Pass {
+		t.Errorf("checks %+v", r.Checks)
+	}
+}
+
+func TestEvaluatorSelection(t *testing.T) {
+	checks := []*Check{{ID: "a.one", Pending: "p"}, {ID: "a.two", Pending: "p"}, {ID: "b.one", Pending: "p"}}
+	ids := func(e *Evaluator) string {
+		var s []string
+		for _, c := range e.Checks() {
+			s = append(s, c.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		cfg  string
+		only []string
+		want string
+		err  string
+	}{
+		{"", nil, "a.one,a.two,b.one", ""},
+		{"", []string{"a.*"}, "a.one,a.two", ""},
+		{"", []string{"b.one", "a.two"}, "a.two,b.one", ""},
+		{"diagnose:\n  disable: [a.two]\n", nil, "a.one,b.one", ""},
+		{"diagnose:\n  disable: [\"a.*\"]\n", []string{"a.one", "b.one"}, "b.one", ""},
+		{"diagnose:\n  disable: [c.one]\n", nil, "", "line 2"},
+		{"", []string{"c.*"}, "", "matches no check"},
+		{"", []string{"a.["}, "", "syntax error"},
+	} {
+		e, err := newEvaluator(mustParse(t, tc.cfg), tc.only, checks)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q %v: err %v, want %q", tc.cfg, tc.only, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || ids(e) != tc.want {
+			t.Errorf("%q %v: %v %v, want %s", tc.cfg, tc.only, ids(e), err, tc.want)
+		}
+	}
+}
+
+// TestRegistry: every check has the fields the docs and reports need, ids
+// are unique and ordered by concern, and pending checks say why.
+func TestRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	last := -1
+	for _, c := range Checks() {
+		if seen[c.ID] {
+			t.Errorf("duplicate id %s", c.ID)
+		}
+		seen[c.ID] = true
+		if c.Title == "" || c.Doc == "" || c.Remedy == "" {
+			t.Errorf("%s: title, doc and remedy are required", c.ID)
+		}
+		if c.Run == nil && c.Pending == "" {
+			t.Errorf("%s: no Run and no Pending reason", c.ID)
+		}
+		if c.Run != nil && c.Pending != "" {
+			t.Errorf("%s: has Run and a Pending reason", c.ID)
+		}
+		if r := concernRank(c.ID); r < last {
+			t.Errorf("%s out of concern order", c.ID)
+		} else {
+			last = r
+		}
+		if concernRank(c.ID) == len(concernOrder) {
+			t.Errorf("%s: concern not in concernOrder", c.ID)
+		}
+	}
+	for _, id := range []string{"dev.present", "fw.version", "fw.uniform", "port.phys", "port.state", "port.rate", "port.layer",
+		"port.traffic", "sm.present", "ctr.symbol", "ctr.downed", "hw.retrans", "hw.fatal", "pci.link", "irq.local", "irq.spread",
+		"irq.balance", "cpu.governor", "mem.hugepages", "mem.memlock", "sysctl.net", "ipoib.mode", "ipoib.mtu", "roce.gid_v2",
+		"sm.master", "probe.latency", "probe.bandwidth"} {
+		if !seen[id] {
+			t.Errorf("catalogue check %s missing", id)
+		}
+	}
+}
+
+func ibPort(num int, state, phys int, rate string) infiniband.Port {
+	r, _ := infiniband.ParseRate(rate)
+	return infiniband.Port{Num: num,
+		State:     infiniband.Opt[infiniband.Enum]{V: infiniband.Enum{Value: state, Name: map[int]string{1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE"}[state]}, OK: true},
+		PhysState: infiniband.Opt[infiniband.Enum]{V: infiniband.Enum{Value: phys, Name: map[int]string{2: "Polling", 3: "Disabled", 5: "LinkUp", 6: "LinkErrorRecovery"}[phys]}, OK: true},
+		Rate:      infiniband.Opt[infiniband.Rate]{V: r, OK: true},
+		LinkLayer: infiniband.Opt[string]{V: "InfiniBand", OK: true},
+		SMLID:     infiniband.Opt[uint64]{V: 1, OK: true},
+	}
+}
+
+func ibDev(name string, ports ...infiniband.Port) infiniband.Device {
+	return infiniband.Device{Name: name, PCIAddress: "0000:3b:00.0",
+		NodeType:    infiniband.Opt[infiniband.Enum]{V: infiniband.Enum{Value: 1, Name: "CA"}, OK: true},
+		HCAType:     infiniband.Opt[string]{V: "MT4123", OK: true},
+		BoardID:     infiniband.Opt[string]{V: "MT_0000000223", OK: true},
+		FirmwareVer: infiniband.Opt[string]{V: "20.41.1000", OK: true},
+		Ports:       ports}
+}
+
+func findingOf(t testing.TB, fs []Finding, target string) Finding {
+	t.Helper()
+	for _, f := range fs {
+		if f.Target == target {
+			return f
+		}
+	}
+	t.Fatalf("no finding for %s in %+v", target, fs)
+	return Finding{}
+}
+
+func TestPortChecks(t *testing.T) {
+	cfg := mustParse(t, "expected:\n  boards:\n    - {board_id: MT_0000000223, rate_gbps: 200}\n"+
+		"diagnose:\n  link_layers:\n    - {hca_type: MT4123, link_layer: InfiniBand}\n")
+	noSM := ibPort(1, 2, 5, "200 Gb/sec (4X HDR)")
+	noSM.SMLID.V = 0
+	eth := ibPort(1, 4, 5, "200 Gb/sec (4X HDR)")
+	eth.LinkLayer.V = "Ethernet"
+	s := snapWith(
+		ibDev("ok", ibPort(1, 4, 5, "200 Gb/sec (4X HDR)")),
+		ibDev("fdr", ibPort(1, 4, 5, "56 Gb/sec (4X FDR)")),
+		ibDev("hdr100", ibPort(1, 4, 5, "100 Gb/sec (2X HDR)")),
+		ibDev("fast", ibPort(1, 4, 5, "400 Gb/sec (4X NDR)")),
+		ibDev("polling", ibPort(1, 1, 2, "10 Gb/sec (4X SDR)")),
+		ibDev("disabled", ibPort(1, 1, 3, "10 Gb/sec (4X SDR)")),
+		ibDev("flaky", ibPort(1, 1, 6, "10 Gb/sec (4X SDR)")),
+		ibDev("nosm", noSM),
+		ibDev("armed", ibPort(1, 3, 5, "200 Gb/sec (4X HDR)")),
+		ibDev("eth", eth),
+	)
+	run := func(c func(*Snapshot, *History, *config.Config) ([]Finding, error)) []Finding {
+		fs, err := c(s, NewHistory(0, 2), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	for _, tc := range []struct {
+		name   string
+		fs     []Finding
+		target string
+		sev    Severity
+		remedy []string
+	}{
+		{"rate ok", run(checkPortRate), "ok/1", Pass, nil},
+		{"rate FDR", run(checkPortRate), "fdr/1", Fail, []string{"switch-port speed setting", "cable", "mlxlink -d 0000:3b:00.0 -p 1", "FDR"}},
+		{"rate 2X", run(checkPortRate), "hdr100/1", Fail, []string{"cable", "switch-port speed/width setting", "2X"}},
+		{"rate faster", run(checkPortRate), "fast/1", Warn, []string{"expectation"}},
+		{"rate of a down port", run(checkPortRate), "polling/1", Skip, nil},
+		{"phys ok", run(checkPortPhys), "ok/1", Pass, nil},
+		{"phys polling", run(checkPortPhys), "polling/1", Fail, []string{"no peer", "cable"}},
+		{"phys disabled", run(checkPortPhys), "disabled/1", Fail, []string{"administratively disabled", "ibportstate -C disabled -P 1"}},
+		{"phys recovery", run(checkPortPhys), "flaky/1", Fail, []string{"unstable"}},
+		{"state ok", run(checkPortState), "ok/1", Pass, nil},
+		{"state INIT LinkUp", run(checkPortState), "nosm/1", Warn, []string{"no subnet manager", "sminfo -C nosm -P 1"}},
+		{"state ARMED", run(checkPortState), "armed/1", Fail, []string{"ARMED"}},
+		{"state DOWN", run(checkPortState), "polling/1", Fail, []string{"port.phys"}},
+		{"sm ok", run(checkSMPresent), "ok/1", Pass, nil},
+		{"sm missing", run(checkSMPresent), "nosm/1", Fail, []string{"opensm"}},
+		{"sm down port", run(checkSMPresent), "polling/1", Skip, nil},
+		{"layer ok", run(checkPortLayer), "ok/1", Pass, nil},
+		{"layer VPI Ethernet", run(checkPortLayer), "eth/1", Fail, []string{"mlxconfig -d 0000:3b:00.0 set LINK_TYPE_P1=1"}},
+	} {
+		f := findingOf(t, tc.fs, tc.target)
+		if f.Severity != tc.sev {
+			t.Errorf("%s: %s is %s, want %s: %+v", tc.name, tc.target, f.Severity, tc.sev, f)
+		}
+		for _, r := range tc.remedy {
+			if !strings.Contains(f.Remedy, r) {
+				t.Errorf("%s: remedy %q lacks %q", tc.name, f.Remedy, r)
+			}
+		}
+	}
+	// RoCE ports have no SM: never judged by sm.present.
+	for _, f := range run(checkSMPresent) {
+		if f.Target == "eth/1" {
+			t.Errorf("sm.present judged a RoCE port: %+v", f)
+		}
+	}
+	// No expectation: skip, never a guess from the width.
+	fs, _ := checkPortRate(s, nil, &config.Config{})
+	if f := findingOf(t, fs, "hdr100/1"); f.Severity != Skip || !strings.Contains(f.Evidence, "expected.boards") {
+		t.Errorf("without an expectation: %+v", f)
+	}
+}
+
+func TestFirmwareChecks(t *testing.T) {
+	dev := func(name, hca, board, fw string) infiniband.Device {
+		d := ibDev(name)
+		d.HCAType.V, d.BoardID.V, d.FirmwareVer.V = hca, board, fw
+		return d
+	}
+	s := snapWith(
+		dev("a", "MT4129", "MT_0000000838", "28.41.1000"),
+		dev("b", "MT4129", "MT_0000000838", "28.41.1000"),
+		dev("c", "MT4129", "MT_0000000838", "28.39.1002"),
+		dev("d", "MT4123", "MT_0000000223", "20.41.1000"),
+		dev("e", "MT4125", "MT_X", "22.32.2004"),
+	)
+	cfg := mustParse(t, "diagnose:\n  firmware:\n    - {hca_type: MT4129, minimum: 28.40.0}\n"+
+		"    - {board_id: MT_0000000223, allowed: [20.42.1000]}\n    - {hca_type: MT4123, minimum: 1.0}\n")
+	fs, err := checkFWVersion(s, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]Severity{"a": Pass, "c": Warn, "d": Warn, "e": Skip} {
+		if f := findingOf(t, fs, target); f.Severity != want {
+			t.Errorf("fw.version %s: %s, want %s (%+v)", target, f.Severity, want, f)
+		}
+	}
+	if f := findingOf(t, fs, "d"); !strings.Contains(f.Expected, "board_id MT_0000000223") {
+		t.Errorf("the board_id policy must win over hca_type: %+v", f)
+	}
+	if f := findingOf(t, fs, "c"); !strings.Contains(f.Remedy, "mlxfwmanager") || !strings.Contains(f.Remedy, "28.40.0 or later") {
+		t.Errorf("remedy %q", f.Remedy)
+	}
+	fs, _ = checkFWUniform(s, nil, cfg)
+	for target, want := range map[string]Severity{"a": Pass, "b": Pass, "c": Warn, "d": Skip} {
+		if f := findingOf(t, fs, target); f.Severity != want {
+			t.Errorf("fw.uniform %s: %s, want %s (%+v)", target, f.Severity, want, f)
+		}
+	}
+	if f := findingOf(t, fs, "c"); !strings.Contains(f.Expected, "28.41.1000, as 2 of 3") {
+		t.Errorf("fw.uniform reference: %+v", f)
+	}
+}

@@ -1,0 +1,194 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+)
+
+func init() {
+	register(&Check{
+		ID:    "fw.version",
+		Title: "Firmware matches the policy",
+		Reads: []Source{SourceInfiniband},
+		Doc: "fw_ver is at least the minimum and, when an allowed list is given, one of it, per board_id " +
+			"(PSID) or hca_type (diagnose.firmware; a board_id policy wins). Without a policy for the device the check skips.",
+		Remedy: "mlxfwmanager --query -d <pci>; update in a maintenance window (mlxfwmanager -u, or mstflint -d <pci> -i <image> burn), " +
+			"then mlxfwreset or reboot. rdma_doctor never flashes firmware.",
+		Run: checkFWVersion,
+	})
+	register(&Check{
+		ID:    "fw.uniform",
+		Title: "Same firmware on same-model HCAs",
+		Reads: []Source{SourceInfiniband},
+		Doc: "All devices of one model (hca_type, or board_id where hca_type is absent) run the same fw_ver " +
+			"(ibdiagnet's firmware uniformity check); a device that differs from the others warns.",
+		Remedy: "Bring the odd device to the version of the others with mlxfwmanager (maintenance window).",
+		Run:    checkFWUniform,
+	})
+}
+
+func fwPolicy(cfg *config.Config, d *infiniband.Device) (config.FirmwarePolicy, string, bool) {
+	if d.BoardID.OK {
+		for _, p := range cfg.Diagnose.Firmware {
+			if p.BoardID == d.BoardID.V {
+				return p, "board_id " + p.BoardID, true
+			}
+		}
+	}
+	if d.HCAType.OK {
+		for _, p := range cfg.Diagnose.Firmware {
+			if p.HCAType == d.HCAType.V {
+				return p, "hca_type " + p.HCAType, true
+			}
+		}
+	}
+	return config.FirmwarePolicy{}, "", false
+}
+
+func fwUpdateRemedy(d *infiniband.Device, want string) string {
+	dev := mlxlinkDev(d)
+	return fmt.Sprintf("%s: mlxfwmanager --query -d %s, then in a maintenance window update to %s "+
+		"(mlxfwmanager -u -d %s, or mstflint -d %s -i <image> burn) and mlxfwreset -d %s reset or reboot", d.Name, dev, want, dev, dev, dev)
+}
+
+func checkFWVersion(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	var out []Finding
+	for i := range s.IB.Devices {
+		d := &s.IB.Devices[i]
+		if !d.FirmwareVer.OK {
+			if fileErr(d, "fw_ver") != nil || d.NodeType.OK {
+				out = append(out, unreadable(d.Name, d, "fw_ver"))
+			}
+			continue
+		}
+		fw := d.FirmwareVer.V
+		p, sel, ok := fwPolicy(cfg, d)
+		if !ok {
+			model := []string{}
+			if d.BoardID.OK {
+				model = append(model, "board_id "+d.BoardID.V)
+			}
+			if d.HCAType.OK {
+				model = append(model, "hca_type "+d.HCAType.V)
+			}
+			out = append(out, Finding{Severity: Skip, Target: d.Name, Observed: fw,
+				Evidence: fmt.Sprintf("no firmware policy for %s: add one to diagnose.firmware", orText(model, "this device"))})
+			continue
+		}
+		var want []string
+		if p.Minimum != "" {
+			want = append(want, ">= "+string(p.Minimum))
+		}
+		if len(p.Allowed) > 0 {
+			want = append(want, "one of "+strings.Join(p.Allowed, ", "))
+		}
+		f := Finding{Target: d.Name, Observed: fw,
+			Expected: strings.Join(want, " and ") + " (diagnose.firmware " + sel + ")",
+			Evidence: "/sys/class/infiniband/" + d.Name + "/fw_ver", Severity: Pass}
+		switch {
+		case p.Minimum != "" && config.CompareVersions(fw, string(p.Minimum)) < 0:
+			f.Severity = Warn
+			f.Remedy = fwUpdateRemedy(d, string(p.Minimum)+" or later")
+		case len(p.Allowed) > 0 && !slices.Contains(p.Allowed, fw):
+			f.Severity = Warn
+			f.Remedy = fwUpdateRemedy(d, "an allowed version ("+strings.Join(p.Allowed, ", ")+")")
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return noTargets("no device reports fw_ver"), nil
+	}
+	return out, nil
+}
+
+func orText(parts []string, def string) string {
+	if len(parts) == 0 {
+		return def
+	}
+	return strings.Join(parts, " / ")
+}
+
+func checkFWUniform(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	type member struct {
+		d  *infiniband.Device
+		fw string
+	}
+	groups := map[string][]member{}
+	var order []string
+	for i := range s.IB.Devices {
+		d := &s.IB.Devices[i]
+		var model string
+		switch {
+		case d.HCAType.OK:
+			model = "hca_type " + d.HCAType.V
+		case d.BoardID.OK:
+			model = "board_id " + d.BoardID.V
+		default:
+			continue
+		}
+		if !d.FirmwareVer.OK {
+			continue
+		}
+		if _, seen := groups[model]; !seen {
+			order = append(order, model)
+		}
+		groups[model] = append(groups[model], member{d, d.FirmwareVer.V})
+	}
+	var out []Finding
+	for _, model := range order {
+		ms := groups[model]
+		if len(ms) < 2 {
+			out = append(out, Finding{Severity: Skip, Target: ms[0].d.Name, Observed: ms[0].fw,
+				Evidence: "no other device of " + model + " on this host to compare with"})
+			continue
+		}
+		count := map[string]int{}
+		for _, m := range ms {
+			count[m.fw]++
+		}
+		versions := make([]string, 0, len(count))
+		for v := range count {
+			versions = append(versions, v)
+		}
+		// The reference is the most common version; on a tie, the newest.
+		sort.Slice(versions, func(i, j int) bool {
+			if count[versions[i]] != count[versions[j]] {
+				return count[versions[i]] > count[versions[j]]
+			}
+			return config.CompareVersions(versions[i], versions[j]) > 0
+		})
+		ref := versions[0]
+		var ev []string
+		for _, v := range versions {
+			var names []string
+			for _, m := range ms {
+				if m.fw == v {
+					names = append(names, m.d.Name)
+				}
+			}
+			ev = append(ev, v+" on "+strings.Join(names, ", "))
+		}
+		for _, m := range ms {
+			f := Finding{Target: m.d.Name, Observed: m.fw,
+				Expected: fmt.Sprintf("%s, as %d of %d %s devices", ref, count[ref], len(ms), model),
+				Evidence: "fw_ver: " + strings.Join(ev, "; "), Severity: Pass}
+			if len(count) > 1 && m.fw != ref {
+				f.Severity = Warn
+				f.Remedy = fwUpdateRemedy(m.d, ref+" (the version of the other "+model+" devices)")
+			}
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return noTargets("no device reports fw_ver with a model (hca_type or board_id)"), nil
+	}
+	return out, nil
+}

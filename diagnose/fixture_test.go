@@ -1,0 +1,291 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+const fixtures = "../fixtures/hosts"
+
+// fixtureConfig loads a fixture host's own config file, if it has one.
+func fixtureConfig(t testing.TB, root string) *config.Config {
+	t.Helper()
+	p := filepath.Join(root, "etc/rdma_doctor/rdma_doctor.yml")
+	if _, err := os.Stat(p); err != nil {
+		return &config.Config{}
+	}
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func hostOf(root string) hostfs.Host {
+	p, _ := hostfs.Paths{Rootfs: root}.Resolve()
+	return p.Open()
+}
+
+// evaluateHost reads a host root once (or twice, with change applied
+// between the samples, 10 minutes apart) and evaluates every check.
+func evaluateHost(t testing.TB, root string, change func()) *Report {
+	t.Helper()
+	cfg := fixtureConfig(t, root)
+	e, err := NewEvaluator(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	r := &Reader{Host: hostOf(root), Now: func() time.Time { return now }}
+	h := HistoryFor(cfg.Diagnose.HistoryWindow(), cfg.Diagnose.SampleInterval())
+	s := r.Read(context.Background())
+	h.Add(s)
+	if change != nil {
+		change()
+		now = now.Add(10 * time.Minute)
+		s = r.Read(context.Background())
+		h.Add(s)
+	}
+	return e.Evaluate(s, h)
+}
+
+func fixtureHosts(t testing.TB) []string {
+	entries, err := os.ReadDir(fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, e := range entries {
+		if e.IsDir() {
+			hosts = append(hosts, e.Name())
+		}
+	}
+	return hosts
+}
+
+func finding(r *Report, check, target string) (Finding, bool) {
+	for _, f := range r.Findings {
+		if f.Check == check && f.Target == target {
+			return f, true
+		}
+	}
+	return Finding{}, false
+}
+
+// healthy are fixture hosts without a designed fault: nothing may fail.
+var healthy = []string{"dgx-h100", "roce-cx6dx", "mlx4-qdr", "iwarp-i40iw", "opa-hfi1", "ipoib-enhanced", "numa-remote"}
+
+// TestFixtureHosts: every fixture host evaluates without a crashed check,
+// the healthy ones without a failure, and every known fault is found with
+// the right target and severity.
+func TestFixtureHosts(t *testing.T) {
+	reports := map[string]*Report{}
+	for _, host := range fixtureHosts(t) {
+		r := evaluateHost(t, filepath.Join(fixtures, host), nil)
+		reports[host] = r
+		for _, f := range r.Findings {
+			if strings.Contains(f.Evidence, "panic") {
+				t.Errorf("%s: check %s panicked: %s", host, f.Check, f.Evidence)
+			}
+			if (f.Severity == Warn || f.Severity == Fail) && f.Remedy == "" {
+				t.Errorf("%s: %s %s is %s without a remedy", host, f.Check, f.Target, f.Severity)
+			}
+			if f.Severity == Skip && f.Evidence == "" {
+				t.Errorf("%s: %s %s skipped without a reason", host, f.Check, f.Target)
+			}
+		}
+		if len(r.Checks) != len(Checks()) {
+			t.Errorf("%s: %d checks evaluated, %d registered", host, len(r.Checks), len(Checks()))
+		}
+	}
+	for _, host := range healthy {
+		r, ok := reports[host]
+		if !ok {
+			t.Errorf("fixture host %s missing", host)
+			continue
+		}
+		for _, f := range r.Findings {
+			if f.Severity == Fail {
+				t.Errorf("healthy host %s fails %s %s: %s / %s", host, f.Check, f.Target, f.Observed, f.Evidence)
+			}
+		}
+	}
+
+	type want struct {
+		host, check, target string
+		sev                 Severity
+		contains            []string // in observed, evidence or remedy
+	}
+	for _, w := range []want{
+		// The guide's case: a switch port set to FDR, and an HDR100 (2X) link,
+		// against the expected 200 Gb/s of the host's config.
+		{"cx6-hdr-fdr", "port.rate", "mlx5_0/1", Fail, []string{"56 Gb/sec (4X FDR)", "switch-port speed setting", "cable"}},
+		{"cx6-hdr-fdr", "port.rate", "mlx5_1/1", Fail, []string{"100 Gb/sec (2X HDR)", "switch-port speed", "cable"}},
+		{"cx6-hdr-fdr", "port.phys", "mlx5_0/1", Pass, nil},
+		// Saturated counters are unknown, never clean.
+		{"dgx-h100", "ctr.downed", "mlx5_1/1", Warn, []string{"saturated at 255"}},
+		{"dgx-h100", "ctr.downed", "mlx5_5/1", Warn, []string{"saturated at 255"}},
+		{"dgx-h100", "ctr.discards", "mlx5_5/1", Warn, []string{"port_xmit_discards is saturated at 65535"}},
+		{"dgx-h100", "ctr.xmit_wait", "mlx5_5/1", Warn, []string{"saturated at 4294967295"}},
+		{"dgx-h100", "ctr.downed", "mlx5_0/1", Skip, []string{NeedTwoSamples}},
+		{"dgx-h100", "port.rate", "mlx5_0/1", Pass, []string{"400 Gb/sec (4X NDR)"}},
+		{"dgx-h100", "port.rate", "mlx5_bond_0/1", Pass, []string{"200 Gb/sec (2X NDR)"}},
+		{"dgx-h100", "fw.uniform", "mlx5_9", Pass, []string{"28.41.1000"}},
+		{"dgx-h100", "sm.present", "mlx5_0/1", Pass, []string{"SM LID 334"}},
+		// The broken host: unreadable values skip with their error.
+		{"broken", "port.state", "mlx5_1/1", Skip, []string{"ports/1/state"}},
+		{"broken", "port.rate", "mlx5_1/1", Skip, []string{"fast"}},
+		{"broken", "fw.version", "mlx5_1", Skip, []string{"fw_ver", "empty"}},
+		{"broken", "dev.present", "mlx5_4", Warn, []string{"unreadable"}},
+		{"broken", "dev.present", "mlx5_0", Pass, nil},
+		{"broken", "port.phys", "mlx5_0/1", Pass, nil},
+		// Placement: IRQs pinned to the remote node, all on one CPU.
+		{"numa-remote", "irq.local", "mlx5_0", Warn, []string{"16 of 16", "irq-affinity"}},
+		{"numa-remote", "irq.spread", "mlx5_1", Warn, []string{"on 1 CPU(s)"}},
+		{"numa-remote", "irq.spread", "mlx5_0", Pass, nil},
+		{"numa-remote", "pci.link", "mlx5_1", Warn, []string{"16 GT/s x16", "32 GT/s x16"}},
+		{"numa-remote", "irq.balance", "host", Warn, []string{"irqbalance running"}},
+		// iWARP has no subnet manager, even where the kernel says InfiniBand.
+		{"iwarp-i40iw", "sm.present", "host", Skip, []string{"no InfiniBand ports"}},
+		{"iwarp-i40iw", "pci.numa", "i40iw0", Pass, []string{"numa_node -1"}},
+		{"mlx4-qdr", "ctr.xmit_wait", "mlx4_0/1", Warn, []string{"saturated"}},
+		{"roce-cx6dx", "sm.present", "host", Skip, []string{"RoCE"}},
+	} {
+		r := reports[w.host]
+		if r == nil {
+			t.Errorf("no report for %s", w.host)
+			continue
+		}
+		f, ok := finding(r, w.check, w.target)
+		if !ok {
+			t.Errorf("%s: no %s finding for %s", w.host, w.check, w.target)
+			continue
+		}
+		if f.Severity != w.sev {
+			t.Errorf("%s: %s %s is %s, want %s: %+v", w.host, w.check, w.target, f.Severity, w.sev, f)
+		}
+		all := f.Observed + " | " + f.Expected + " | " + f.Evidence + " | " + f.Remedy + " | " + f.Action
+		for _, c := range w.contains {
+			if !strings.Contains(all, c) {
+				t.Errorf("%s: %s %s lacks %q: %s", w.host, w.check, w.target, c, all)
+			}
+		}
+	}
+}
+
+// copyTree copies a fixture host, keeping its relative symlinks, so a test
+// can change files between samples.
+func copyTree(t testing.TB, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, out)
+		case d.IsDir():
+			return os.MkdirAll(out, 0o755)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, b, 0o644)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// setCounter rewrites a counter file of a copied host, through the class
+// symlink as the kernel lays it out.
+func setCounter(t testing.TB, root, dev, rel string, v uint64) {
+	t.Helper()
+	p := filepath.Join(root, "sys/class/infiniband", dev, rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strconv.FormatUint(v, 10)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readCounter(t testing.TB, root, dev, rel string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "sys/class/infiniband", dev, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestDeltaOnCopiedFixture changes counter files between two samples of a
+// copied fixture host, as a marginal cable would, and checks the delta
+// checks judge the increases (and only them: the large old values of the
+// fixture are history, not faults).
+func TestDeltaOnCopiedFixture(t *testing.T) {
+	root := copyTree(t, filepath.Join(fixtures, "cx6-hdr-fdr"))
+	bump := func(dev, rel string, by uint64) {
+		setCounter(t, root, dev, rel, readCounter(t, root, dev, rel)+by)
+	}
+	r := evaluateHost(t, root, func() {
+		bump("mlx5_0", "ports/1/counters/symbol_error", 57)
+		bump("mlx5_0", "ports/1/counters/link_downed", 1)
+		bump("mlx5_0", "ports/1/counters/port_rcv_data", 25e7)
+		bump("mlx5_0", "ports/1/hw_counters/out_of_sequence", 8)
+		bump("mlx5_1", "ports/1/counters/port_xmit_wait", 500) // under the 1000 limit
+	})
+	for _, w := range []struct {
+		check, target string
+		sev           Severity
+		contains      string
+	}{
+		{"ctr.symbol", "mlx5_0/1", Fail, "symbol_error +57 in the last 10m0s on mlx5_0/1 (4127 → 4184)"},
+		{"ctr.symbol", "mlx5_1/1", Pass, "no increase in the last 10m0s over 2 samples"},
+		{"ctr.downed", "mlx5_0/1", Fail, "link_downed +1 in the last 10m0s on mlx5_0/1 (3 → 4)"},
+		{"ctr.recovery", "mlx5_0/1", Pass, "no increase"},
+		{"ctr.xmit_wait", "mlx5_1/1", Pass, "port_xmit_wait +500"},
+		{"hw.retrans", "mlx5_0/1", Warn, "out_of_sequence +8"},
+		{"port.traffic", "mlx5_0/1", Pass, "953.7 MiB received in 10m0s"},
+		{"port.traffic", "mlx5_1/1", Pass, "idle"},
+	} {
+		f, ok := finding(r, w.check, w.target)
+		if !ok {
+			t.Errorf("no %s finding for %s", w.check, w.target)
+			continue
+		}
+		all := f.Observed + " | " + f.Evidence
+		if f.Severity != w.sev || !strings.Contains(all, w.contains) {
+			t.Errorf("%s %s: %s %q, want %s containing %q", w.check, w.target, f.Severity, all, w.sev, w.contains)
+		}
+	}
+	if r.Samples != 2 || r.WindowSeconds != 600 {
+		t.Errorf("samples %d window %v", r.Samples, r.WindowSeconds)
+	}
+}

@@ -1,0 +1,145 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"bytes"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// NewHandler serves the latest report: ?format=text|json|html|nhc, else
+// the Accept header (application/json, text/html), else text. It only
+// reads the report; it never touches the host.
+func NewHandler(latest func() *Report) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		format, ok := negotiate(r)
+		if !ok {
+			http.Error(w, fmt.Sprintf("unknown format %q; formats: %s", r.URL.Query().Get("format"), strings.Join(Formats, ", ")), http.StatusBadRequest)
+			return
+		}
+		rep := latest()
+		if rep == nil {
+			http.Error(w, "no diagnosis yet: the first sample is still running", http.StatusServiceUnavailable)
+			return
+		}
+		var b bytes.Buffer
+		if err := Render(&b, rep, format); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", ContentType(format))
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Add("Vary", "Accept")
+		if format == "html" {
+			// The page is self-contained; the policy makes a browser refuse
+			// (and report) anything that would load from elsewhere.
+			h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+		}
+		h.Set("Content-Length", strconv.Itoa(b.Len()))
+		if r.Method == http.MethodHead {
+			return
+		}
+		_, _ = w.Write(b.Bytes())
+	})
+}
+
+// negotiate picks the format: the query parameter wins; then the Accept
+// media type with the highest q among JSON, HTML and plain text.
+func negotiate(r *http.Request) (string, bool) {
+	if q := r.URL.Query(); q.Has("format") {
+		f := q.Get("format")
+		return f, slices.Contains(Formats, f)
+	}
+	best, bestQ := "text", 0.0
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		var f string
+		switch mt {
+		case "application/json":
+			f = "json"
+		case "text/html", "application/xhtml+xml":
+			f = "html"
+		case "text/plain":
+			f = "text"
+		default:
+			continue
+		}
+		if q > bestQ {
+			best, bestQ = f, q
+		}
+	}
+	return best, true
+}
+
+// statusCollector exports rdma_diagnose_status from the latest report.
+type statusCollector struct {
+	latest func() *Report
+	desc   *prometheus.Desc
+}
+
+// NewStatusCollector exports rdma_diagnose_status{check,target}: 0 pass,
+// 1 warn, 2 fail, from the latest report; skipped findings are absent.
+func NewStatusCollector(latest func() *Report) prometheus.Collector {
+	return &statusCollector{latest: latest, desc: prometheus.NewDesc("rdma_diagnose_status",
+		"Latest diagnose result per check and target: 0 pass, 1 warn, 2 fail (skipped checks are absent).",
+		[]string{"check", "target"}, nil)}
+}
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.latest()
+	if r == nil {
+		return
+	}
+	type key struct{ check, target string }
+	worst := map[key]Severity{}
+	var order []key
+	for _, f := range r.Findings {
+		if f.Severity == Skip {
+			continue
+		}
+		k := key{f.Check, f.Target}
+		old, seen := worst[k]
+		if !seen {
+			order = append(order, k)
+		}
+		if !seen || f.Severity.Worse(old) {
+			worst[k] = f.Severity
+		}
+	}
+	for _, k := range order {
+		v := 0.0
+		switch worst[k] {
+		case Warn:
+			v = 1
+		case Fail:
+			v = 2
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k.check, k.target)
+	}
+}

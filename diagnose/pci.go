@@ -1,0 +1,135 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+)
+
+func init() {
+	register(&Check{
+		ID:    "pci.link",
+		Title: "PCIe link at full speed and width",
+		Reads: []Source{SourcePCI},
+		Doc: "The HCA's PCIe link (current_link_speed, current_link_width) equals its capability (max_link_speed, max_link_width); " +
+			"a degraded slot caps the port's bandwidth below its link rate (mlnx_tune and sysinfo-snapshot warn the same).",
+		Remedy: "Reseat the card, check the slot's bifurcation and PCIe generation setting in the BIOS; lspci -vv shows LnkCap and LnkSta.",
+		Run:    checkPCILink,
+	})
+	register(&Check{
+		ID:    "pci.numa",
+		Title: "NUMA node known",
+		Reads: []Source{SourcePCI},
+		Doc: "On a host with more than one NUMA node the HCA's numa_node is not -1; -1 means the platform does not describe " +
+			"the topology, so nothing can place work or IRQs next to the HCA. Single-node hosts pass with -1.",
+		Remedy: "Enable NUMA (and SLIT/_PXM reporting, SNC settings) in the BIOS.",
+		Run:    checkPCINUMA,
+	})
+}
+
+// pciDevices returns the RDMA devices that sit on a PCI function.
+func pciDevices(s *Snapshot) []*irq.Device {
+	var out []*irq.Device
+	for i := range s.Placement.Devices {
+		if s.Placement.Devices[i].PCI.Address != "" {
+			out = append(out, &s.Placement.Devices[i])
+		}
+	}
+	return out
+}
+
+// pciErr finds the read error of one attribute of a PCI function.
+func pciErr(f *pci.Function, name string) error {
+	for _, err := range f.Errors {
+		if p := errPath(err); p != "" && len(p) >= len(name) && p[len(p)-len(name):] == name {
+			return err
+		}
+	}
+	return nil
+}
+
+func speedText(gts float64) string { return strconv.FormatFloat(gts, 'f', -1, 64) + " GT/s" }
+
+func checkPCILink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	devs := pciDevices(s)
+	if len(devs) == 0 {
+		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil
+	}
+	var out []Finding
+	for _, d := range devs {
+		f := &d.PCI
+		deg, ok := f.LinkDegraded()
+		if !ok {
+			why := "the PCIe link files are absent (not a PCIe function, or the kernel prints Unknown)"
+			for _, n := range []string{"current_link_speed", "max_link_speed", "current_link_width", "max_link_width"} {
+				if err := pciErr(f, n); err != nil {
+					why = "cannot read " + n + ": " + err.Error()
+					break
+				}
+			}
+			out = append(out, Finding{Severity: Skip, Target: d.Name, Evidence: why})
+			continue
+		}
+		fd := Finding{Target: d.Name,
+			Observed: fmt.Sprintf("%s x%d", speedText(f.LinkSpeed.V), f.LinkWidth.V),
+			Expected: fmt.Sprintf("%s x%d (max_link_speed, max_link_width)", speedText(f.MaxLinkSpeed.V), f.MaxLinkWidth.V),
+			Evidence: "/sys/bus/pci/devices/" + f.Address + "/{current,max}_link_{speed,width}", Severity: Pass}
+		if deg {
+			fd.Severity = Warn
+			fd.Remedy = fmt.Sprintf("the PCIe link of %s (%s) trained below its capability: reseat the card or move it to a full x%d slot, "+
+				"check the slot's bifurcation and PCIe generation in the BIOS; lspci -s %s -vv | grep -E 'LnkCap|LnkSta' shows both",
+				d.Name, f.Address, f.MaxLinkWidth.V, f.Address)
+		}
+		out = append(out, fd)
+	}
+	return out, nil
+}
+
+func checkPCINUMA(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	devs := pciDevices(s)
+	if len(devs) == 0 {
+		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil
+	}
+	nodes := -1
+	if s.Topology != nil && len(s.Topology.Nodes) > 0 {
+		nodes = len(s.Topology.Nodes)
+	}
+	var out []Finding
+	for _, d := range devs {
+		f := &d.PCI
+		if !f.NUMANode.OK {
+			why := "numa_node is not provided"
+			if err := pciErr(f, "numa_node"); err != nil {
+				why = "cannot read numa_node: " + err.Error()
+			}
+			out = append(out, Finding{Severity: Skip, Target: d.Name, Evidence: why})
+			continue
+		}
+		fd := Finding{Target: d.Name, Observed: fmt.Sprintf("numa_node %d", f.NUMANode.V),
+			Evidence: "/sys/bus/pci/devices/" + f.Address + "/numa_node", Severity: Pass}
+		if f.LocalCPUs.OK {
+			fd.Observed += ", local CPUs " + f.LocalCPUs.V.String()
+		}
+		switch {
+		case f.NUMANode.V >= 0:
+			fd.Expected = "a NUMA node (not -1)"
+		case nodes == -1:
+			fd.Severity, fd.Evidence = Skip, "numa_node is -1 and the host's NUMA nodes cannot be read (devices/system/node)"
+		case nodes == 1:
+			fd.Expected = "-1 is fine on a single-node host"
+		default:
+			fd.Severity = Warn
+			fd.Expected = fmt.Sprintf("a NUMA node: the host has %d", nodes)
+			fd.Remedy = fmt.Sprintf("the platform does not say which node %s (%s) is attached to: enable NUMA and ACPI SLIT/_PXM "+
+				"reporting in the BIOS (and check SNC/NPS settings); until then place work by hand (lstopo shows the slot)", d.Name, f.Address)
+		}
+		out = append(out, fd)
+	}
+	return out, nil
+}

@@ -1,0 +1,137 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+)
+
+// capIsSM is the IsSM bit of PortInfo:CapabilityMask (cap_mask): this port
+// runs a subnet manager.
+const capIsSM = 1 << 1
+
+func init() {
+	register(&Check{
+		ID:    "sm.present",
+		Title: "Subnet manager has swept the port",
+		Reads: []Source{SourceInfiniband},
+		Doc: "An InfiniBand port with its link up is ACTIVE with a non-zero sm_lid. LinkUp but INIT, or SM LID 0, " +
+			"means no working subnet manager on the fabric. RoCE and iWARP ports have no SM and are not judged.",
+		Remedy: "Run one subnet manager per fabric: switch-embedded, UFM, or opensm (systemctl enable --now opensm) on a stable host.",
+		Run:    checkSMPresent,
+	})
+	register(&Check{
+		ID:    "sm.master",
+		Title: "Subnet manager is master and alive",
+		Reads: []Source{SourceSM},
+		Doc: "sminfo (run for each ACTIVE InfiniBand port, needs ib_umad) reports the SM the port points at in state SMINFO_MASTER, " +
+			"and its activity count rises between runs (a count that stops means a hung SM: warn). DISCOVERING or STANDBY warns; " +
+			"an SM that cannot be resolved fails; no sminfo binary skips.",
+		Remedy: "Inspect the SM host (opensm log, systemctl status opensm, or the switch/UFM SM); fail over to a standby SM.",
+		Run:    checkSMMaster,
+	})
+	register(&Check{
+		ID:    "sm.local",
+		Title: "Local OpenSM configuration",
+		Reads: []Source{SourceSM},
+		Doc: "Where this host runs OpenSM: a guid of 0x0 on a multi-port host binds the \"default port\", and " +
+			"several SMs with the same sm_priority make the master election depend on GUIDs.",
+		Remedy:  "Set guid (or PORTS/GUIDS in /etc/default/opensm or /etc/sysconfig/opensm) and a distinct sm_priority.",
+		Pending: "no collector reads the local OpenSM process and configuration yet (subnet manager package)",
+	})
+}
+
+func checkSMPresent(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	var out []Finding
+	ibPorts := 0
+	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
+		// iWARP devices on old kernels print link_layer InfiniBand; they
+		// have no SM either.
+		if isRNIC(d) || !sm.IsInfiniBand(p) {
+			if !p.LinkLayer.OK && fileErr(d, fmt.Sprintf("ports/%d/link_layer", p.Num)) != nil {
+				out = append(out, unreadable(portTarget(d, p), d, fmt.Sprintf("ports/%d/link_layer", p.Num)))
+			}
+			return
+		}
+		ibPorts++
+		t := portTarget(d, p)
+		if p.PhysState.OK && !linkUp(p) {
+			out = append(out, Finding{Severity: Skip, Target: t, Evidence: "the link is not up (see port.phys): no SM can reach it"})
+			return
+		}
+		has, ok := sm.PortHasSM(p)
+		if !ok {
+			rel := fmt.Sprintf("ports/%d/sm_lid", p.Num)
+			if !p.PhysState.OK {
+				rel = fmt.Sprintf("ports/%d/phys_state", p.Num)
+			} else if !p.State.OK {
+				rel = fmt.Sprintf("ports/%d/state", p.Num)
+			}
+			out = append(out, unreadable(t, d, rel))
+			return
+		}
+		f := Finding{Target: t, Observed: fmt.Sprintf("SM LID %d, state %s", p.SMLID.V, enumText(p.State.V)),
+			Expected: "an SM LID other than 0 and state ARMED or ACTIVE (internal/sm.PortHasSM)",
+			Evidence: fmt.Sprintf("/sys/class/infiniband/%s/ports/%d/{sm_lid,state}", d.Name, p.Num)}
+		if p.CapMask.OK && p.CapMask.V&capIsSM != 0 {
+			f.Evidence += "; cap_mask has IsSM: this port runs a subnet manager"
+		}
+		switch {
+		case has:
+			f.Severity = Pass
+		default:
+			f.Severity = Fail
+			f.Remedy = fmt.Sprintf("no subnet manager has configured %s: check for a running SM (sminfo -C %s -P %d), start one "+
+				"(switch-embedded SM, UFM, or systemctl enable --now opensm on one stable host of the fabric); an SM must be able to reach this port",
+				t, d.Name, p.Num)
+		}
+		out = append(out, f)
+	})
+	if ibPorts == 0 {
+		return noTargets("no InfiniBand ports: RoCE and iWARP have no subnet manager"), nil
+	}
+	return out, nil
+}
+
+func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	var out []Finding
+	for _, ps := range s.SM.Ports {
+		t := ps.Target.String()
+		if !ps.OK {
+			if errors.Is(ps.Err, exec.ErrNotFound) || errors.Is(ps.Err, fs.ErrNotExist) {
+				out = append(out, Finding{Severity: Skip, Target: t, Evidence: "sminfo is not installed (Debian/RHEL: infiniband-diags): " + ps.Err.Error()})
+				continue
+			}
+			out = append(out, Finding{Severity: Fail, Target: t, Observed: "sminfo cannot resolve the SM",
+				Expected: "an SM in state SMINFO_MASTER", Evidence: fmt.Sprintf("sminfo -C %s -P %d: %v", ps.Device, ps.Port, ps.Err),
+				Remedy: fmt.Sprintf("the SM %s points at does not answer: check the SM host (systemctl status opensm, its log; or the switch/UFM SM) "+
+					"and fail over to a standby; sm.present shows whether the port was ever swept", t)})
+			continue
+		}
+		in := ps.Info
+		f := Finding{Target: t, Observed: fmt.Sprintf("SM LID %d GUID %s priority %d state %s, activity count %d", in.LID, in.GUID, in.Priority, in.State, in.ActivityCount),
+			Expected: "state MASTER with a rising activity count", Evidence: fmt.Sprintf("sminfo -C %s -P %d", ps.Device, ps.Port), Severity: Pass}
+		switch {
+		case in.State != sm.StateMaster:
+			f.Severity = Warn
+			f.Remedy = fmt.Sprintf("the SM %s asks is %s, not MASTER: it is still sweeping (DISCOVERING) or a standby answered; run sminfo again, then check the master SM host", t, in.State)
+		case ps.Stalled:
+			f.Severity = Warn
+			f.Observed += " (not rising since the previous run)"
+			f.Remedy = "the master SM answers but its activity count stopped: a hung sweep (or sweep_interval 0). Check its log and restart it or fail over"
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return noTargets("no ACTIVE InfiniBand port to run sminfo on"), nil
+	}
+	return out, nil
+}

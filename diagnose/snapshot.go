@@ -1,0 +1,187 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+)
+
+// Source is a data source a check reads.
+type Source string
+
+// Data sources. Each names the package that reads it; a source whose
+// package does not exist yet has its checks registered as pending.
+const (
+	// SourceInfiniband: internal/infiniband.Read (/sys/class/infiniband).
+	SourceInfiniband Source = "infiniband"
+	// SourceHistory: two or more counter samples (delta checks).
+	SourceHistory Source = "history"
+	// SourcePCI: internal/pci through internal/irq.Read (numa_node,
+	// local_cpulist, PCIe link) and pci.ReadTopology.
+	SourcePCI Source = "pci"
+	// SourceIRQ: internal/irq.Read (/proc/interrupts, affinities,
+	// irqbalance).
+	SourceIRQ Source = "irq"
+	// SourceSM: internal/sm (sminfo results of a Runner).
+	SourceSM Source = "sm"
+	// Not read yet; see the Pending reasons of the checks.
+	SourceTuning Source = "tuning" // internal/tuning: hugepages, sysctls, governor, memlock, modules, kernel
+	SourceNetdev Source = "netdev" // internal/netdev: IPoIB mode/MTU/operstate, RoCE GIDs
+	SourceProbe  Source = "probe"  // bench: perftest probe results
+)
+
+// Snapshot is one reading of the host: the typed snapshots of every
+// reader. A nil field means "not read" and its error says why.
+type Snapshot struct {
+	Time     time.Time
+	Hostname string
+	// IB is /sys/class/infiniband; IBErr is why it is nil (or, with a
+	// non-nil IB, a whole-read error such as a deadline).
+	IB    *infiniband.Class
+	IBErr error
+	// Placement is the PCI function and the IRQs of every RDMA device and
+	// whether irqbalance runs (internal/irq.Read); PlacementErr is why it
+	// is nil. Its Errors hold the partial failures (/proc/interrupts or
+	// /proc/irq unreadable).
+	Placement    *irq.Snapshot
+	PlacementErr error
+	// Topology is the host's NUMA nodes and online CPUs.
+	Topology *pci.Topology
+	// SM is the latest sminfo round; nil when no runner was given.
+	SM *sm.Status
+}
+
+// unavailable says why a source cannot be used, or "".
+func (s *Snapshot) unavailable(src Source) string {
+	switch src {
+	case SourceInfiniband:
+		if s.IB == nil {
+			if errors.Is(s.IBErr, infiniband.ErrNoClass) {
+				return "no RDMA devices: " + s.IBErr.Error()
+			}
+			if s.IBErr != nil {
+				return "cannot read /sys/class/infiniband: " + s.IBErr.Error()
+			}
+			return "/sys/class/infiniband was not read"
+		}
+	case SourcePCI:
+		if s.Placement == nil {
+			return placementReason(s.PlacementErr)
+		}
+	case SourceIRQ:
+		if s.Placement == nil {
+			return placementReason(s.PlacementErr)
+		}
+		if s.Placement.Interrupts == nil {
+			return "cannot read /proc/interrupts: " + errorsText(s.Placement.Errors)
+		}
+	case SourceSM:
+		if s.SM == nil {
+			return "sminfo was not run"
+		}
+		if s.SM.TargetsErr != nil {
+			return "sminfo cannot run: " + s.SM.TargetsErr.Error()
+		}
+		if s.SM.Rounds == 0 {
+			return "sminfo has not completed a run yet"
+		}
+	case SourceHistory:
+		// Delta checks judge what one sample can tell (a saturated
+		// counter) and skip the rest themselves with NeedTwoSamples.
+	default:
+		return "no collector reads " + string(src) + " data yet"
+	}
+	return ""
+}
+
+func placementReason(err error) string {
+	switch {
+	case errors.Is(err, infiniband.ErrNoClass):
+		return "no RDMA devices: " + err.Error()
+	case err != nil:
+		return "cannot read the PCI functions and IRQs of the RDMA devices: " + err.Error()
+	}
+	return "PCI functions and IRQs were not read"
+}
+
+// errorsText joins errors for a reason, at most three of them.
+func errorsText(errs []error) string {
+	var parts []string
+	for i, e := range errs {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(errs)-3))
+			break
+		}
+		parts = append(parts, e.Error())
+	}
+	if len(parts) == 0 {
+		return "unknown error"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// NeedTwoSamples is the skip reason of a delta check with one sample: the
+// same text from the server and the CLI, so their findings agree.
+const NeedTwoSamples = "needs two samples to judge increases (one so far): the server samples every diagnose.interval; the CLI needs --interval"
+
+// Reader reads snapshots of a host.
+type Reader struct {
+	Host hostfs.Host
+	// Keep selects the RDMA devices to read (the collector's
+	// --collector.infiniband.device-include/-exclude); nil keeps all. An
+	// excluded device is never read.
+	Keep func(name string) bool
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// SM returns the latest sminfo results (an sm.Runner's Status, or a
+	// one-off round in the CLI); nil leaves the sm checks skipped.
+	SM func(ctx context.Context) *sm.Status
+}
+
+// Read reads every source. It never fails as a whole: each source's error
+// is kept next to it and turns the checks that need it into skips.
+func (r *Reader) Read(ctx context.Context) *Snapshot {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	s := &Snapshot{Time: now()}
+	if r.Host.Proc != nil {
+		if b, err := r.Host.Proc.ReadFile("sys/kernel/hostname"); err == nil {
+			s.Hostname = strings.TrimSpace(string(b))
+		}
+	}
+	if r.Host.Sys == nil || r.Host.Proc == nil {
+		s.IBErr = errors.New("no sysfs or procfs root")
+		s.PlacementErr = s.IBErr
+		return s
+	}
+	// The readers are independent; the slowest (the process scan for
+	// irqbalance) runs next to the class read.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.Placement, s.PlacementErr = irq.Read(ctx, r.Host, r.Keep)
+		t := pci.ReadTopology(r.Host.Sys)
+		s.Topology = &t
+	}()
+	s.IB, s.IBErr = infiniband.Read(ctx, r.Host.Sys, r.Keep)
+	if r.SM != nil {
+		s.SM = r.SM(ctx)
+	}
+	wg.Wait()
+	return s
+}
