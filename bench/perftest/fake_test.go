@@ -4,161 +4,38 @@
 package perftest
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
-// The fake perftest (internal/fakeperftest) is built once per test binary.
-var (
-	fakeOnce sync.Once
-	fakeBin  string
-	fakeErr  error
-)
-
-func buildFake(t testing.TB) string {
-	t.Helper()
-	fakeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fakeperftest-")
-		if err != nil {
-			fakeErr = err
-			return
-		}
-		fakeBin = filepath.Join(dir, "fakeperftest")
-		cmd := exec.Command("go", "build", "-o", fakeBin, "./internal/fakeperftest")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fakeErr = fmt.Errorf("go build fakeperftest: %v\n%s", err, out)
-		}
-	})
-	if fakeErr != nil {
-		t.Fatal(fakeErr)
-	}
-	return fakeBin
-}
-
-type behaviour struct {
-	Stdout, Stderr         string `json:",omitempty"`
-	StdoutFile, StderrFile string `json:",omitempty"`
-	Exit                   int    `json:",omitempty"`
-	Mode                   string `json:",omitempty"`
-	Bytes                  int    `json:",omitempty"`
-	Protocol               bool   `json:",omitempty"`
-	DelayMS                int    `json:",omitempty"`
-}
-
-type sides struct{ Server, Client behaviour }
+type behaviour = perftesttest.Behaviour
+type sides = perftesttest.Sides
 
 // fakeDir is a directory of fake perftest binaries with one script.
-type fakeDir string
+type fakeDir struct{ perftesttest.Dir }
 
-// installFake links the fake under every test's name into a new directory
-// with script as fake.json and the recorded samples next to it.
 func installFake(t *testing.T, script map[Test]sides) fakeDir {
 	t.Helper()
-	bin := buildFake(t)
-	dir := t.TempDir()
-	for _, test := range Tests {
-		dst := filepath.Join(dir, test.Binary())
-		if err := os.Link(bin, dst); err != nil {
-			b, rerr := os.ReadFile(bin)
-			if rerr != nil {
-				t.Fatal(rerr)
-			}
-			if err := os.WriteFile(dst, b, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	m := map[string]sides{}
 	for k, v := range script {
 		m[string(k)] = v
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fake.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(filepath.Join("testdata", "samples"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("testdata", "samples", e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return fakeDir(dir)
+	return fakeDir{perftesttest.Install(t, m)}
 }
 
-type call struct {
-	Name string   `json:"name"`
-	Args []string `json:"args"`
-	Side string   `json:"side"`
-	FDs  []string `json:"fds"`
-	Env  []string `json:"env"`
-	Pid  int      `json:"pid"`
-	Pgid int      `json:"pgid"`
-}
-
-func (d fakeDir) calls(t *testing.T) []call {
-	t.Helper()
-	f, err := os.Open(filepath.Join(string(d), "calls.jsonl"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []call
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var c call
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c)
-	}
-	return out
-}
+func (d fakeDir) calls(t *testing.T) []perftesttest.Call { return d.Calls(t) }
 
 func (d fakeDir) runner() *Runner {
-	return &Runner{Dir: string(d), Proc: hostfs.Dir("/proc"), Locks: &DeviceLocks{}, Setup: 2 * time.Second, ListenWait: 500 * time.Millisecond, ServerGrace: 2 * time.Second}
+	return &Runner{Dir: string(d.Dir), Proc: hostfs.Dir("/proc"), Locks: &DeviceLocks{}, Setup: 2 * time.Second, ListenWait: 500 * time.Millisecond, ServerGrace: 2 * time.Second}
 }
 
-// gone reports whether pid has exited: no such process, or a zombie
-// waiting for a parent that is not us (a grandchild reparented to a PID 1
-// that does not reap).
-func gone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return true
-	}
-	state := s[i+2]
-	return state == 'Z' || state == 'X'
-}
 
 // children lists the processes whose parent is this test process.
 func children(t *testing.T) []int {
@@ -198,15 +75,7 @@ func openFDs(t *testing.T) int {
 }
 
 // waitGone polls (without asserting on time) until pid is gone.
-func waitGone(pid int) bool {
-	for i := 0; i < 500; i++ {
-		if gone(pid) {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
-}
+func waitGone(pid int) bool { return perftesttest.WaitGone(pid) }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 

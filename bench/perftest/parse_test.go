@@ -8,10 +8,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
 )
 
 // The recorded outputs are copies of ../shared/realdata/perftest (see
@@ -524,4 +528,19 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestConfigKnowsEveryTest: internal/config validates test names with its
+// own list (it cannot import this package); the two must agree.
+func TestConfigKnowsEveryTest(t *testing.T) {
+	var ours []string
+	for _, test := range Tests {
+		ours = append(ours, string(test))
+	}
+	if !reflect.DeepEqual(ours, config.PerftestTests) {
+		t.Errorf("perftest.Tests %v, config.PerftestTests %v", ours, config.PerftestTests)
+	}
+	if MaxSize != 8<<20 || MinIterations != 5 || MaxIterations != 10_000_000 || MinDuration != 5*time.Second || MaxDuration != 300*time.Second {
+		t.Error("limits changed: update internal/config/probe.go's checkRun too")
+	}
 }

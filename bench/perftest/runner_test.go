@@ -177,7 +177,7 @@ func TestRunnerFailures(t *testing.T) {
 				}
 			}
 			if tc.grandchild {
-				b, err := os.ReadFile(filepath.Join(string(d), "child.pid"))
+				b, err := os.ReadFile(filepath.Join(string(d.Dir), "child.pid"))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -184,9 +184,11 @@ func watch(ctx context.Context, conn net.Conn) (stop func() bool) {
 	return context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 }
 
-// Serve answers one request on conn: it echoes latency messages or sinks a
-// stream, then sends a trailer with its CPU time. It does not close conn.
-func Serve(ctx context.Context, conn net.Conn, req Request) error {
+// Serve answers one request on conn, reading through r (the control
+// channel's buffered reader, or conn itself): it echoes latency messages or
+// sinks a stream, then sends a trailer with its CPU time. It does not close
+// conn.
+func Serve(ctx context.Context, conn net.Conn, r io.Reader, req Request) error {
 	defer watch(ctx, conn)()
 	defer lockThread()()
 	cpu0, t0 := threadCPU(), time.Now()
@@ -196,7 +198,7 @@ func Serve(ctx context.Context, conn net.Conn, req Request) error {
 	case ModeLatency:
 		buf := make([]byte, req.Size)
 		for i := 0; i < req.Iterations+Warmup; i++ {
-			if _, err = io.ReadFull(conn, buf); err != nil {
+			if _, err = io.ReadFull(r, buf); err != nil {
 				break
 			}
 			if _, err = conn.Write(buf); err != nil {
@@ -209,7 +211,7 @@ func Serve(ctx context.Context, conn net.Conn, req Request) error {
 		// the EOF is counted.
 		buf := make([]byte, 256<<10)
 		for {
-			k, rerr := conn.Read(buf)
+			k, rerr := r.Read(buf)
 			n += int64(k)
 			if rerr == io.EOF {
 				break

@@ -28,7 +28,7 @@ func serveOne(t *testing.T, ln net.Listener, req Request) <-chan error {
 			return
 		}
 		defer c.Close()
-		errc <- Serve(context.Background(), c, req)
+		errc <- Serve(context.Background(), c, c, req)
 	}()
 	return errc
 }

@@ -1,0 +1,384 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
+	"github.com/rdma-doctor/rdma_doctor/bench/tcpprobe"
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+)
+
+// Responder limits.
+const (
+	// handshakeTimeout bounds the wait for a request after accepting:
+	// an idle connection must not hold a slot.
+	handshakeTimeout = 10 * time.Second
+	// maxSessions bounds concurrent sessions; perftest runs are serialised
+	// per device anyway.
+	maxSessions = 8
+	// lockWait is how long a request waits for a device busy with another
+	// probe before it is refused as busy.
+	lockWait = 5 * time.Second
+)
+
+// Device is an HCA port the responder offers.
+type Device struct {
+	Name     string
+	Port     int
+	GIDIndex *int
+}
+
+// Server is the responder.
+type Server struct {
+	Secret         []byte
+	AllowedTests   map[string]bool
+	AllowedClients []*net.IPNet
+	Devices        []Device
+	PortLo, PortHi int
+	MaxDuration    time.Duration
+	Runner         *perftest.Runner
+	Logger         *slog.Logger
+
+	portsMu sync.Mutex
+	ports   map[int]bool // perftest ports in use by this responder
+	slots   chan struct{}
+}
+
+// NewServer builds a responder from the config's probe section.
+func NewServer(p *config.Probe, secret []byte, runner *perftest.Runner, logger *slog.Logger) (*Server, error) {
+	if len(secret) < MinSecretLen {
+		return nil, errors.New("responder: secret too short")
+	}
+	r := &p.Responder
+	s := &Server{
+		Secret:       secret,
+		AllowedTests: map[string]bool{},
+		MaxDuration:  r.MaxDurationOrDefault(),
+		Runner:       runner,
+		Logger:       logger,
+	}
+	s.PortLo, s.PortHi = r.PortRange()
+	for _, t := range r.AllowedTests {
+		s.AllowedTests[t] = true
+	}
+	for _, c := range r.AllowedClients {
+		_, n, err := net.ParseCIDR(c)
+		if err != nil {
+			return nil, fmt.Errorf("responder: %w", err)
+		}
+		s.AllowedClients = append(s.AllowedClients, n)
+	}
+	for _, d := range r.Devices {
+		s.Devices = append(s.Devices, Device{Name: d.Device, Port: d.Port, GIDIndex: d.GIDIndex})
+	}
+	return s, nil
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Serve accepts sessions on ln until ctx ends, then closes ln and waits for
+// the sessions, which ctx also ends (their perftest servers are killed).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.portsMu.Lock()
+	if s.slots == nil {
+		s.slots = make(chan struct{}, maxSessions)
+	}
+	s.portsMu.Unlock()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("responder: %w", err)
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.logger().Warn("responder: too many sessions, refusing", "remote", c.RemoteAddr())
+			c.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-s.slots }()
+			defer c.Close()
+			s.handle(ctx, c)
+		}()
+	}
+}
+
+// session is one connection's state.
+type session struct {
+	s     *Server
+	conn  net.Conn
+	r     *bufio.Reader
+	nonce string
+	log   *slog.Logger
+}
+
+func (ss *session) reply(resp Response) error {
+	body, err := json.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	return writeLine(ss.conn, envelope{Body: body, MAC: mac(ss.s.Secret, responseDomain, ss.nonce, body)})
+}
+
+func (ss *session) refuse(kind, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	ss.log.Info("responder: request refused", "kind", kind, "reason", msg)
+	if ss.nonce == "" {
+		// Unauthenticated: say no without a MAC, and nothing more.
+		_ = writeLine(ss.conn, envelope{Body: mustJSON(Response{Kind: kind, Error: msg})})
+		return
+	}
+	_ = ss.reply(Response{Kind: kind, Error: msg})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (s *Server) handle(ctx context.Context, c net.Conn) {
+	ss := &session{s: s, conn: c, r: bufio.NewReader(c), log: s.logger().With("remote", c.RemoteAddr().String())}
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if !s.clientAllowed(c.RemoteAddr()) {
+		ss.refuse(KindForbidden, "client address not in probe.responder.allowed_clients")
+		return
+	}
+	challenge := randomHex()
+	if err := writeLine(c, Hello{V: Version, Challenge: challenge}); err != nil {
+		return
+	}
+	var env envelope
+	if err := readLine(ss.r, &env); err != nil {
+		ss.log.Debug("responder: no request", "err", err)
+		return
+	}
+	if !verify(s.Secret, requestDomain, challenge, env) {
+		ss.refuse(KindUnauthorized, "bad MAC: the prober's probe.secret_file differs from ours")
+		return
+	}
+	var req Request
+	dec := json.NewDecoder(bytes.NewReader(env.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		ss.refuse(KindProtocol, "request: %v", err)
+		return
+	}
+	if len(req.Nonce) < 32 {
+		ss.refuse(KindProtocol, "request without a nonce")
+		return
+	}
+	ss.nonce = req.Nonce
+	ss.log = ss.log.With("test", req.Test)
+	if !s.AllowedTests[req.Test] {
+		ss.refuse(KindForbidden, "test %q is not in probe.responder.allowed_tests", req.Test)
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	switch req.Test {
+	case "tcp_lat", "tcp_bw":
+		s.serveTCP(ctx, ss, req)
+	default:
+		s.servePerftest(ctx, ss, req)
+	}
+}
+
+func (s *Server) clientAllowed(a net.Addr) bool {
+	if len(s.AllowedClients) == 0 {
+		return true
+	}
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	for _, n := range s.AllowedClients {
+		if n.Contains(ta.IP) {
+			return true
+		}
+	}
+	return false
+}
+
+// TCPRequest converts a control request to the TCP probe's.
+func TCPRequest(req Request) tcpprobe.Request {
+	mode := tcpprobe.ModeLatency
+	if req.Test == "tcp_bw" {
+		mode = tcpprobe.ModeBandwidth
+	}
+	return tcpprobe.Request{Mode: mode, Size: req.Size, Iterations: req.Iterations, Duration: req.Duration}.WithDefaults()
+}
+
+func (s *Server) serveTCP(ctx context.Context, ss *session, req Request) {
+	tr := TCPRequest(req)
+	if err := tr.Validate(s.MaxDuration); err != nil {
+		ss.refuse(KindInvalid, "%v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.MaxDuration+30*time.Second)
+	defer cancel()
+	if err := ss.reply(Response{OK: true}); err != nil {
+		return
+	}
+	if err := tcpprobe.Serve(ctx, ss.conn, ss.r, tr); err != nil {
+		ss.log.Info("responder: tcp probe ended", "err", err)
+	}
+}
+
+func (s *Server) device(name string) (Device, bool) {
+	if len(s.Devices) == 0 {
+		return Device{}, false
+	}
+	if name == "" {
+		return s.Devices[0], true
+	}
+	for _, d := range s.Devices {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+// PerftestParams is the responder side of a perftest request: its own
+// device, the prober's test settings.
+func PerftestParams(req Request, d Device) (perftest.Params, error) {
+	t, err := perftest.ParseTest(req.Test)
+	if err != nil {
+		return perftest.Params{}, err
+	}
+	return perftest.Params{Test: t, Device: d.Name, IBPort: d.Port, GIDIndex: d.GIDIndex,
+		Size: req.Size, Iterations: req.Iterations, Duration: req.Duration}, nil
+}
+
+func (s *Server) servePerftest(ctx context.Context, ss *session, req Request) {
+	d, ok := s.device(req.Device)
+	if !ok {
+		ss.refuse(KindForbidden, "device %q is not in probe.responder.devices", req.Device)
+		return
+	}
+	p, err := PerftestParams(req, d)
+	if err == nil {
+		err = p.Validate()
+	}
+	if err != nil {
+		ss.refuse(KindInvalid, "%v", err)
+		return
+	}
+	if p.Expected() > s.MaxDuration {
+		ss.refuse(KindInvalid, "the run would take about %s, over probe.responder.max_duration %s", p.Expected(), s.MaxDuration)
+		return
+	}
+	lockCtx, cancelLock := context.WithTimeout(ctx, lockWait)
+	release, err := s.Runner.Locks.Acquire(lockCtx, d.Name)
+	cancelLock()
+	if err != nil {
+		ss.refuse(KindBusy, "device %s is busy with another probe", d.Name)
+		return
+	}
+	defer release()
+	port, freePort, err := s.takePort()
+	if err != nil {
+		ss.refuse(KindBusy, "%v", err)
+		return
+	}
+	defer freePort()
+	p.TCPPort = port
+
+	ctx, cancel := context.WithTimeout(ctx, s.Runner.Deadline(p))
+	defer cancel()
+	// The prober going away ends the run: a server nobody will connect to
+	// must not hold the device until the deadline.
+	go func() {
+		var ignored [1]byte
+		_, _ = ss.r.Read(ignored[:])
+		cancel()
+	}()
+	srv, err := s.Runner.StartServer(ctx, p)
+	if err != nil {
+		ss.refuse(kindOf(err), "%v", err)
+		return
+	}
+	if err := srv.WaitListening(ctx, s.Runner.ListenWait); err != nil {
+		srv.Wait(ctx)
+		ss.refuse(kindOf(err), "%v", err)
+		return
+	}
+	ss.log.Info("responder: perftest server started", "device", d.Name, "port", port)
+	if err := ss.reply(Response{OK: true, Port: port}); err != nil {
+		srv.Kill()
+		srv.Wait(ctx)
+		return
+	}
+	out := srv.Wait(ctx)
+	done := Response{Done: true, OK: out.Err == nil, ExitCode: out.Exit.Code, CPUNanos: int64(out.CPU)}
+	if out.Err != nil {
+		done.Kind, done.Error = kindOf(out.Err), out.Err.Error()
+	}
+	_ = ss.reply(done)
+}
+
+func kindOf(err error) string {
+	var e *perftest.Error
+	if errors.As(err, &e) {
+		return string(e.Kind)
+	}
+	return KindInvalid
+}
+
+// takePort reserves the first port of the range that this responder is not
+// using and that the kernel lets us bind now.
+func (s *Server) takePort() (int, func(), error) {
+	s.portsMu.Lock()
+	defer s.portsMu.Unlock()
+	if s.ports == nil {
+		s.ports = map[int]bool{}
+	}
+	for p := s.PortLo; p <= s.PortHi; p++ {
+		if s.ports[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		s.ports[p] = true
+		return p, func() {
+			s.portsMu.Lock()
+			delete(s.ports, p)
+			s.portsMu.Unlock()
+		}, nil
+	}
+	return 0, nil, fmt.Errorf("no free port in probe.responder.perftest_ports %d-%d", s.PortLo, s.PortHi)
+}
