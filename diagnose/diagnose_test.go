@@ -5,12 +5,15 @@ package diagnose
 
 import (
 	"errors"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
 func mustParse(t testing.TB, y string) *config.Config {
@@ -321,5 +324,48 @@ func TestFirmwareChecks(t *testing.T) {
 	}
 	if f := findingOf(t, fs, "c"); !strings.Contains(f.Expected, "28.41.1000, as 2 of 3") {
 		t.Errorf("fw.uniform reference: %+v", f)
+	}
+}
+
+func TestSMMaster(t *testing.T) {
+	ps := func(dev string, ok bool, err error, state sm.State, stalled bool) sm.PortStatus {
+		return sm.PortStatus{Target: sm.Target{Device: dev, Port: 1}, OK: ok, Err: err, Stalled: stalled,
+			Info: sm.Info{LID: 1, GUID: "0x0002c90300a1b2c3", Priority: 14, State: state, ActivityCount: 42}, HaveInfo: ok}
+	}
+	st := &sm.Status{Rounds: 2, Ports: []sm.PortStatus{
+		ps("master", true, nil, sm.StateMaster, false),
+		ps("standby", true, nil, sm.StateStandby, false),
+		ps("hung", true, nil, sm.StateMaster, true),
+		ps("nosm", false, errors.New("sminfo: iberror: failed: query"), 0, false),
+		ps("noumad", false, errors.New("sminfo: iberror: failed: Failed to open 'mlx5_0' port '1'"), 0, false),
+		ps("nobinary", false, fmt.Errorf("start sminfo: %w", exec.ErrNotFound), 0, false),
+	}}
+	s := snapWith()
+	s.SM = st
+	fs, err := checkSMMaster(s, nil, &config.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]Severity{"master/1": Pass, "standby/1": Warn, "hung/1": Warn, "nosm/1": Fail, "noumad/1": Skip, "nobinary/1": Skip} {
+		if f := findingOf(t, fs, target); f.Severity != want {
+			t.Errorf("%s: %s, want %s: %+v", target, f.Severity, want, f)
+		}
+	}
+	if f := findingOf(t, fs, "master/1"); !strings.Contains(f.Observed, "state MASTER") || !strings.Contains(f.Observed, "priority 14") {
+		t.Errorf("observed %q", f.Observed)
+	}
+	// The source gate: no runner, no umad, no round yet.
+	for _, tc := range []struct {
+		st   *sm.Status
+		want string
+	}{
+		{nil, "sm collector is disabled"},
+		{&sm.Status{TargetsErr: sm.ErrNoUmad}, "ib_umad not loaded"},
+		{&sm.Status{}, "has not completed a run"},
+	} {
+		s.SM = tc.st
+		if r := s.unavailable(SourceSM); !strings.Contains(r, tc.want) {
+			t.Errorf("unavailable(sm) with %+v = %q, want %q", tc.st, r, tc.want)
+		}
 	}
 }

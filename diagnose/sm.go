@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -110,6 +111,13 @@ func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 				out = append(out, Finding{Severity: Skip, Target: t, Evidence: "sminfo is not installed (Debian/RHEL: infiniband-diags): " + ps.Err.Error()})
 				continue
 			}
+			if noLocalAccess(ps.Err) {
+				// sminfo never reached the fabric: a local problem, not
+				// a missing SM (the sm.present check judges that).
+				out = append(out, Finding{Severity: Skip, Target: t,
+					Evidence: "sminfo cannot open the local port (no access to /dev/infiniband/umad*: not root, or ib_umad missing): " + ps.Err.Error()})
+				continue
+			}
 			out = append(out, Finding{Severity: Fail, Target: t, Observed: "sminfo cannot resolve the SM",
 				Expected: "an SM in state SMINFO_MASTER", Evidence: fmt.Sprintf("sminfo -C %s -P %d: %v", ps.Device, ps.Port, ps.Err),
 				Remedy: fmt.Sprintf("the SM %s points at does not answer: check the SM host (systemctl status opensm, its log; or the switch/UFM SM) "+
@@ -134,4 +142,11 @@ func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 		return noTargets("no ACTIVE InfiniBand port to run sminfo on"), nil
 	}
 	return out, nil
+}
+
+// noLocalAccess reports an sminfo failure to open the local port
+// ("Failed to open 'mlx5_0' port '1'", "can't open UMAD port").
+func noLocalAccess(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "Failed to open") || strings.Contains(m, "can't open UMAD port")
 }

@@ -89,7 +89,7 @@ func (s *Snapshot) unavailable(src Source) string {
 		}
 	case SourceSM:
 		if s.SM == nil {
-			return "sminfo was not run"
+			return "sminfo is not run: the sm collector is disabled (--no-collector.sm) or absent"
 		}
 		if s.SM.TargetsErr != nil {
 			return "sminfo cannot run: " + s.SM.TargetsErr.Error()

@@ -1,0 +1,93 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated sections of docs/diagnose.md")
+
+const docsPath = "../docs/diagnose.md"
+
+// checksTable renders the check catalogue from the registry: docs and code
+// cannot drift apart.
+func checksTable() string {
+	var b strings.Builder
+	b.WriteString("| id | title | reads | what it means | remedy | status |\n|---|---|---|---|---|---|\n")
+	for _, c := range Checks() {
+		reads := make([]string, len(c.Reads))
+		for i, r := range c.Reads {
+			reads[i] = string(r)
+		}
+		status := "implemented"
+		if c.Run == nil {
+			status = "skips: " + c.Pending
+		}
+		esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", c.ID, esc(c.Title), strings.Join(reads, ", "), esc(c.Doc), esc(c.Remedy), esc(status))
+	}
+	return b.String()
+}
+
+// limitsTable renders the default counter limits.
+func limitsTable() string {
+	var b strings.Builder
+	b.WriteString("| counter | warn above | fail above |\n|---|---|---|\n")
+	for _, n := range config.CounterLimitNames() {
+		l := config.DefaultCounterLimits[n]
+		f := func(p *uint64) string {
+			if p == nil {
+				return "–"
+			}
+			return fmt.Sprint(*p)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", n, f(l.WarnAbove), f(l.FailAbove))
+	}
+	return b.String()
+}
+
+// replaceSection swaps the text between <!-- name:begin --> and
+// <!-- name:end -->.
+func replaceSection(doc, name, body string) (string, bool) {
+	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
+	i := strings.Index(doc, begin)
+	j := strings.Index(doc, end)
+	if i < 0 || j < i {
+		return doc, false
+	}
+	return doc[:i+len(begin)] + body + doc[j:], true
+}
+
+// TestDocsListEveryCheck keeps docs/diagnose.md's check table and default
+// limits equal to the code (go test ./diagnose -run TestDocs -update).
+func TestDocsListEveryCheck(t *testing.T) {
+	b, err := os.ReadFile(docsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	want := doc
+	for name, body := range map[string]string{"checks": checksTable(), "limits": limitsTable()} {
+		var ok bool
+		if want, ok = replaceSection(want, name, body); !ok {
+			t.Fatalf("%s has no %s section markers", docsPath, name)
+		}
+	}
+	if *update && want != doc {
+		if err := os.WriteFile(docsPath, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc = want
+	}
+	if want != doc {
+		t.Errorf("%s is out of date with the registered checks; run go test ./diagnose -run TestDocs -update", docsPath)
+	}
+}
