@@ -1,0 +1,387 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rdma-doctor/rdma_doctor/alerts"
+	"github.com/rdma-doctor/rdma_doctor/dashboards"
+)
+
+// daemon is a peer server (Prometheus, Alertmanager) run for one test: in
+// its own process group, killed with the group when the test ends.
+type daemon struct {
+	name   string
+	addr   string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan error
+}
+
+// startDaemon runs bin with args (the literal ADDR in an argument becomes a
+// free loopback address) and waits until it answers HTTP on path.
+func startDaemon(t *testing.T, name, bin, path string, args ...string) *daemon {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		d := &daemon{name: name, addr: freeAddr(t), out: &syncBuffer{}, exited: make(chan error, 1)}
+		a := make([]string, len(args))
+		for i, s := range args {
+			a[i] = strings.ReplaceAll(s, "ADDR", d.addr)
+		}
+		d.cmd = exec.Command(bin, a...)
+		d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := d.cmd.Start(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		go func() { d.exited <- d.cmd.Wait() }()
+		t.Cleanup(d.stop)
+		err := d.waitReady(path, 60*time.Second)
+		if err == nil {
+			return d
+		}
+		d.stop()
+		if attempt < 3 && strings.Contains(d.out.String(), "address already in use") {
+			continue
+		}
+		t.Fatalf("%s: %v\n%s", name, err, d.out.String())
+	}
+}
+
+func (d *daemon) waitReady(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			return fmt.Errorf("exited: %v", err)
+		default:
+		}
+		resp, err := http.Get("http://" + d.addr + path)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready on %s%s after %v", d.addr, path, timeout)
+}
+
+// stop kills the process group and reaps the process; it is idempotent.
+func (d *daemon) stop() {
+	if d.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case err := <-d.exited:
+		d.exited <- err
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// getJSON fetches an HTTP API answer into v, bounded in time.
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v\n%s", u, err, b)
+	}
+}
+
+// copyTree copies a fixture host, recreating its relative symlinks, so a
+// test can change counters without touching the fixture.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case e.IsDir():
+			return os.MkdirAll(target, 0o755)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, b, 0o644)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quickRules is the shipped rules file with every `for:` removed, so an
+// alert fires on its first evaluation instead of after minutes. Everything
+// else (expressions, windows, thresholds, labels, annotations) is the
+// shipped text; the `for:` durations themselves are covered by the promtool
+// tests in alerts/tests.
+func quickRules(t *testing.T) []byte {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(alerts.Rules, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var strip func(n *yaml.Node)
+	removed := 0
+	strip = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == "for" {
+					n.Content = append(n.Content[:i], n.Content[i+2:]...)
+					removed++
+					i -= 2
+				}
+			}
+		}
+		for _, c := range n.Content {
+			strip(c)
+		}
+	}
+	strip(&doc)
+	if removed == 0 {
+		t.Fatal("no for: in the rules file; quickRules is out of date")
+	}
+	b, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type amAlert struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	Status      struct {
+		State string `json:"state"`
+	} `json:"status"`
+}
+
+// waitAlert polls Alertmanager's v2 API until an active alert with the name
+// and labels arrives, or fails after timeout.
+func waitAlert(t *testing.T, am, prom *daemon, name string, labels map[string]string, timeout time.Duration) amAlert {
+	t.Helper()
+	filter := []string{fmt.Sprintf("alertname=%q", name)}
+	for k, v := range labels {
+		filter = append(filter, fmt.Sprintf("%s=%q", k, v))
+	}
+	q := url.Values{"filter": filter, "active": {"true"}}
+	u := "http://" + am.addr + "/api/v2/alerts?" + q.Encode()
+	deadline := time.Now().Add(timeout)
+	for {
+		var got []amAlert
+		getJSON(t, u, &got)
+		// Match the labels here too: the test must not depend on the
+		// server honouring the filter.
+		for _, a := range got {
+			ok := a.Labels["alertname"] == name
+			for k, v := range labels {
+				ok = ok && a.Labels[k] == v
+			}
+			if ok {
+				return a
+			}
+		}
+		if time.Now().After(deadline) {
+			var firing any
+			getJSON(t, "http://"+prom.addr+"/api/v1/alerts", &firing)
+			t.Fatalf("alert %s%v did not reach Alertmanager within %v; Prometheus alerts: %v\nPrometheus log:\n%s\nAlertmanager log:\n%s",
+				name, labels, timeout, firing, prom.out.String(), am.out.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// amNames lists the alert names Alertmanager holds.
+func amNames(t *testing.T, am *daemon) map[string]bool {
+	var got []amAlert
+	getJSON(t, "http://"+am.addr+"/api/v2/alerts", &got)
+	names := map[string]bool{}
+	for _, a := range got {
+		names[a.Labels["alertname"]] = true
+	}
+	return names
+}
+
+// TestAlertsReachAlertmanager is the real pipeline: the built rdma_doctor on
+// a copy of fixture host cx6-hdr-fdr (HDR adapters, one linked at FDR: the
+// guide's switch port case), a real Prometheus scraping it with the shipped
+// rules, a real Alertmanager receiving. The downgrade alert must arrive;
+// then a retransmit counter rises in the copied tree and the retransmit
+// alert must arrive too. Finally every dashboard query runs on this
+// Prometheus without error.
+func TestAlertsReachAlertmanager(t *testing.T) {
+	promBin := requireTool(t, "prometheus")
+	amBin := requireTool(t, "prometheus-alertmanager")
+
+	dir := t.TempDir()
+	root := filepath.Join(dir, "host")
+	copyTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", "cx6-hdr-fdr"), root)
+	exp := start(t, "--path.rootfs="+root, "--config.file="+filepath.Join(root, "etc", "rdma_doctor", "rdma_doctor.yml"))
+
+	// Alertmanager: one receiver that sends nothing; the API shows what
+	// arrived. Clustering off (it would bind a fixed port).
+	amCfg := filepath.Join(dir, "alertmanager.yml")
+	writeFile(t, amCfg, `route:
+  receiver: "null"
+  group_by: [alertname, instance, device, port]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: "null"
+`)
+	am := startDaemon(t, "alertmanager", amBin, "/-/ready",
+		"--config.file="+amCfg,
+		"--storage.path="+filepath.Join(dir, "am-data"),
+		"--web.listen-address=ADDR",
+		"--cluster.listen-address=",
+	)
+
+	rules := filepath.Join(dir, "rules.yml")
+	writeFile(t, rules, string(quickRules(t)))
+	promCfg := filepath.Join(dir, "prometheus.yml")
+	writeFile(t, promCfg, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%q]
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: [%q]
+scrape_configs:
+  - job_name: rdma_doctor
+    static_configs:
+      - targets: [%q]
+`, rules, am.addr, exp.addr))
+	prom := startDaemon(t, "prometheus", promBin, "/-/ready",
+		"--config.file="+promCfg,
+		"--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
+		"--web.listen-address=ADDR",
+		"--rules.alert.resend-delay=1s",
+	)
+
+	// The downgrade: mlx5_0 runs FDR (4X, 56 Gb/s) where the config expects
+	// 200 Gb/s.
+	a := waitAlert(t, am, prom, "RdmaPortLinkDegraded", map[string]string{"device": "mlx5_0", "port": "1", "job": "rdma_doctor"}, 2*time.Minute)
+	if a.Labels["severity"] != "critical" || !strings.HasSuffix(a.Annotations["runbook_url"], "#rdmaportlinkdegraded") {
+		t.Errorf("RdmaPortLinkDegraded arrived as %+v", a)
+	}
+	// Its counters are flat so far: no retransmit alert.
+	if amNames(t, am)["RdmaPortRetransmits"] {
+		t.Fatal("RdmaPortRetransmits fired before any retransmit counter rose")
+	}
+
+	// Raise a retransmit hw_counter, as a lossy path would.
+	counter := filepath.Join(root, "sys", "class", "infiniband", "mlx5_0", "ports", "1", "hw_counters", "out_of_sequence")
+	b, err := os.ReadFile(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, counter, strconv.FormatUint(v+1_000_000, 10)+"\n")
+	a = waitAlert(t, am, prom, "RdmaPortRetransmits", map[string]string{"device": "mlx5_0", "port": "1"}, 2*time.Minute)
+	if a.Labels["severity"] != "warning" || a.Annotations["summary"] == "" {
+		t.Errorf("RdmaPortRetransmits arrived as %+v", a)
+	}
+	// mlx5_1's counters did not move.
+	var other []amAlert
+	getJSON(t, "http://"+am.addr+"/api/v2/alerts?"+url.Values{"filter": {`alertname="RdmaPortRetransmits"`, `device="mlx5_1"`}}.Encode(), &other)
+	if len(other) > 0 {
+		t.Errorf("RdmaPortRetransmits fired for mlx5_1, whose counters did not move")
+	}
+
+	t.Run("dashboard queries run", func(t *testing.T) {
+		runDashboardQueries(t, prom)
+	})
+}
+
+// runDashboardQueries runs every dashboard query (variables expanded) on
+// the real Prometheus: each must be accepted and evaluate without error.
+// Queries that return no data are listed: most name metrics of collectors
+// this fixture host does not exercise.
+func runDashboardQueries(t *testing.T, prom *daemon) {
+	qs, err := dashboards.Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) == 0 {
+		t.Fatal("no dashboard queries")
+	}
+	empty := 0
+	for _, q := range qs {
+		expr, err := dashboards.Expand(q.Expr)
+		if err != nil {
+			t.Errorf("%s %q: %v", q.File, q.Where, err)
+			continue
+		}
+		var resp struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+			Data   struct {
+				Result []json.RawMessage `json:"result"`
+			} `json:"data"`
+		}
+		getJSON(t, "http://"+prom.addr+"/api/v1/query?"+url.Values{"query": {expr}}.Encode(), &resp)
+		if resp.Status != "success" {
+			t.Errorf("%s %q: Prometheus rejects %s: %s", q.File, q.Where, expr, resp.Error)
+			continue
+		}
+		if len(resp.Data.Result) == 0 {
+			empty++
+			t.Logf("no data on this host: %s %q", q.File, q.Where)
+		}
+	}
+	t.Logf("%d dashboard queries ran, %d returned no data on cx6-hdr-fdr", len(qs), empty)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
