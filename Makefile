@@ -47,8 +47,10 @@ staticcheck:
 update-golden:
 	$(GO) test -count=1 ./e2e -run TestGolden -update
 
+# Every benchmark: the scrape against the raw floor and prometheus/procfs
+# (internal/scrapebench), the parsers, diagnose.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./bench/...
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
 # Runs every fuzz target for FUZZTIME each.
 fuzz:
