@@ -36,7 +36,6 @@ func (d fakeDir) runner() *Runner {
 	return &Runner{Dir: string(d.Dir), Proc: hostfs.Dir("/proc"), Locks: &DeviceLocks{}, Setup: 2 * time.Second, ListenWait: 500 * time.Millisecond, ServerGrace: 2 * time.Second}
 }
 
-
 // children lists the processes whose parent is this test process.
 func children(t *testing.T) []int {
 	t.Helper()

@@ -26,7 +26,7 @@ import (
 )
 
 const (
-	latSample = "ib_send_lat_ib_v25.10plus.txt"      // t_typical 1.27 µs
+	latSample = "ib_send_lat_ib_v25.10plus.txt"              // t_typical 1.27 µs
 	bwSample  = "ib_write_bw_report_gbits_ib_v25.10plus.txt" // 392.34 Gb/s average, 65536 bytes
 )
 
