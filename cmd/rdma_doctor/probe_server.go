@@ -1,0 +1,108 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/rdma-doctor/rdma_doctor/bench/control"
+	"github.com/rdma-doctor/rdma_doctor/bench/probe"
+)
+
+func init() { addServerHook(probeServerHook) }
+
+// probeStore holds the scheduled probe's results for the life of the
+// process. It exists before any hook runs, so a hook registered earlier
+// (diagnose) can keep a reference: read it through probeResults.
+var probeStore = probe.NewStore()
+
+// probeResults is the read side of the probe results: the latest, last
+// good and last failed run per peer, test and local port, with the mode and
+// the port rate each bandwidth ratio used. Empty when no probe is
+// configured.
+func probeResults() probe.Reader { return probeStore }
+
+// probeServerHook exports the probe store (rdma_probe_*), serves it as JSON
+// on /probe, and, as configured, runs the scheduler and the responder for
+// as long as the server runs.
+func probeServerHook(ctx context.Context, s *Server) error {
+	cfg := &s.App.Config.Probe
+	logger := s.App.Logger.With("component", "probe")
+	guard := &probe.ScrapeGuard{Quiet: cfg.ScrapeGuardOrDefault()}
+	if err := s.Registry.Register(&probe.Collector{Store: probeStore, Guard: guard}); err != nil {
+		return fmt.Errorf("probe metrics: %w", err)
+	}
+	s.Mux.Handle("/probe", probeHandler{probeStore})
+	s.Links = append(s.Links, web.LandingLinks{Address: "/probe", Text: "Probe", Description: "Latest verbs probe results (JSON)"})
+	if !cfg.Enabled && !cfg.Responder.Enabled {
+		return nil
+	}
+	prober, err := newProber(s.App, "")
+	if err != nil {
+		return err
+	}
+	if cfg.Responder.Enabled {
+		if prober.Client == nil {
+			return fmt.Errorf("probe responder: probe.secret_file is required")
+		}
+		srv, err := control.NewServer(cfg, prober.Client.Secret, prober.Runner, logger.With("part", "responder"))
+		if err != nil {
+			return err
+		}
+		for _, addr := range cfg.Responder.Listen {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("probe responder: %w", err)
+			}
+			logger.Info("probe responder listening", "address", ln.Addr().String(), "tests", cfg.Responder.AllowedTests)
+			go func() {
+				if err := srv.Serve(ctx, ln); err != nil {
+					logger.Error("probe responder stopped", "err", err)
+				}
+			}()
+		}
+	}
+	if cfg.Enabled {
+		targets, err := probe.Targets(cfg)
+		if err != nil {
+			return err
+		}
+		pairs := probe.Rotation(targets)
+		if len(pairs) == 0 {
+			logger.Warn("probe.enabled is set but there are no probe.loopback or probe.peers targets")
+			return nil
+		}
+		sched := &probe.Scheduler{
+			Prober:   prober,
+			Store:    probeStore,
+			Pairs:    pairs,
+			Interval: cfg.IntervalOrDefault(),
+			Jitter:   cfg.JitterOrDefault(),
+			Guard:    guard,
+			Logger:   logger,
+		}
+		logger.Info("probe scheduler started", "targets", len(targets), "runs_per_rotation", len(pairs), "interval", sched.Interval)
+		go sched.Run(ctx)
+	}
+	return nil
+}
+
+// probeHandler serves the store as JSON.
+type probeHandler struct{ store probe.Reader }
+
+func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(struct {
+		Version int           `json:"version"`
+		Entries []probe.Entry `json:"entries"`
+	}{1, h.store.Latest()})
+}
