@@ -36,10 +36,10 @@ func probeServerHook(ctx context.Context, s *Server) error {
 	cfg := &s.App.Config.Probe
 	logger := s.App.Logger.With("component", "probe")
 	guard := &probe.ScrapeGuard{Quiet: cfg.ScrapeGuardOrDefault()}
-	if err := s.Registry.Register(&probe.Collector{Store: probeStore, Guard: guard}); err != nil {
+	if err := s.Registry.Register(&probe.Collector{Store: probeResults(), Guard: guard}); err != nil {
 		return fmt.Errorf("probe metrics: %w", err)
 	}
-	s.Mux.Handle("/probe", probeHandler{probeStore})
+	s.Mux.Handle("/probe", probeHandler{probeResults()})
 	s.Links = append(s.Links, web.LandingLinks{Address: "/probe", Text: "Probe", Description: "Latest verbs probe results (JSON)"})
 	if !cfg.Enabled && !cfg.Responder.Enabled {
 		return nil
