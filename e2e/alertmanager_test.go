@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -334,6 +335,13 @@ scrape_configs:
 	if len(other) > 0 {
 		t.Errorf("RdmaPortRetransmits fired for mlx5_1, whose counters did not move")
 	}
+
+	var names []string
+	for n := range amNames(t, am) {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	t.Logf("alerts in Alertmanager for cx6-hdr-fdr: %v", names)
 
 	t.Run("dashboard queries run", func(t *testing.T) {
 		runDashboardQueries(t, prom)
