@@ -18,7 +18,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck bench fuzz run update-golden clean
+.PHONY: all build test unit lint fmt vet staticcheck bench fuzz run update-golden generate clean
 
 all: lint build test
 
@@ -46,6 +46,12 @@ staticcheck:
 # Rewrites fixtures/golden/*.metrics from the current binary.
 update-golden:
 	$(GO) test -count=1 ./e2e -run TestGolden -update
+
+# Regenerates the committed dashboards (dashboards/build) and the Kubernetes
+# PrometheusRule (alerts/rdma_doctor.rules.yml); make test fails when stale.
+generate:
+	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
+	$(GO) test -count=1 ./alerts -run TestPrometheusRule -update
 
 # Every benchmark: the scrape against the raw floor and prometheus/procfs
 # (internal/scrapebench), the parsers, diagnose.
