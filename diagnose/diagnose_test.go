@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
@@ -367,5 +368,63 @@ func TestSMMaster(t *testing.T) {
 		if r := s.unavailable(SourceSM); !strings.Contains(r, tc.want) {
 			t.Errorf("unavailable(sm) with %+v = %q, want %q", tc.st, r, tc.want)
 		}
+	}
+}
+
+func TestProbeChecks(t *testing.T) {
+	at := t0
+	lat := func(peer string, mode probe.Mode, typical float64) probe.Entry {
+		r := &probe.Result{Peer: peer, Test: "ib_write_lat", Mode: mode, Device: "mlx5_0", Port: 1, Start: at, Success: true, Size: 2, Iterations: 1000,
+			Latency: &probe.Latency{Min: typical * 0.9, Typical: typical, Max: typical * 3, P99: typical * 1.5, HasPercentiles: true}}
+		return probe.Entry{Key: probe.Key{Peer: peer, Test: "ib_write_lat", Device: "mlx5_0", Port: 1}, Mode: mode, Last: r, LastSuccess: r, Runs: 1}
+	}
+	bw := func(peer string, ratio float64) probe.Entry {
+		r := &probe.Result{Peer: peer, Test: "ib_write_bw", Mode: probe.ModePeer, Device: "mlx5_0", Port: 1, Start: at, Success: true, Size: 65536,
+			Bandwidth: &probe.Bandwidth{Average: 50e9 * ratio}, PortRate: 50e9}
+		return probe.Entry{Key: probe.Key{Peer: peer, Test: "ib_write_bw", Device: "mlx5_0", Port: 1}, Mode: probe.ModePeer, Last: r, LastSuccess: r, Runs: 1}
+	}
+	failed := func(peer, test, kind string) probe.Entry {
+		r := &probe.Result{Peer: peer, Test: test, Device: "mlx5_0", Port: 1, Start: at, ErrorKind: kind, Error: "perftest said so"}
+		return probe.Entry{Key: probe.Key{Peer: peer, Test: test, Device: "mlx5_0", Port: 1}, Last: r, Runs: 1}
+	}
+	s := snapWith()
+	s.Probe = []probe.Entry{
+		lat("loopback", probe.ModeLoopback, 1.2e-6), lat("loop-slow", probe.ModeLoopback, 2.5e-6), lat("peer-b", probe.ModePeer, 2.5e-6),
+		failed("peer-c", "ib_send_lat", "retry_exceeded"), failed("peer-d", "ib_send_lat", "busy"),
+		bw("peer-b", 0.95), bw("peer-e", 0.5), failed("peer-f", "ib_read_bw", "port_down"),
+	}
+	cfg := &config.Config{}
+	lf, _ := checkProbeLatency(s, nil, cfg)
+	bf, _ := checkProbeBandwidth(s, nil, cfg)
+	for _, tc := range []struct {
+		fs     []Finding
+		target string
+		sev    Severity
+	}{
+		{lf, "mlx5_0/1 ib_write_lat loopback", Pass},
+		{lf, "mlx5_0/1 ib_write_lat loop-slow", Warn}, // 2.5 µs > 2 µs loopback
+		{lf, "mlx5_0/1 ib_write_lat peer-b", Pass},    // 2.5 µs < 5 µs through a switch
+		{lf, "mlx5_0/1 ib_send_lat peer-c", Fail},     // the transport gave up
+		{lf, "mlx5_0/1 ib_send_lat peer-d", Warn},     // could not measure
+		{bf, "mlx5_0/1 ib_write_bw peer-b", Pass},     // 95 %
+		{bf, "mlx5_0/1 ib_write_bw peer-e", Warn},     // 50 %
+		{bf, "mlx5_0/1 ib_read_bw peer-f", Fail},      // port down
+	} {
+		if f := findingOf(t, tc.fs, tc.target); f.Severity != tc.sev {
+			t.Errorf("%s: %s, want %s: %+v", tc.target, f.Severity, tc.sev, f)
+		}
+	}
+	if f := findingOf(t, bf, "mlx5_0/1 ib_write_bw peer-e"); !strings.Contains(f.Observed, "200.0 Gb/s average, 50% of the port's 400 Gb/s") {
+		t.Errorf("bandwidth observed %q", f.Observed)
+	}
+	// A stricter config turns the peer latency into a warning.
+	strict := mustParse(t, "diagnose:\n  thresholds:\n    probe: {switch_latency_us: 2}\n")
+	lf, _ = checkProbeLatency(s, nil, strict)
+	if f := findingOf(t, lf, "mlx5_0/1 ib_write_lat peer-b"); f.Severity != Warn {
+		t.Errorf("switch_latency_us 2: %+v", f)
+	}
+	s.Probe = nil
+	if fs, _ := checkProbeLatency(s, nil, cfg); len(fs) != 1 || fs[0].Evidence != NoProbeResults {
+		t.Errorf("no results: %+v", fs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
@@ -36,10 +37,12 @@ const (
 	SourceIRQ Source = "irq"
 	// SourceSM: internal/sm (sminfo results of a Runner).
 	SourceSM Source = "sm"
+	// SourceProbe: bench/probe's results store (the server's scheduled
+	// verbs probe).
+	SourceProbe Source = "probe"
 	// Not read yet; see the Pending reasons of the checks.
 	SourceTuning Source = "tuning" // internal/tuning: hugepages, sysctls, governor, memlock, modules, kernel
 	SourceNetdev Source = "netdev" // internal/netdev: IPoIB mode/MTU/operstate, RoCE GIDs
-	SourceProbe  Source = "probe"  // bench: perftest probe results
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -61,6 +64,8 @@ type Snapshot struct {
 	Topology *pci.Topology
 	// SM is the latest sminfo round; nil when no runner was given.
 	SM *sm.Status
+	// Probe is the latest verbs probe result per peer, test and port.
+	Probe []probe.Entry
 }
 
 // unavailable says why a source cannot be used, or "".
@@ -97,6 +102,9 @@ func (s *Snapshot) unavailable(src Source) string {
 		if s.SM.Rounds == 0 {
 			return "sminfo has not completed a run yet"
 		}
+	case SourceProbe:
+		// The probe checks say NoProbeResults themselves: an empty store
+		// and no store read the same.
 	case SourceHistory:
 		// Delta checks judge what one sample can tell (a saturated
 		// counter) and skip the rest themselves with NeedTwoSamples.
@@ -148,6 +156,8 @@ type Reader struct {
 	// SM returns the latest sminfo results (an sm.Runner's Status, or a
 	// one-off round in the CLI); nil leaves the sm checks skipped.
 	SM func(ctx context.Context) *sm.Status
+	// Probe is the verbs probe's results store; nil (the CLI) has none.
+	Probe probe.Reader
 }
 
 // Read reads every source. It never fails as a whole: each source's error
@@ -181,6 +191,9 @@ func (r *Reader) Read(ctx context.Context) *Snapshot {
 	s.IB, s.IBErr = infiniband.Read(ctx, r.Host.Sys, r.Keep)
 	if r.SM != nil {
 		s.SM = r.SM(ctx)
+	}
+	if r.Probe != nil {
+		s.Probe = r.Probe.Latest()
 	}
 	wg.Wait()
 	return s
