@@ -278,7 +278,7 @@ func TestResponderBusyAndServerErrors(t *testing.T) {
 	// A device held by a local probe is busy (after the responder's
 	// wait, shortened here by holding it only briefly is not possible:
 	// the wait is 5 s).
-	release, err := e.runner.Locks.Acquire(ctx, "mlx5_0")
+	release, err := e.runner.AcquireDevices(ctx, "mlx5_0")
 	if err != nil {
 		t.Fatal(err)
 	}

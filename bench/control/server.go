@@ -130,6 +130,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			defer wg.Done()
 			defer func() { <-s.slots }()
 			defer c.Close()
+			// A bug in one session must not take the exporter down.
+			defer func() {
+				if r := recover(); r != nil {
+					s.logger().Error("responder: session panicked", "remote", c.RemoteAddr(), "panic", r)
+				}
+			}()
 			s.handle(ctx, c)
 		}()
 	}
@@ -300,7 +306,7 @@ func (s *Server) servePerftest(ctx context.Context, ss *session, req Request) {
 		return
 	}
 	lockCtx, cancelLock := context.WithTimeout(ctx, lockWait)
-	release, err := s.Runner.Locks.Acquire(lockCtx, d.Name)
+	release, err := s.Runner.AcquireDevices(lockCtx, d.Name)
 	cancelLock()
 	if err != nil {
 		ss.refuse(KindBusy, "device %s is busy with another probe", d.Name)
@@ -329,7 +335,7 @@ func (s *Server) servePerftest(ctx context.Context, ss *session, req Request) {
 		ss.refuse(kindOf(err), "%v", err)
 		return
 	}
-	if err := srv.WaitListening(ctx, s.Runner.ListenWait); err != nil {
+	if err := srv.WaitListening(ctx, s.Runner.ListenTimeout()); err != nil {
 		srv.Wait(ctx)
 		ss.refuse(kindOf(err), "%v", err)
 		return

@@ -161,10 +161,14 @@ func (n *NS) MustRun(t testing.TB, name string, args ...string) string {
 	return out
 }
 
-// Netem delays every packet leaving dev by d (tc qdisc netem delay).
-func (n *NS) Netem(dev string, d time.Duration) error {
-	us := strconv.FormatInt(d.Microseconds(), 10) + "us"
-	out, err := n.Run("tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", us)
+// Netem delays every packet leaving dev by d (tc qdisc netem delay) and,
+// with bitsPerSecond > 0, limits its rate too.
+func (n *NS) Netem(dev string, d time.Duration, bitsPerSecond int64) error {
+	args := []string{"qdisc", "replace", "dev", dev, "root", "netem", "delay", strconv.FormatInt(d.Microseconds(), 10) + "us"}
+	if bitsPerSecond > 0 {
+		args = append(args, "rate", strconv.FormatInt(bitsPerSecond, 10)+"bit")
+	}
+	out, err := n.Run("tc", args...)
 	if err != nil && strings.Contains(out, "qdisc kind is unknown") {
 		return ErrNoNetem
 	}

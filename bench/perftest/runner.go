@@ -102,6 +102,15 @@ func (r *Runner) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// AcquireDevices holds devices in the runner's locks (see
+// DeviceLocks.Acquire).
+func (r *Runner) AcquireDevices(ctx context.Context, devices ...string) (release func(), err error) {
+	return r.locks().Acquire(ctx, devices...)
+}
+
+// ListenTimeout is how long a started server may take to listen.
+func (r *Runner) ListenTimeout() time.Duration { return r.listenWait() }
+
 func (r *Runner) locks() *DeviceLocks {
 	if r.Locks != nil {
 		return r.Locks

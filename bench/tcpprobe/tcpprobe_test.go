@@ -195,7 +195,7 @@ func TestNamespaceDelay(t *testing.T) {
 	base, _ := runBoth(t, ln, dial, req)
 	t.Logf("veth, no delay: typical %.1f µs, p99 %.1f µs", base.Typical*1e6, base.P99*1e6)
 
-	errA, errB := p.A.Netem("vprobe0", oneWay), p.B.Netem("vprobe1", oneWay)
+	errA, errB := p.A.Netem("vprobe0", oneWay, 0), p.B.Netem("vprobe1", oneWay, 0)
 	via := "netem"
 	if errors.Is(errA, nstest.ErrNoNetem) || errors.Is(errB, nstest.ErrNoNetem) {
 		// The fallback: a relay in B delaying both directions.
