@@ -120,14 +120,16 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 	if err != nil {
 		return diagnoseRun{}, err
 	}
+	reader := &diagnose.Reader{Host: a.Host, Keep: keep}
 	// One sminfo runner for both samples, so a stalled SM (activity count
-	// not rising) shows with --interval.
-	runner := newSMRunner(a, keep, slog.New(slog.DiscardHandler)) // its errors are findings
-	reader := &diagnose.Reader{Host: a.Host, Keep: keep, SM: func(ctx context.Context) *sm.Status {
-		runner.RunOnce(ctx)
-		st := runner.Status()
-		return &st
-	}}
+	// not rising) shows with --interval. Its errors become findings.
+	if runner := newSMRunner(a, keep); runner != nil {
+		reader.SM = func(ctx context.Context) *sm.Status {
+			runner.RunOnce(ctx)
+			st := runner.Status()
+			return &st
+		}
+	}
 	hist := diagnose.NewHistory(0, 2)
 	read := func() *diagnose.Snapshot {
 		c, cancel := context.WithTimeout(ctx, sampleTimeout)
@@ -158,25 +160,38 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 }
 
 // newSMRunner runs sminfo on the host's ACTIVE InfiniBand ports (those
-// with a umad device) for the sm.master check.
-func newSMRunner(a *App, keep func(string) bool, logger *slog.Logger) *sm.Runner {
-	return sm.NewRunner(sm.RunnerConfig{
+// with a umad device) for the sm.master check, with the sm collector's
+// flags (--collector.sm.sminfo-path, -timeout); nil when the sm collector
+// is disabled (--no-collector.sm): then sminfo is not run at all.
+func newSMRunner(a *App, keep func(string) bool) *sm.Runner {
+	if flagValue(a, "collector.sm") == "false" {
+		return nil
+	}
+	cfg := sm.RunnerConfig{
+		Path:    flagValue(a, "collector.sm.sminfo-path"),
 		Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.Targets(ctx, a.Host.Sys, keep) },
-		Logger:  logger,
-	})
+		Logger:  slog.New(slog.DiscardHandler),
+	}
+	if d, err := time.ParseDuration(flagValue(a, "collector.sm.sminfo-timeout")); err == nil {
+		cfg.Timeout = d
+	}
+	return sm.NewRunner(cfg)
+}
+
+// flagValue is the value of a global flag another part of the program
+// declares (a collector's), "" when no such flag exists.
+func flagValue(a *App, name string) string {
+	if f := a.Kingpin.GetFlag(name); f != nil && f.Model().Value != nil {
+		return f.Model().Value.String()
+	}
+	return ""
 }
 
 // deviceKeep applies the infiniband collector's device include/exclude
 // flags, so diagnose never reads a device the collector is told to leave
 // alone (restricted functions flood the kernel log when read).
 func deviceKeep(a *App) (func(string) bool, error) {
-	flag := func(n string) string {
-		if f := a.Kingpin.GetFlag(n); f != nil && f.Model().Value != nil {
-			return f.Model().Value.String()
-		}
-		return ""
-	}
-	f, err := collector.NewDeviceFilter(flag("collector.infiniband.device-include"), flag("collector.infiniband.device-exclude"))
+	f, err := collector.NewDeviceFilter(flagValue(a, "collector.infiniband.device-include"), flagValue(a, "collector.infiniband.device-exclude"))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
@@ -37,27 +38,9 @@ func diagnoseServerHook(ctx context.Context, s *Server) error {
 	if timeout > sampleTimeout {
 		timeout = sampleTimeout
 	}
-	// sminfo runs in the background on its own interval; a sample only
-	// reads its latest results. The first round gets a moment to finish so
-	// the first report has them (no umad: instant; a healthy SM: fast).
-	runner := newSMRunner(s.App, keep, s.App.Logger.With("component", "diagnose"))
-	first := make(chan struct{})
-	go func() {
-		runner.RunOnce(ctx)
-		close(first)
-		runner.Run(ctx)
-	}()
-	select {
-	case <-first:
-	case <-time.After(smFirstRoundWait):
-	case <-ctx.Done():
-	}
-	smStatus := func(context.Context) *sm.Status {
-		st := runner.Status()
-		return &st
-	}
+	smStatus := smStatusFor(ctx, s, keep)
 	sampler := &diagnose.Sampler{
-		Reader:   &diagnose.Reader{Host: s.App.Host, Keep: keep, SM: smStatus},
+		Reader:   &diagnose.Reader{Host: s.App.Host, Keep: keep, SM: smStatus, Probe: probeResults()},
 		Eval:     eval,
 		History:  diagnose.HistoryFor(window, interval),
 		Interval: interval,
@@ -78,4 +61,40 @@ func diagnoseServerHook(ctx context.Context, s *Server) error {
 	s.App.Logger.Info("diagnose sampler started", "interval", interval, "window", window,
 		"history_samples", sampler.History.Cap(), "checks", len(eval.Checks()))
 	return nil
+}
+
+// smStatusFor returns the sminfo results diagnose reads. It is the sm
+// collector's background runner when the collectors expose it (the
+// collectors' hook started it before this one): sminfo never runs twice.
+// A server without that lookup runs its own runner on the same flags. With
+// the sm collector disabled, nothing runs and sm.master skips. The first
+// round gets a moment so the first report has its results (no umad:
+// instant; a healthy SM: fast).
+func smStatusFor(ctx context.Context, s *Server, keep func(string) bool) func(context.Context) *sm.Status {
+	var runner *sm.Runner
+	if agg, ok := any(s.Agg).(interface {
+		Lookup(string) (collector.Collector, bool)
+	}); ok {
+		c, enabled := agg.Lookup("sm")
+		if !enabled {
+			return nil
+		}
+		r, ok := c.(interface{ Runner() *sm.Runner })
+		if !ok || r.Runner() == nil {
+			return nil
+		}
+		runner = r.Runner()
+	} else {
+		if runner = newSMRunner(s.App, keep); runner == nil {
+			return nil
+		}
+		go runner.Run(ctx)
+	}
+	for deadline := time.Now().Add(smFirstRoundWait); runner.Status().Rounds == 0 && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return func(context.Context) *sm.Status {
+		st := runner.Status()
+		return &st
+	}
 }
