@@ -161,27 +161,44 @@ const (
 	cTPS
 )
 
+// columnNames are found by substring: they are literal, and a regexp per
+// column costs more than the rest of the parse.
 var columnNames = []struct {
-	re  *regexp.Regexp
-	col column
+	name string
+	col  column
 }{
-	{regexp.MustCompile(`BW peak\[`), cPeak},
-	{regexp.MustCompile(`BW average\[`), cAvgBW},
-	{regexp.MustCompile(`MsgRate\[`), cMsgRate},
-	{regexp.MustCompile(`CPU_Util\[`), cCPU},
-	{regexp.MustCompile(`t_min\[`), cMin},
-	{regexp.MustCompile(`t_max\[`), cMax},
-	{regexp.MustCompile(`t_typical\[`), cTypical},
-	{regexp.MustCompile(`t_avg\[`), cAvgLat},
-	{regexp.MustCompile(`t_stdev\[`), cStdev},
-	{regexp.MustCompile(`(^|[^.])99% percentile\[`), cP99},
-	{regexp.MustCompile(`99\.9% percentile\[`), cP999},
-	{regexp.MustCompile(`tps average`), cTPS},
+	{"BW peak[", cPeak},
+	{"BW average[", cAvgBW},
+	{"MsgRate[", cMsgRate},
+	{"CPU_Util[", cCPU},
+	{"t_min[", cMin},
+	{"t_max[", cMax},
+	{"t_typical[", cTypical},
+	{"t_avg[", cAvgLat},
+	{"t_stdev[", cStdev},
+	{"99% percentile[", cP99}, // not the tail of "99.9% percentile["
+	{"99.9% percentile[", cP999},
+	{"tps average", cTPS},
+}
+
+// columnAt is where name occurs in header, -1 if not; "99% percentile["
+// must not be the end of "99.9% percentile[".
+func columnAt(header, name string) int {
+	from := 0
+	for {
+		i := strings.Index(header[from:], name)
+		if i < 0 {
+			return -1
+		}
+		i += from
+		if name != "99% percentile[" || i == 0 || header[i-1] != '.' {
+			return i
+		}
+		from = i + 1
+	}
 }
 
 var (
-	unitRe    = regexp.MustCompile(`BW (?:peak|average)\[([^\]]+)\]|t_\w+\[([^\]]+)\]`)
-	kvRe      = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.*/ -]*?)\s*:\s*(\S+)`)
 	addrRe    = regexp.MustCompile(`^(local|remote) address:\s*LID\s+(0x[0-9A-Fa-f]+|[0-9]+),?\s+QPN\s+(0x[0-9A-Fa-f]+|[0-9]+)`)
 	gidLineRe = regexp.MustCompile(`^GID:\s*([0-9]{1,3}(?::[0-9]{1,3}){15})\s*$`)
 )
@@ -236,7 +253,7 @@ func Parse(stdout []byte) (*Report, error) {
 			inHeader = true
 			continue
 		}
-		if m := addrRe.FindStringSubmatch(line); m != nil {
+		if m := matchAddr(line); m != nil {
 			lid, _ := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(m[2]), "0x"), 16, 16)
 			qpn, _ := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(m[3]), "0x"), 16, 32)
 			a := Address{LID: uint16(lid), QPN: uint32(qpn)}
@@ -249,7 +266,7 @@ func Parse(stdout []byte) (*Report, error) {
 			}
 			continue
 		}
-		if m := gidLineRe.FindStringSubmatch(line); m != nil {
+		if m := matchGID(line); m != nil {
 			if lastAddr != nil {
 				lastAddr.GID = decimalGID(m[1])
 			}
@@ -262,15 +279,8 @@ func Parse(stdout []byte) (*Report, error) {
 				continue
 			}
 		}
-		if inHeader {
-			if kvs := kvRe.FindAllStringSubmatch(strings.ReplaceAll(line, "\t", " "), -1); kvs != nil && strings.HasPrefix(line, kvs[0][1]) {
-				for _, kv := range kvs {
-					if _, dup := r.Info[kv[1]]; !dup {
-						r.Info[kv[1]] = kv[2]
-					}
-				}
-				continue
-			}
+		if inHeader && addPairs(r.Info, line) {
+			continue
 		}
 		r.Notes = append(r.Notes, line)
 	}
@@ -285,6 +295,84 @@ func Parse(stdout []byte) (*Report, error) {
 	return r, nil
 }
 
+// matchAddr and matchGID test a cheap prefix before the regexp: most lines
+// are neither.
+func matchAddr(line string) []string {
+	if !strings.HasPrefix(line, "local address") && !strings.HasPrefix(line, "remote address") {
+		return nil
+	}
+	return addrRe.FindStringSubmatch(line)
+}
+
+func matchGID(line string) []string {
+	if !strings.HasPrefix(line, "GID:") {
+		return nil
+	}
+	return gidLineRe.FindStringSubmatch(line)
+}
+
+// addPairs reads a header line of "Key : value" pairs, one or two per line
+// separated by tabs or spaces ("Dual-port : OFF\t\tDevice : mlx5_0"; the
+// key "rdma_cm QPs" has a tab inside). A value is one word. It adds the
+// pairs not yet in info and reports whether the line was such a line.
+func addPairs(info map[string]string, line string) bool {
+	type pair struct{ k, v string }
+	var buf [4]pair
+	pairs := buf[:0]
+	rest := line
+	for {
+		rest = strings.TrimLeft(rest, " \t")
+		if rest == "" {
+			break
+		}
+		colon := strings.IndexByte(rest, ':')
+		if colon <= 0 {
+			return false
+		}
+		key := strings.TrimSpace(rest[:colon])
+		if strings.ContainsAny(key, "\t ") {
+			// "rdma_cm QPs\t": one space between words, as printed.
+			key = strings.Join(strings.Fields(key), " ")
+		}
+		if !validKey(key) {
+			return false
+		}
+		rest = strings.TrimLeft(rest[colon+1:], " \t")
+		end := strings.IndexAny(rest, " \t")
+		if end < 0 {
+			end = len(rest)
+		}
+		if end == 0 {
+			return false
+		}
+		pairs = append(pairs, pair{key, rest[:end]})
+		rest = rest[end:]
+	}
+	if len(pairs) == 0 {
+		return false
+	}
+	for _, p := range pairs {
+		if _, dup := info[p.k]; !dup {
+			info[p.k] = p.v
+		}
+	}
+	return true
+}
+
+// validKey: a letter, then letters, digits, spaces and _.*/- (the keys
+// perftest prints: "ibv_wr* API", "Data ex. method", "Dual-port").
+func validKey(k string) bool {
+	for i, c := range k {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || strings.ContainsRune(" _.*/-", c)):
+		default:
+			return false
+		}
+	}
+	return k != ""
+}
+
 func isRule(line string) bool {
 	return len(line) >= 10 && strings.Trim(line, "-") == "" ||
 		// the server's "* Waiting for client to connect... *" banner
@@ -292,15 +380,47 @@ func isRule(line string) bool {
 		strings.HasPrefix(line, "* Waiting for client")
 }
 
+// unitOf is the unit in brackets after the first "BW peak", "BW average"
+// or "t_..." column name.
 func unitOf(header string) string {
-	m := unitRe.FindStringSubmatch(header)
-	if m == nil {
+	best := -1
+	for _, name := range []string{"BW peak[", "BW average[", "t_"} {
+		i := strings.Index(header, name)
+		if name == "t_" {
+			// t_min[, t_avg[, ...: the bracket follows the word.
+			for i >= 0 {
+				j := i + 2
+				for j < len(header) && (header[j] >= 'a' && header[j] <= 'z') {
+					j++
+				}
+				if j < len(header) && header[j] == '[' {
+					break
+				}
+				k := strings.Index(header[i+2:], "t_")
+				if k < 0 {
+					i = -1
+				} else {
+					i += 2 + k
+				}
+			}
+		}
+		if i >= 0 && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	if best < 0 {
 		return ""
 	}
-	if m[1] != "" {
-		return m[1]
+	open := strings.IndexByte(header[best:], '[')
+	if open < 0 {
+		return ""
 	}
-	return m[2]
+	rest := header[best+open+1:]
+	end := strings.IndexByte(rest, ']')
+	if end <= 0 {
+		return ""
+	}
+	return rest[:end]
 }
 
 func parseColumns(line string) (*table, error) {
@@ -310,8 +430,8 @@ func parseColumns(line string) (*table, error) {
 	}
 	var fs []found
 	for _, c := range columnNames {
-		if loc := c.re.FindStringIndex(line); loc != nil {
-			fs = append(fs, found{loc[0], c.col})
+		if at := columnAt(line, c.name); at >= 0 {
+			fs = append(fs, found{at, c.col})
 		}
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].at < fs[j].at })
