@@ -16,6 +16,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
 var (
@@ -80,6 +81,9 @@ type infinibandCollector struct {
 	degraded, lid, smLID, smSL, lmc, capMask          *prometheus.Desc
 	hwCounterPort, otherCounter, saturated            *prometheus.Desc
 	counters                                          map[string]*prometheus.Desc
+	// hasSM is the subnet manager family's sysfs part: it is derived from
+	// the state, phys_state, sm_lid and link_layer read here (sm.go).
+	hasSM *prometheus.Desc
 }
 
 // NewInfinibandCollector builds the infiniband collector.
@@ -116,6 +120,8 @@ func NewInfinibandCollector(env Env, filter DeviceFilter) Collector {
 		saturated: d("port_counter_saturated", "1 when a fixed-width PMA counter is pinned at its maximum and has stopped counting.",
 			[]string{"device", "port", "counter"}),
 		counters: map[string]*prometheus.Desc{},
+		hasSM: d("sm_port_has_sm", "1 when a subnet manager has swept this InfiniBand port (ARMED or ACTIVE with a non-zero SM LID), 0 when the link is up but the port is stuck in INIT or knows no SM LID. Absent on RoCE/iWARP ports (no SM) and on ports whose link is not up.",
+			pl),
 	}
 	for _, s := range infiniband.Counters {
 		c.counters[s.File] = d("port_"+s.Metric, s.Help, pl)
@@ -202,6 +208,13 @@ func (c *infinibandCollector) port(ch chan<- prometheus.Metric, d *infiniband.De
 	optGauge(ch, c.lid, p.LID, d.Name, port)
 	optGauge(ch, c.smLID, p.SMLID, d.Name, port)
 	optGauge(ch, c.smSL, p.SMSL, d.Name, port)
+	if has, judged := sm.PortHasSM(p); judged {
+		v := 0.0
+		if has {
+			v = 1
+		}
+		gauge(ch, c.hasSM, v, d.Name, port)
+	}
 	optGauge(ch, c.lmc, p.LIDMaskCount, d.Name, port)
 	optGauge(ch, c.capMask, p.CapMask, d.Name, port)
 

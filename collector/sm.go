@@ -1,0 +1,208 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+)
+
+var (
+	smSminfoPath = kingpin.Flag("collector.sm.sminfo-path",
+		"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device.").
+		Default("sminfo").String()
+	smSminfoInterval = kingpin.Flag("collector.sm.sminfo-interval", "Interval between sminfo runs.").Default("1m").Duration()
+	smSminfoTimeout  = kingpin.Flag("collector.sm.sminfo-timeout", "Timeout of one sminfo run; its process group is killed after it.").Default("10s").Duration()
+	smOpenSMConfig   = kingpin.Flag("collector.sm.opensm-config",
+		"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
+		PlaceHolder("PATH").String()
+)
+
+func init() {
+	registerCollector("sm", true, "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
+		func(env Env) (Collector, error) {
+			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
+			if err != nil {
+				return nil, err
+			}
+			return NewSMCollector(env, SMOptions{
+				SminfoPath: *smSminfoPath, Interval: *smSminfoInterval, Timeout: *smSminfoTimeout,
+				OpenSMConfig: *smOpenSMConfig, Keep: filter.Keep,
+			}), nil
+		})
+}
+
+// SMOptions configure the sm collector.
+type SMOptions struct {
+	SminfoPath        string
+	Interval, Timeout time.Duration
+	OpenSMConfig      string
+	Keep              func(string) bool
+}
+
+// SMCollector exports sminfo's answers and the local OpenSM. The sysfs view
+// of SM presence (rdma_sm_port_has_sm) comes from the infiniband
+// collector, which reads those files anyway.
+type SMCollector struct {
+	host   hostfs.Host
+	runner *sm.Runner
+	cfg    string
+	logger *slog.Logger
+	start  sync.Once
+
+	success, runs, failures, duration, lastSuccess  *prometheus.Desc
+	info, lid, priority, state, activity, stalled   *prometheus.Desc
+	running, processes, process                     *prometheus.Desc
+	confInfo, confPrio, confSweep, confLMC, confBad *prometheus.Desc
+	defaults                                        *prometheus.Desc
+}
+
+// NewSMCollector builds the sm collector; Start starts its sminfo runner.
+func NewSMCollector(env Env, o SMOptions) *SMCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(Namespace+"_sm_"+name, help, labels, nil)
+	}
+	pl := []string{"device", "port"}
+	c := &SMCollector{
+		host:   env.Host,
+		cfg:    o.OpenSMConfig,
+		logger: env.Logger,
+		runner: sm.NewRunner(sm.RunnerConfig{
+			Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: env.Logger,
+			Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.Targets(ctx, env.Host.Sys, o.Keep) },
+		}),
+		success:     d("sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM, no umad access).", pl...),
+		runs:        d("sminfo_runs_total", "sminfo runs through this port.", pl...),
+		failures:    d("sminfo_failures_total", "Failed sminfo runs through this port.", pl...),
+		duration:    d("sminfo_duration_seconds", "Duration of the latest sminfo run.", pl...),
+		lastSuccess: d("sminfo_last_success_timestamp_seconds", "When sminfo last got an answer through this port.", pl...),
+		info: d("info", "The subnet manager sminfo reached through this port (latest answer); always 1.",
+			"device", "port", "sm_lid", "sm_guid", "state"),
+		lid:       d("lid", "LID of the subnet manager sminfo reached (latest answer).", pl...),
+		priority:  d("priority", "Priority of the subnet manager sminfo reached, 0-15 (latest answer).", pl...),
+		state:     d("state", "State of the subnet manager sminfo reached: 0 NOTACTIVE, 1 DISCOVERING, 2 STANDBY, 3 MASTER (latest answer).", pl...),
+		activity:  d("activity_count", "SMInfo ActCount of the subnet manager sminfo reached (latest answer); a working master increments it.", pl...),
+		stalled:   d("activity_stalled", "1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).", pl...),
+		running:   d("opensm_running", "1 when an opensm process runs on this host (comm \"opensm\" under --path.procfs)."),
+		processes: d("opensm_processes", "Number of opensm processes (Debian runs one per port)."),
+		process: d("opensm_process_info", "A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given.",
+			"pid", "guid", "priority", "config_file"),
+		confInfo: d("opensm_config_info", "The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.",
+			"path", "guid", "subnet_prefix", "routing_engine"),
+		confPrio:  d("opensm_config_sm_priority", "sm_priority in opensm.conf (0-15; highest wins, a tie goes to the lower GUID).", "path"),
+		confSweep: d("opensm_config_sweep_interval_seconds", "sweep_interval in opensm.conf (0 disables sweeping).", "path"),
+		confLMC:   d("opensm_config_lmc", "lmc in opensm.conf.", "path"),
+		confBad:   d("opensm_config_malformed_lines", "Lines of the file that are not \"key value\" (or NAME=value) and were skipped; their content is never logged.", "path"),
+		defaults: d("opensm_defaults_info", "The init scripts' variables (/etc/sysconfig/opensm GUIDS and PRIORITY, /etc/default/opensm PORTS); always 1.",
+			"path", "guids", "priority", "ports"),
+	}
+	return c
+}
+
+// Start starts the background sminfo runner (once).
+func (c *SMCollector) Start(ctx context.Context) {
+	c.start.Do(func() { go c.runner.Run(ctx) })
+}
+
+// Runner is the sminfo runner: diagnose reads its Status instead of running
+// sminfo again.
+func (c *SMCollector) Runner() *sm.Runner { return c.runner }
+
+// Update exports the latest sminfo results (never waiting for a run) and
+// reads the local OpenSM state.
+func (c *SMCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	var errs []error
+	st := c.runner.Status()
+	if st.TargetsErr != nil && !errors.Is(st.TargetsErr, sm.ErrNoUmad) {
+		errs = append(errs, st.TargetsErr)
+	}
+	for i := range st.Ports {
+		c.port(ch, &st.Ports[i])
+	}
+	if err := c.local(ctx, ch); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *SMCollector) port(ch chan<- prometheus.Metric, p *sm.PortStatus) {
+	port := strconv.Itoa(p.Port)
+	gauge(ch, c.success, b2f(p.OK), p.Device, port)
+	counter(ch, c.runs, float64(p.Runs), p.Device, port)
+	counter(ch, c.failures, float64(p.Failures), p.Device, port)
+	gauge(ch, c.duration, p.Duration.Seconds(), p.Device, port)
+	if !p.HaveInfo {
+		return
+	}
+	gauge(ch, c.lastSuccess, float64(p.LastSuccess.UnixNano())/1e9, p.Device, port)
+	i := p.Info
+	gauge(ch, c.info, 1, p.Device, port, strconv.Itoa(i.LID), i.GUID, i.State.String())
+	gauge(ch, c.lid, float64(i.LID), p.Device, port)
+	gauge(ch, c.priority, float64(i.Priority), p.Device, port)
+	gauge(ch, c.state, float64(i.State), p.Device, port)
+	gauge(ch, c.activity, float64(i.ActivityCount), p.Device, port)
+	gauge(ch, c.stalled, b2f(p.Stalled), p.Device, port)
+}
+
+func (c *SMCollector) local(ctx context.Context, ch chan<- prometheus.Metric) error {
+	st, err := opensm.Read(ctx, c.host.Root, c.host.Proc, c.cfg)
+	if st == nil {
+		return err
+	}
+	errs := []error{err}
+	gauge(ch, c.running, b2f(st.Running()))
+	gauge(ch, c.processes, float64(len(st.Processes)))
+	for _, p := range st.Processes {
+		prio := ""
+		if p.Priority >= 0 {
+			prio = strconv.Itoa(p.Priority)
+		}
+		gauge(ch, c.process, 1, strconv.Itoa(p.PID), p.GUID, prio, p.ConfigFile)
+	}
+	if cf := st.Config; cf != nil {
+		guid, _, gerr := cf.GUID("guid")
+		prefix, _, perr := cf.GUID("subnet_prefix")
+		engine, ok := cf.Get("routing_engine")
+		if !ok {
+			engine = "minhop"
+		}
+		errs = append(errs, gerr, perr)
+		gauge(ch, c.confInfo, 1, cf.Path, guid, prefix, engine)
+		for _, o := range []struct {
+			desc *prometheus.Desc
+			name string
+		}{{c.confPrio, "sm_priority"}, {c.confSweep, "sweep_interval"}, {c.confLMC, "lmc"}} {
+			v, ok, err := cf.Int(o.name)
+			if err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				gauge(ch, o.desc, float64(v), cf.Path)
+			}
+		}
+		gauge(ch, c.confBad, float64(cf.Malformed), cf.Path)
+	}
+	for _, sh := range st.Shell {
+		gauge(ch, c.defaults, 1, sh.Path, sh.Values["GUIDS"], sh.Values["PRIORITY"], sh.Values["PORTS"])
+		gauge(ch, c.confBad, float64(sh.Malformed), sh.Path)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,228 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+func gatherOne(t *testing.T, name string, c Collector) prometheus.Gatherer {
+	t.Helper()
+	a := &Aggregator{names: []string{name}, collectors: map[string]Collector{name: c},
+		logger: slog.New(slog.DiscardHandler), errLog: newOnceLogger(slog.New(slog.DiscardHandler), 10)}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Bind(context.Background()))
+	return reg
+}
+
+func hostEnv(t *testing.T, root string) Env {
+	t.Helper()
+	paths, err := hostfs.Paths{Rootfs: root}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Env{Host: paths.Open(), Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)}
+}
+
+func TestPortHasSMFromInfinibandCollector(t *testing.T) {
+	tests := []struct{ host, want string }{
+		{"sm-opensm", `rdma_sm_port_has_sm{device="mlx5_0",port="1"} 1`},
+		{"sm-no-sm", `rdma_sm_port_has_sm{device="mlx5_0",port="1"} 0`},
+		{"roce-cx6dx", ""}, // RoCE: no SM, no series
+	}
+	for _, tt := range tests {
+		var want string
+		if tt.want != "" {
+			want = "# HELP rdma_sm_port_has_sm 1 when a subnet manager has swept this InfiniBand port (ARMED or ACTIVE with a non-zero SM LID), 0 when the link is up but the port is stuck in INIT or knows no SM LID. Absent on RoCE/iWARP ports (no SM) and on ports whose link is not up.\n" +
+				"# TYPE rdma_sm_port_has_sm gauge\n" + tt.want + "\n"
+		}
+		if err := testutil.GatherAndCompare(gatherHost(t, tt.host, &config.Config{}), strings.NewReader(want), "rdma_sm_port_has_sm"); err != nil {
+			t.Errorf("%s: %v", tt.host, err)
+		}
+	}
+}
+
+func TestSMLocalOpenSM(t *testing.T) {
+	c := NewSMCollector(hostEnv(t, "../fixtures/hosts/sm-opensm"), SMOptions{SminfoPath: "/nonexistent"})
+	want := `
+# HELP rdma_sm_opensm_config_info The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.
+# TYPE rdma_sm_opensm_config_info gauge
+rdma_sm_opensm_config_info{guid="0x946dae0300cdf100",path="/etc/rdma/opensm.conf",routing_engine="updn",subnet_prefix="0xfe80000000000000"} 1
+# HELP rdma_sm_opensm_config_sm_priority sm_priority in opensm.conf (0-15; highest wins, a tie goes to the lower GUID).
+# TYPE rdma_sm_opensm_config_sm_priority gauge
+rdma_sm_opensm_config_sm_priority{path="/etc/rdma/opensm.conf"} 14
+# HELP rdma_sm_opensm_config_sweep_interval_seconds sweep_interval in opensm.conf (0 disables sweeping).
+# TYPE rdma_sm_opensm_config_sweep_interval_seconds gauge
+rdma_sm_opensm_config_sweep_interval_seconds{path="/etc/rdma/opensm.conf"} 15
+# HELP rdma_sm_opensm_process_info A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given.
+# TYPE rdma_sm_opensm_process_info gauge
+rdma_sm_opensm_process_info{config_file="/etc/rdma/opensm.conf",guid="0x946dae0300cdf100",pid="2417",priority="14"} 1
+# HELP rdma_sm_opensm_running 1 when an opensm process runs on this host (comm "opensm" under --path.procfs).
+# TYPE rdma_sm_opensm_running gauge
+rdma_sm_opensm_running 1
+# HELP rdma_sm_opensm_defaults_info The init scripts' variables (/etc/sysconfig/opensm GUIDS and PRIORITY, /etc/default/opensm PORTS); always 1.
+# TYPE rdma_sm_opensm_defaults_info gauge
+rdma_sm_opensm_defaults_info{guids="0x946dae0300cdf100",path="/etc/sysconfig/opensm",ports="",priority="14"} 1
+`
+	if err := testutil.GatherAndCompare(gatherOne(t, "sm", c), strings.NewReader(want),
+		"rdma_sm_opensm_config_info", "rdma_sm_opensm_config_sm_priority", "rdma_sm_opensm_config_sweep_interval_seconds",
+		"rdma_sm_opensm_process_info", "rdma_sm_opensm_running", "rdma_sm_opensm_defaults_info"); err != nil {
+		t.Error(err)
+	}
+	// Without umad (the fixture has none) sminfo never runs: no series.
+	c.Runner().RunOnce(context.Background())
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", c), "rdma_sm_sminfo_success"); n != 0 {
+		t.Errorf("%d sminfo series on a host without umad", n)
+	}
+}
+
+// copyHost copies a fixture host (symlinks kept) so a test can add files.
+func copyHost(t *testing.T, host string) string {
+	t.Helper()
+	src, _ := filepath.Abs("../fixtures/hosts/" + host)
+	dst := filepath.Join(t.TempDir(), host)
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		case fi.IsDir():
+			return os.MkdirAll(target, 0o755)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, b, 0o644)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func addUmad(t *testing.T, root, dev string) {
+	t.Helper()
+	for name, v := range map[string]string{"abi_version": "5", "umad0/ibdev": dev, "umad0/port": "1"} {
+		p := filepath.Join(root, "sys/class/infiniband_mad", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func fakeTool(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSMSminfo(t *testing.T) {
+	root := copyHost(t, "sm-opensm")
+	addUmad(t, root, "mlx5_0")
+	rec, _ := filepath.Abs("../fixtures/tools/sminfo-master-ibsim.txt")
+	c := NewSMCollector(hostEnv(t, root), SMOptions{SminfoPath: fakeTool(t, "sminfo", "cat "+rec+"\n")})
+	c.Runner().RunOnce(context.Background())
+	want := `
+# HELP rdma_sm_info The subnet manager sminfo reached through this port (latest answer); always 1.
+# TYPE rdma_sm_info gauge
+rdma_sm_info{device="mlx5_0",port="1",sm_guid="0x0000000000100001",sm_lid="4",state="MASTER"} 1
+# HELP rdma_sm_priority Priority of the subnet manager sminfo reached, 0-15 (latest answer).
+# TYPE rdma_sm_priority gauge
+rdma_sm_priority{device="mlx5_0",port="1"} 14
+# HELP rdma_sm_state State of the subnet manager sminfo reached: 0 NOTACTIVE, 1 DISCOVERING, 2 STANDBY, 3 MASTER (latest answer).
+# TYPE rdma_sm_state gauge
+rdma_sm_state{device="mlx5_0",port="1"} 3
+# HELP rdma_sm_activity_count SMInfo ActCount of the subnet manager sminfo reached (latest answer); a working master increments it.
+# TYPE rdma_sm_activity_count gauge
+rdma_sm_activity_count{device="mlx5_0",port="1"} 411
+# HELP rdma_sm_activity_stalled 1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).
+# TYPE rdma_sm_activity_stalled gauge
+rdma_sm_activity_stalled{device="mlx5_0",port="1"} 0
+# HELP rdma_sm_sminfo_success 1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM, no umad access).
+# TYPE rdma_sm_sminfo_success gauge
+rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
+`
+	names := []string{"rdma_sm_info", "rdma_sm_priority", "rdma_sm_state", "rdma_sm_activity_count", "rdma_sm_activity_stalled", "rdma_sm_sminfo_success"}
+	if err := testutil.GatherAndCompare(gatherOne(t, "sm", c), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	// The same answer again: the activity count did not rise.
+	c.Runner().RunOnce(context.Background())
+	want = strings.Replace(want, `rdma_sm_activity_stalled{device="mlx5_0",port="1"} 0`, `rdma_sm_activity_stalled{device="mlx5_0",port="1"} 1`, 1)
+	if err := testutil.GatherAndCompare(gatherOne(t, "sm", c), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestFabricCollector(t *testing.T) {
+	rec, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
+	mk := func(degradedOnly bool) *FabricCollector {
+		return NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)},
+			fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+rec+"\n")}, degradedOnly)
+	}
+	c := mk(false)
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_links", "rdma_fabric_scan_success"); n != 0 {
+		t.Errorf("%d series before the first scan", n)
+	}
+	c.Runner().RunOnce(context.Background())
+	g := gatherOne(t, "fabric", c)
+	want := `
+# HELP rdma_fabric_links_degraded Links iblinkinfo says could run wider or faster than they do ("Could be ...").
+# TYPE rdma_fabric_links_degraded gauge
+rdma_fabric_links_degraded 2
+# HELP rdma_fabric_links Links in the fabric (each counted once, not once per end).
+# TYPE rdma_fabric_links gauge
+rdma_fabric_links 8
+# HELP rdma_fabric_switches Switches in the fabric.
+# TYPE rdma_fabric_switches gauge
+rdma_fabric_switches 3
+# HELP rdma_fabric_cas Channel adapters in the fabric, counted by node description.
+# TYPE rdma_fabric_cas gauge
+rdma_fabric_cas 4
+# HELP rdma_fabric_link_could_be_info What iblinkinfo says a degraded link could run at (empty when only the other one is below); always 1.
+# TYPE rdma_fabric_link_could_be_info gauge
+rdma_fabric_link_could_be_info{guid="0x1070fd0300a1b400",node="MF0;leaf2:MQM8700/U1",port="1",remote_guid="0xb83fd20300a41f60",remote_node="gpu03 mlx5_0",remote_port="1",speed="53.125 Gbps",width=""} 1
+rdma_fabric_link_could_be_info{guid="0x1070fd0300a1b400",node="MF0;leaf2:MQM8700/U1",port="2",remote_guid="0xb83fd20300a41f70",remote_node="gpu04 mlx5_0",remote_port="1",speed="",width="4X"} 1
+`
+	if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_fabric_links_degraded", "rdma_fabric_links",
+		"rdma_fabric_switches", "rdma_fabric_cas", "rdma_fabric_link_could_be_info"); err != nil {
+		t.Error(err)
+	}
+	if n, _ := testutil.GatherAndCount(g, "rdma_fabric_link_degraded", "rdma_fabric_link_info", "rdma_fabric_link_state", "rdma_fabric_link_rate_bytes_per_second"); n != 4*8 {
+		t.Errorf("%d per-link series, want 32", n)
+	}
+	c = mk(true)
+	c.Runner().RunOnce(context.Background())
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_link_degraded"); n != 2 {
+		t.Errorf("degraded-only: %d link series, want 2", n)
+	}
+}
