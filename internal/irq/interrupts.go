@@ -22,12 +22,16 @@ type Interrupts struct {
 	// IRQs are the numbered lines in file order. Architecture lines (NMI,
 	// LOC, ERR, IPI0, ...) are not kept.
 	IRQs []IRQ
-	// Skipped counts lines that were neither a numbered IRQ nor an
-	// architecture line, or that were cut short (a torn read, a header
-	// that disagrees with the rows). FirstSkipped is the 1-based line
-	// number of the first, 0 when none.
-	Skipped      int
-	FirstSkipped int
+	// Skipped are the lines that were neither a numbered IRQ nor an
+	// architecture line, or were cut short (a torn read, a header that
+	// disagrees with the rows), in file order.
+	Skipped []Line
+}
+
+// Line is a line of the file: its 1-based number and its text.
+type Line struct {
+	Num  int
+	Text string
 }
 
 // IRQ is one numbered line.
@@ -104,14 +108,10 @@ func ParseInterrupts(data []byte) (*Interrupts, error) {
 	rows := len(text)/(11*ncol+48) + 1
 	in.IRQs = make([]IRQ, 0, rows)
 	counts := make([]uint64, 0, rows*ncol)
-	skip := func() {
-		in.Skipped++
-		if in.FirstSkipped == 0 {
-			in.FirstSkipped = lineNo
-		}
-	}
+	var line string
+	skip := func() { in.Skipped = append(in.Skipped, Line{Num: lineNo, Text: line}) }
 	for pos < len(text) {
-		line := next()
+		line = next()
 		i := skipSpace(line, 0)
 		if i == len(line) {
 			continue

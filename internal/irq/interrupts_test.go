@@ -109,8 +109,8 @@ func TestParseRealDumps(t *testing.T) {
 			if !slices.Equal(in.CPUs, tc.cpus) {
 				t.Errorf("CPUs %v, want %v", in.CPUs, tc.cpus)
 			}
-			if len(in.IRQs) != tc.irqs || in.Skipped != 0 {
-				t.Errorf("%d IRQs, %d skipped (first line %d); want %d, 0", len(in.IRQs), in.Skipped, in.FirstSkipped, tc.irqs)
+			if len(in.IRQs) != tc.irqs || len(in.Skipped) != 0 {
+				t.Errorf("%d IRQs, skipped %v; want %d, none", len(in.IRQs), in.Skipped, tc.irqs)
 			}
 			got := map[string][3]int{}
 			for _, q := range in.IRQs {
@@ -172,8 +172,7 @@ func TestParseForms(t *testing.T) {
 		in          string
 		cpus        []int
 		rows        []row
-		skipped     int
-		firstSkip   int
+		skipped     []int
 		wantErr     error
 		wantErrText string
 	}{
@@ -238,8 +237,7 @@ func TestParseForms(t *testing.T) {
 				{1, []uint64{1, 2, 3}, "IO-APIC", "1-edge", "i8042"},
 				{9, []uint64{7, 8, 9}, "IO-APIC", "9-fasteoi", "acpi"},
 			},
-			skipped:   8,
-			firstSkip: 3,
+			skipped: []int{3, 4, 5, 6, 7, 8, 9, 10},
 		},
 		{
 			name: "blank lines and CRLF",
@@ -266,8 +264,15 @@ func TestParseForms(t *testing.T) {
 			if !slices.Equal(in.CPUs, tc.cpus) {
 				t.Errorf("CPUs %v, want %v", in.CPUs, tc.cpus)
 			}
-			if in.Skipped != tc.skipped || in.FirstSkipped != tc.firstSkip {
-				t.Errorf("skipped %d (first line %d), want %d (%d)", in.Skipped, in.FirstSkipped, tc.skipped, tc.firstSkip)
+			var skipped []int
+			for _, l := range in.Skipped {
+				skipped = append(skipped, l.Num)
+				if !strings.Contains(tc.in, l.Text) {
+					t.Errorf("skipped line %d text %q is not in the input", l.Num, l.Text)
+				}
+			}
+			if !slices.Equal(skipped, tc.skipped) {
+				t.Errorf("skipped lines %v, want %v", skipped, tc.skipped)
 			}
 			if len(in.IRQs) != len(tc.rows) {
 				t.Fatalf("%d IRQs %+v, want %d", len(in.IRQs), in.IRQs, len(tc.rows))
@@ -304,8 +309,8 @@ func TestParseAllocations(t *testing.T) {
 	for _, size := range []struct{ cpus, irqs int }{{8, 16}, {64, 512}, {512, 4096}} {
 		data := generateInterrupts(size.cpus, size.irqs)
 		in, err := ParseInterrupts(data)
-		if err != nil || len(in.IRQs) != size.irqs || in.Skipped != 0 {
-			t.Fatalf("%d×%d: %d IRQs, %d skipped, %v", size.cpus, size.irqs, len(in.IRQs), in.Skipped, err)
+		if err != nil || len(in.IRQs) != size.irqs || len(in.Skipped) != 0 {
+			t.Fatalf("%d×%d: %d IRQs, %d skipped, %v", size.cpus, size.irqs, len(in.IRQs), len(in.Skipped), err)
 		}
 		allocs := testing.AllocsPerRun(3, func() { _, _ = ParseInterrupts(data) })
 		if allocs > float64(size.irqs) || allocs > 32 {
@@ -355,8 +360,10 @@ func FuzzParseInterrupts(f *testing.F) {
 				t.Fatalf("CPUs %v", in.CPUs)
 			}
 		}
-		if (in.Skipped == 0) != (in.FirstSkipped == 0) {
-			t.Fatalf("skipped %d, first %d", in.Skipped, in.FirstSkipped)
+		for i, l := range in.Skipped {
+			if l.Num <= 0 || i > 0 && l.Num <= in.Skipped[i-1].Num || strings.Contains(l.Text, "\n") {
+				t.Fatalf("skipped %+v", in.Skipped)
+			}
 		}
 		for _, q := range in.IRQs {
 			if len(q.Counts) != len(in.CPUs) || q.Number < 0 || q.Chip == "" {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
@@ -44,6 +45,11 @@ type Device struct {
 	// the name or chip column names its address, or msi_irqs/ lists the
 	// number. In /proc/interrupts order.
 	IRQs []DeviceIRQ
+	// Incomplete is set when a line of /proc/interrupts that was skipped
+	// (torn, unexpected) belongs to this device, by its IRQ number in
+	// msi_irqs/ or the address in its text: the device's IRQ list is then
+	// not the whole truth and no count over it is reported.
+	Incomplete bool
 }
 
 // DeviceIRQ is one IRQ of a device and where it may and does run.
@@ -86,11 +92,20 @@ func (d *Device) Completion() []*DeviceIRQ {
 // which is not the same as zero completion IRQs.
 func (d *Device) Keyed() bool { return len(d.IRQs) > 0 }
 
+// CompletionCount is the number of completion IRQs; ok is false when the
+// device has no keyed IRQ or lost a line to a torn read.
+func (d *Device) CompletionCount() (n int, ok bool) {
+	if !d.Keyed() || d.Incomplete {
+		return 0, false
+	}
+	return len(d.Completion()), true
+}
+
 // OffNode counts completion IRQs allowed on at least one CPU outside the
 // device's local_cpulist. ok is false when local_cpulist or any completion
 // IRQ's affinity is unknown: a partial count would pass for a good one.
 func (d *Device) OffNode() (n int, ok bool) {
-	if !d.PCI.LocalCPUs.OK {
+	if !d.PCI.LocalCPUs.OK || !d.Keyed() || d.Incomplete {
 		return 0, false
 	}
 	for _, q := range d.Completion() {
@@ -108,6 +123,9 @@ func (d *Device) OffNode() (n int, ok bool) {
 // (effective affinity, else allowed). One CPU for all of them is the
 // classic pinning mistake. ok is false when any IRQ's CPUs are unknown.
 func (d *Device) CPUsUsed() (cpulist.Set, bool) {
+	if !d.Keyed() || d.Incomplete {
+		return cpulist.Set{}, false
+	}
 	var used cpulist.Set
 	for _, q := range d.Completion() {
 		cpus, ok := q.CPUs()
@@ -140,8 +158,8 @@ func Read(ctx context.Context, host hostfs.Host, keep func(string) bool) (*Snaps
 		s.Errors = append(s.Errors, fmt.Errorf("parse interrupts: %w", err))
 	} else {
 		s.Interrupts = in
-		if in.Skipped > 0 {
-			s.Errors = append(s.Errors, fmt.Errorf("parse interrupts: %d unexpected or cut-off line(s) skipped, first at line %d", in.Skipped, in.FirstSkipped))
+		if n := len(in.Skipped); n > 0 {
+			s.Errors = append(s.Errors, fmt.Errorf("parse interrupts: %d unexpected or cut-off line(s) skipped, first at line %d: %.80q", n, in.Skipped[0].Num, in.Skipped[0].Text))
 		}
 		s.key()
 		s.Errors = append(s.Errors, s.readAffinities(ctx, host.Proc)...)
@@ -188,6 +206,30 @@ func (s *Snapshot) key() {
 			s.Devices[dev].IRQs = append(s.Devices[dev].IRQs, DeviceIRQ{IRQ: q, Vector: v})
 		}
 	}
+	for _, l := range s.Interrupts.Skipped {
+		if dev, ok := byMSI[leadingNumber(l.Text)]; ok {
+			s.Devices[dev].Incomplete = true
+		}
+		for addr, dev := range byAddr {
+			if strings.Contains(l.Text, addr) {
+				s.Devices[dev].Incomplete = true
+			}
+		}
+	}
+}
+
+// leadingNumber is the IRQ number a line starts with ("  225: ..."), or -1.
+func leadingNumber(line string) int {
+	i := skipSpace(line, 0)
+	j := i
+	for j < len(line) && isDigit(line[j]) {
+		j++
+	}
+	if j == i || j == len(line) || line[j] != ':' || j-i > 9 {
+		return -1
+	}
+	n, _ := strconv.Atoi(line[i:j])
+	return n
 }
 
 // readAffinities reads /proc/irq/N/{smp_affinity_list,effective_affinity_list}
