@@ -5,6 +5,7 @@ package control
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -317,4 +318,44 @@ func TestLoadSecret(t *testing.T) {
 	if _, _, err := LoadSecret(""); err == nil {
 		t.Error("no path accepted")
 	}
+}
+
+// FuzzRequest feeds arbitrary request lines, with and without a valid MAC,
+// to the responder's decoding: no panic, and nothing but a well-formed,
+// authenticated request with a nonce is accepted.
+func FuzzRequest(f *testing.F) {
+	challenge := randomHex()
+	for _, body := range []string{
+		`{"nonce":"` + randomHex() + `","test":"ib_write_lat","size":2,"iterations":1000}`,
+		`{"nonce":"` + randomHex() + `","test":"tcp_bw","duration":3000000000}`,
+		`{"nonce":"x","test":"ib_write_lat"}`,
+		`{"test":"ib_write_lat","extra":1}`,
+		`[]`, `null`, ``,
+	} {
+		line, _ := json.Marshal(envelope{Body: json.RawMessage(body), MAC: mac(secret, requestDomain, challenge, []byte(body))})
+		f.Add(line, true)
+		f.Add(line, false)
+	}
+	f.Fuzz(func(t *testing.T, line []byte, sign bool) {
+		var env envelope
+		if err := readLine(bufio.NewReader(bytes.NewReader(append(line, '\n'))), &env); err != nil {
+			return
+		}
+		if sign {
+			env.MAC = mac(secret, requestDomain, challenge, env.Body)
+		}
+		req, kind, err := decodeRequest(secret, challenge, env)
+		if err != nil {
+			if kind == "" {
+				t.Fatalf("refusal without a kind: %v", err)
+			}
+			return
+		}
+		if !sign && !verify(secret, requestDomain, challenge, env) {
+			t.Fatal("accepted without a valid MAC")
+		}
+		if len(req.Nonce) < 32 {
+			t.Fatalf("accepted without a nonce: %+v", req)
+		}
+	})
 }

@@ -190,19 +190,9 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		ss.log.Debug("responder: no request", "err", err)
 		return
 	}
-	if !verify(s.Secret, requestDomain, challenge, env) {
-		ss.refuse(KindUnauthorized, "bad MAC: the prober's probe.secret_file differs from ours")
-		return
-	}
-	var req Request
-	dec := json.NewDecoder(bytes.NewReader(env.Body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		ss.refuse(KindProtocol, "request: %v", err)
-		return
-	}
-	if len(req.Nonce) < 32 {
-		ss.refuse(KindProtocol, "request without a nonce")
+	req, kind, err := decodeRequest(s.Secret, challenge, env)
+	if err != nil {
+		ss.refuse(kind, "%v", err)
 		return
 	}
 	ss.nonce = req.Nonce
@@ -218,6 +208,24 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	default:
 		s.servePerftest(ctx, ss, req)
 	}
+}
+
+// decodeRequest authenticates and decodes a request envelope. On error,
+// kind is the refusal to send.
+func decodeRequest(secret []byte, challenge string, env envelope) (Request, string, error) {
+	var req Request
+	if !verify(secret, requestDomain, challenge, env) {
+		return req, KindUnauthorized, errors.New("bad MAC: the prober's probe.secret_file differs from ours")
+	}
+	dec := json.NewDecoder(bytes.NewReader(env.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, KindProtocol, fmt.Errorf("request: %w", err)
+	}
+	if len(req.Nonce) < 32 {
+		return req, KindProtocol, errors.New("request without a nonce")
+	}
+	return req, "", nil
 }
 
 func (s *Server) clientAllowed(a net.Addr) bool {

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,50 @@ func TestProbeParseErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "line 4") {
 		t.Errorf("want the line of the bad entry: %v", err)
 	}
+}
+
+// FuzzProbeSection: any YAML either fails to parse or yields a probe
+// section whose values respect the limits the runner relies on.
+func FuzzProbeSection(f *testing.F) {
+	if b, err := os.ReadFile(examplePath); err == nil {
+		f.Add(b)
+	}
+	for _, s := range []string{
+		"probe: {enabled: true, loopback: [{device: mlx5_0}]}\n",
+		"probe: {secret_file: s, peers: [{name: n2, address: 'n2:9874', device: mlx5_0, gid_index: 3}]}\n",
+		"probe: {responder: {enabled: true, secret_file: s, listen: ['10.0.0.1:1'], allowed_tests: [tcp_lat]}}\n",
+		"probe: {bandwidth: {duration: 10s}, latency: {size: 64, iterations: 100}}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			return
+		}
+		p := c.Probe
+		for _, r := range []ProbeRun{p.LatencyRun(), p.BandwidthRun()} {
+			if r.Size < 1 || r.Size > 8<<20 || r.Iterations < 0 || r.Iterations > 10_000_000 {
+				t.Fatalf("run settings out of range: %+v", r)
+			}
+		}
+		for _, l := range p.Loopback {
+			if !deviceName.MatchString(l.Device) {
+				t.Fatalf("loopback device %q", l.Device)
+			}
+		}
+		for _, pe := range p.Peers {
+			if checkAddress(pe.Address) != nil || !probeName.MatchString(pe.Name) {
+				t.Fatalf("peer %+v", pe)
+			}
+		}
+		for _, name := range append(append([]string{}, p.Tests...), p.Responder.AllowedTests...) {
+			if !isPerftestTest(name) && !IsTCPTest(name) {
+				t.Fatalf("test %q", name)
+			}
+		}
+		if p.Responder.Enabled && (len(p.Responder.Listen) == 0 || p.SecretFile == "") {
+			t.Fatalf("responder enabled without listen or secret: %+v", p.Responder)
+		}
+	})
 }
