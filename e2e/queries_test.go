@@ -55,8 +55,6 @@ var pending = []string{
 	"rdma_probe_bandwidth_bytes_per_second",
 	"rdma_probe_bandwidth_ratio",
 	"rdma_probe_last_run_timestamp_seconds",
-	// Diagnose (issue 5).
-	"rdma_diagnose_status",
 	// Device-level hw_counters: the infiniband collector exports them, but
 	// no fixture host has a device-level hw_counters/ directory yet.
 	"rdma_device_hw_counter_total",
