@@ -39,6 +39,15 @@ func Dir(root string) FS { return dirFS(filepath.Clean(root)) }
 
 type dirFS string
 
+// Root returns the host directory that an FS made by Dir reads, and false
+// for any other FS (test doubles). Code that must hand a path to a library
+// that cannot take a root (rdmamap reads /sys by fixed paths) uses it to
+// tell whether the FS is the live one.
+func Root(f FS) (string, bool) {
+	d, ok := f.(dirFS)
+	return string(d), ok
+}
+
 func (d dirFS) path(name string) string { return string(d) + "/" + name }
 
 // ReadFile reads with plain system calls into a small buffer: sysfs reports

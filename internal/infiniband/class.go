@@ -290,7 +290,8 @@ func (r *reader) counters(sub string, pma bool) []Counter {
 }
 
 // netdevs maps port numbers to the netdevs of the device's PCI function
-// (device/net/<name>/dev_port is the 0-based port).
+// (device/net/<name>/dev_port, or dev_id before it existed, is the 0-based
+// port).
 func (r *reader) netdevs() map[int]string {
 	entries, err := r.fs.ReadDir(r.dir + "/device/net")
 	if err != nil {
@@ -298,14 +299,24 @@ func (r *reader) netdevs() map[int]string {
 	}
 	m := make(map[int]string, len(entries))
 	for _, e := range entries {
-		b, err := r.fs.ReadFile(r.dir + "/device/net/" + e.Name() + "/dev_port")
-		if err != nil {
+		dir := r.dir + "/device/net/" + e.Name()
+		// A pkey child (ib0.8001) shares its parent's port; the port's
+		// netdev is the parent (internal/netdev maps the same way).
+		if _, err := r.fs.ReadFile(dir + "/parent"); err == nil {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		b, err := r.fs.ReadFile(dir + "/dev_port")
 		if err != nil {
+			// Kernels before dev_port (3.15) have only dev_id ("0x1").
+			if b, err = r.fs.ReadFile(dir + "/dev_id"); err != nil {
+				continue
+			}
+		}
+		n64, err := strconv.ParseInt(strings.TrimSpace(string(b)), 0, 16)
+		if err != nil || n64 < 0 {
 			continue
 		}
+		n := int(n64)
 		if _, dup := m[n+1]; !dup {
 			m[n+1] = e.Name()
 		}

@@ -1,0 +1,456 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package netdev reads the network devices of RDMA ports into a typed
+// snapshot: every IPoIB interface (mode, MTU, state, pkey children, whether
+// connected mode exists at all) and every RoCE interface (the GID types it
+// carries), each mapped to its RDMA device and port, the RDMA character
+// devices, and, from the running kernel, the ethtool driver information and
+// selected statistics.
+package netdev
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+)
+
+// Opt is a value that may be missing; a missing value is never zero.
+type Opt[T any] = infiniband.Opt[T]
+
+func some[T any](v T) Opt[T] { return Opt[T]{V: v, OK: true} }
+
+// ParseError is a file that was read but is not in the kernel's format.
+type ParseError = infiniband.ParseError
+
+// Kind is the link type of an RDMA netdev.
+type Kind string
+
+// Netdev kinds.
+const (
+	KindIPoIB Kind = "ipoib"
+	KindRoCE  Kind = "roce"
+)
+
+// ARPHRD_INFINIBAND, the type of IPoIB interfaces.
+const typeInfiniband = 32
+
+// Netdev is one network device that carries RDMA traffic or IPoIB.
+type Netdev struct {
+	Name string
+	Kind Kind
+	// Device and Port are the RDMA device and port the netdev belongs to;
+	// empty and 0 when it cannot be mapped (its device was excluded, or an
+	// IPoIB interface without a PCI parent).
+	Device string
+	Port   int
+	// PCIAddress is the PCI function of the netdev ("" for virtual ones:
+	// a bond carrying a RoCE LAG).
+	PCIAddress   string
+	IfIndex      Opt[uint64]
+	MTU          Opt[uint64]
+	OperState    Opt[string]
+	Carrier      Opt[bool]
+	IPv6Disabled Opt[bool]
+	// IPoIB is set for IPoIB interfaces.
+	IPoIB *IPoIB
+	// GIDTypes counts the GID table entries naming this netdev, by type
+	// (GIDRoCEv1, GIDRoCEv2); RoCE only.
+	GIDTypes map[string]int
+	// Ethtool is what the running kernel reports; nil when not queried or
+	// when the kernel has no such interface in this network namespace.
+	Ethtool *EthtoolInfo
+}
+
+// IPoIB holds the IPoIB-only attributes.
+type IPoIB struct {
+	Mode Opt[string]
+	// Pkey is the partition key as the pkey file prints it (0xffff, 0x8001).
+	Pkey Opt[uint64]
+	// Parent is the parent interface of a pkey child (ib0 for ib0.8001),
+	// from its parent file; empty for a parent interface.
+	Parent string
+	// ConnectedModeSupported comes from the hardware address flags
+	// (FlagRC).
+	ConnectedModeSupported Opt[bool]
+	// Enhanced is true for enhanced IPoIB: connected mode unsupported on an
+	// mlx5 (ConnectX-4 or later) device. There datagram mode with an MTU of
+	// the IB MTU minus 4 (4092 on a 4K fabric) is the correct setting.
+	Enhanced Opt[bool]
+}
+
+// CharDevice is one /dev/infiniband character device of an RDMA device.
+type CharDevice struct {
+	Device string
+	Path   string
+}
+
+// Snapshot is the RDMA netdevs of a host.
+type Snapshot struct {
+	Netdevs     []Netdev
+	CharDevices []CharDevice
+	// Errors are the read and parse errors met; each names its file.
+	Errors []error
+}
+
+// Options control Read.
+type Options struct {
+	// Keep selects RDMA devices by name (nil: all). An excluded device's
+	// files are never read; its IPoIB netdevs are still reported, unmapped.
+	Keep func(device string) bool
+	// Mapper answers PCI function and character device questions; nil uses
+	// SysfsMapper on the host's sysfs.
+	Mapper Mapper
+	// Ethtool, if set, queries each netdev that the running kernel has
+	// under the same name and ifindex.
+	Ethtool *Ethtool
+	// CharDevices reads the character device mapping.
+	CharDevices bool
+}
+
+type reader struct {
+	host hostfs.Host
+	errs []error
+}
+
+func (r *reader) fail(err error) { r.errs = append(r.errs, err) }
+
+// text reads a sysfs attribute. A missing file is no error: attributes vary
+// by kernel and driver. EINVAL is no error either: carrier and some GID
+// entries fail that way when there is nothing to report.
+func (r *reader) text(name string) (string, bool) {
+	b, err := r.host.Sys.ReadFile(name)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EINVAL) {
+			r.fail(err)
+		}
+		return "", false
+	}
+	return string(b), true
+}
+
+func parsed[T any](r *reader, name string, parse func(string) (T, error)) Opt[T] {
+	s, ok := r.text(name)
+	if !ok {
+		return Opt[T]{}
+	}
+	v, err := parse(s)
+	if err != nil {
+		r.fail(&ParseError{Path: "/sys/" + name, Err: err})
+		return Opt[T]{}
+	}
+	return some(v)
+}
+
+// port is an RDMA device port a netdev maps to.
+type port struct {
+	device string
+	num    int
+}
+
+// Read takes the netdev snapshot. It returns an error only when ctx ends.
+func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error) {
+	r := &reader{host: host}
+	if opts.Mapper == nil {
+		opts.Mapper = SysfsMapper{Sys: host.Sys}
+	}
+	keep := opts.Keep
+	if keep == nil {
+		keep = func(string) bool { return true }
+	}
+	s := &Snapshot{}
+
+	devices, err := host.Sys.ReadDir(infiniband.ClassDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.fail(err)
+	}
+	// The link layer of every kept port, and the RoCE netdevs from the GID
+	// tables.
+	linkLayer := map[port]string{}
+	roce := map[string]port{}
+	gidTypes := map[string]map[string]int{}
+	var roceOrder []string
+	for _, e := range devices {
+		dev := e.Name()
+		if !keep(dev) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		ports, err := host.Sys.ReadDir(infiniband.ClassDir + "/" + dev + "/ports")
+		if err != nil {
+			continue // the infiniband collector reports broken devices
+		}
+		for _, pe := range ports {
+			n, err := strconv.Atoi(pe.Name())
+			if err != nil {
+				continue
+			}
+			dir := infiniband.ClassDir + "/" + dev + "/ports/" + pe.Name()
+			ll, ok := r.text(dir + "/link_layer")
+			ll = strings.TrimSpace(ll)
+			if !ok || ll == "" {
+				ll = "InfiniBand" // the kernel's default when the driver has no link_layer
+			}
+			linkLayer[port{dev, n}] = ll
+			if ll != "Ethernet" {
+				continue
+			}
+			names := r.gids(dir, gidTypes)
+			if len(names) == 0 {
+				// No GID names a netdev (a kernel without gid_attrs, or an
+				// unreadable table): the PCI function's netdev of this port.
+				if nd := r.functionNetdev(dev, n); nd != "" {
+					names = []string{nd}
+				}
+			}
+			for _, name := range names {
+				if _, dup := roce[name]; !dup {
+					roce[name] = port{dev, n}
+					roceOrder = append(roceOrder, name)
+				}
+			}
+		}
+	}
+
+	// Every IPoIB interface (type 32) in the net class, mapped through its
+	// PCI function and dev_port.
+	nets, err := host.Sys.ReadDir("class/net")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.fail(err)
+	}
+	for _, e := range nets {
+		if ctx.Err() != nil {
+			break
+		}
+		name := e.Name()
+		if p, ok := roce[name]; ok {
+			nd := r.netdev(name, KindRoCE)
+			nd.Device, nd.Port = p.device, p.num
+			nd.GIDTypes = gidTypes[name]
+			s.Netdevs = append(s.Netdevs, nd)
+			delete(roce, name)
+			continue
+		}
+		t := parsed(r, "class/net/"+name+"/type", infiniband.ParseUint)
+		if !t.OK || t.V != typeInfiniband {
+			continue
+		}
+		nd := r.netdev(name, KindIPoIB)
+		r.mapIPoIB(&nd, opts.Mapper, keep, linkLayer)
+		s.Netdevs = append(s.Netdevs, nd)
+	}
+	// GID entries naming a netdev the net class does not show (a netdev in
+	// another network namespace): still a RoCE netdev of the port.
+	for _, name := range roceOrder {
+		if p, ok := roce[name]; ok {
+			s.Netdevs = append(s.Netdevs, Netdev{Name: name, Kind: KindRoCE, Device: p.device, Port: p.num, GIDTypes: gidTypes[name]})
+		}
+	}
+	sort.Slice(s.Netdevs, func(i, j int) bool { return s.Netdevs[i].Name < s.Netdevs[j].Name })
+
+	for i := range s.Netdevs {
+		nd := &s.Netdevs[i]
+		if nd.Kind != KindIPoIB || nd.IPoIB == nil {
+			continue
+		}
+		// Enhanced IPoIB: no connected mode on an mlx5 function.
+		if cm := nd.IPoIB.ConnectedModeSupported; cm.OK {
+			if mlx5, known := r.isMlx5(nd); known {
+				nd.IPoIB.Enhanced = some(!cm.V && mlx5)
+			}
+		}
+	}
+
+	if opts.Ethtool != nil {
+		for i := range s.Netdevs {
+			if ctx.Err() != nil {
+				break
+			}
+			r.ethtool(&s.Netdevs[i], opts.Ethtool)
+		}
+	}
+
+	if opts.CharDevices {
+		charDevices := opts.Mapper.CharDevices
+		if m, ok := opts.Mapper.(SysfsMapper); ok {
+			idx := m.charIndex()
+			charDevices = func(dev string) []string { return idx[dev] }
+		}
+		for _, e := range devices {
+			if dev := e.Name(); keep(dev) {
+				for _, p := range charDevices(dev) {
+					s.CharDevices = append(s.CharDevices, CharDevice{Device: dev, Path: p})
+				}
+			}
+		}
+	}
+	s.Errors = r.errs
+	return s, ctx.Err()
+}
+
+// gids reads a RoCE port's GID table attributes and returns the netdevs it
+// names, counting each entry's type per netdev. Empty entries fail with
+// EINVAL and are skipped.
+func (r *reader) gids(dir string, types map[string]map[string]int) []string {
+	entries, err := r.host.Sys.ReadDir(dir + "/gid_attrs/ndevs")
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.fail(err)
+		}
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		nd, ok := r.text(dir + "/gid_attrs/ndevs/" + e.Name())
+		nd = strings.TrimSpace(nd)
+		if !ok || nd == "" {
+			continue
+		}
+		if types[nd] == nil {
+			types[nd] = map[string]int{}
+			names = append(names, nd)
+		}
+		if t := parsed(r, dir+"/gid_attrs/types/"+e.Name(), ParseGIDType); t.OK {
+			types[nd][t.V]++
+		}
+	}
+	return names
+}
+
+// functionNetdev returns the first netdev of the device's PCI function
+// whose 0-based port index is num-1, skipping pkey children; "" if none.
+func (r *reader) functionNetdev(dev string, num int) string {
+	dir := infiniband.ClassDir + "/" + dev + "/device/net"
+	entries, err := r.host.Sys.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		d := dir + "/" + e.Name()
+		if _, err := r.host.Sys.ReadFile(d + "/parent"); err == nil {
+			continue
+		}
+		b, err := r.host.Sys.ReadFile(d + "/dev_port")
+		if err != nil {
+			if b, err = r.host.Sys.ReadFile(d + "/dev_id"); err != nil {
+				continue
+			}
+		}
+		if idx, err := ParseDevPort(string(b)); err == nil && idx+1 == num {
+			return e.Name()
+		}
+	}
+	return ""
+}
+
+// netdev reads the attributes every kind shares, and the IPoIB ones.
+func (r *reader) netdev(name string, kind Kind) Netdev {
+	dir := "class/net/" + name
+	nd := Netdev{Name: name, Kind: kind}
+	if link, err := r.host.Sys.ReadLink(dir + "/device"); err == nil {
+		nd.PCIAddress = path.Base(link)
+	}
+	nd.IfIndex = parsed(r, dir+"/ifindex", infiniband.ParseUint)
+	nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
+	nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
+	nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
+	// /proc/sys/net/ipv6/conf/<if> is missing when IPv6 is disabled for
+	// the whole kernel (ipv6.disable=1); then the value is unknown here.
+	if b, err := r.host.Proc.ReadFile("sys/net/ipv6/conf/" + name + "/disable_ipv6"); err == nil {
+		if v, err := ParseBool01(string(b)); err == nil {
+			nd.IPv6Disabled = some(v)
+		} else {
+			r.fail(&ParseError{Path: "/proc/sys/net/ipv6/conf/" + name + "/disable_ipv6", Err: err})
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		r.fail(err)
+	}
+	if kind != KindIPoIB {
+		return nd
+	}
+	ib := &IPoIB{
+		Mode: parsed(r, dir+"/mode", ParseMode),
+		Pkey: parsed(r, dir+"/pkey", infiniband.ParseHex),
+	}
+	if p, ok := r.text(dir + "/parent"); ok {
+		ib.Parent = strings.TrimSpace(p)
+	}
+	if a := parsed(r, dir+"/address", ParseIPoIBAddress); a.OK {
+		ib.ConnectedModeSupported = some(a.V.ConnectedModeSupported())
+	}
+	nd.IPoIB = ib
+	return nd
+}
+
+// mapIPoIB finds the RDMA device and port of an IPoIB netdev: an RDMA
+// device on its PCI function whose port dev_port+1 (dev_id on kernels
+// before dev_port) is an InfiniBand port.
+func (r *reader) mapIPoIB(nd *Netdev, m Mapper, keep func(string) bool, linkLayer map[port]string) {
+	if nd.PCIAddress == "" {
+		return
+	}
+	dir := "class/net/" + nd.Name
+	idx := parsed(r, dir+"/dev_port", ParseDevPort)
+	if !idx.OK {
+		idx = parsed(r, dir+"/dev_id", ParseDevPort)
+	}
+	if !idx.OK {
+		return
+	}
+	for _, dev := range m.DevicesForPCI(nd.PCIAddress) {
+		if !keep(dev) {
+			continue
+		}
+		p := port{dev, idx.V + 1}
+		if ll, ok := linkLayer[p]; ok && ll != "Ethernet" {
+			nd.Device, nd.Port = p.device, p.num
+			return
+		}
+	}
+}
+
+// isMlx5 reports whether the netdev's RDMA device is driven by mlx5: the
+// PCI function's driver link says so, else the device name does (the
+// kernel names mlx5 devices mlx5_<n> unless udev renames them). known is
+// false when neither is there.
+func (r *reader) isMlx5(nd *Netdev) (mlx5, known bool) {
+	if nd.PCIAddress != "" {
+		if link, err := r.host.Sys.ReadLink("bus/pci/devices/" + nd.PCIAddress + "/driver"); err == nil {
+			return path.Base(link) == "mlx5_core", true
+		}
+	}
+	if nd.Device == "" {
+		return false, false
+	}
+	return strings.HasPrefix(nd.Device, "mlx5_"), true
+}
+
+// ethtool queries the running kernel when it has this netdev: same name
+// and the same ifindex as the sysfs tree says. A fixture tree, or a pod
+// without the host network, names interfaces the kernel here does not
+// have (or has as something else); those are skipped, not errors.
+func (r *reader) ethtool(nd *Netdev, e *Ethtool) {
+	if !nd.IfIndex.OK {
+		return
+	}
+	ifi, err := net.InterfaceByName(nd.Name)
+	if err != nil || uint64(ifi.Index) != nd.IfIndex.V {
+		return
+	}
+	info, err := e.Query(nd.Name)
+	if err != nil {
+		r.fail(err)
+	}
+	nd.Ethtool = info
+}
