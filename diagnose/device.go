@@ -23,15 +23,6 @@ func init() {
 			"(lspci -d 15b3:) and reseat or replace it if not.",
 		Run: checkDevPresent,
 	})
-	register(&Check{
-		ID:    "dev.driver",
-		Title: "RDMA driver and user-space access loaded",
-		Reads: []Source{SourceTuning, SourcePCI},
-		Doc: "The kernel modules RDMA needs are loaded (mlx5_core, mlx5_ib, ib_uverbs, ib_umad, rdma_ucm), " +
-			"every Mellanox PCI function has an RDMA device, and /sys/class/infiniband_mad/abi_version is not 0.",
-		Remedy:  "modprobe the missing module; match kernel and user-space RDMA stacks (rdma-core or MLNX_OFED).",
-		Pending: "no collector reads loaded kernel modules or PCI functions without an RDMA device yet (internal/tuning, internal/pci)",
-	})
 }
 
 func checkDevPresent(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
@@ -426,5 +427,49 @@ func TestProbeChecks(t *testing.T) {
 	s.Probe = nil
 	if fs, _ := checkProbeLatency(s, nil, cfg); len(fs) != 1 || fs[0].Evidence != NoProbeResults {
 		t.Errorf("no results: %+v", fs)
+	}
+}
+
+func TestIPoIBChecks(t *testing.T) {
+	opt := func(v bool) infiniband.Opt[bool] { return infiniband.Opt[bool]{V: v, OK: true} }
+	nd := func(name, mode string, mtu uint64, enhanced, cm bool) netdev.Netdev {
+		return netdev.Netdev{Name: name, Kind: netdev.KindIPoIB, MTU: infiniband.Opt[uint64]{V: mtu, OK: true}, IPv6Disabled: opt(true),
+			IPoIB: &netdev.IPoIB{Mode: infiniband.Opt[string]{V: mode, OK: true}, Enhanced: opt(enhanced), ConnectedModeSupported: opt(cm)}}
+	}
+	s := snapWith()
+	s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+		nd("enh", "datagram", 4092, true, false),    // enhanced IPoIB: datagram 4092 is right
+		nd("legacy", "datagram", 2044, false, true), // legacy, 2K fabric
+		nd("cm", "connected", 65520, false, true),
+		nd("cmsmall", "connected", 4092, false, true),
+		nd("dgodd", "datagram", 1500, false, true),
+	}}
+	for _, tc := range []struct {
+		cfg    string
+		check  func(*Snapshot, *History, *config.Config) ([]Finding, error)
+		target string
+		sev    Severity
+	}{
+		{"", checkIPoIBMode, "enh", Pass},
+		{"", checkIPoIBMode, "legacy", Pass},
+		{"diagnose:\n  policies:\n    ipoib_mode: connected\n", checkIPoIBMode, "enh", Pass}, // never asks the impossible
+		{"diagnose:\n  policies:\n    ipoib_mode: connected\n", checkIPoIBMode, "legacy", Warn},
+		{"diagnose:\n  policies:\n    ipoib_mode: datagram\n", checkIPoIBMode, "cm", Warn},
+		{"", checkIPoIBMTU, "enh", Pass},
+		{"", checkIPoIBMTU, "legacy", Pass},
+		{"", checkIPoIBMTU, "cm", Pass},
+		{"", checkIPoIBMTU, "cmsmall", Warn},
+		{"", checkIPoIBMTU, "dgodd", Warn},
+		{"", checkIPoIBIPv6, "enh", Pass},
+		{"diagnose:\n  policies:\n    ipoib_ipv6: enabled\n", checkIPoIBIPv6, "enh", Warn},
+		{"diagnose:\n  policies:\n    ipoib_ipv6: disabled\n", checkIPoIBIPv6, "enh", Pass},
+	} {
+		fs, err := tc.check(s, nil, mustParse(t, tc.cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := findingOf(t, fs, tc.target); f.Severity != tc.sev || (f.Severity == Warn && f.Remedy == "") {
+			t.Errorf("%q %s: %+v, want %s", tc.cfg, tc.target, f, tc.sev)
+		}
 	}
 }

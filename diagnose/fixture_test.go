@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 const fixtures = "../fixtures/hosts"
@@ -48,7 +49,8 @@ func evaluateHost(t testing.TB, root string, change func()) *Report {
 		t.Fatal(err)
 	}
 	now := t0
-	r := &Reader{Host: hostOf(root), Now: func() time.Time { return now }}
+	r := &Reader{Host: hostOf(root), Now: func() time.Time { return now },
+		Tuning: tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}}
 	h := HistoryFor(cfg.Diagnose.HistoryWindow(), cfg.Diagnose.SampleInterval())
 	s := r.Read(context.Background())
 	h.Add(s)
@@ -85,7 +87,7 @@ func finding(r *Report, check, target string) (Finding, bool) {
 }
 
 // healthy are fixture hosts without a designed fault: nothing may fail.
-var healthy = []string{"dgx-h100", "roce-cx6dx", "mlx4-qdr", "iwarp-i40iw", "opa-hfi1", "ipoib-enhanced", "numa-remote"}
+var healthy = []string{"roce-cx6dx", "mlx4-qdr", "iwarp-i40iw", "opa-hfi1", "ipoib-enhanced", "numa-remote", "sm-opensm"}
 
 // TestFixtureHosts: every fixture host evaluates without a crashed check,
 // the healthy ones without a failure, and every known fault is found with
@@ -166,6 +168,32 @@ func TestFixtureHosts(t *testing.T) {
 		{"iwarp-i40iw", "sm.present", "host", Skip, []string{"no InfiniBand ports"}},
 		{"iwarp-i40iw", "pci.numa", "i40iw0", Pass, []string{"numa_node -1"}},
 		{"mlx4-qdr", "ctr.xmit_wait", "mlx4_0/1", Warn, []string{"saturated"}},
+		// Tuning: a job launcher without unlimited memlock, governors.
+		{"dgx-h100", "mem.memlock", "slurmstepd (pid 30142)", Fail, []string{"soft 64.0 KiB", "LimitMEMLOCK=infinity"}},
+		{"dgx-h100", "mem.memlock", "slurmd (pid 2211)", Pass, []string{"unlimited"}},
+		{"cx6-hdr-fdr", "mem.memlock", "slurmd (pid 2047)", Fail, nil},
+		{"numa-remote", "cpu.governor", "host", Warn, []string{"powersave", "cpu-governor"}},
+		{"mlx4-qdr", "cpu.governor", "host", Warn, []string{"ondemand"}},
+		{"dgx-h100", "cpu.governor", "host", Pass, []string{"224 × performance"}},
+		{"iwarp-i40iw", "cpu.governor", "host", Skip, []string{"no CPU has cpufreq"}},
+		{"dgx-h100", "sysctl.net", "net.core.rmem_max", Warn, []string{"212992", "4194304"}},
+		{"roce-cx6dx", "sysctl.net", "host", Skip, []string{"no IPoIB netdev"}},
+		{"roce-cx6dx", "drv.kernel", "host", Pass, []string{"5.14.0"}},
+		// IPoIB and RoCE netdevs: enhanced IPoIB in datagram mode with MTU
+		// 4092 passes; legacy connected 65520 passes.
+		{"ipoib-enhanced", "ipoib.mode", "ib0", Pass, []string{"enhanced IPoIB"}},
+		{"ipoib-enhanced", "ipoib.mtu", "ib0", Pass, []string{"datagram mode, MTU 4092"}},
+		{"mlx4-qdr", "ipoib.mode", "ib1", Pass, []string{"connected"}},
+		{"mlx4-qdr", "ipoib.mtu", "ib1", Pass, []string{"MTU 65520"}},
+		{"mlx4-qdr", "ipoib.mtu", "ib0", Pass, []string{"MTU 2044"}},
+		{"roce-cx6dx", "roce.gid_v2", "mlx5_0/1", Pass, []string{"2 RoCE v2 GID(s)"}},
+		{"dgx-h100", "roce.gid_v2", "mlx5_bond_0/1", Pass, []string{"bond0"}},
+		{"dgx-h100", "port.netdev", "ibp26s0", Pass, []string{"operstate up"}},
+		{"iwarp-i40iw", "dev.driver", "rdma_ucm", Warn, []string{"modprobe rdma_ucm"}},
+		// Subnet manager hosts.
+		{"sm-no-sm", "sm.present", "mlx5_0/1", Fail, []string{"SM LID 0", "opensm"}},
+		{"sm-no-sm", "port.state", "mlx5_0/1", Warn, []string{"no subnet manager"}},
+		{"sm-opensm", "sm.local", "opensm (pid 2417)", Pass, []string{"priority 14", "bound to 0x946dae0300cdf100"}},
 		{"roce-cx6dx", "sm.present", "host", Skip, []string{"RoCE"}},
 	} {
 		r := reports[w.host]
@@ -186,6 +214,17 @@ func TestFixtureHosts(t *testing.T) {
 				t.Errorf("%s: %s %s lacks %q: %s", w.host, w.check, w.target, c, all)
 			}
 		}
+	}
+}
+
+// TestNoUmadOnRoCE: ib_umad is only expected where MADs run (InfiniBand).
+func TestNoUmadOnRoCE(t *testing.T) {
+	r := evaluateHost(t, filepath.Join(fixtures, "roce-cx6dx"), nil)
+	if f, ok := finding(r, "dev.driver", "ib_umad"); ok {
+		t.Errorf("ib_umad judged on a RoCE-only host: %+v", f)
+	}
+	if f, ok := finding(r, "dev.driver", "rdma_ucm"); !ok || f.Severity != Pass {
+		t.Errorf("rdma_ucm on roce-cx6dx: %+v", f)
 	}
 }
 

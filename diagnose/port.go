@@ -51,14 +51,6 @@ func init() {
 		Remedy: "mlxconfig -d <pci> set LINK_TYPE_P<port>=1 (InfiniBand) or 2 (Ethernet), then reboot or mlxfwreset.",
 		Run:    checkPortLayer,
 	})
-	register(&Check{
-		ID:      "port.netdev",
-		Title:   "Netdev of an active port is up",
-		Reads:   []Source{SourceInfiniband, SourceNetdev},
-		Doc:     "The netdev of an ACTIVE port (IPoIB or RoCE) is up with carrier; an ACTIVE port with its netdev down carries no IP traffic.",
-		Remedy:  "ip link set <netdev> up; check the NetworkManager or ifcfg profile.",
-		Pending: "no collector reads netdev operstate and carrier yet (internal/netdev)",
-	})
 }
 
 func forEachPort(s *Snapshot, fn func(d *infiniband.Device, p *infiniband.Port)) {

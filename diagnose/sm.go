@@ -42,11 +42,13 @@ func init() {
 	register(&Check{
 		ID:    "sm.local",
 		Title: "Local OpenSM configuration",
-		Reads: []Source{SourceSM},
-		Doc: "Where this host runs OpenSM: a guid of 0x0 on a multi-port host binds the \"default port\", and " +
-			"several SMs with the same sm_priority make the master election depend on GUIDs.",
-		Remedy:  "Set guid (or PORTS/GUIDS in /etc/default/opensm or /etc/sysconfig/opensm) and a distinct sm_priority.",
-		Pending: "no collector reads the local OpenSM process and configuration yet (subnet manager package)",
+		Reads: []Source{SourceOpenSM, SourceInfiniband},
+		Doc: "Where this host runs OpenSM (a process in /proc): it sweeps (sweep_interval not 0), and on a host with more than one " +
+			"InfiniBand port it is bound to a port (-g, guid in opensm.conf, or GUIDS/PORTS in the init scripts' file) rather than " +
+			"the \"default port\". Its priority is reported; whether it is unique is a fabric question this host cannot see. " +
+			"Secret options (*_key) are never read into a finding. Hosts without a running opensm skip.",
+		Remedy: "Set guid (or PORTS/GUIDS in /etc/default/opensm or /etc/sysconfig/opensm), a non-zero sweep_interval and a distinct sm_priority.",
+		Run:    checkSMLocal,
 	})
 }
 
@@ -149,4 +151,74 @@ func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 func noLocalAccess(err error) bool {
 	m := err.Error()
 	return strings.Contains(m, "Failed to open") || strings.Contains(m, "can't open UMAD port")
+}
+
+func checkSMLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	st := s.OpenSM
+	if !st.Running() {
+		return noTargets("no opensm process runs on this host (the subnet manager, if any, runs elsewhere)"), nil
+	}
+	ibPorts := 0
+	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
+		if isIBPort(d, p) {
+			ibPorts++
+		}
+	})
+	var conf = func(name string) (string, bool) { return "", false }
+	confPath := "no opensm.conf found"
+	if st.Config != nil {
+		conf, confPath = st.Config.Get, st.Config.Path
+	}
+	shellGUIDs := ""
+	for _, sh := range st.Shell {
+		for _, k := range []string{"GUIDS", "PORTS"} {
+			if v := sh.Values[k]; v != "" && !strings.EqualFold(v, "ALL") {
+				shellGUIDs = sh.Path + " " + k + "=" + v
+			}
+		}
+	}
+	var out []Finding
+	for _, p := range st.Processes {
+		f := Finding{Target: fmt.Sprintf("opensm (pid %d)", p.PID), Severity: Pass,
+			Expected: "sweeping, bound to a port on a multi-port host", Evidence: "/proc/" + fmt.Sprint(p.PID) + "/cmdline; " + confPath}
+		guid, where := p.GUID, "-g"
+		if guid == "" {
+			if g, ok := conf("guid"); ok {
+				guid, where = g, "guid in "+confPath
+			}
+		}
+		prio := "default 0"
+		if p.Priority >= 0 {
+			prio = fmt.Sprint(p.Priority)
+		} else if v, ok := conf("sm_priority"); ok {
+			prio = v
+		}
+		sweep, _ := conf("sweep_interval")
+		obs := []string{"priority " + prio}
+		if guid != "" {
+			obs = append(obs, "bound to "+guid+" ("+where+")")
+		}
+		if sweep != "" {
+			obs = append(obs, "sweep_interval "+sweep)
+		}
+		f.Observed = strings.Join(obs, ", ")
+		var problems []string
+		if sweep == "0" {
+			problems = append(problems, "sweep_interval 0 disables sweeping: the SM never notices a link or node change")
+		}
+		unbound := guid == "" || strings.Trim(strings.TrimPrefix(strings.ToLower(guid), "0x"), "0") == ""
+		if ibPorts > 1 && unbound && shellGUIDs == "" {
+			problems = append(problems, fmt.Sprintf("no port GUID on a host with %d InfiniBand ports: opensm binds the \"default port\", maybe not the fabric's", ibPorts))
+		}
+		if shellGUIDs != "" {
+			f.Evidence += "; " + shellGUIDs
+		}
+		if len(problems) > 0 {
+			f.Severity = Warn
+			f.Remedy = strings.Join(problems, "; ") + ". Set guid (opensm -g, guid in opensm.conf, or GUIDS/PORTS in /etc/sysconfig/opensm or /etc/default/opensm) " +
+				"and a non-zero sweep_interval, then restart opensm in a maintenance window (a restart re-sweeps the fabric)"
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }

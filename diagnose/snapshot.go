@@ -15,8 +15,11 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 // Source is a data source a check reads.
@@ -37,12 +40,18 @@ const (
 	SourceIRQ Source = "irq"
 	// SourceSM: internal/sm (sminfo results of a Runner).
 	SourceSM Source = "sm"
+	// SourceOpenSM: internal/opensm.Read (a local opensm process, its
+	// configuration; secrets are never kept).
+	SourceOpenSM Source = "opensm"
 	// SourceProbe: bench/probe's results store (the server's scheduled
 	// verbs probe).
 	SourceProbe Source = "probe"
-	// Not read yet; see the Pending reasons of the checks.
-	SourceTuning Source = "tuning" // internal/tuning: hugepages, sysctls, governor, memlock, modules, kernel
-	SourceNetdev Source = "netdev" // internal/netdev: IPoIB mode/MTU/operstate, RoCE GIDs
+	// SourceTuning: internal/tuning.Read (hugepages, sysctls, governors,
+	// memlock limits, modules, kernel release).
+	SourceTuning Source = "tuning"
+	// SourceNetdev: internal/netdev.Read (IPoIB mode/MTU/operstate/IPv6,
+	// RoCE GID types), without ethtool: the checks judge the rootfs only.
+	SourceNetdev Source = "netdev"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -66,6 +75,15 @@ type Snapshot struct {
 	SM *sm.Status
 	// Probe is the latest verbs probe result per peer, test and port.
 	Probe []probe.Entry
+	// OpenSM is the local OpenSM; OpenSMErr why it is nil.
+	OpenSM    *opensm.State
+	OpenSMErr error
+	// Tuning and Netdev are the host tuning and netdev snapshots; their
+	// errors say why they are nil.
+	Tuning    *tuning.Snapshot
+	TuningErr error
+	Netdev    *netdev.Snapshot
+	NetdevErr error
 }
 
 // unavailable says why a source cannot be used, or "".
@@ -102,6 +120,18 @@ func (s *Snapshot) unavailable(src Source) string {
 		if s.SM.Rounds == 0 {
 			return "sminfo has not completed a run yet"
 		}
+	case SourceOpenSM:
+		if s.OpenSM == nil {
+			return "cannot read the local OpenSM state: " + errText(s.OpenSMErr)
+		}
+	case SourceTuning:
+		if s.Tuning == nil {
+			return "cannot read the host tuning state: " + errText(s.TuningErr)
+		}
+	case SourceNetdev:
+		if s.Netdev == nil {
+			return "cannot read the netdevs: " + errText(s.NetdevErr)
+		}
 	case SourceProbe:
 		// The probe checks say NoProbeResults themselves: an empty store
 		// and no store read the same.
@@ -112,6 +142,13 @@ func (s *Snapshot) unavailable(src Source) string {
 		return "no collector reads " + string(src) + " data yet"
 	}
 	return ""
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "not read"
+	}
+	return err.Error()
 }
 
 func placementReason(err error) string {
@@ -158,6 +195,12 @@ type Reader struct {
 	SM func(ctx context.Context) *sm.Status
 	// Probe is the verbs probe's results store; nil (the CLI) has none.
 	Probe probe.Reader
+	// Tuning selects the processes whose memlock limit is read
+	// (tuning.memlock_processes).
+	Tuning tuning.Options
+	// OpenSMConfig is the opensm.conf to read instead of the search
+	// (--collector.sm.opensm-config).
+	OpenSMConfig string
 }
 
 // Read reads every source. It never fails as a whole: each source's error
@@ -181,12 +224,21 @@ func (r *Reader) Read(ctx context.Context) *Snapshot {
 	// The readers are independent; the slowest (the process scan for
 	// irqbalance) runs next to the class read.
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.Placement, s.PlacementErr = irq.Read(ctx, r.Host, r.Keep)
 		t := pci.ReadTopology(r.Host.Sys)
 		s.Topology = &t
+	}()
+	go func() {
+		defer wg.Done()
+		s.Tuning, s.TuningErr = tuning.Read(ctx, r.Host, r.Tuning)
+		s.Netdev, s.NetdevErr = netdev.Read(ctx, r.Host, netdev.Options{Keep: r.Keep})
+		if r.Host.Root != nil {
+			// A partial read (an unreadable file) still has the processes.
+			s.OpenSM, s.OpenSMErr = opensm.Read(ctx, r.Host.Root, r.Host.Proc, r.OpenSMConfig)
+		}
 	}()
 	s.IB, s.IBErr = infiniband.Read(ctx, r.Host.Sys, r.Keep)
 	if r.SM != nil {

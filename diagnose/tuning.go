@@ -3,42 +3,65 @@
 
 package diagnose
 
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+)
+
 func init() {
+	register(&Check{
+		ID:    "dev.driver",
+		Title: "RDMA user-space access modules loaded",
+		Reads: []Source{SourceTuning, SourceInfiniband},
+		Doc: "The modules user space needs next to the HCA driver are loaded (/proc/modules): ib_uverbs (verbs, /dev/infiniband/uverbs*), " +
+			"rdma_ucm (rdma_cm, RoCE and iWARP connection setup) and, on hosts with InfiniBand ports, ib_umad (MAD tools: sminfo, perfquery, " +
+			"ibdiagnet). A missing one warns: it may be built into the kernel (/sys/module/<name> then exists).",
+		Remedy: "modprobe the module and persist it (/etc/modules-load.d/rdma.conf), or install the rdma-core/OFED package that loads it.",
+		Run:    checkDevDriver,
+	})
 	register(&Check{
 		ID:    "cpu.governor",
 		Title: "CPU frequency governor",
 		Reads: []Source{SourceTuning},
 		Doc: "Every CPU runs the governor diagnose.policies.cpu_governor asks for (default performance, as both mlnx_tune " +
 			"profiles set); skips on hosts without cpufreq (VMs).",
-		Remedy:  "cpupower frequency-set -g performance, or a tuned profile (action cpu-governor).",
-		Pending: "no collector reads the CPU frequency governors yet (internal/tuning)",
+		Remedy: "cpupower frequency-set -g performance, or a tuned profile (action cpu-governor).",
+		Run:    checkGovernor,
 	})
 	register(&Check{
 		ID:    "mem.hugepages",
 		Title: "Hugepages reserved",
 		Reads: []Source{SourceTuning},
 		Doc: "With diagnose.policies.hugepages set, at least min_pages pages of page_size_kib exist over the NUMA nodes; " +
-			"hugepages help DPDK/VMA and some MPI/UCX setups, they are not required for verbs.",
-		Remedy:  "Reserve pages per NUMA node (/sys/devices/system/node/node<N>/hugepages/...; 1 GiB pages at boot: hugepagesz=1G hugepages=N) (action hugepages).",
-		Pending: "no collector reads hugepages yet (internal/tuning)",
+			"hugepages help DPDK/VMA and some MPI/UCX setups, they are not required for verbs. Without the policy the check skips.",
+		Remedy: "Reserve pages per NUMA node (/sys/devices/system/node/node<N>/hugepages/...; 1 GiB pages at boot: hugepagesz=1G hugepages=N) (action hugepages).",
+		Run:    checkHugepages,
 	})
 	register(&Check{
 		ID:    "mem.memlock",
-		Title: "Locked-memory limit",
+		Title: "Locked-memory limit of the job launchers",
 		Reads: []Source{SourceTuning},
-		Doc: "RLIMIT_MEMLOCK of the job launchers (and this process) is unlimited, or at least diagnose.policies.memlock_min_kib: " +
-			"verbs pin memory against it, and the 64 KiB default makes memory registration fail.",
-		Remedy:  "A limits.d drop-in (* soft/hard memlock unlimited) and LimitMEMLOCK=infinity for systemd-started launchers (action memlock).",
-		Pending: "no collector reads the memlock limits yet (internal/tuning)",
+		Doc: "RLIMIT_MEMLOCK of the processes named in tuning.memlock_processes (slurmd, ...) is unlimited, or at least " +
+			"diagnose.policies.memlock_min_kib: verbs pin memory against it and the 64 KiB default makes registration fail (fail). " +
+			"Without configured processes the check skips.",
+		Remedy: "A limits.d drop-in (* soft/hard memlock unlimited) and LimitMEMLOCK=infinity for systemd-started launchers (action memlock).",
+		Run:    checkMemlock,
 	})
 	register(&Check{
 		ID:    "sysctl.net",
 		Title: "Socket buffer sysctls for IPoIB",
 		Reads: []Source{SourceTuning, SourceNetdev},
 		Doc: "On hosts with IPoIB netdevs, net.core.rmem_max and wmem_max are at least 4194304 and net.core.netdev_max_backlog " +
-			"at least 250000 (mlnx-tools' values; diagnose.policies.sysctls). They tune sockets and IPoIB, not verbs or NCCL over IB.",
-		Remedy:  "sysctl -w the values and persist them in /etc/sysctl.d/90-rdma-doctor.conf (action sysctl).",
-		Pending: "no collector reads sysctls yet (internal/tuning)",
+			"at least 250000 (mlnx-tools' values; diagnose.policies.sysctls). They tune sockets and IPoIB, not verbs or NCCL over IB, " +
+			"so hosts without IPoIB skip.",
+		Remedy: "sysctl -w the values and persist them in /etc/sysctl.d/90-rdma-doctor.conf (action sysctl).",
+		Run:    checkSysctls,
 	})
 	register(&Check{
 		ID:    "drv.kernel",
@@ -46,7 +69,241 @@ func init() {
 		Reads: []Source{SourceTuning, SourceInfiniband},
 		Doc: "On hosts with RoCE ports the running kernel is at least diagnose.policies.kernel_floor (default 5.4, the guide's number). " +
 			"RoCE v2 itself exists since about 4.5, so this is a policy warning; roce.gid_v2 is the real test.",
-		Remedy:  "Upgrade the kernel (or the OFED stack) in a maintenance window.",
-		Pending: "no collector reads the kernel release yet (internal/tuning)",
+		Remedy: "Upgrade the kernel (or the OFED stack) in a maintenance window.",
+		Run:    checkKernel,
 	})
+}
+
+// userModules are the modules user space needs next to the HCA driver;
+// ibOnly ones only matter with InfiniBand ports (MADs do not run on RoCE).
+var userModules = []struct {
+	name, why string
+	ibOnly    bool
+}{
+	{"ib_uverbs", "verbs applications (/dev/infiniband/uverbs*)", false},
+	{"rdma_ucm", "rdma_cm connection setup (RoCE, iWARP, MPI, NCCL's RDMA CM mode)", false},
+	{"ib_umad", "MAD tools on InfiniBand: sminfo, perfquery, ibdiagnet", true},
+}
+
+func checkDevDriver(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	if _, ok := s.Tuning.ModuleLoaded("ib_core"); !ok {
+		return noTargets("/proc/modules cannot be read"), nil
+	}
+	ib := false
+	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) { ib = ib || isIBPort(d, p) })
+	var out []Finding
+	for _, m := range userModules {
+		if m.ibOnly && !ib {
+			continue
+		}
+		loaded, _ := s.Tuning.ModuleLoaded(m.name)
+		f := Finding{Target: m.name, Expected: "loaded, for " + m.why, Evidence: "/proc/modules", Severity: Pass, Observed: "loaded"}
+		if !loaded {
+			f.Severity, f.Observed = Warn, "not in /proc/modules"
+			f.Remedy = fmt.Sprintf("modprobe %s and persist it (echo %s >> /etc/modules-load.d/rdma.conf); if it is built into the kernel, /sys/module/%s exists and this is fine", m.name, m.name, m.name)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func checkGovernor(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	want := cfg.Diagnose.Policies.Governor()
+	if len(s.Tuning.Governors) == 0 {
+		return noTargets("no CPU has cpufreq (a VM, or no cpufreq driver): the governor is the platform's"), nil
+	}
+	counts := s.Tuning.GovernorCounts()
+	names := make([]string, 0, len(counts))
+	for g := range counts {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, g := range names {
+		parts = append(parts, fmt.Sprintf("%d × %s", counts[g], g))
+	}
+	f := Finding{Target: "host", Observed: strings.Join(parts, ", "), Expected: fmt.Sprintf("%s on all %d CPUs (diagnose.policies.cpu_governor)", want, len(s.Tuning.Governors)),
+		Evidence: "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", Severity: Pass}
+	if counts[want] != len(s.Tuning.Governors) {
+		var other []string
+		for _, g := range s.Tuning.Governors {
+			if g.Governor != want {
+				other = append(other, strconv.Itoa(g.CPU))
+			}
+		}
+		f.Severity = Warn
+		f.Evidence += "; CPUs not on " + want + ": " + compactList(other, 12)
+		f.Remedy = fmt.Sprintf("cpupower frequency-set -g %s (or a tuned profile such as latency-performance); the BIOS power profile (C-states) matters as much", want)
+		f.Action = "cpu-governor"
+	}
+	return []Finding{f}, nil
+}
+
+func compactList(items []string, max int) string {
+	if len(items) <= max {
+		return strings.Join(items, ",")
+	}
+	return strings.Join(items[:max], ",") + fmt.Sprintf(" and %d more", len(items)-max)
+}
+
+func checkHugepages(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	pol := cfg.Diagnose.Policies.Hugepages
+	var pools []string
+	for _, p := range s.Tuning.Hugepages {
+		if p.Node < 0 && p.Total.OK {
+			pools = append(pools, fmt.Sprintf("%d × %d KiB", p.Total.V, p.SizeBytes/1024))
+		}
+	}
+	if pol.MinPages == 0 || pol.PageSizeKiB == 0 {
+		return []Finding{{Severity: Skip, Target: "host", Observed: orText(pools, "no hugepages"),
+			Evidence: "no requirement: set diagnose.policies.hugepages (page_size_kib, min_pages) to judge; verbs do not need hugepages"}}, nil
+	}
+	size := pol.PageSizeKiB * 1024
+	var total, free uint64
+	var perNode []string
+	found := false
+	for _, p := range s.Tuning.Hugepages {
+		if p.SizeBytes != size || p.Node < 0 || !p.Total.OK {
+			continue
+		}
+		found = true
+		total += p.Total.V
+		if p.Free.OK {
+			free += p.Free.V
+		}
+		perNode = append(perNode, fmt.Sprintf("node%d %d", p.Node, p.Total.V))
+	}
+	if !found { // no per-node pools (no NUMA): the system-wide pool
+		for _, p := range s.Tuning.Hugepages {
+			if p.SizeBytes == size && p.Node < 0 && p.Total.OK {
+				found, total = true, p.Total.V
+				if p.Free.OK {
+					free = p.Free.V
+				}
+			}
+		}
+	}
+	f := Finding{Target: fmt.Sprintf("hugepages-%dkB", pol.PageSizeKiB), Expected: fmt.Sprintf("at least %d pages (diagnose.policies.hugepages)", pol.MinPages),
+		Evidence: "/sys/devices/system/node/node*/hugepages, /sys/kernel/mm/hugepages", Severity: Pass}
+	if !found {
+		f.Observed = fmt.Sprintf("no %d KiB pool (the kernel or CPU lacks that page size)", pol.PageSizeKiB)
+	} else {
+		f.Observed = fmt.Sprintf("%d pages, %d free", total, free)
+		if len(perNode) > 0 {
+			f.Observed += " (" + strings.Join(perNode, ", ") + ")"
+		}
+	}
+	if !found || total < pol.MinPages {
+		f.Severity = Warn
+		f.Remedy = fmt.Sprintf("reserve %d pages of %d KiB, spread over the NUMA nodes: echo <n> > /sys/devices/system/node/node<N>/hugepages/hugepages-%dkB/nr_hugepages "+
+			"(1 GiB pages: at boot, hugepagesz=1G hugepages=%d)", pol.MinPages, pol.PageSizeKiB, pol.PageSizeKiB, pol.MinPages)
+		f.Action = "hugepages"
+	}
+	return []Finding{f}, nil
+}
+
+func memlockText(v uint64) string {
+	if v == tuning.Unlimited {
+		return "unlimited"
+	}
+	return bytesText(float64(v))
+}
+
+func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	want := uint64(tuning.Unlimited)
+	wantText := "unlimited"
+	if m := cfg.Diagnose.Policies.MemlockMinKiB; m != nil {
+		want, wantText = *m*1024, fmt.Sprintf("at least %d KiB (diagnose.policies.memlock_min_kib)", *m)
+	}
+	var out []Finding
+	for _, name := range cfg.Tuning.MemlockProcesses {
+		if s.Tuning.MemlockProcesses[name] == 0 {
+			out = append(out, Finding{Severity: Skip, Target: name, Evidence: "no process named " + name + " runs"})
+		}
+	}
+	for _, m := range s.Tuning.Memlock {
+		if m.Process == "self" {
+			continue // rdma_doctor itself registers no memory
+		}
+		f := Finding{Target: fmt.Sprintf("%s (pid %d)", m.Process, m.PID), Observed: fmt.Sprintf("soft %s, hard %s", memlockText(m.Soft), memlockText(m.Hard)),
+			Expected: wantText, Evidence: fmt.Sprintf("/proc/%d/limits Max locked memory", m.PID), Severity: Pass}
+		if m.Soft < want {
+			f.Severity = Fail
+			f.Remedy = fmt.Sprintf("%s and the jobs it starts cannot pin enough memory for verbs: add LimitMEMLOCK=infinity to its systemd unit "+
+				"(systemctl edit %s) and a limits.d drop-in (* soft memlock unlimited, * hard memlock unlimited), then restart it", m.Process, m.Process)
+			f.Action = "memlock"
+		}
+		out = append(out, f)
+	}
+	if len(cfg.Tuning.MemlockProcesses) == 0 {
+		return noTargets("no job launcher to judge: name the daemons that start RDMA jobs in tuning.memlock_processes (e.g. slurmd)"), nil
+	}
+	if len(out) == 0 {
+		return noTargets("the limits of the configured processes cannot be read"), nil
+	}
+	return out, nil
+}
+
+func checkSysctls(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	ipoib := 0
+	for _, n := range s.Netdev.Netdevs {
+		if n.IPoIB != nil {
+			ipoib++
+		}
+	}
+	if ipoib == 0 {
+		return noTargets("no IPoIB netdev: these sysctls tune sockets and IPoIB, not verbs"), nil
+	}
+	mins := cfg.Diagnose.Policies.SysctlMinimums()
+	names := make([]string, 0, len(mins))
+	for k := range mins {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var out []Finding
+	for _, name := range names {
+		v, read := s.Tuning.Sysctl(name)
+		f := Finding{Target: name, Expected: fmt.Sprintf("at least %d (diagnose.policies.sysctls)", mins[name]),
+			Evidence: "/proc/sys/" + strings.ReplaceAll(name, ".", "/")}
+		switch {
+		case !read:
+			f.Severity, f.Evidence = Skip, name+" is not read by the tuning reader (internal/tuning.Sysctls)"
+		case !v.OK || len(v.V) == 0:
+			f.Severity, f.Evidence = Skip, "cannot read "+f.Evidence
+		case v.V[0] < mins[name]:
+			f.Severity, f.Observed = Warn, strconv.FormatInt(v.V[0], 10)
+			f.Remedy = fmt.Sprintf("sysctl -w %s=%d and persist it in /etc/sysctl.d/90-rdma-doctor.conf (IPoIB/TCP throughput only)", name, mins[name])
+			f.Action = "sysctl"
+		default:
+			f.Severity, f.Observed = Pass, strconv.FormatInt(v.V[0], 10)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func checkKernel(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	floor := cfg.Diagnose.Policies.KernelFloor.Floor()
+	roce := 0
+	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
+		if p.LinkLayer.OK && p.LinkLayer.V == "Ethernet" && !isRNIC(d) {
+			roce++
+		}
+	})
+	switch {
+	case roce == 0:
+		return noTargets("no RoCE port: the kernel floor is a RoCE policy"), nil
+	case floor == "":
+		return noTargets("diagnose.policies.kernel_floor is off"), nil
+	case !s.Tuning.KernelRelease.OK:
+		return noTargets("the kernel release (/proc/sys/kernel/osrelease) cannot be read"), nil
+	}
+	rel := s.Tuning.KernelRelease.V
+	f := Finding{Target: "host", Observed: rel, Expected: floor + " or later (diagnose.policies.kernel_floor, a site policy)",
+		Evidence: fmt.Sprintf("/proc/sys/kernel/osrelease; %d RoCE port(s)", roce), Severity: Pass}
+	if config.CompareVersions(rel, floor) < 0 {
+		f.Severity = Warn
+		f.Remedy = fmt.Sprintf("the kernel is older than the site's floor %s: plan an upgrade (or a current OFED); RoCE v2 itself works since ~4.5, see roce.gid_v2", floor)
+	}
+	return []Finding{f}, nil
 }

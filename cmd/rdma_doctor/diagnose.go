@@ -19,6 +19,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 // Exit codes of `rdma_doctor diagnose` (Nagios/NHC style, worst wins).
@@ -120,7 +121,8 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 	if err != nil {
 		return diagnoseRun{}, err
 	}
-	reader := &diagnose.Reader{Host: a.Host, Keep: keep}
+	reader := &diagnose.Reader{Host: a.Host, Keep: keep, Tuning: tuning.Options{MemlockProcesses: a.Config.Tuning.MemlockProcesses},
+		OpenSMConfig: flagValue(a, "collector.sm.opensm-config")}
 	// One sminfo runner for both samples, so a stalled SM (activity count
 	// not rising) shows with --interval. Its errors become findings.
 	if runner := newSMRunner(a, keep); runner != nil {

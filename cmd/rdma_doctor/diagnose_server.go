@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 // smFirstRoundWait bounds how long start-up waits for the first sminfo
@@ -38,9 +38,11 @@ func diagnoseServerHook(ctx context.Context, s *Server) error {
 	if timeout > sampleTimeout {
 		timeout = sampleTimeout
 	}
-	smStatus := smStatusFor(ctx, s, keep)
+	smStatus := smStatusFor(ctx, s)
 	sampler := &diagnose.Sampler{
-		Reader:   &diagnose.Reader{Host: s.App.Host, Keep: keep, SM: smStatus, Probe: probeResults()},
+		Reader: &diagnose.Reader{Host: s.App.Host, Keep: keep, SM: smStatus, Probe: probeResults(),
+			Tuning:       tuning.Options{MemlockProcesses: s.App.Config.Tuning.MemlockProcesses},
+			OpenSMConfig: flagValue(s.App, "collector.sm.opensm-config")},
 		Eval:     eval,
 		History:  diagnose.HistoryFor(window, interval),
 		Interval: interval,
@@ -63,33 +65,21 @@ func diagnoseServerHook(ctx context.Context, s *Server) error {
 	return nil
 }
 
-// smStatusFor returns the sminfo results diagnose reads. It is the sm
-// collector's background runner when the collectors expose it (the
-// collectors' hook started it before this one): sminfo never runs twice.
-// A server without that lookup runs its own runner on the same flags. With
-// the sm collector disabled, nothing runs and sm.master skips. The first
-// round gets a moment so the first report has its results (no umad:
-// instant; a healthy SM: fast).
-func smStatusFor(ctx context.Context, s *Server, keep func(string) bool) func(context.Context) *sm.Status {
-	var runner *sm.Runner
-	if agg, ok := any(s.Agg).(interface {
-		Lookup(string) (collector.Collector, bool)
-	}); ok {
-		c, enabled := agg.Lookup("sm")
-		if !enabled {
-			return nil
-		}
-		r, ok := c.(interface{ Runner() *sm.Runner })
-		if !ok || r.Runner() == nil {
-			return nil
-		}
-		runner = r.Runner()
-	} else {
-		if runner = newSMRunner(s.App, keep); runner == nil {
-			return nil
-		}
-		go runner.Run(ctx)
+// smStatusFor returns the sminfo results diagnose reads: the sm
+// collector's background runner (the collectors' hook started it before
+// this one), so sminfo never runs twice. With the sm collector disabled
+// nothing runs and sm.master skips. The first round gets a moment so the
+// first report has its results (no umad: instant; a healthy SM: fast).
+func smStatusFor(ctx context.Context, s *Server) func(context.Context) *sm.Status {
+	c, enabled := s.Agg.Lookup("sm")
+	if !enabled {
+		return nil
 	}
+	r, ok := c.(interface{ Runner() *sm.Runner })
+	if !ok || r.Runner() == nil {
+		return nil
+	}
+	runner := r.Runner()
 	for deadline := time.Now().Add(smFirstRoundWait); runner.Status().Rounds == 0 && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(20 * time.Millisecond)
 	}
