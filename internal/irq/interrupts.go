@@ -8,6 +8,7 @@
 package irq
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -65,35 +66,35 @@ func (q *IRQ) Total() uint64 {
 // without which the count columns cannot be matched to CPUs.
 var ErrNoHeader = errors.New("no CPU header line")
 
-// ParseInterrupts parses /proc/interrupts in one pass. It copies the text
-// once; every Chip, HWIRQ and Name is a substring of that copy and every
-// IRQ's Counts a window of one shared slice, so the allocations do not grow
-// with the number of fields (only amortised slice growth per IRQ).
+// ParseInterrupts parses /proc/interrupts in one pass over the bytes. The
+// counts of every IRQ are a window of one shared slice and the chip, hwirq
+// and name columns are substrings of one string made from the line's tail,
+// so a parse allocates once per IRQ at most, never per field, and the
+// snapshot does not pin the file.
 //
 // The counts are read by the header's column count and the name is what
 // follows the chip and hwirq/trigger columns, which is what stays stable
 // across kernels and architectures (see research/sysfs.md §7). A line that
-// does not fit is skipped and counted, never guessed at.
+// does not fit is skipped and recorded, never guessed at.
 func ParseInterrupts(data []byte) (*Interrupts, error) {
-	text := string(data)
 	in := &Interrupts{}
 	pos, lineNo := 0, 0
-	next := func() string {
-		end := pos
-		for end < len(text) && text[end] != '\n' {
-			end++
+	next := func() []byte {
+		rest := data[pos:]
+		end := bytes.IndexByte(rest, '\n')
+		if end < 0 {
+			end = len(rest)
 		}
-		line := text[pos:end]
-		pos = end + 1
+		pos += end + 1
 		lineNo++
-		return line
+		return rest[:end]
 	}
-	for pos < len(text) && in.CPUs == nil {
+	for pos < len(data) && in.CPUs == nil {
 		line := next()
-		if blank(line) {
+		if skipSpace(line, 0) == len(line) {
 			continue
 		}
-		cpus, err := parseHeader(line)
+		cpus, err := parseHeader(string(line))
 		if err != nil {
 			return nil, err
 		}
@@ -103,21 +104,23 @@ func ParseInterrupts(data []byte) (*Interrupts, error) {
 		return nil, ErrNoHeader
 	}
 	ncol := len(in.CPUs)
-	// A row is about 11 bytes a column plus the tail; guessing the row
-	// count up front saves most of the slice growth.
-	rows := len(text)/(11*ncol+48) + 1
+	// A row is 11 bytes a column plus the tail; guessing the row count up
+	// front saves most of the slice growth.
+	rows := len(data)/(11*ncol+48) + 1
 	in.IRQs = make([]IRQ, 0, rows)
 	counts := make([]uint64, 0, rows*ncol)
-	var line string
-	skip := func() { in.Skipped = append(in.Skipped, Line{Num: lineNo, Text: line}) }
-	for pos < len(text) {
+	var line []byte
+	skip := func() { in.Skipped = append(in.Skipped, Line{Num: lineNo, Text: string(line)}) }
+	for pos < len(data) {
 		line = next()
 		i := skipSpace(line, 0)
 		if i == len(line) {
 			continue
 		}
 		j := i
-		for j < len(line) && isDigit(line[j]) {
+		num := 0
+		for j < len(line) && isDigit(line[j]) && j-i < 9 {
+			num = num*10 + int(line[j]-'0')
 			j++
 		}
 		if j == i || j == len(line) || line[j] != ':' {
@@ -126,28 +129,37 @@ func ParseInterrupts(data []byte) (*Interrupts, error) {
 			}
 			continue
 		}
-		num, err := strconv.Atoi(line[i:j])
-		if err != nil || j-i > 9 {
-			skip()
-			continue
-		}
 		k, ok := j+1, true
 		for c := 0; c < ncol; c++ {
-			k = skipSpace(line, k)
-			v, n := parseUint(line[k:])
-			if n == 0 || k+n < len(line) && !isSpace(line[k+n]) {
+			for k < len(line) && isSpace(line[k]) {
+				k++
+			}
+			start := k
+			var v uint64
+			for k < len(line) {
+				d := line[k] - '0'
+				if d > 9 {
+					break
+				}
+				if v >= maxUint64Div10 && (v > maxUint64Div10 || d > maxUint64Mod10) {
+					ok = false // overflows uint64
+					break
+				}
+				v = v*10 + uint64(d)
+				k++
+			}
+			if !ok || k == start || k < len(line) && !isSpace(line[k]) {
 				ok = false
 				break
 			}
 			counts = append(counts, v)
-			k += n
 		}
 		if !ok {
 			counts = counts[:len(in.IRQs)*ncol]
 			skip()
 			continue
 		}
-		chip, hw, name, ok := splitTail(line[k:])
+		chip, hw, name, ok := splitTail(string(line[k:]))
 		if !ok {
 			counts = counts[:len(in.IRQs)*ncol]
 			skip()
@@ -160,6 +172,11 @@ func ParseInterrupts(data []byte) (*Interrupts, error) {
 	}
 	return in, nil
 }
+
+const (
+	maxUint64Div10 = (1<<64 - 1) / 10
+	maxUint64Mod10 = (1<<64 - 1) % 10
+)
 
 // parseHeader parses "           CPU0       CPU1 ...".
 func parseHeader(line string) ([]int, error) {
@@ -240,7 +257,7 @@ func hwToken(tok string) bool {
 
 // archLine reports whether a line is one of the architecture's summary rows
 // ("NMI:", "LOC:", "ERR:", "MIS:", "IPI0:"): a short word before a colon.
-func archLine(line string) bool {
+func archLine[T ~string | ~[]byte](line T) bool {
 	for i := 0; i < len(line) && i < 16; i++ {
 		c := line[i]
 		switch {
@@ -254,20 +271,6 @@ func archLine(line string) bool {
 	return false
 }
 
-// parseUint parses leading decimal digits; n is 0 when there are none or
-// the number overflows uint64.
-func parseUint(s string) (v uint64, n int) {
-	for n < len(s) && isDigit(s[n]) {
-		d := uint64(s[n] - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, 0
-		}
-		v = v*10 + d
-		n++
-	}
-	return v, n
-}
-
 func tokenEnd(s string, i int) int {
 	for i < len(s) && !isSpace(s[i]) {
 		i++
@@ -275,14 +278,12 @@ func tokenEnd(s string, i int) int {
 	return i
 }
 
-func skipSpace(s string, i int) int {
+func skipSpace[T ~string | ~[]byte](s T, i int) int {
 	for i < len(s) && isSpace(s[i]) {
 		i++
 	}
 	return i
 }
-
-func blank(s string) bool { return skipSpace(s, 0) == len(s) }
 
 func allDigits(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -109,14 +109,24 @@ func (d *Device) OffNode() (n int, ok bool) {
 		return 0, false
 	}
 	for _, q := range d.Completion() {
-		if !q.Affinity.OK {
+		off, ok := d.IRQOffNode(q)
+		if !ok {
 			return 0, false
 		}
-		if !q.Affinity.V.SubsetOf(d.PCI.LocalCPUs.V) {
+		if off {
 			n++
 		}
 	}
 	return n, true
+}
+
+// IRQOffNode reports whether one IRQ of the device is allowed on a CPU
+// outside the device's local_cpulist; ok is false when either is unknown.
+func (d *Device) IRQOffNode(q *DeviceIRQ) (off, ok bool) {
+	if !q.Affinity.OK || !d.PCI.LocalCPUs.OK {
+		return false, false
+	}
+	return !q.Affinity.V.SubsetOf(d.PCI.LocalCPUs.V), true
 }
 
 // CPUsUsed is the set of CPUs the completion IRQs are delivered to
@@ -150,7 +160,9 @@ func Read(ctx context.Context, host hostfs.Host, keep func(string) bool) (*Snaps
 	s := &Snapshot{Devices: make([]Device, len(devs))}
 	for i, d := range devs {
 		s.Devices[i] = Device{Name: d.Name, PCI: d.PCI}
-		s.Errors = append(s.Errors, d.PCI.Errors...)
+		// Only what IRQ placement needs: a garbage numa_node is the
+		// pci collector's error, not this one's.
+		s.Errors = append(s.Errors, d.PCI.ErrorsFor("device", "local_cpulist", "msi_irqs")...)
 	}
 	if b, err := host.Proc.ReadFile("interrupts"); err != nil {
 		s.Errors = append(s.Errors, err)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,28 @@ func (f *Function) LinkDegraded() (degraded, ok bool) {
 		return false, false
 	}
 	return f.LinkSpeed.V < f.MaxLinkSpeed.V || f.LinkWidth.V < f.MaxLinkWidth.V, true
+}
+
+// ErrorsFor returns the errors met on the named files of the function
+// ("local_cpulist", "msi_irqs"; "device" for the link itself), so a reader
+// that needs only some of them reports only its own.
+func (f *Function) ErrorsFor(files ...string) []error {
+	var out []error
+	for _, err := range f.Errors {
+		var p string
+		var pe *ParseError
+		var fe *fs.PathError
+		switch {
+		case errors.As(err, &pe):
+			p = pe.Path
+		case errors.As(err, &fe):
+			p = fe.Path
+		}
+		if slices.Contains(files, path.Base(p)) {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 // ParseError is a file that was read but is not in the kernel's format.

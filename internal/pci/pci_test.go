@@ -257,3 +257,25 @@ func FuzzParseNUMANode(f *testing.F) {
 		}
 	})
 }
+
+func TestErrorsFor(t *testing.T) {
+	sys := &hostfstest.Faulty{Base: fixtureHost(t, "numa-remote").Sys,
+		Errors: map[string]error{
+			"class/infiniband/mlx5_0/device/local_cpulist": syscall.EIO,
+			"class/infiniband/mlx5_0/device/msi_irqs":      syscall.EACCES,
+		},
+		Contents: map[string][]byte{"class/infiniband/mlx5_0/device/numa_node": []byte("x\n")}}
+	f := ReadFunction(sys, "class/infiniband/mlx5_0/device")
+	if len(f.Errors) != 3 {
+		t.Fatalf("errors %v", f.Errors)
+	}
+	if got := f.ErrorsFor("local_cpulist"); len(got) != 1 || !errors.Is(got[0], syscall.EIO) {
+		t.Errorf("local_cpulist: %v", got)
+	}
+	if got := f.ErrorsFor("numa_node", "msi_irqs"); len(got) != 2 {
+		t.Errorf("numa_node, msi_irqs: %v", got)
+	}
+	if got := f.ErrorsFor("device"); len(got) != 0 {
+		t.Errorf("device: %v", got)
+	}
+}

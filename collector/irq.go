@@ -1,0 +1,118 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+)
+
+var irqPerIRQ = kingpin.Flag("collector.irq.per-irq",
+	"Also export one series per RDMA IRQ (rdma_device_irq_info, rdma_device_irq_interrupts_total, rdma_device_irq_off_node): tens to hundreds per device.").Bool()
+
+func init() {
+	registerCollector("irq", true, "completion IRQs of each RDMA device, where they may and do run against the device's NUMA-local CPUs, and whether irqbalance runs",
+		func(env Env) (Collector, error) {
+			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
+			if err != nil {
+				return nil, err
+			}
+			return NewIRQCollector(env, filter, *irqPerIRQ), nil
+		})
+}
+
+type irqCollector struct {
+	host   hostfs.Host
+	filter DeviceFilter
+	perIRQ bool
+
+	irqs, offNode, cpus, irqbalance *prometheus.Desc
+	irqInfo, irqTotal, irqOffNode   *prometheus.Desc
+}
+
+// NewIRQCollector builds the irq collector; perIRQ adds the per-IRQ series.
+// It is a thin layer over irq.Read, whose snapshot the placement checks
+// judge the same way.
+func NewIRQCollector(env Env, filter DeviceFilter, perIRQ bool) Collector {
+	dl := []string{"device"}
+	il := []string{"device", "irq"}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
+	}
+	return &irqCollector{
+		host:   env.Host,
+		filter: filter,
+		perIRQ: perIRQ,
+		irqs:   d("device_irqs", "Completion IRQs of the RDMA device's PCI function in /proc/interrupts.", dl),
+		offNode: d("device_irqs_off_node",
+			"Completion IRQs allowed (smp_affinity_list) on at least one CPU outside the device's local_cpulist.", dl),
+		cpus: d("device_irq_cpus",
+			"Distinct CPUs the completion IRQs are delivered to (effective_affinity_list, else smp_affinity_list); 1 means all on one CPU.", dl),
+		irqbalance: d("host_irqbalance_running",
+			"1 when an irqbalance process runs in this PID namespace (it rewrites IRQ affinity, undoing manual pinning).", nil),
+		irqInfo: d("device_irq_info", "One RDMA IRQ: action name, kind (completion, control, subfunction, other) and affinity lists; always 1.",
+			[]string{"device", "irq", "name", "kind", "smp_affinity_list", "effective_affinity_list"}),
+		irqTotal: d("device_irq_interrupts_total", "Interrupts of one RDMA IRQ, summed over the online CPUs.", il),
+		irqOffNode: d("device_irq_off_node",
+			"1 when the IRQ is allowed on a CPU outside the device's local_cpulist.", il),
+	}
+}
+
+func (c *irqCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	s, err := irq.Read(ctx, c.host, c.filter.Keep)
+	if err != nil {
+		if errors.Is(err, infiniband.ErrNoClass) {
+			return nil
+		}
+		if s == nil {
+			return err
+		}
+	}
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		if n, ok := d.CompletionCount(); ok {
+			gauge(ch, c.irqs, float64(n), d.Name)
+		}
+		if n, ok := d.OffNode(); ok {
+			gauge(ch, c.offNode, float64(n), d.Name)
+		}
+		if used, ok := d.CPUsUsed(); ok {
+			gauge(ch, c.cpus, float64(used.Len()), d.Name)
+		}
+		if c.perIRQ {
+			c.each(ch, d)
+		}
+	}
+	if s.Irqbalance.OK {
+		gauge(ch, c.irqbalance, b2f(len(s.Irqbalance.V) > 0))
+	}
+	return errors.Join(append(s.Errors, err)...)
+}
+
+func (c *irqCollector) each(ch chan<- prometheus.Metric, d *irq.Device) {
+	for k := range d.IRQs {
+		q := &d.IRQs[k]
+		num := strconv.Itoa(q.Number)
+		var aff, eff string
+		if q.Affinity.OK {
+			aff = q.Affinity.V.String()
+		}
+		if q.Effective.OK {
+			eff = q.Effective.V.String()
+		}
+		gauge(ch, c.irqInfo, 1, d.Name, num, q.Name, q.Vector.Kind.String(), aff, eff)
+		counter(ch, c.irqTotal, float64(q.Total()), d.Name, num)
+		if off, ok := d.IRQOffNode(q); ok {
+			gauge(ch, c.irqOffNode, b2f(off), d.Name, num)
+		}
+	}
+}
