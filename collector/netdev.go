@@ -92,6 +92,9 @@ func NewNetdevCollector(env Env, filter DeviceFilter, et *netdev.Ethtool) Collec
 	if LiveSysfs(env.Host.Sys) {
 		// Only the live /sys can be read by rdmamap's fixed paths.
 		c.opts.Mapper = netdev.LiveMapper{}
+		if env.Logger != nil {
+			env.Logger.Debug("sysfs is the live /sys: RDMA device and character device mapping through rdmamap")
+		}
 	}
 	return c
 }
