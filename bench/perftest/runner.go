@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -396,7 +397,23 @@ func (r *Runner) start(ctx context.Context, o *Outcome, path string, args []stri
 	o.cmd = cmd
 	o.waitDone = make(chan struct{})
 	o.started = time.Now()
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process; Go may end a thread whose goroutine exits while locked to
+	// it. The reaper goroutine therefore starts the child from a thread it
+	// holds until the child has been reaped.
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		r.reap(ctx, o, cmd, dir, exited)
+	}()
+	if err := <-started; err != nil {
 		os.RemoveAll(dir)
 		close(o.waitDone)
 		var pe *fs.PathError
@@ -406,7 +423,6 @@ func (r *Runner) start(ctx context.Context, o *Outcome, path string, args []stri
 		return fmt.Errorf("perftest %s: %w", o.Side, err)
 	}
 	r.logger().Debug("perftest started", "side", o.Side, "pid", cmd.Process.Pid, "cmd", path, "args", strings.Join(args, " "))
-	exited := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -414,34 +430,37 @@ func (r *Runner) start(ctx context.Context, o *Outcome, path string, args []stri
 		case <-exited:
 		}
 	}()
-	go func() {
-		defer close(o.waitDone)
-		defer os.RemoveAll(dir)
-		werr := cmd.Wait()
-		close(exited)
-		// The leader is gone; anything it left in its group goes too.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		o.Wall = time.Since(o.started)
-		o.Stdout, o.Stderr = o.stdout.Bytes(), o.stderr.Bytes()
-		o.mu.Lock()
-		killed := o.killed
-		o.mu.Unlock()
-		o.Exit = exitOf(cmd.ProcessState, werr, killed)
-		if cmd.ProcessState != nil {
-			o.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		}
-		o.Report, o.Err = Interpret(o.Stdout, o.Stderr, o.Exit)
-		var e *Error
-		if errors.As(o.Err, &e) {
-			e.Side = o.Side
-			if killed && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				e.Detail = "cancelled"
-			}
-		}
-		r.logger().Debug("perftest finished", "side", o.Side, "pid", cmd.Process.Pid, "exit", o.Exit.Code,
-			"signal", o.Exit.Signal, "wall", o.Wall, "err", o.Err)
-	}()
 	return nil
+}
+
+// reap waits for the child, kills what is left of its group, and
+// interprets its output; o.waitDone is closed after that.
+func (r *Runner) reap(ctx context.Context, o *Outcome, cmd *exec.Cmd, dir string, exited chan struct{}) {
+	defer close(o.waitDone)
+	defer os.RemoveAll(dir)
+	werr := cmd.Wait()
+	close(exited)
+	// The leader is gone; anything it left in its group goes too.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	o.Wall = time.Since(o.started)
+	o.Stdout, o.Stderr = o.stdout.Bytes(), o.stderr.Bytes()
+	o.mu.Lock()
+	killed := o.killed
+	o.mu.Unlock()
+	o.Exit = exitOf(cmd.ProcessState, werr, killed)
+	if cmd.ProcessState != nil {
+		o.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	o.Report, o.Err = Interpret(o.Stdout, o.Stderr, o.Exit)
+	var e *Error
+	if errors.As(o.Err, &e) {
+		e.Side = o.Side
+		if killed && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			e.Detail = "cancelled"
+		}
+	}
+	r.logger().Debug("perftest finished", "side", o.Side, "pid", cmd.Process.Pid, "exit", o.Exit.Code,
+		"signal", o.Exit.Signal, "wall", o.Wall, "err", o.Err)
 }
 
 func exitOf(ps *os.ProcessState, werr error, killed bool) Exit {

@@ -350,3 +350,48 @@ func TestRealPerftestNoDevice(t *testing.T) {
 		t.Errorf("children left: %v", c)
 	}
 }
+
+// TestMain lets the test binary act as a prober process for
+// TestRunnerParentDies.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("RDMA_DOCTOR_RUNNER_HELPER"); dir != "" {
+		r := &Runner{Dir: dir, Locks: &DeviceLocks{}, Setup: time.Hour, ListenWait: 100 * time.Millisecond}
+		p := Params{Test: WriteBW, Device: "mlx5_0", Duration: 300 * time.Second}
+		r.Loopback(context.Background(), p, p)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestRunnerParentDies: when rdma_doctor itself is killed (no chance to
+// clean up), its perftest processes die with it (Pdeathsig) instead of
+// holding the device and the port.
+func TestRunnerParentDies(t *testing.T) {
+	d := installFake(t, map[Test]sides{WriteBW: {Server: behaviour{Mode: "hang"}, Client: behaviour{Mode: "hang"}}})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := exec.Command(exe, "-test.run=^$")
+	helper.Env = append(os.Environ(), "RDMA_DOCTOR_RUNNER_HELPER="+string(d.Dir))
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(d.calls(t)) < 2; i++ {
+		if i > 1000 {
+			_ = helper.Process.Kill()
+			t.Fatal("the helper's perftest processes did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := helper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = helper.Wait()
+	for _, c := range d.calls(t) {
+		if !waitGone(c.Pid) {
+			t.Errorf("%s pid %d outlived its killed parent", c.Side, c.Pid)
+			_ = syscallKill(c.Pid)
+		}
+	}
+}
