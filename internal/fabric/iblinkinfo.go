@@ -321,7 +321,7 @@ func (p *parser) parseRemote(b []byte, l *Link) bool {
 	rest := b[sp:]
 	q1 := bytes.IndexByte(rest, '"')
 	descEnd := bytes.LastIndex(rest, []byte(`" (`))
-	if q1 < 0 || descEnd < q1 || rest[len(rest)-1] != ')' {
+	if q1 < 0 || descEnd <= q1 || rest[len(rest)-1] != ')' {
 		return false
 	}
 	lid, port, ok := parseLIDPort(rest[:q1])
