@@ -13,8 +13,11 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
@@ -471,5 +474,23 @@ func TestIPoIBChecks(t *testing.T) {
 		if f := findingOf(t, fs, tc.target); f.Severity != tc.sev || (f.Severity == Warn && f.Remedy == "") {
 			t.Errorf("%q %s: %+v, want %s", tc.cfg, tc.target, f, tc.sev)
 		}
+	}
+}
+
+func TestIRQIncompleteSkips(t *testing.T) {
+	local, _ := cpulist.Parse("0-3")
+	q := &irq.IRQ{Number: 100, Name: "mlx5_comp0@pci:0000:3b:00.0"}
+	d := irq.Device{Name: "mlx5_0", PCI: pci.Function{Address: "0000:3b:00.0", LocalCPUs: infiniband.Opt[cpulist.Set]{V: local, OK: true}},
+		IRQs: []irq.DeviceIRQ{{IRQ: q, Vector: irq.Vector{Kind: irq.Completion}, Affinity: infiniband.Opt[cpulist.Set]{V: cpulist.Of(9), OK: true}}}}
+	s := snapWith()
+	s.Placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
+	fs, _ := checkIRQLocal(s, nil, &config.Config{})
+	if f := findingOf(t, fs, "mlx5_0"); f.Severity != Warn || !strings.Contains(f.Evidence, "irq 100") {
+		t.Errorf("off-node IRQ: %+v", f)
+	}
+	s.Placement.Devices[0].Incomplete = true
+	fs, _ = checkIRQLocal(s, nil, &config.Config{})
+	if f := findingOf(t, fs, "mlx5_0"); f.Severity != Skip || !strings.Contains(f.Evidence, "torn") {
+		t.Errorf("incomplete IRQ list: %+v", f)
 	}
 }

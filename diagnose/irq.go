@@ -89,7 +89,10 @@ func irqList(qs []*irq.DeviceIRQ, max int) string {
 
 func affinityUnknown(d *irq.Device) Finding {
 	why := "the affinity of a completion IRQ cannot be read (/proc/irq/N is hidden, e.g. in a container without the host's /proc)"
-	if !d.PCI.LocalCPUs.OK {
+	switch {
+	case d.Incomplete:
+		why = "a line of /proc/interrupts that belongs to " + d.Name + " was torn or unexpected: its IRQ list is incomplete, so no count over it is judged"
+	case !d.PCI.LocalCPUs.OK:
 		why = "local_cpulist of " + d.PCI.Address + " cannot be read"
 	}
 	return Finding{Severity: Skip, Target: d.Name, Evidence: why}
@@ -115,7 +118,7 @@ func checkIRQLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 		} else {
 			var off []*irq.DeviceIRQ
 			for _, q := range comp {
-				if !q.Affinity.V.SubsetOf(local) {
+				if o, _ := d.IRQOffNode(q); o {
 					off = append(off, q)
 				}
 			}
