@@ -21,7 +21,7 @@ import (
 
 var (
 	smSminfoPath = kingpin.Flag("collector.sm.sminfo-path",
-		"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device.").
+		"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device (/sys/class/infiniband_mad/umadN and /dev/infiniband/umadN below --path.rootfs).").
 		Default("sminfo").String()
 	smSminfoInterval = kingpin.Flag("collector.sm.sminfo-interval", "Interval between sminfo runs.").Default("1m").Duration()
 	smSminfoTimeout  = kingpin.Flag("collector.sm.sminfo-timeout", "Timeout of one sminfo run; its process group is killed after it.").Default("10s").Duration()
@@ -81,7 +81,7 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 		logger: env.Logger,
 		runner: sm.NewRunner(sm.RunnerConfig{
 			Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: env.Logger,
-			Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.Targets(ctx, env.Host.Sys, o.Keep) },
+			Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.TargetsOn(ctx, env.Host, o.Keep) },
 		}),
 		success:     d("sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM, no umad access).", pl...),
 		runs:        d("sminfo_runs_total", "sminfo runs through this port.", pl...),
@@ -125,7 +125,7 @@ func (c *SMCollector) Runner() *sm.Runner { return c.runner }
 func (c *SMCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	var errs []error
 	st := c.runner.Status()
-	if st.TargetsErr != nil && !errors.Is(st.TargetsErr, sm.ErrNoUmad) {
+	if st.TargetsErr != nil && !errors.Is(st.TargetsErr, sm.ErrNoUmad) && !errors.Is(st.TargetsErr, sm.ErrNoUmadDevice) {
 		errs = append(errs, st.TargetsErr)
 	}
 	for i := range st.Ports {

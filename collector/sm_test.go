@@ -82,7 +82,8 @@ rdma_sm_opensm_defaults_info{guids="0x946dae0300cdf100",path="/etc/sysconfig/ope
 		"rdma_sm_opensm_process_info", "rdma_sm_opensm_running", "rdma_sm_opensm_defaults_info"); err != nil {
 		t.Error(err)
 	}
-	// Without umad (the fixture has none) sminfo never runs: no series.
+	// The fixture has no /dev/infiniband/umad0 (sysfs may list umad devices):
+	// sminfo never runs, no series.
 	c.Runner().RunOnce(context.Background())
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", c), "rdma_sm_sminfo_success"); n != 0 {
 		t.Errorf("%d sminfo series on a host without umad", n)
@@ -125,8 +126,9 @@ func copyHost(t *testing.T, host string) string {
 
 func addUmad(t *testing.T, root, dev string) {
 	t.Helper()
-	for name, v := range map[string]string{"abi_version": "5", "umad0/ibdev": dev, "umad0/port": "1"} {
-		p := filepath.Join(root, "sys/class/infiniband_mad", name)
+	for name, v := range map[string]string{"sys/class/infiniband_mad/abi_version": "5", "sys/class/infiniband_mad/umad0/ibdev": dev,
+		"sys/class/infiniband_mad/umad0/port": "1", "dev/infiniband/umad0": ""} {
+		p := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}

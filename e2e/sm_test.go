@@ -174,6 +174,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/abi_version"), "5\n")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/ibdev"), "mlx5_0\n")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/port"), "1\n")
+	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
 	iblinkinfo := smFakeTool(t, "iblinkinfo", "cat "+smToolFixture(t, "iblinkinfo-l-generated-hdr-fdr-downgrade.txt")+"\n")
 
 	for _, format := range []string{"logfmt", "json"} {
@@ -250,6 +251,7 @@ func TestSminfoBackground(t *testing.T) {
 	root := smCopyHost(t, "sm-opensm")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/ibdev"), "mlx5_0\n")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/port"), "1\n")
+	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
 
 	ok := smFakeTool(t, "sminfo", "cat "+smToolFixture(t, "sminfo-master-ibsim.txt")+"\n")
 	e := start(t, "--path.rootfs="+root, "--collector.sm.sminfo-path="+ok)
@@ -302,6 +304,7 @@ func TestRealSminfoOnFixture(t *testing.T) {
 	root := smCopyHost(t, "sm-opensm")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/ibdev"), "mlx5_0\n")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/port"), "1\n")
+	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
 	e := start(t, "--path.rootfs="+root, "--collector.sm.sminfo-path="+real)
 	smWaitFor(t, e.addr, `rdma_sm_sminfo_failures_total{device="mlx5_0",port="1"} 1`)
 	if !strings.Contains(e.stderr.String(), "Failed to open 'mlx5_0' port '1'") {

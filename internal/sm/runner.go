@@ -130,7 +130,7 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	r.mu.Unlock()
 	if terr != nil && (prevErr == nil || prevErr.Error() != terr.Error()) {
 		level := slog.LevelWarn
-		if errors.Is(terr, ErrNoUmad) {
+		if errors.Is(terr, ErrNoUmad) || errors.Is(terr, ErrNoUmadDevice) {
 			level = slog.LevelInfo // no MAD access is a host property, not a fault
 		}
 		r.cfg.Logger.Log(ctx, level, "sminfo: finding ports to query", "err", terr)

@@ -280,6 +280,25 @@ func TestTargets(t *testing.T) {
 		t.Errorf("targets = %v", got)
 	}
 
+	// TargetsOn also wants the device node below the root: none, then
+	// only umad0's.
+	root := t.TempDir()
+	host := hostfs.Host{Sys: sys, Root: hostfs.Dir(root)}
+	if _, err := TargetsOn(context.Background(), host, nil); !errors.Is(err, ErrNoUmadDevice) {
+		t.Errorf("no /dev/infiniband: err = %v, want ErrNoUmadDevice", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "dev/infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"umad3", "issm0", "uverbs0"} {
+		if err := os.WriteFile(filepath.Join(root, "dev/infiniband", n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := TargetsOn(context.Background(), host, nil); err != nil || len(got) != 1 || got[0] != (Target{"mlx5_4", 1}) {
+		t.Errorf("TargetsOn with only umad3 = %v, %v; want [mlx5_4/1]", got, err)
+	}
+
 	noUmad := writeTree(t, port("mlx5_0", 1, "InfiniBand", "4: ACTIVE", "5: LinkUp", "0x1"))
 	if _, err := Targets(context.Background(), noUmad, nil); !errors.Is(err, ErrNoUmad) {
 		t.Errorf("err = %v, want ErrNoUmad", err)

@@ -112,6 +112,50 @@ func Targets(ctx context.Context, sys hostfs.FS, keep func(string) bool) ([]Targ
 	return out, errors.Join(uerr, err)
 }
 
+// DevDir is where the umad device nodes live below the root file system.
+const DevDir = "dev/infiniband"
+
+// ErrNoUmadDevice means ib_umad is loaded (sysfs lists umad devices) but
+// the root file system has no /dev/infiniband/umadN node for them: in a
+// container, /dev/infiniband is not mounted, so no MAD tool can work.
+var ErrNoUmadDevice = errors.New("no /" + DevDir + "/umad* device nodes below the root file system: MAD tools cannot run (mount /dev/infiniband)")
+
+// TargetsOn is Targets restricted to ports whose umad device node exists
+// below the host's root (/dev/infiniband/umadN): sminfo opens it, so a
+// port without one cannot be queried. The node is only listed, never
+// opened.
+func TargetsOn(ctx context.Context, host hostfs.Host, keep func(string) bool) ([]Target, error) {
+	umads, uerr := ReadUmads(host.Sys)
+	if errors.Is(uerr, ErrNoUmad) {
+		return nil, uerr
+	}
+	entries, err := host.Root.ReadDir(DevDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNoUmadDevice
+		}
+		return nil, fmt.Errorf("listing /%s: %w", DevDir, err)
+	}
+	nodes := map[string]bool{}
+	for _, e := range entries {
+		nodes[e.Name()] = true
+	}
+	have := map[Target]bool{}
+	for _, u := range umads {
+		if nodes[u.Name] {
+			have[Target{u.Device, u.Port}] = true
+		}
+	}
+	all, err := Targets(ctx, host.Sys, keep)
+	var out []Target
+	for _, t := range all {
+		if have[t] {
+			out = append(out, t)
+		}
+	}
+	return out, err
+}
+
 func findPort(c *infiniband.Class, dev string, port int) *infiniband.Port {
 	for i := range c.Devices {
 		d := &c.Devices[i]
