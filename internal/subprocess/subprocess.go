@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -160,8 +161,12 @@ func failureLine(stdout, stderr []byte) string {
 	if len(s) > 300 {
 		s = s[:300] + "..."
 	}
-	return s
+	// "ibwarn: [31250] ..." carries the pid: without it, the same failure
+	// reads the same every run, and is logged once.
+	return pidTag.ReplaceAllString(s, "[pid]")
 }
+
+var pidTag = regexp.MustCompile(`\[[0-9]+\]`)
 
 func lastLine(b []byte) string {
 	s := strings.TrimSpace(string(b))

@@ -66,6 +66,8 @@ func TestRunOutputAndExitStatus(t *testing.T) {
 		{name: "args", body: `printf '%s|' "$@"`, wantOut: "a b|c|"},
 		{name: "fails with the last stderr line", body: "echo 'ibwarn: x' >&2; echo 'sminfo: iberror: failed: query' >&2; exit 255",
 			wantErr: "exit status 255: sminfo: iberror: failed: query"},
+		{name: "pid in the message is masked", body: "echo 'ibwarn: [31250] mad_rpc_open_port: cannot open UMAD port' >&2; exit 1",
+			wantErr: "exit status 1: ibwarn: [pid] mad_rpc_open_port"},
 		{name: "too large", body: "head -c 5000 /dev/zero", wantErrType: ErrOutputTooLarge},
 	}
 	for _, tt := range tests {
