@@ -272,12 +272,19 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 		}
 	}
 
-	if opts.Ethtool != nil {
+	if opts.Ethtool != nil && len(s.Netdevs) > 0 {
+		// One netlink dump of the kernel's interfaces, not one per netdev.
+		kernel := map[string]int{}
+		if ifs, err := net.Interfaces(); err == nil {
+			for _, ifi := range ifs {
+				kernel[ifi.Name] = ifi.Index
+			}
+		}
 		for i := range s.Netdevs {
 			if ctx.Err() != nil {
 				break
 			}
-			r.ethtool(&s.Netdevs[i], opts.Ethtool)
+			r.ethtool(&s.Netdevs[i], opts.Ethtool, kernel)
 		}
 	}
 
@@ -440,12 +447,9 @@ func (r *reader) isMlx5(nd *Netdev) (mlx5, known bool) {
 // and the same ifindex as the sysfs tree says. A fixture tree, or a pod
 // without the host network, names interfaces the kernel here does not
 // have (or has as something else); those are skipped, not errors.
-func (r *reader) ethtool(nd *Netdev, e *Ethtool) {
-	if !nd.IfIndex.OK {
-		return
-	}
-	ifi, err := net.InterfaceByName(nd.Name)
-	if err != nil || uint64(ifi.Index) != nd.IfIndex.V {
+func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel map[string]int) {
+	idx, ok := kernel[nd.Name]
+	if !nd.IfIndex.OK || !ok || uint64(idx) != nd.IfIndex.V {
 		return
 	}
 	info, err := e.Query(nd.Name)
