@@ -171,7 +171,7 @@ func newSMRunner(a *App, keep func(string) bool) *sm.Runner {
 	}
 	cfg := sm.RunnerConfig{
 		Path:    flagValue(a, "collector.sm.sminfo-path"),
-		Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.Targets(ctx, a.Host.Sys, keep) },
+		Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.TargetsOn(ctx, a.Host, keep) },
 		Logger:  slog.New(slog.DiscardHandler),
 	}
 	if d, err := time.ParseDuration(flagValue(a, "collector.sm.sminfo-timeout")); err == nil {

@@ -125,16 +125,17 @@ var ErrNoUmadDevice = errors.New("no /" + DevDir + "/umad* device nodes below th
 // port without one cannot be queried. The node is only listed, never
 // opened.
 func TargetsOn(ctx context.Context, host hostfs.Host, keep func(string) bool) ([]Target, error) {
-	umads, uerr := ReadUmads(host.Sys)
-	if errors.Is(uerr, ErrNoUmad) {
-		return nil, uerr
+	all, err := Targets(ctx, host.Sys, keep)
+	if len(all) == 0 {
+		return nil, err // nothing to query: no need for device nodes
 	}
-	entries, err := host.Root.ReadDir(DevDir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+	umads, _ := ReadUmads(host.Sys) // Targets read them already; errors reported there
+	entries, derr := host.Root.ReadDir(DevDir)
+	if derr != nil {
+		if errors.Is(derr, fs.ErrNotExist) {
 			return nil, ErrNoUmadDevice
 		}
-		return nil, fmt.Errorf("listing /%s: %w", DevDir, err)
+		return nil, fmt.Errorf("listing /%s: %w", DevDir, derr)
 	}
 	nodes := map[string]bool{}
 	for _, e := range entries {
@@ -146,12 +147,14 @@ func TargetsOn(ctx context.Context, host hostfs.Host, keep func(string) bool) ([
 			have[Target{u.Device, u.Port}] = true
 		}
 	}
-	all, err := Targets(ctx, host.Sys, keep)
 	var out []Target
 	for _, t := range all {
 		if have[t] {
 			out = append(out, t)
 		}
+	}
+	if len(out) == 0 && err == nil {
+		err = ErrNoUmadDevice
 	}
 	return out, err
 }
