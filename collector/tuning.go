@@ -30,7 +30,13 @@ func init() {
 					mods = append(mods, m)
 				}
 			}
-			return NewTuningCollector(env, mods), nil
+			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
+			if err != nil {
+				return nil, err
+			}
+			c := NewTuningCollector(env, mods).(*tuningCollector)
+			c.filter = filter
+			return c, nil
 		})
 }
 
@@ -38,6 +44,9 @@ type tuningCollector struct {
 	host    hostfs.Host
 	opts    tuning.Options
 	modules []string
+	// filter hides the rdma cgroup limits of excluded devices, so that no
+	// series names a device the operator excluded.
+	filter DeviceFilter
 
 	hugepages, hugepagesFree, nodeHugepages, nodeHugepagesFree *prometheus.Desc
 	sysctl, governor, thp, kernel, selinux, module             *prometheus.Desc
@@ -146,6 +155,9 @@ func (c *tuningCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		gauge(ch, c.memlockProcs, float64(n), name)
 	}
 	for _, l := range s.RDMACgroups {
+		if !c.filter.Keep(l.Device) {
+			continue
+		}
 		gauge(ch, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")
 		gauge(ch, c.cgroupRDMA, limitValue(l.HCAObject), l.Cgroup, l.Device, "hca_object")
 	}

@@ -149,3 +149,16 @@ func BenchmarkScrapeTuning(b *testing.B) {
 	c := NewTuningCollector(benchEnv(b, "dgx-h100"), tuning.DefaultModules)
 	benchCollector(b, c)
 }
+
+// The device filter also hides rdma cgroup limits of excluded devices.
+func TestTuningDeviceFilter(t *testing.T) {
+	c := tuningOn(t, "dgx-h100", nil)
+	f, err := NewDeviceFilter("", "mlx5_[4-9]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.filter = f
+	if n, err := testutil.GatherAndCount(gatherOne(t, "tuning", c), "rdma_host_cgroup_rdma_limit"); err != nil || n != 4 {
+		t.Errorf("%d cgroup limit series, %v; want 4 (mlx5_0 and mlx5_1)", n, err)
+	}
+}
