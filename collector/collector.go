@@ -82,6 +82,18 @@ type Aggregator struct {
 	logger     *slog.Logger
 	timeout    time.Duration
 	errLog     *onceLogger
+
+	// flightMu guards flight, the collection in progress (nil when none).
+	flightMu sync.Mutex
+	flight   *flight
+}
+
+// flight is one collection that concurrent scrapes share: they wait for it
+// and reuse its metrics instead of each reading the whole host tree again.
+type flight struct {
+	done    chan struct{} // closed when metrics is complete
+	metrics []prometheus.Metric
+	waiters int // scrapes sharing it besides the one that started it (tests)
 }
 
 // New builds every enabled collector. only, if non-empty, restricts the set
@@ -148,10 +160,93 @@ func (b bound) Describe(ch chan<- *prometheus.Desc) {
 
 func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
 
-// Collect runs every collector concurrently. A collector that misses the
+// Collect sends the metrics of one collection to ch. Scrapes that arrive
+// while a collection runs share it (singleflight): a burst of 32 parallel
+// scrapes reads the host once, not 32 times. The collection runs under the
+// first scrape's deadline, detached from its cancellation, so a client that
+// hangs up does not fail the collection for the others. A scrape whose own
+// deadline ends before the shared collection does reports every collector
+// failed rather than waiting past its deadline. Constant metrics are
+// immutable, so sharing them between responses is safe.
+func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
+	a.flightMu.Lock()
+	f := a.flight
+	if f != nil {
+		f.waiters++
+		a.flightMu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			a.missed(ctx, ch)
+			return
+		}
+	} else {
+		f = &flight{done: make(chan struct{})}
+		a.flight = f
+		a.flightMu.Unlock()
+		shared, cancel := detach(ctx)
+		f.metrics = a.collectOnce(shared)
+		cancel()
+		a.flightMu.Lock()
+		a.flight = nil
+		a.flightMu.Unlock()
+		close(f.done)
+	}
+	for _, m := range f.metrics {
+		ch <- m
+	}
+}
+
+// waiters reports how many scrapes share the collection in progress.
+func (a *Aggregator) waiters() int {
+	a.flightMu.Lock()
+	defer a.flightMu.Unlock()
+	if a.flight == nil {
+		return 0
+	}
+	return a.flight.waiters
+}
+
+// detach keeps ctx's deadline and values but not its cancellation.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, deadline)
+	}
+	return d, func() {}
+}
+
+// missed reports every collector failed for a scrape that gave up waiting
+// for the shared collection.
+func (a *Aggregator) missed(ctx context.Context, ch chan<- prometheus.Metric) {
+	for _, name := range a.names {
+		a.errLog.log(name, fmt.Errorf("collector %s: scrape deadline passed while waiting for the shared collection: %w", name, ctx.Err()))
+		ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, 0, name)
+		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.GaugeValue, 1, name)
+	}
+}
+
+// collectOnce runs one collection and returns its metrics.
+func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
+	ch := make(chan prometheus.Metric, 256)
+	var out []prometheus.Metric
+	drained := make(chan struct{})
+	go func() {
+		for m := range ch {
+			out = append(out, m)
+		}
+		close(drained)
+	}()
+	a.collect(ctx, ch)
+	close(ch)
+	<-drained
+	return out
+}
+
+// collect runs every collector concurrently. A collector that misses the
 // deadline is reported as failed and its late metrics are dropped, so a hung
 // sysfs read cannot hold the scrape.
-func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
+func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	if a.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
