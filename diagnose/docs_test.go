@@ -15,7 +15,20 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the generated sections of docs/diagnose.md")
 
-const docsPath = "../docs/diagnose.md"
+const (
+	docsPath   = "../docs/diagnose.md"
+	readmePath = "../README.md"
+)
+
+// checkIDs renders the short list of check ids the README carries.
+func checkIDs() string {
+	var b strings.Builder
+	b.WriteString("| id | checks that |\n|---|---|\n")
+	for _, c := range Checks() {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", c.ID, strings.ReplaceAll(c.Title, "|", `\|`))
+	}
+	return b.String()
+}
 
 // checksTable renders the check catalogue from the registry: docs and code
 // cannot drift apart.
@@ -67,27 +80,33 @@ func replaceSection(doc, name, body string) (string, bool) {
 }
 
 // TestDocsListEveryCheck keeps docs/diagnose.md's check table and default
-// limits equal to the code (go test ./diagnose -run TestDocs -update).
+// limits, and the README's list of check ids, equal to the code
+// (go test ./diagnose -run TestDocs -update).
 func TestDocsListEveryCheck(t *testing.T) {
-	b, err := os.ReadFile(docsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	want := doc
-	for name, body := range map[string]string{"checks": checksTable(), "limits": limitsTable()} {
-		var ok bool
-		if want, ok = replaceSection(want, name, body); !ok {
-			t.Fatalf("%s has no %s section markers", docsPath, name)
-		}
-	}
-	if *update && want != doc {
-		if err := os.WriteFile(docsPath, []byte(want), 0o644); err != nil {
+	for path, sections := range map[string]map[string]string{
+		docsPath:   {"checks": checksTable(), "limits": limitsTable()},
+		readmePath: {"check-ids": checkIDs()},
+	} {
+		b, err := os.ReadFile(path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		doc = want
-	}
-	if want != doc {
-		t.Errorf("%s is out of date with the registered checks; run go test ./diagnose -run TestDocs -update", docsPath)
+		doc := string(b)
+		want := doc
+		for name, body := range sections {
+			var ok bool
+			if want, ok = replaceSection(want, name, body); !ok {
+				t.Fatalf("%s has no %s section markers", path, name)
+			}
+		}
+		if *update && want != doc {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			doc = want
+		}
+		if want != doc {
+			t.Errorf("%s is out of date with the registered checks; run go test ./diagnose -run TestDocs -update", path)
+		}
 	}
 }
