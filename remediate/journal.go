@@ -1,0 +1,138 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package remediate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+)
+
+// JournalVersion is the format of the journal file. A journal of another
+// version is refused: its undo data might be read wrongly.
+const JournalVersion = 1
+
+// StateDir and JournalPath are below --path.rootfs.
+const (
+	StateDir    = "var/lib/rdma_doctor"
+	JournalPath = StateDir + "/remediate-journal.json"
+)
+
+// ErrNoJournal is returned by LoadJournal and Rollback when there is
+// nothing to roll back.
+var ErrNoJournal = errors.New("no remediate journal")
+
+// Journal is the undo data of every change applied since the last
+// rollback, in the order they were made.
+type Journal struct {
+	Version int     `json:"version"`
+	Entries []Entry `json:"entries"`
+	// Complete is the end marker: a journal without it was cut short.
+	Complete bool `json:"complete"`
+}
+
+// Entry is the state of one path before the first change to it.
+type Entry struct {
+	Action string `json:"action"`
+	Area   Area   `json:"area"`
+	Path   string `json:"path"`
+	// Kind is "file" or "dir" (a directory the apply created).
+	Kind    string `json:"kind"`
+	Existed bool   `json:"existed"`
+	// Old is the file's exact former content (base64 in JSON).
+	Old  []byte      `json:"old,omitempty"`
+	Mode fs.FileMode `json:"mode,omitempty"`
+}
+
+func (j *Journal) has(a Area, path string) bool {
+	for _, e := range j.Entries {
+		if e.Area == a && e.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadJournal reads the journal; ErrNoJournal when there is none. A
+// truncated or corrupt journal, or one of another version, is an error
+// naming the file.
+func LoadJournal(w Writer) (*Journal, error) {
+	b, err := w.ReadFile(AreaRoot, JournalPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w at /%s", ErrNoJournal, JournalPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read journal /%s: %w", JournalPath, err)
+	}
+	return parseJournal(b)
+}
+
+func parseJournal(b []byte) (*Journal, error) {
+	var j Journal
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("journal /%s is truncated or corrupt (%v): the host was not changed by this run; restore it by hand from the file", JournalPath, err)
+	}
+	if j.Version != JournalVersion {
+		return nil, fmt.Errorf("journal /%s has version %d, this rdma_doctor reads version %d: roll back with the version that wrote it", JournalPath, j.Version, JournalVersion)
+	}
+	if !j.Complete {
+		return nil, fmt.Errorf("journal /%s is truncated (no end marker)", JournalPath)
+	}
+	for i, e := range j.Entries {
+		if (e.Kind != "file" && e.Kind != "dir") || e.Path == "" || strings.Contains(e.Path, "..") ||
+			(e.Area != AreaRoot && e.Area != AreaSys && e.Area != AreaProc) {
+			return nil, fmt.Errorf("journal /%s: entry %d is invalid (%s %s:%s)", JournalPath, i, e.Kind, e.Area, e.Path)
+		}
+	}
+	return &j, nil
+}
+
+// save writes the journal atomically, creating its directory first.
+func (j *Journal) save(w Writer) error {
+	dir := ""
+	for _, part := range strings.Split(StateDir, "/") {
+		dir = strings.TrimPrefix(dir+"/"+part, "/")
+		ok, err := w.Exists(AreaRoot, dir)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := w.Mkdir(AreaRoot, dir); err != nil {
+				return fmt.Errorf("create /%s: %w", dir, err)
+			}
+		}
+	}
+	j.Version, j.Complete = JournalVersion, true
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := w.WriteAtomic(AreaRoot, JournalPath, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write journal /%s: %w", JournalPath, err)
+	}
+	return nil
+}
+
+// removeState removes the journal and the state directories when empty:
+// they are the journal's own (var/lib/rdma_doctor, and var/lib and var on
+// a tree that had none), so a rollback leaves the tree as it was.
+func removeState(w Writer) error {
+	if err := w.Remove(AreaRoot, JournalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	parts := strings.Split(StateDir, "/")
+	for i := len(parts); i > 0; i-- {
+		dir := strings.Join(parts[:i], "/")
+		if err := w.Remove(AreaRoot, dir); err != nil {
+			// Not empty (or gone): the directory is someone else's too.
+			break
+		}
+	}
+	return nil
+}

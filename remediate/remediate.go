@@ -1,0 +1,283 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package remediate turns the diagnose findings that have a safe fix into
+// changes an operator plans, applies and rolls back. Every change goes
+// through a Writer below --path.rootfs, and its undo data is journaled
+// before the change is made.
+package remediate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+)
+
+// Input is what an action plans from: the same snapshot diagnose judges,
+// the config's policies, and the writer (to read the action's own drop-in
+// files, which no reader of host state parses).
+type Input struct {
+	Snap   *diagnose.Snapshot
+	Config *config.Config
+	W      Writer
+}
+
+// Action fixes what one diagnose check finds.
+type Action interface {
+	// ID is the id diagnose names in Finding.Action.
+	ID() string
+	// Checks are the diagnose check ids the action answers.
+	Checks() []string
+	// Plan compares the host with the desired state. No change and a
+	// non-empty note: nothing to do, and why.
+	Plan(in *Input) (changes []Change, notes []string, err error)
+}
+
+// Change is one file write: an attribute of sysfs/procfs written in place,
+// or a drop-in file of the action's own replaced atomically.
+type Change struct {
+	Action string `json:"action"`
+	Check  string `json:"check"`
+	// Target is what the change is about, in words (cpu3, irq 181, a sysctl).
+	Target string `json:"target"`
+	Area   Area   `json:"area"`
+	Path   string `json:"path"`
+	// Current is the present content ("" and Exists false when absent).
+	Current string `json:"current"`
+	Exists  bool   `json:"exists"`
+	Desired string `json:"desired"`
+	// InPlace writes an existing kernel attribute; otherwise the file is
+	// a drop-in written atomically (parents created as needed).
+	InPlace bool `json:"in_place"`
+}
+
+// Manual is a step remediate never takes, with the reason.
+type Manual struct {
+	Topic  string `json:"topic"`
+	Step   string `json:"step"`
+	Reason string `json:"reason"`
+}
+
+// ActionPlan is one action's part of a plan.
+type ActionPlan struct {
+	Action  string   `json:"action"`
+	Checks  []string `json:"checks"`
+	Changes []Change `json:"changes"`
+	// Notes say why there is nothing to do, or what the operator must
+	// also do (irqbalance).
+	Notes []string `json:"notes,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+// Plan is the whole plan.
+type Plan struct {
+	Version int          `json:"version"`
+	Actions []ActionPlan `json:"actions"`
+	Manual  []Manual     `json:"manual"`
+}
+
+// Changes lists every change of the plan in order.
+func (p *Plan) Changes() []Change {
+	var out []Change
+	for _, a := range p.Actions {
+		out = append(out, a.Changes...)
+	}
+	return out
+}
+
+// Refusals are what remediate never does (DESIGN.md, Remediate).
+var Refusals = []Manual{
+	{"selinux", "leave SELinux enforcing; if it blocks RDMA, write a policy module (audit2allow) and review it", "a security policy is the site's decision, never a tuning step"},
+	{"firewall", "open what the fabric needs (e.g. IPoIB TCP ports, rdma_cm) in the site's firewall rules", "disabling or editing a firewall changes the host's exposure"},
+	{"firmware", "flash HCA firmware with mlxfwmanager/mstflint during a maintenance window", "a failed flash can brick the adapter; needs a reset to take effect"},
+	{"drivers", "install or upgrade MLNX_OFED/DOCA or the distribution's rdma-core with the package manager", "driver changes need reboots and validation"},
+	{"subnet-manager", "change the subnet manager (opensm priority, partitions) on the SM node", "the SM serves the whole fabric, not this host"},
+	{"reboot", "reboot when a persistent setting (kernel command line, BIOS power profile, firmware) needs it", "remediate never reboots; runtime changes take effect at once"},
+}
+
+// Actions is every action, in plan order.
+func Actions() []Action {
+	return []Action{sysctlAction{}, governorAction{}, irqAction{}}
+}
+
+// Select returns the actions named in only (all when empty); an unknown
+// id is an error listing the known ones.
+func Select(only []string) ([]Action, error) {
+	all := Actions()
+	if len(only) == 0 {
+		return all, nil
+	}
+	byID := map[string]Action{}
+	var ids []string
+	for _, a := range all {
+		byID[a.ID()] = a
+		ids = append(ids, a.ID())
+	}
+	var out []Action
+	seen := map[string]bool{}
+	for _, id := range only {
+		a, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("unknown remediate action %q (known: %s)", id, strings.Join(ids, ", "))
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// MakePlan plans every action. An action that cannot plan reports its
+// error in its part; the others still plan.
+func MakePlan(in *Input, actions []Action) *Plan {
+	p := &Plan{Version: 1, Manual: Refusals}
+	for _, a := range actions {
+		ap := ActionPlan{Action: a.ID(), Checks: a.Checks()}
+		ch, notes, err := a.Plan(in)
+		if err != nil {
+			ap.Error = err.Error()
+		}
+		ap.Changes, ap.Notes = ch, notes
+		if ap.Changes == nil {
+			ap.Changes = []Change{}
+		}
+		p.Actions = append(p.Actions, ap)
+	}
+	return p
+}
+
+// Result is what an apply did.
+type Result struct {
+	Applied    []Change
+	NotApplied []Change
+}
+
+// Apply makes the changes in order, journaling each path's undo data
+// before its first change. It stops at the first failure: the error names
+// the change, and Result says what was and was not applied.
+func Apply(w Writer, changes []Change) (Result, error) {
+	var r Result
+	j, err := LoadJournal(w)
+	if errors.Is(err, ErrNoJournal) {
+		j, err = &Journal{}, nil
+	}
+	if err != nil {
+		r.NotApplied = changes
+		return r, err
+	}
+	for i, c := range changes {
+		if err := applyOne(w, j, c); err != nil {
+			r.NotApplied = changes[i:]
+			return r, fmt.Errorf("%s %s (%s:%s): %w", c.Action, c.Target, c.Area, c.Path, err)
+		}
+		r.Applied = append(r.Applied, c)
+	}
+	return r, nil
+}
+
+func applyOne(w Writer, j *Journal, c Change) error {
+	exists, err := w.Exists(c.Area, c.Path)
+	if err != nil {
+		return err
+	}
+	if c.InPlace && !exists {
+		return fmt.Errorf("the target vanished since the plan: %w", fs.ErrNotExist)
+	}
+	var old []byte
+	var mode fs.FileMode = 0o644
+	if exists {
+		if old, err = w.ReadFile(c.Area, c.Path); err != nil {
+			return err
+		}
+		if !c.InPlace {
+			fi, err := w.Lstat(c.Area, c.Path)
+			if err != nil {
+				return err
+			}
+			mode = fi.Mode().Perm()
+		}
+		if bytes.Equal(old, []byte(c.Desired)) {
+			return nil
+		}
+	}
+	if !c.InPlace {
+		// Parents of a drop-in, outermost first, journaled before each
+		// is created so rollback removes them.
+		var missing []string
+		for d := path.Dir(c.Path); d != "." && d != "/"; d = path.Dir(d) {
+			ok, err := w.Exists(c.Area, d)
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+			missing = append(missing, d)
+		}
+		sort.Slice(missing, func(a, b int) bool { return len(missing[a]) < len(missing[b]) })
+		for _, d := range missing {
+			if !j.has(c.Area, d) {
+				j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: d, Kind: "dir"})
+				if err := j.save(w); err != nil {
+					return err
+				}
+			}
+			if err := w.Mkdir(c.Area, d); err != nil {
+				return err
+			}
+		}
+	}
+	if !j.has(c.Area, c.Path) {
+		j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: c.Path, Kind: "file", Existed: exists, Old: old, Mode: mode})
+		if err := j.save(w); err != nil {
+			return err
+		}
+	}
+	if c.InPlace {
+		return w.WriteInPlace(c.Area, c.Path, []byte(c.Desired))
+	}
+	return w.WriteAtomic(c.Area, c.Path, []byte(c.Desired), mode)
+}
+
+// Rollback restores every journaled path, newest first: the old content
+// written back, files and directories the apply created removed. Then it
+// removes the journal. It is idempotent: run again after an interrupted
+// rollback it restores the same values; with no journal it returns
+// ErrNoJournal and changes nothing.
+func Rollback(w Writer) (restored []Entry, err error) {
+	j, err := LoadJournal(w)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(j.Entries) - 1; i >= 0; i-- {
+		e := j.Entries[i]
+		var err error
+		switch {
+		case e.Kind == "dir" || !e.Existed:
+			err = w.Remove(e.Area, e.Path)
+			if errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		case e.Area == AreaRoot:
+			err = w.WriteAtomic(e.Area, e.Path, e.Old, e.Mode)
+		default:
+			err = w.WriteInPlace(e.Area, e.Path, e.Old)
+		}
+		if err != nil {
+			return restored, fmt.Errorf("restore %s:%s (action %s): %w; the journal is kept, run rollback again", e.Area, e.Path, e.Action, err)
+		}
+		restored = append(restored, e)
+	}
+	if err := removeState(w); err != nil {
+		return restored, fmt.Errorf("remove journal: %w", err)
+	}
+	return restored, nil
+}

@@ -1,0 +1,249 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package remediate
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Area names the root a journaled path is relative to: the host's root
+// (--path.rootfs), its sysfs or its procfs (--path.sysfs, --path.procfs).
+type Area string
+
+// The areas a change can write to.
+const (
+	AreaRoot Area = "root"
+	AreaSys  Area = "sys"
+	AreaProc Area = "proc"
+)
+
+// Writer is the one seam every change goes through: all writes land below
+// the roots it was built with, so tests apply to copies of fixture trees
+// and inject failures. Paths are slash-separated and relative to the area.
+type Writer interface {
+	ReadFile(a Area, name string) ([]byte, error)
+	// Exists reports whether name exists (any kind).
+	Exists(a Area, name string) (bool, error)
+	// Lstat describes name.
+	Lstat(a Area, name string) (fs.FileInfo, error)
+	// WriteInPlace opens an existing file and writes data (sysfs and
+	// procfs attributes cannot be replaced by a rename).
+	WriteInPlace(a Area, name string, data []byte) error
+	// WriteAtomic replaces or creates a regular file: temp file, fsync,
+	// rename, fsync of the directory, so a crash leaves old or new.
+	WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error
+	Remove(a Area, name string) error
+	Mkdir(a Area, name string) error
+}
+
+// Roots are the directories the areas resolve to.
+type Roots struct{ Root, Sys, Proc string }
+
+// DirWriter writes below Roots.
+type DirWriter struct{ Roots Roots }
+
+func (w DirWriter) path(a Area, name string) (string, error) {
+	var root string
+	switch a {
+	case AreaRoot:
+		root = w.Roots.Root
+	case AreaSys:
+		root = w.Roots.Sys
+	case AreaProc:
+		root = w.Roots.Proc
+	default:
+		return "", fmt.Errorf("unknown area %q", a)
+	}
+	clean := filepath.Clean("/" + filepath.FromSlash(name))
+	if clean == "/" || strings.Contains(name, "..") {
+		return "", fmt.Errorf("%s:%s: not a path below the root", a, name)
+	}
+	return filepath.Join(root, clean), nil
+}
+
+// ReadFile implements Writer.
+func (w DirWriter) ReadFile(a Area, name string) ([]byte, error) {
+	p, err := w.path(a, name)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+// Exists implements Writer.
+func (w DirWriter) Exists(a Area, name string) (bool, error) {
+	p, err := w.path(a, name)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Lstat implements Writer.
+func (w DirWriter) Lstat(a Area, name string) (fs.FileInfo, error) {
+	p, err := w.path(a, name)
+	if err != nil {
+		return nil, err
+	}
+	return os.Lstat(p)
+}
+
+// WriteInPlace implements Writer. It never creates the file: a vanished
+// attribute (an IRQ gone, a netdev renamed) is an error, not a new file.
+func (w DirWriter) WriteInPlace(a Area, name string, data []byte) error {
+	p, err := w.path(a, name)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return f.Close()
+}
+
+// WriteAtomic implements Writer.
+func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error {
+	p, err := w.path(a, name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(p)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Remove implements Writer.
+func (w DirWriter) Remove(a Area, name string) error {
+	p, err := w.path(a, name)
+	if err != nil {
+		return err
+	}
+	return os.Remove(p)
+}
+
+// Mkdir implements Writer.
+func (w DirWriter) Mkdir(a Area, name string) error {
+	p, err := w.path(a, name)
+	if err != nil {
+		return err
+	}
+	return os.Mkdir(p, 0o755)
+}
+
+// ErrInjected is the failure Faulty injects.
+var ErrInjected = errors.New("injected write failure")
+
+// Faulty wraps a Writer and fails the write after FailAfter successful
+// ones, and every write after it, as a process killed half-way would.
+// Reads always pass. For tests of interrupted applies.
+type Faulty struct {
+	W         Writer
+	FailAfter int
+
+	mu     sync.Mutex
+	writes int
+}
+
+func (f *Faulty) count() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.writes >= f.FailAfter {
+		return ErrInjected
+	}
+	f.writes++
+	return nil
+}
+
+// Writes is the number of writes that went through.
+func (f *Faulty) Writes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.writes
+}
+
+// ReadFile implements Writer.
+func (f *Faulty) ReadFile(a Area, name string) ([]byte, error) { return f.W.ReadFile(a, name) }
+
+// Exists implements Writer.
+func (f *Faulty) Exists(a Area, name string) (bool, error) { return f.W.Exists(a, name) }
+
+// Lstat implements Writer.
+func (f *Faulty) Lstat(a Area, name string) (fs.FileInfo, error) { return f.W.Lstat(a, name) }
+
+// WriteInPlace implements Writer.
+func (f *Faulty) WriteInPlace(a Area, name string, data []byte) error {
+	if err := f.count(); err != nil {
+		return err
+	}
+	return f.W.WriteInPlace(a, name, data)
+}
+
+// WriteAtomic implements Writer.
+func (f *Faulty) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error {
+	if err := f.count(); err != nil {
+		return err
+	}
+	return f.W.WriteAtomic(a, name, data, perm)
+}
+
+// Remove implements Writer.
+func (f *Faulty) Remove(a Area, name string) error {
+	if err := f.count(); err != nil {
+		return err
+	}
+	return f.W.Remove(a, name)
+}
+
+// Mkdir implements Writer.
+func (f *Faulty) Mkdir(a Area, name string) error {
+	if err := f.count(); err != nil {
+		return err
+	}
+	return f.W.Mkdir(a, name)
+}
