@@ -129,8 +129,8 @@ func removeState(w Writer) error {
 	parts := strings.Split(StateDir, "/")
 	for i := len(parts); i > 0; i-- {
 		dir := strings.Join(parts[:i], "/")
-		if err := w.Remove(AreaRoot, dir); err != nil {
-			// Not empty (or gone): the directory is someone else's too.
+		if err := w.Remove(AreaRoot, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// Not empty: the directory is someone else's too.
 			break
 		}
 	}

@@ -254,6 +254,11 @@ func applyOne(w Writer, j *Journal, c Change) error {
 // ErrNoJournal and changes nothing.
 func Rollback(w Writer) (restored []Entry, err error) {
 	j, err := LoadJournal(w)
+	if errors.Is(err, ErrNoJournal) {
+		// An apply killed between creating the state directory and
+		// writing the first journal left them empty: they are ours.
+		_ = removeState(w)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,420 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package remediate
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+)
+
+const hostsDir = "../fixtures/hosts"
+
+// copyHost copies a fixture host with cp -a (symlinks preserved) into a
+// temporary directory and returns the copy's root.
+func copyHost(t testing.TB, host string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), host)
+	if out, err := exec.Command("cp", "-a", filepath.Join(hostsDir, host), dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v: %s", err, out)
+	}
+	return dst
+}
+
+// tree is every path below root with its type, mode and content (or link
+// target): two equal trees are byte-identical.
+func tree(t testing.TB, root string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			m[rel] = "link " + target
+		case d.IsDir():
+			m[rel] = fmt.Sprintf("dir %v", fi.Mode())
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			m[rel] = fmt.Sprintf("file %v %x", fi.Mode(), sha256.Sum256(b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func diffTrees(t testing.TB, want, got map[string]string) {
+	t.Helper()
+	n := 0
+	for k, v := range want {
+		if got[k] != v && n < 10 {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+			n++
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok && n < 10 {
+			t.Errorf("%s: left behind (%s)", k, got[k])
+			n++
+		}
+	}
+}
+
+func writer(root string) DirWriter {
+	return DirWriter{Roots: Roots{Root: root, Sys: filepath.Join(root, "sys"), Proc: filepath.Join(root, "proc")}}
+}
+
+func input(t testing.TB, root string, w Writer) *Input {
+	t.Helper()
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := hostfs.Paths{Rootfs: root}
+	p, err = p.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &diagnose.Reader{Host: p.Open()}
+	return &Input{Snap: r.Read(context.Background()), Config: cfg, W: w}
+}
+
+func plan(t testing.TB, root string, w Writer, actions []Action) *Plan {
+	t.Helper()
+	return MakePlan(input(t, root, w), actions)
+}
+
+func hosts(t testing.TB) []string {
+	ents, err := os.ReadDir(hostsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// Every action on every fixture host: plan, apply, a second plan has
+// nothing to do, rollback restores the tree exactly, a second rollback
+// finds no journal.
+func TestRemediateEveryActionEveryHost(t *testing.T) {
+	for _, host := range hosts(t) {
+		// One copy per host: each rollback must restore it exactly, so
+		// the next action starts from the original tree (checked).
+		root := copyHost(t, host)
+		w := writer(root)
+		orig := tree(t, root)
+		for _, a := range Actions() {
+			t.Run(host+"/"+a.ID(), func(t *testing.T) {
+				p := plan(t, root, w, []Action{a})
+				for _, ap := range p.Actions {
+					if ap.Error != "" {
+						t.Logf("plan error (reported, not applied): %s", ap.Error)
+					}
+				}
+				changes := p.Changes()
+				res, err := Apply(w, changes)
+				if err != nil {
+					t.Fatalf("apply: %v", err)
+				}
+				if len(res.Applied) != len(changes) {
+					t.Fatalf("applied %d of %d", len(res.Applied), len(changes))
+				}
+				if again := plan(t, root, w, []Action{a}).Changes(); len(again) != 0 {
+					t.Fatalf("second plan after apply has %d change(s), first %+v", len(again), again[0])
+				}
+				if len(changes) > 0 {
+					if _, err := os.Stat(filepath.Join(root, JournalPath)); err != nil {
+						t.Fatalf("no journal after apply: %v", err)
+					}
+				}
+				_, err = Rollback(w)
+				if len(changes) == 0 {
+					if !errors.Is(err, ErrNoJournal) {
+						t.Fatalf("rollback without changes: %v, want ErrNoJournal", err)
+					}
+				} else if err != nil {
+					t.Fatalf("rollback: %v", err)
+				}
+				diffTrees(t, orig, tree(t, root))
+				if _, err := Rollback(w); !errors.Is(err, ErrNoJournal) {
+					t.Fatalf("second rollback: %v, want ErrNoJournal", err)
+				}
+			})
+		}
+	}
+}
+
+// On numa-remote each action has work: the fixture's governor is
+// powersave, its IRQs sit on the remote node, its sysctls are defaults.
+func TestRemediateNumaRemoteChanges(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	p := plan(t, root, w, Actions())
+	before := input(t, root, w).Snap
+	other := map[int]string{} // affinity of every non-completion vector
+	for _, d := range before.Placement.Devices {
+		for _, q := range d.IRQs {
+			if q.Vector.Kind != irq.Completion {
+				other[q.Number] = q.Affinity.V.String()
+			}
+		}
+	}
+	if len(other) == 0 {
+		t.Fatal("numa-remote has no async/command vector to leave alone")
+	}
+	count := map[string]int{}
+	for _, c := range p.Changes() {
+		count[c.Action]++
+	}
+	for _, id := range []string{"sysctl", "cpu-governor", "irq-affinity"} {
+		if count[id] == 0 {
+			t.Errorf("action %s plans nothing on numa-remote", id)
+		}
+	}
+	if _, err := Apply(w, p.Changes()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))
+	if err != nil || string(b) != "performance\n" {
+		t.Errorf("cpu0 governor %q, %v", b, err)
+	}
+	b, err = os.ReadFile(filepath.Join(root, SysctlDropIn))
+	if err != nil || !strings.Contains(string(b), "net.core.rmem_max = ") {
+		t.Errorf("drop-in %q, %v", b, err)
+	}
+	// Every completion IRQ now on one CPU of its device's local_cpulist,
+	// no two on the same CPU while there are CPUs to spare.
+	snap := input(t, root, w).Snap
+	for _, d := range snap.Placement.Devices {
+		used := map[string]bool{}
+		for _, q := range d.Completion() {
+			if !q.Affinity.V.SubsetOf(d.PCI.LocalCPUs.V) || q.Affinity.V.Len() != 1 {
+				t.Errorf("%s irq %d on %s, local %s", d.Name, q.Number, q.Affinity.V, d.PCI.LocalCPUs.V)
+			}
+			if used[q.Affinity.V.String()] && len(d.Completion()) <= d.PCI.LocalCPUs.V.Len() {
+				t.Errorf("%s irq %d shares CPU %s", d.Name, q.Number, q.Affinity.V)
+			}
+			used[q.Affinity.V.String()] = true
+		}
+		// The async/command vectors are not touched.
+		for _, q := range d.IRQs {
+			if want, ok := other[q.Number]; ok && q.Affinity.V.String() != want {
+				t.Errorf("%s %s vector irq %d moved from %s to %s", d.Name, q.Vector.Kind, q.Number, want, q.Affinity.V)
+			}
+		}
+	}
+}
+
+// An apply killed after N writes (every later write fails, as in a dead
+// process) is rolled back to the exact original tree, for every N.
+func TestRemediateInterruptedApply(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	orig := tree(t, root)
+	changes := plan(t, root, w, Actions()).Changes()
+	// Count the writes of a whole apply.
+	counter := &Faulty{W: w, FailAfter: 1 << 30}
+	if _, err := Apply(counter, changes); err != nil {
+		t.Fatal(err)
+	}
+	total := counter.Writes()
+	if _, err := Rollback(w); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, orig, tree(t, root))
+	points := []int{0, 1, 2, 3, 4, 5, 6, 7, total / 2, total/2 + 1, total - 1}
+	for _, n := range points {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			f := &Faulty{W: w, FailAfter: n}
+			res, err := Apply(f, changes)
+			if !errors.Is(err, ErrInjected) {
+				t.Fatalf("apply after %d writes: %v, want the injected failure", n, err)
+			}
+			if len(res.Applied)+len(res.NotApplied) != len(changes) || len(res.NotApplied) == 0 {
+				t.Fatalf("applied %d + not applied %d of %d", len(res.Applied), len(res.NotApplied), len(changes))
+			}
+			if _, err := Rollback(w); err != nil && !errors.Is(err, ErrNoJournal) {
+				t.Fatalf("rollback: %v", err)
+			}
+			diffTrees(t, orig, tree(t, root))
+		})
+	}
+}
+
+// A journal that is truncated, of another version or corrupt is refused
+// with an error naming the file, and the host is not touched.
+func TestRemediateBadJournal(t *testing.T) {
+	for name, content := range map[string]string{
+		"truncated":     `{"version": 1, "entries": [{"action": "sysctl", "area": "proc", "pa`,
+		"no end marker": `{"version": 1, "entries": []}`,
+		"other version": `{"version": 2, "entries": [], "complete": true}`,
+		"unknown field": `{"version": 1, "entries": [], "complete": true, "x": 1}`,
+		"bad entry":     `{"version": 1, "entries": [{"action":"a","area":"root","path":"../etc/x","kind":"file"}], "complete": true}`,
+		"empty":         ``,
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := copyHost(t, "numa-remote")
+			w := writer(root)
+			if err := os.MkdirAll(filepath.Join(root, StateDir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, JournalPath), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			orig := tree(t, root)
+			_, err := Rollback(w)
+			if err == nil || !strings.Contains(err.Error(), JournalPath) {
+				t.Fatalf("rollback: %v, want an error naming the journal", err)
+			}
+			changes := plan(t, root, w, Actions()).Changes()
+			res, err := Apply(w, changes)
+			if err == nil || len(res.Applied) != 0 {
+				t.Fatalf("apply over a bad journal: %v, applied %d", err, len(res.Applied))
+			}
+			diffTrees(t, orig, tree(t, root))
+		})
+	}
+}
+
+// A target that vanished between plan and apply (an IRQ gone) stops the
+// apply with an error naming it; rollback restores what was done.
+func TestRemediateVanishedTarget(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	orig := tree(t, root)
+	changes := plan(t, root, w, []Action{irqAction{}}).Changes()
+	gone := changes[3]
+	if err := os.Rename(filepath.Join(root, "proc", gone.Path), filepath.Join(root, "proc", gone.Path+".moved")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Apply(w, changes)
+	if err == nil || !strings.Contains(err.Error(), gone.Path) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("apply: %v, want a vanished-target error naming %s", err, gone.Path)
+	}
+	if len(res.Applied) != 3 || len(res.NotApplied) != len(changes)-3 {
+		t.Fatalf("applied %d, not applied %d", len(res.Applied), len(res.NotApplied))
+	}
+	if _, err := os.Stat(filepath.Join(root, "proc", gone.Path)); err == nil {
+		t.Fatal("apply created the vanished attribute")
+	}
+	if err := os.Rename(filepath.Join(root, "proc", gone.Path+".moved"), filepath.Join(root, "proc", gone.Path)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rollback(w); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, orig, tree(t, root))
+}
+
+// Two applies, then one rollback: the journal keeps the first (original)
+// value of a path, so the rollback restores the host as it was before both.
+func TestRemediateTwoAppliesOneRollback(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	orig := tree(t, root)
+	if _, err := Apply(w, plan(t, root, w, []Action{governorAction{}}).Changes()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(w, plan(t, root, w, Actions()).Changes()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rollback(w); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, orig, tree(t, root))
+}
+
+func TestRemediateSelect(t *testing.T) {
+	for _, tc := range []struct {
+		only []string
+		want int
+		err  string
+	}{
+		{nil, len(Actions()), ""},
+		{[]string{"sysctl"}, 1, ""},
+		{[]string{"irq-affinity", "cpu-governor", "irq-affinity"}, 2, ""},
+		{[]string{"sysctl", "reboot"}, 0, `unknown remediate action "reboot"`},
+	} {
+		got, err := Select(tc.only)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: %v, want %q", tc.only, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%v: %d actions, %v; want %d", tc.only, len(got), err, tc.want)
+		}
+	}
+}
+
+// Writes never leave the roots.
+func TestRemediateWriterStaysBelowRoot(t *testing.T) {
+	w := writer(t.TempDir())
+	for _, p := range []string{"../x", "a/../../x", "", "/"} {
+		if err := w.WriteAtomic(AreaRoot, p, []byte("x"), 0o644); err == nil {
+			t.Errorf("%q: written", p)
+		}
+	}
+	if err := w.WriteAtomic("elsewhere", "x", nil, 0o644); err == nil {
+		t.Error("unknown area written")
+	}
+}
+
+func FuzzParseJournal(f *testing.F) {
+	f.Add([]byte(`{"version": 1, "entries": [{"action":"sysctl","area":"proc","path":"sys/net/core/rmem_max","kind":"file","existed":true,"old":"MjEyOTkyCg==","mode":420}], "complete": true}`))
+	f.Add([]byte(`{"version": 1, "entries": [], "complete": true}`))
+	f.Add([]byte(`{"version": 1`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		j, err := parseJournal(b)
+		if err == nil && (j.Version != JournalVersion || !j.Complete) {
+			t.Fatalf("accepted %+v", j)
+		}
+	})
+}
+
+func FuzzParseSysctlConf(f *testing.F) {
+	f.Add(dropInHeader + "net.core.rmem_max = 4194304\nvm.max_map_count=262144\n")
+	f.Add("# comment = 1\nbad line\n=\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		for k := range parseSysctlConf(s) {
+			if strings.ContainsAny(k, "\n") {
+				t.Fatalf("key %q", k)
+			}
+		}
+	})
+}
