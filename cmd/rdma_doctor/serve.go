@@ -82,7 +82,7 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		a.Logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
 		a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
 			"collectors", agg.Names())
-		if err := s.listenAndServe(ctx, webFlags, *metricsPath); err != nil {
+		if err := s.listenAndServe(ctx, webFlags, *metricsPath, *scrapeTO); err != nil {
 			a.Logger.Error("cannot serve HTTP", "err", err)
 			return 1
 		}
@@ -102,7 +102,7 @@ func exporterRegistry(disableExporterMetrics bool) *prometheus.Registry {
 	return reg
 }
 
-func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metricsPath string) error {
+func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metricsPath string, scrapeTO time.Duration) error {
 	if metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        name,
@@ -115,10 +115,19 @@ func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metr
 		}
 		s.Mux.Handle("/", landing)
 	}
+	// Limits so that a slow or hostile client cannot hold connections or
+	// memory: no endpoint reads a request body, so the whole request must
+	// arrive within ReadTimeout; WriteTimeout leaves a full scrape
+	// (--scrape.timeout) plus time to send its answer.
 	httpServer := &http.Server{
-		Handler:           s.Mux,
+		Handler:           readOnly(s.Mux),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+	}
+	if scrapeTO > 0 {
+		httpServer.WriteTimeout = scrapeTO + 30*time.Second
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(httpServer, flags, s.App.Logger) }()
@@ -131,6 +140,20 @@ func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metr
 		defer cancel()
 		return httpServer.Shutdown(shutdown)
 	}
+}
+
+// readOnly answers 405 to every method but GET and HEAD: no page changes
+// anything, and refusing the others keeps it that way for pages added
+// later (and their request bodies unread).
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed: every page of rdma_doctor is read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // metricsHandler serves one scrape. Each scrape gets its own registry so the
