@@ -1,0 +1,167 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// remediateCLI runs `rdma_doctor --path.rootfs=ROOT <args>` and returns
+// stdout, stderr and the exit code.
+func remediateCLI(t testing.TB, root string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), append([]string{"--path.rootfs=" + root, "--collector.sm.sminfo-path=/nonexistent/sminfo"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// findings is check -> target -> severity from `diagnose --format=json`.
+func findings(t testing.TB, root string) map[string]map[string]string {
+	t.Helper()
+	out, stderr, code := remediateCLI(t, root, "diagnose", "--format=json")
+	if code == 3 {
+		t.Fatalf("diagnose could not run: %s", stderr)
+	}
+	var r struct {
+		Findings []struct{ Check, Target, Severity string }
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("diagnose json: %v", err)
+	}
+	m := map[string]map[string]string{}
+	for _, f := range r.Findings {
+		if m[f.Check] == nil {
+			m[f.Check] = map[string]string{}
+		}
+		m[f.Check][f.Target] = f.Severity
+	}
+	return m
+}
+
+
+func diffR(t testing.TB, a, b string) {
+	t.Helper()
+	out, err := exec.Command("diff", "-r", "--no-dereference", a, b).CombinedOutput()
+	if err != nil {
+		t.Fatalf("trees differ (diff -r): %v\n%s", err, out)
+	}
+}
+
+// diagnose (warns) -> plan -> apply -> diagnose (those checks pass) ->
+// second apply does nothing -> rollback -> tree identical to the original.
+func TestRemediateEndToEnd(t *testing.T) {
+	orig := filepath.Join(repoRoot(t), "fixtures/hosts/numa-remote")
+	root := filepath.Join(t.TempDir(), "numa-remote")
+	if out, err := exec.Command("cp", "-a", orig, root).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	fixed := map[string][]string{
+		"cpu.governor": {"host"},
+		"irq.local":    {"mlx5_0", "mlx5_1"},
+		"irq.balance":  {"host"},
+		"sysctl.net":   {"net.core.rmem_max", "net.core.wmem_max", "net.core.netdev_max_backlog"},
+	}
+	before := findings(t, root)
+	for check, targets := range fixed {
+		for _, tg := range targets {
+			if before[check][tg] != "warn" && before[check][tg] != "fail" {
+				t.Fatalf("before: %s %s is %q, want a failing check to fix", check, tg, before[check][tg])
+			}
+		}
+	}
+
+	out, _, code := remediateCLI(t, root, "remediate", "plan", "--format=json")
+	if code != 0 {
+		t.Fatalf("plan exit %d", code)
+	}
+	var plan struct {
+		Actions []struct {
+			Action  string
+			Changes []json.RawMessage
+		}
+		Manual []struct{ Topic string }
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range plan.Actions {
+		if len(a.Changes) == 0 {
+			t.Errorf("plan: action %s has nothing to do on numa-remote", a.Action)
+		}
+	}
+	if len(plan.Manual) == 0 {
+		t.Error("plan lists no manual steps (refusals)")
+	}
+	diffR(t, orig, root) // plan changes nothing
+
+	if _, stderr, code := remediateCLI(t, root, "remediate", "apply"); code != 2 || !strings.Contains(stderr, "--yes") {
+		t.Fatalf("apply without --yes and no terminal: exit %d, %s", code, stderr)
+	}
+	diffR(t, orig, root)
+	if out, stderr, code := remediateCLI(t, root, "remediate", "apply", "--yes"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s\n%s", code, out, stderr)
+	}
+
+	after := findings(t, root)
+	for check, targets := range fixed {
+		for _, tg := range targets {
+			if after[check][tg] != "pass" {
+				t.Errorf("after apply: %s %s is %q, want pass", check, tg, after[check][tg])
+			}
+		}
+	}
+	if out, _, code := remediateCLI(t, root, "remediate", "apply", "--yes"); code != 0 || !strings.Contains(out, "nothing to apply") {
+		t.Errorf("second apply: exit %d\n%s", code, out)
+	}
+
+	if out, stderr, code := remediateCLI(t, root, "remediate", "rollback"); code != 0 {
+		t.Fatalf("rollback: exit %d\n%s\n%s", code, out, stderr)
+	}
+	diffR(t, orig, root)
+	if out, _, code := remediateCLI(t, root, "remediate", "rollback"); code != 0 || !strings.Contains(out, "nothing to roll back") {
+		t.Errorf("second rollback: exit %d\n%s", code, out)
+	}
+	diffR(t, orig, root)
+}
+
+func TestRemediateCLIRefusals(t *testing.T) {
+	root := filepath.Join(repoRoot(t), "fixtures/hosts/numa-remote")
+	if _, stderr, code := remediateCLI(t, root, "remediate", "plan", "--only=sysctl,reboot"); code != 2 || !strings.Contains(stderr, `unknown remediate action "reboot"`) {
+		t.Errorf("unknown id: exit %d, %s", code, stderr)
+	}
+	// A truncated journal: rollback names it and fails.
+	dir := filepath.Join(t.TempDir(), "h")
+	if out, err := exec.Command("cp", "-a", root, dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	if out, err := exec.Command("sh", "-c", "mkdir -p "+dir+"/var/lib/rdma_doctor && printf '{\"version\": 1, \"entr' > "+dir+"/var/lib/rdma_doctor/remediate-journal.json").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if _, stderr, code := remediateCLI(t, dir, "remediate", "rollback"); code != 1 || !strings.Contains(stderr, "truncated") {
+		t.Errorf("truncated journal: exit %d, %s", code, stderr)
+	}
+	if _, stderr, code := remediateCLI(t, dir, "remediate", "apply", "--yes"); code != 1 || !strings.Contains(stderr, "remediate-journal.json") {
+		t.Errorf("apply over a truncated journal: exit %d, %s", code, stderr)
+	}
+}
