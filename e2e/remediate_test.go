@@ -59,7 +59,6 @@ func findings(t testing.TB, root string) map[string]map[string]string {
 	return m
 }
 
-
 func diffR(t testing.TB, a, b string) {
 	t.Helper()
 	out, err := exec.Command("diff", "-r", "--no-dereference", a, b).CombinedOutput()
