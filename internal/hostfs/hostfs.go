@@ -68,7 +68,12 @@ func (d dirFS) ReadFile(name string) ([]byte, error) {
 			return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
 		}
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			// Double: /proc/interrupts on a large host is megabytes, and
+			// append's gentler growth for big slices would copy it many
+			// times over.
+			grown := make([]byte, len(buf), 2*cap(buf))
+			copy(grown, buf)
+			buf = grown
 		}
 		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
 		if err == syscall.EINTR {
