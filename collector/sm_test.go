@@ -17,6 +17,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 )
 
 func gatherOne(t *testing.T, name string, c Collector) prometheus.Gatherer {
@@ -95,32 +96,7 @@ func copyHost(t *testing.T, host string) string {
 	t.Helper()
 	src, _ := filepath.Abs("../fixtures/hosts/" + host)
 	dst := filepath.Join(t.TempDir(), host)
-	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, target)
-		case fi.IsDir():
-			return os.MkdirAll(target, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hostfstest.CopyTree(t, src, dst)
 	return dst
 }
 

@@ -5,7 +5,6 @@ package diagnose
 
 import (
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -233,32 +233,7 @@ func TestNoUmadOnRoCE(t *testing.T) {
 func copyTree(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			l, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(l, out)
-		case d.IsDir():
-			return os.MkdirAll(out, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(out, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hostfstest.CopyTree(t, src, dst)
 	return dst
 }
 

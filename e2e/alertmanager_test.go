@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/alerts"
 	"github.com/rdma-doctor/rdma_doctor/dashboards"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 )
 
 // daemon is a peer server (Prometheus, Alertmanager) run for one test: in
@@ -118,38 +118,6 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("GET %s: %v\n%s", u, err, b)
-	}
-}
-
-// copyTree copies a fixture host, recreating its relative symlinks, so a
-// test can change counters without touching the fixture.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		switch {
-		case e.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case e.IsDir():
-			return os.MkdirAll(target, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -258,7 +226,7 @@ func TestAlertsReachAlertmanager(t *testing.T) {
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "host")
-	copyTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", "cx6-hdr-fdr"), root)
+	hostfstest.CopyTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", "cx6-hdr-fdr"), root)
 	exp := start(t, "--path.rootfs="+root, "--config.file="+filepath.Join(root, "etc", "rdma_doctor", "rdma_doctor.yml"))
 
 	// Alertmanager: one receiver that sends nothing; the API shows what
