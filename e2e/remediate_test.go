@@ -105,6 +105,9 @@ func TestRemediateEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range plan.Actions {
+		if a.Action == "memlock" {
+			continue // no tuning.memlock_processes in the default config
+		}
 		if len(a.Changes) == 0 {
 			t.Errorf("plan: action %s has nothing to do on numa-remote", a.Action)
 		}

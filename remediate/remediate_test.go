@@ -19,6 +19,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 const hostsDir = "../fixtures/hosts"
@@ -99,12 +100,16 @@ func input(t testing.TB, root string, w Writer) *Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := hostfs.Paths{Rootfs: root}
-	p, err = p.Resolve()
+	return inputWith(t, root, w, cfg)
+}
+
+func inputWith(t testing.TB, root string, w Writer, cfg *config.Config) *Input {
+	t.Helper()
+	p, err := hostfs.Paths{Rootfs: root}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &diagnose.Reader{Host: p.Open()}
+	r := &diagnose.Reader{Host: p.Open(), Tuning: tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}}
 	return &Input{Snap: r.Read(context.Background()), Config: cfg, W: w}
 }
 
@@ -417,4 +422,50 @@ func FuzzParseSysctlConf(f *testing.F) {
 			}
 		}
 	})
+}
+
+// slurmd on cx6-hdr-fdr runs with a 64 KiB memlock limit: the action
+// writes the limits.d and the slurmd.service drop-ins (creating their
+// directories), plans nothing more once they are there, and rollback
+// removes files and directories.
+func TestRemediateMemlock(t *testing.T) {
+	root := copyHost(t, "cx6-hdr-fdr")
+	w := writer(root)
+	orig := tree(t, root)
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tuning.MemlockProcesses = []string{"slurmd", "rdma_doctor"}
+	changes := MakePlan(inputWith(t, root, w, cfg), []Action{memlockAction{}}).Changes()
+	paths := map[string]bool{}
+	for _, c := range changes {
+		paths[c.Path] = true
+	}
+	for _, p := range []string{MemlockLimitsDropIn, MemlockUnitDropIn("slurmd"), MemlockUnitDropIn("rdma_doctor")} {
+		if !paths[p] {
+			t.Errorf("no change to %s in %v", p, paths)
+		}
+	}
+	if len(changes) != 3 {
+		t.Errorf("%d changes, want 3", len(changes))
+	}
+	if _, err := Apply(w, changes); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, MemlockUnitDropIn("slurmd")))
+	if err != nil || !strings.Contains(string(b), "LimitMEMLOCK=infinity") {
+		t.Fatalf("unit drop-in %q, %v", b, err)
+	}
+	if again := MakePlan(inputWith(t, root, w, cfg), []Action{memlockAction{}}).Changes(); len(again) != 0 {
+		t.Fatalf("second plan: %+v", again)
+	}
+	if _, err := Rollback(w); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, orig, tree(t, root))
+	// Without configured processes there is nothing to judge.
+	if ch := plan(t, root, w, []Action{memlockAction{}}).Changes(); len(ch) != 0 {
+		t.Errorf("no memlock_processes: %d changes", len(ch))
+	}
 }
