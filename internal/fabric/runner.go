@@ -74,18 +74,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 }
 
 // Run scans now and then every Interval until ctx ends.
-func (r *Runner) Run(ctx context.Context) {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		r.RunOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+func (r *Runner) Run(ctx context.Context) { subprocess.Every(ctx, r.cfg.Interval, r.RunOnce) }
 
 // RunOnce runs one scan synchronously. The output is parsed while
 // iblinkinfo writes it; a failed scan keeps the previous fabric.

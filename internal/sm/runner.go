@@ -96,18 +96,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 }
 
 // Run queries every target now and then every Interval until ctx ends.
-func (r *Runner) Run(ctx context.Context) {
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
-	for {
-		r.RunOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+func (r *Runner) Run(ctx context.Context) { subprocess.Every(ctx, r.cfg.Interval, r.RunOnce) }
 
 // RunOnce runs one round synchronously: discovers the targets and runs
 // sminfo on each, one after the other (they usually ask the same SM).
