@@ -18,7 +18,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck bench fuzz run update-golden generate clean
+.PHONY: all build test unit lint fmt vet staticcheck bench bench-all fuzz run update-golden generate clean
 
 all: lint build test
 
@@ -53,9 +53,22 @@ generate:
 	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
 	$(GO) test -count=1 ./alerts -run TestPrometheusRule -update
 
-# Every benchmark: the scrape against the raw floor and prometheus/procfs
-# (internal/scrapebench), the parsers, diagnose.
+# docs/performance.md: the benchmarks behind it (go test -bench: the scrape
+# against the raw floor and prometheus/procfs, growth with devices, IRQs,
+# diagnose) and the load test at LOAD_REQUESTS, then tools/perfreport.
+BENCH_PKGS    ?= ./internal/scrapebench ./internal/irq ./diagnose
+LOAD_REQUESTS ?= 20000
+
 bench:
+	@set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(BENCH_PKGS) | tee $$d/bench.txt; \
+	RDMA_DOCTOR_LOAD_REQUESTS=$(LOAD_REQUESTS) RDMA_DOCTOR_PERF_OUT=$$d/load.txt \
+		$(GO) test -count=1 -run '^TestLoad$$' -v ./e2e; \
+	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -o docs/performance.md; \
+	echo "wrote docs/performance.md"
+
+# Every benchmark of every package.
+bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
 # Runs every fuzz target for FUZZTIME each.
