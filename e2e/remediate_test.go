@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,9 +38,9 @@ func remediateCLI(t testing.TB, root string, args ...string) (string, string, in
 }
 
 // findings is check -> target -> severity from `diagnose --format=json`.
-func findings(t testing.TB, root string) map[string]map[string]string {
+func findings(t testing.TB, root, cfg string) map[string]map[string]string {
 	t.Helper()
-	out, stderr, code := remediateCLI(t, root, "diagnose", "--format=json")
+	out, stderr, code := remediateCLI(t, root, "--config.file="+cfg, "diagnose", "--format=json")
 	if code == 3 {
 		t.Fatalf("diagnose could not run: %s", stderr)
 	}
@@ -75,13 +76,20 @@ func TestRemediateEndToEnd(t *testing.T) {
 	if out, err := exec.Command("cp", "-a", orig, root).CombinedOutput(); err != nil {
 		t.Fatalf("cp -a: %v %s", err, out)
 	}
-	fixed := map[string][]string{
-		"cpu.governor": {"host"},
-		"irq.local":    {"mlx5_0", "mlx5_1"},
-		"irq.balance":  {"host"},
-		"sysctl.net":   {"net.core.rmem_max", "net.core.wmem_max", "net.core.netdev_max_backlog"},
+	// A hugepages requirement so that action has work too.
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  policies:\n    hugepages: {page_size_kib: 2048, min_pages: 1001}\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	before := findings(t, root)
+	c := "--config.file=" + cfg
+	fixed := map[string][]string{
+		"mem.hugepages": {"hugepages-2048kB"},
+		"cpu.governor":  {"host"},
+		"irq.local":     {"mlx5_0", "mlx5_1"},
+		"irq.balance":   {"host"},
+		"sysctl.net":    {"net.core.rmem_max", "net.core.wmem_max", "net.core.netdev_max_backlog"},
+	}
+	before := findings(t, root, cfg)
 	for check, targets := range fixed {
 		for _, tg := range targets {
 			if before[check][tg] != "warn" && before[check][tg] != "fail" {
@@ -90,7 +98,7 @@ func TestRemediateEndToEnd(t *testing.T) {
 		}
 	}
 
-	out, _, code := remediateCLI(t, root, "remediate", "plan", "--format=json")
+	out, _, code := remediateCLI(t, root, c, "remediate", "plan", "--format=json")
 	if code != 0 {
 		t.Fatalf("plan exit %d", code)
 	}
@@ -117,15 +125,15 @@ func TestRemediateEndToEnd(t *testing.T) {
 	}
 	diffR(t, orig, root) // plan changes nothing
 
-	if _, stderr, code := remediateCLI(t, root, "remediate", "apply"); code != 2 || !strings.Contains(stderr, "--yes") {
+	if _, stderr, code := remediateCLI(t, root, c, "remediate", "apply"); code != 2 || !strings.Contains(stderr, "--yes") {
 		t.Fatalf("apply without --yes and no terminal: exit %d, %s", code, stderr)
 	}
 	diffR(t, orig, root)
-	if out, stderr, code := remediateCLI(t, root, "remediate", "apply", "--yes"); code != 0 {
+	if out, stderr, code := remediateCLI(t, root, c, "remediate", "apply", "--yes"); code != 0 {
 		t.Fatalf("apply: exit %d\n%s\n%s", code, out, stderr)
 	}
 
-	after := findings(t, root)
+	after := findings(t, root, cfg)
 	for check, targets := range fixed {
 		for _, tg := range targets {
 			if after[check][tg] != "pass" {
@@ -133,15 +141,15 @@ func TestRemediateEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if out, _, code := remediateCLI(t, root, "remediate", "apply", "--yes"); code != 0 || !strings.Contains(out, "nothing to apply") {
+	if out, _, code := remediateCLI(t, root, c, "remediate", "apply", "--yes"); code != 0 || !strings.Contains(out, "nothing to apply") {
 		t.Errorf("second apply: exit %d\n%s", code, out)
 	}
 
-	if out, stderr, code := remediateCLI(t, root, "remediate", "rollback"); code != 0 {
+	if out, stderr, code := remediateCLI(t, root, c, "remediate", "rollback"); code != 0 {
 		t.Fatalf("rollback: exit %d\n%s\n%s", code, out, stderr)
 	}
 	diffR(t, orig, root)
-	if out, _, code := remediateCLI(t, root, "remediate", "rollback"); code != 0 || !strings.Contains(out, "nothing to roll back") {
+	if out, _, code := remediateCLI(t, root, c, "remediate", "rollback"); code != 0 || !strings.Contains(out, "nothing to roll back") {
 		t.Errorf("second rollback: exit %d\n%s", code, out)
 	}
 	diffR(t, orig, root)

@@ -469,3 +469,40 @@ func TestRemediateMemlock(t *testing.T) {
 		t.Errorf("no memlock_processes: %d changes", len(ch))
 	}
 }
+
+// numa-remote has two nodes: 1000 pages of 2 MiB become 500 per node at
+// runtime plus vm.nr_hugepages in a drop-in; a second plan is empty;
+// rollback restores both nodes and removes the drop-in.
+func TestRemediateHugepages(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	orig := tree(t, root)
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Diagnose.Policies.Hugepages = config.HugepagesPolicy{PageSizeKiB: 2048, MinPages: 1001}
+	changes := MakePlan(inputWith(t, root, w, cfg), []Action{hugepagesAction{}}).Changes()
+	if len(changes) != 3 {
+		t.Fatalf("%d changes, want node0, node1 and the drop-in: %+v", len(changes), changes)
+	}
+	if changes[0].Desired != "501\n" || changes[1].Desired != "500\n" {
+		t.Errorf("per node %q %q, want 501 and 500", changes[0].Desired, changes[1].Desired)
+	}
+	if _, err := Apply(w, changes); err != nil {
+		t.Fatal(err)
+	}
+	if again := MakePlan(inputWith(t, root, w, cfg), []Action{hugepagesAction{}}).Changes(); len(again) != 0 {
+		t.Fatalf("second plan: %+v", again)
+	}
+	if _, err := Rollback(w); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, orig, tree(t, root))
+	// 1 GiB pages: runtime only, the plan names the kernel command line.
+	cfg.Diagnose.Policies.Hugepages = config.HugepagesPolicy{PageSizeKiB: 1048576, MinPages: 4}
+	ap := MakePlan(inputWith(t, root, w, cfg), []Action{hugepagesAction{}}).Actions[0]
+	if len(ap.Changes) != 2 || !strings.Contains(strings.Join(ap.Notes, " "), "hugepagesz=1048576K") {
+		t.Errorf("1 GiB: %d changes, notes %q", len(ap.Changes), ap.Notes)
+	}
+}
