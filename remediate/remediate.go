@@ -104,7 +104,7 @@ var Refusals = []Manual{
 
 // Actions is every action, in plan order.
 func Actions() []Action {
-	return []Action{sysctlAction{}, governorAction{}, irqAction{}, memlockAction{}, hugepagesAction{}}
+	return []Action{sysctlAction{}, governorAction{}, irqAction{}, memlockAction{}, hugepagesAction{}, ipoibAction{}, ipv6Action{}}
 }
 
 // Select returns the actions named in only (all when empty); an unknown

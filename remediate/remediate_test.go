@@ -506,3 +506,62 @@ func TestRemediateHugepages(t *testing.T) {
 		t.Errorf("1 GiB: %d changes, notes %q", len(ap.Changes), ap.Notes)
 	}
 }
+
+// cycle plans one action with cfg on a copy of host, applies it, checks
+// the second plan is empty and that rollback restores the tree; it
+// returns the first plan's changes.
+func cycle(t *testing.T, host string, cfg *config.Config, a Action) []Change {
+	t.Helper()
+	root := copyHost(t, host)
+	w := writer(root)
+	orig := tree(t, root)
+	changes := MakePlan(inputWith(t, root, w, cfg), []Action{a}).Changes()
+	if _, err := Apply(w, changes); err != nil {
+		t.Fatal(err)
+	}
+	if again := MakePlan(inputWith(t, root, w, cfg), []Action{a}).Changes(); len(again) != 0 {
+		t.Fatalf("second plan: %+v", again)
+	}
+	if len(changes) > 0 {
+		if _, err := Rollback(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	diffTrees(t, orig, tree(t, root))
+	return changes
+}
+
+func TestRemediateIPoIB(t *testing.T) {
+	for _, tc := range []struct {
+		host, mode, ipv6 string
+		action           Action
+		want             []string // target -> desired, in order
+	}{
+		// mlx4 supports connected mode: connected and 65520.
+		{"mlx4-qdr", "connected", "", ipoibAction{}, []string{"ib0 mode=connected", "ib0 mtu=65520"}},
+		// Back to datagram; ib0's 2044 (2K fabric) is kept.
+		{"mlx4-qdr", "datagram", "", ipoibAction{}, []string{"ib1 mode=datagram", "ib1 mtu=4092"}},
+		// Enhanced IPoIB: connected mode is never written.
+		{"ipoib-enhanced", "connected", "", ipoibAction{}, nil},
+		{"numa-remote", "", "disabled", ipv6Action{}, []string{"/" + IPv6DropIn + "=" + dropInHeader +
+			"net.ipv6.conf.ibp152s0.disable_ipv6 = 1\nnet.ipv6.conf.ibp200s0.disable_ipv6 = 1", "ibp152s0 disable_ipv6=1", "ibp200s0 disable_ipv6=1"}},
+		// The default policy (any) never touches IPv6.
+		{"numa-remote", "", "", ipv6Action{}, nil},
+	} {
+		t.Run(tc.host+"/"+tc.mode+tc.ipv6, func(t *testing.T) {
+			cfg, err := config.Load("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Diagnose.Policies.IPoIBMode = config.IPoIBMode(tc.mode)
+			cfg.Diagnose.Policies.IPoIBIPv6 = config.IPv6Policy(tc.ipv6)
+			var got []string
+			for _, c := range cycle(t, tc.host, cfg, tc.action) {
+				got = append(got, c.Target+"="+strings.TrimSuffix(c.Desired, "\n"))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("changes\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
