@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -174,5 +175,46 @@ func TestRemediateCLIRefusals(t *testing.T) {
 	}
 	if _, stderr, code := remediateCLI(t, dir, "remediate", "apply", "--yes"); code != 1 || !strings.Contains(stderr, "remediate-journal.json") {
 		t.Errorf("apply over a truncated journal: exit %d, %s", code, stderr)
+	}
+}
+
+// On the real host (--path.rootfs=/) apply and rollback refuse to run as
+// non-root before reading or writing anything. As root the test runs the
+// binary as nobody (a copy in a directory nobody can enter), so a broken
+// refusal still could not change the machine's settings.
+func TestRemediateRefusesNonRootOnRealHost(t *testing.T) {
+	bin := binary(t)
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		// t.TempDir's parent is private to root: a directory of its own.
+		dir, err := os.MkdirTemp("", "rdma_doctor-nobody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = filepath.Join(dir, "rdma_doctor")
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+	}
+	for _, mode := range []string{"apply", "rollback"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "--path.rootfs=/", "remediate", mode, "--yes")
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "needs root") {
+			t.Errorf("%s as non-root on /: %v\n%s", mode, err, out)
+		}
 	}
 }
