@@ -15,6 +15,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -266,7 +267,18 @@ func Rollback(w Writer) (restored []Entry, err error) {
 		e := j.Entries[i]
 		var err error
 		switch {
-		case e.Kind == "dir" || !e.Existed:
+		case e.Kind == "dir":
+			err = w.Remove(e.Area, e.Path)
+			if errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+			// Someone else put a file into a directory the apply made:
+			// it is theirs now too, and stays.
+			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+				err = nil
+				continue
+			}
+		case !e.Existed:
 			err = w.Remove(e.Area, e.Path)
 			if errors.Is(err, fs.ErrNotExist) {
 				err = nil

@@ -565,3 +565,29 @@ func TestRemediateIPoIB(t *testing.T) {
 		})
 	}
 }
+
+// A file someone else put into a directory the apply created keeps the
+// directory: rollback removes its own drop-in and leaves theirs.
+func TestRemediateRollbackKeepsForeignFiles(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	if _, err := Apply(w, plan(t, root, w, []Action{sysctlAction{}}).Changes()); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(root, "etc/sysctl.d/50-site.conf")
+	if err := os.WriteFile(foreign, []byte("vm.swappiness = 10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rollback(w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("foreign file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, SysctlDropIn)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("drop-in after rollback: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, JournalPath)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("journal after rollback: %v", err)
+	}
+}
