@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -252,8 +253,22 @@ probe:
 	if _, errs := hammer(client, base, []string{"/metrics", "/diagnose"}, 64, conc); len(errs) > 0 {
 		t.Fatalf("%s\n%s", strings.Join(errs, "\n"), e.stderr.String())
 	}
-	client.CloseIdleConnections()
-	before := goroutines(t, client, base)
+	// The scheduler has run at least once, so its loop is live during the
+	// load (its scrape guard may hold later runs while scrapes arrive).
+	for i := 0; probeEntries(t, client, base) == 0; i++ {
+		if i > 600 {
+			t.Fatalf("the probe scheduler did not run in 60 s\n%s", e.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The baseline is the lowest of a few readings, once the settling
+	// requests' connections are gone.
+	before := 1 << 30
+	for i := 0; i < 10; i++ {
+		client.CloseIdleConnections()
+		before = min(before, goroutines(t, client, base))
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	paths := []string{"/metrics", "/diagnose", "/diagnose?format=json", "/metrics", "/diagnose?format=html", "/probe", "/diagnose?format=nhc", "/"}
 	if _, errs := hammer(client, base, paths, 800, conc); len(errs) > 0 {
@@ -280,6 +295,23 @@ probe:
 	if s := e.stderr.String(); strings.Contains(s, "DATA RACE") {
 		t.Fatalf("race detector:\n%s", s)
 	}
+}
+
+// probeEntries counts the results on /probe.
+func probeEntries(t *testing.T, client *http.Client, base string) int {
+	t.Helper()
+	resp, err := client.Get(base + "/probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Entries []json.RawMessage `json:"entries"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return len(doc.Entries)
 }
 
 // startBinary is start with another binary (the -race build).
