@@ -395,7 +395,7 @@ func TestDiagnoseHTMLInChromium(t *testing.T) {
 func TestDiagnoseNeverShowsOpenSMSecrets(t *testing.T) {
 	const host = "sm-opensm"
 	if _, err := os.Stat(filepath.Join(repoRoot(t), "fixtures", "hosts", host)); err != nil {
-		t.Skipf("fixture host %s not present", host)
+		t.Fatalf("fixture host %s: %v", host, err)
 	}
 	secret := regexp.MustCompile(`(?i)5ec7e7f[0-9a-f]ab5c0de[0-9a-f]`)
 	args := diagArgs(t, host)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -19,14 +18,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
-func fixtureHost(t testing.TB, name string) hostfs.Host {
-	t.Helper()
-	p, err := hostfs.Paths{Rootfs: filepath.Join("..", "..", "fixtures", "hosts", name)}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.Open()
-}
+func fixtureHost(t testing.TB, name string) hostfs.Host { return hostfstest.Fixture(t, name) }
 
 // devWant is what a device's IRQ facts must be; -1 means absent.
 type devWant struct {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -20,18 +19,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
-func fixture(t testing.TB, name string) hostfs.Host {
-	t.Helper()
-	root := filepath.Join("../../fixtures/hosts", name)
-	if _, err := os.Stat(root); err != nil {
-		t.Skipf("fixture host %s: %v", name, err)
-	}
-	p, err := hostfs.Paths{Rootfs: root}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.Open()
-}
+func fixture(t testing.TB, name string) hostfs.Host { return hostfstest.Fixture(t, name) }
 
 func fixtureHosts(t testing.TB) []string {
 	t.Helper()

@@ -91,14 +91,7 @@ func TestIsAddress(t *testing.T) {
 	}
 }
 
-func fixtureHost(t testing.TB, name string) hostfs.Host {
-	t.Helper()
-	p, err := hostfs.Paths{Rootfs: filepath.Join("..", "..", "fixtures", "hosts", name)}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.Open()
-}
+func fixtureHost(t testing.TB, name string) hostfs.Host { return hostfstest.Fixture(t, name) }
 
 // summary renders a function's facts; "?" for an absent value.
 func summary(f Function) string {

@@ -1,0 +1,49 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hostfstest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+// FixtureDir is the directory of fixture host name (fixtures/hosts/<name>),
+// found from the test's working directory whatever the package depth.
+// A missing host fails the test: fixture hosts are committed, so a test
+// that cannot find one must never pass by skipping.
+func FixtureDir(tb testing.TB, name string) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	root := filepath.Join(dir, "fixtures", "hosts", name)
+	if _, err := os.Stat(root); err != nil {
+		tb.Fatalf("fixture host %s: %v", name, err)
+	}
+	return root
+}
+
+// Fixture opens fixture host name as the collectors and checks read it.
+func Fixture(tb testing.TB, name string) hostfs.Host {
+	tb.Helper()
+	p, err := hostfs.Paths{Rootfs: FixtureDir(tb, name)}.Resolve()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p.Open()
+}
