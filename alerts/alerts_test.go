@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite "+PrometheusRulePath)
@@ -29,15 +31,7 @@ const runbookBase = "https://github.com/rdma-doctor/rdma_doctor/blob/main/docs/r
 // test with a message; in CI (CI=true) it fails, so nothing skips silently.
 func requirePromtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		msg := "promtool not installed (Debian: apt-get install prometheus; .ci/run does)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return testenv.RequireTool(t, "promtool", "promtool not installed (Debian: apt-get install prometheus; .ci/run does)")
 }
 
 func runPromtool(t *testing.T, args ...string) string {

@@ -23,6 +23,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // Why these schemas and this validator: kubeconform (the usual tool) is not
@@ -320,15 +322,7 @@ func TestConfigMapParses(t *testing.T) {
 // with a message; in CI (CI=true) it fails, so nothing skips silently.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		msg := name + " not installed (Debian: systemd)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return testenv.RequireTool(t, name, name+" not installed (Debian: systemd)")
 }
 
 // TestSystemdUnit checks the unit with systemd's own parser (any warning

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 var (
@@ -63,15 +65,7 @@ func binary(t testing.TB) string {
 // test with a message; in CI (CI=true) it fails, so nothing skips silently.
 func requireTool(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		msg := fmt.Sprintf("%s not installed (Debian: apt-get install infiniband-diags prometheus; .ci/run does)", name)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return testenv.RequireTool(t, name, fmt.Sprintf("%s not installed (Debian: apt-get install infiniband-diags prometheus; .ci/run does)", name))
 }
 
 // hosts lists the fixture hosts.

@@ -7,13 +7,14 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // fakeIblinkinfo writes an executable standing in for iblinkinfo.
@@ -88,13 +89,7 @@ func TestRunnerNotLineMode(t *testing.T) {
 // TestRealIblinkinfoNoDevice runs Debian's iblinkinfo on this machine,
 // which has no RDMA device.
 func TestRealIblinkinfoNoDevice(t *testing.T) {
-	path, err := exec.LookPath("iblinkinfo")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("iblinkinfo not installed (apt-get install infiniband-diags)")
-		}
-		t.Skip("iblinkinfo not installed (apt-get install infiniband-diags)")
-	}
+	path := testenv.RequireTool(t, "iblinkinfo", "iblinkinfo not installed (apt-get install infiniband-diags)")
 	if _, err := os.Stat("/sys/class/infiniband_mad/abi_version"); err == nil {
 		t.Skip("this machine has ib_umad: the no-device path cannot be shown here")
 	}

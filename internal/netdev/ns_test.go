@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // childEnv marks a test binary re-run inside namespaces by inNamespaces;
@@ -57,10 +59,7 @@ func inNamespaces(t *testing.T, test string, flags ...string) string {
 
 func skipOrFail(t *testing.T, msg string) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.SkipOrFail(t, msg)
 }
 
 // run runs a command to completion without a shell, bounded in time.

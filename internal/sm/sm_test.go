@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 func tool(t testing.TB, name string) []byte {
@@ -202,13 +203,7 @@ func TestRunnerDropsOldTargets(t *testing.T) {
 // machine, which has no RDMA device: it must fail cleanly, with its own
 // message, through the same runner.
 func TestRealSminfoNoDevice(t *testing.T) {
-	path, err := exec.LookPath("sminfo")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("sminfo not installed (apt-get install infiniband-diags)")
-		}
-		t.Skip("sminfo not installed (apt-get install infiniband-diags)")
-	}
+	path := testenv.RequireTool(t, "sminfo", "sminfo not installed (apt-get install infiniband-diags)")
 	if _, err := os.Stat("/sys/class/infiniband_mad/abi_version"); err == nil {
 		t.Skip("this machine has ib_umad: the no-device path cannot be shown here")
 	}
