@@ -155,7 +155,7 @@ func (c *tuningCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		gauge(ch, c.memlockProcs, float64(n), name)
 	}
 	for _, l := range s.RDMACgroups {
-		if !c.filter.Keep(l.Device) {
+		if !l.Limited() || !c.filter.Keep(l.Device) {
 			continue
 		}
 		gauge(ch, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")

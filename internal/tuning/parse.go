@@ -212,8 +212,10 @@ type RDMALimit struct {
 func (l RDMALimit) Limited() bool { return l.HCAHandle != Unlimited || l.HCAObject != Unlimited }
 
 // ParseRDMAMax parses a cgroup v2 rdma.max (or rdma.current) file. The kernel
-// prints one line per RDMA device with both resources; unset limits read
-// "max". A bad line is reported and skipped.
+// prints one line per RDMA device with every resource it limits; unset
+// limits read "max". hca_handle and hca_object are in every kernel since
+// the controller's start; resources a newer kernel adds (key=N|max) are
+// accepted and left out. A bad line is reported and skipped.
 func ParseRDMAMax(s string) ([]RDMALimit, error) {
 	var out []RDMALimit
 	var errs []error
@@ -224,7 +226,8 @@ func ParseRDMAMax(s string) ([]RDMALimit, error) {
 		}
 		l := RDMALimit{Device: f[0], HCAHandle: Unlimited, HCAObject: Unlimited}
 		seen := 0
-		bad := len(f) != 3
+		bad := strings.Contains(f[0], "=")
+		keys := map[string]bool{}
 		for _, kv := range f[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			var n uint64 = Unlimited
@@ -235,7 +238,7 @@ func ParseRDMAMax(s string) ([]RDMALimit, error) {
 				}
 			}
 			switch {
-			case !ok:
+			case !ok || k == "" || keys[k]:
 				bad = true
 			case k == "hca_handle":
 				l.HCAHandle = n
@@ -243,9 +246,8 @@ func ParseRDMAMax(s string) ([]RDMALimit, error) {
 			case k == "hca_object":
 				l.HCAObject = n
 				seen |= 2
-			default:
-				bad = true
 			}
+			keys[k] = true
 		}
 		if bad || seen != 3 {
 			errs = append(errs, fmt.Errorf("rdma.max line %q: want <device> hca_handle=<N|max> hca_object=<N|max>", line))
@@ -254,6 +256,22 @@ func ParseRDMAMax(s string) ([]RDMALimit, error) {
 		out = append(out, l)
 	}
 	return out, errors.Join(errs...)
+}
+
+// RDMACgroupMax is the largest finite limit rdma.max takes: the kernel
+// keeps limits in an int and prints S32_MAX as "max".
+const RDMACgroupMax = 1<<31 - 2
+
+// FormatRDMALimit is the device's line as the kernel prints it in rdma.max
+// and takes it in a write (one device per write), without the newline.
+func FormatRDMALimit(l RDMALimit) string {
+	v := func(n uint64) string {
+		if n == Unlimited {
+			return "max"
+		}
+		return strconv.FormatUint(n, 10)
+	}
+	return l.Device + " hca_handle=" + v(l.HCAHandle) + " hca_object=" + v(l.HCAObject)
 }
 
 // ParseSELinuxEnforce parses /sys/fs/selinux/enforce: 1 enforcing, 0

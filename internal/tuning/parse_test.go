@@ -162,14 +162,33 @@ func TestParseRDMAMax(t *testing.T) {
 	}
 	// The guide's "mlx5_0 50" is not the kernel's format.
 	for _, bad := range []string{"mlx5_0 50\n", "mlx5_0 hca_handle=lots hca_object=max\n", "mlx5_0 hca_handle=1\n",
-		"mlx5_0 hca_handle=1 hca_object=1 extra=2\n", "mlx5_0 hca_handle=1 hca_handle=1\n", "mlx5_0 hca_obj=1 hca_handle=1\n"} {
+		"mlx5_0 hca_handle=1 hca_object=1 qp=lots\n", "mlx5_0 hca_handle=1 hca_handle=1\n", "mlx5_0 hca_obj=1 hca_handle=1\n",
+		"hca_handle=1 hca_handle=1 hca_object=1\n", "mlx5_0 hca_handle=1 hca_object=1 =2\n"} {
 		if l, err := ParseRDMAMax(bad); err == nil || len(l) != 0 {
 			t.Errorf("ParseRDMAMax(%q) = %v, %v; want an error", bad, l, err)
 		}
 	}
+	// A resource a newer kernel adds (qp, mr) does not hide the two known.
+	if l, err := ParseRDMAMax("mlx5_0 hca_handle=2 hca_object=max qp=100 mr=max\n"); err != nil || len(l) != 1 || l[0] != (RDMALimit{"mlx5_0", 2, Unlimited}) {
+		t.Errorf("newer kernel line: %v, %v", l, err)
+	}
 	// One bad line does not hide the good ones.
 	if l, err := ParseRDMAMax("mlx5_0 hca_handle=lots hca_object=max\nmlx5_1 hca_handle=2 hca_object=100\n"); err == nil || len(l) != 1 || l[0].Device != "mlx5_1" {
 		t.Errorf("mixed: %v, %v", l, err)
+	}
+}
+
+// FormatRDMALimit writes what ParseRDMAMax reads, in the kernel's form.
+func TestFormatRDMALimit(t *testing.T) {
+	for _, l := range []RDMALimit{{"mlx5_0", 8, 65536}, {"mlx5_bond_0", Unlimited, Unlimited}, {"irdma0", 0, RDMACgroupMax}} {
+		line := FormatRDMALimit(l)
+		got, err := ParseRDMAMax(line + "\n")
+		if err != nil || len(got) != 1 || got[0] != l {
+			t.Errorf("FormatRDMALimit(%+v) = %q, parsed back %v, %v", l, line, got, err)
+		}
+	}
+	if got := FormatRDMALimit(RDMALimit{"mlx5_0", 8, Unlimited}); got != "mlx5_0 hca_handle=8 hca_object=max" {
+		t.Errorf("got %q", got)
 	}
 }
 

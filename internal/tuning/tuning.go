@@ -121,8 +121,12 @@ type Snapshot struct {
 	// MemlockProcesses counts the running processes of each configured name
 	// (0 when none runs).
 	MemlockProcesses map[string]int
-	// RDMACgroups are the rdma.max lines with at least one finite limit.
+	// RDMACgroups are the rdma.max lines of every cgroup the rdma
+	// controller is delegated to, unlimited ones too (Limited tells).
 	RDMACgroups []CgroupRDMALimit
+	// RDMAMaxRead are the cgroups whose rdma.max was read, so that a cgroup
+	// without the controller is told from one whose lines are all max.
+	RDMAMaxRead []string
 	// Errors are the read and parse errors met; each names its file.
 	Errors []error
 }
@@ -423,7 +427,7 @@ func (r *reader) memlock(ctx context.Context, s *Snapshot, names []string) {
 // CgroupRoot is the cgroup v2 mount below the sysfs root.
 const CgroupRoot = "fs/cgroup"
 
-// cgroups collects the finite rdma.max limits of the cgroup v2 tree. A
+// cgroups collects the rdma.max limits of the cgroup v2 tree. A
 // child cgroup has rdma.max only when its parent delegates the rdma
 // controller (cgroup.subtree_control lists it), so the walk descends only
 // there: on a host that does not use the controller it reads one file.
@@ -452,10 +456,9 @@ func (r *reader) cgroups(ctx context.Context, s *Snapshot) {
 				if err != nil {
 					r.fail(&ParseError{Path: "/sys/" + child + "/rdma.max", Err: err})
 				}
+				s.RDMAMaxRead = append(s.RDMAMaxRead, crel)
 				for _, l := range limits {
-					if l.Limited() {
-						s.RDMACgroups = append(s.RDMACgroups, CgroupRDMALimit{Cgroup: crel, RDMALimit: l})
-					}
+					s.RDMACgroups = append(s.RDMACgroups, CgroupRDMALimit{Cgroup: crel, RDMALimit: l})
 				}
 			}
 			walk(child, crel, depth+1)

@@ -88,11 +88,20 @@ func TestReadDGX(t *testing.T) {
 		t.Errorf("process counts %v", s.MemlockProcesses)
 	}
 	// job_4242 limits 8 devices; system.slice and slurm are all "max".
-	if len(s.RDMACgroups) != 8 {
-		t.Fatalf("%d limited rdma cgroup entries, want 8: %+v", len(s.RDMACgroups), s.RDMACgroups)
+	var limited []CgroupRDMALimit
+	for _, l := range s.RDMACgroups {
+		if l.Limited() {
+			limited = append(limited, l)
+		}
 	}
-	if l := s.RDMACgroups[0]; l.Cgroup != "/slurm/job_4242" || l.Device != "mlx5_0" || l.HCAHandle != 8 || l.HCAObject != 65536 {
+	if len(limited) != 8 || len(s.RDMACgroups) != 27 {
+		t.Fatalf("%d limited of %d rdma cgroup entries, want 8 of 27 (3 cgroups, 9 devices): %+v", len(limited), len(s.RDMACgroups), s.RDMACgroups)
+	}
+	if l := limited[0]; l.Cgroup != "/slurm/job_4242" || l.Device != "mlx5_0" || l.HCAHandle != 8 || l.HCAObject != 65536 {
 		t.Errorf("first limit %+v", l)
+	}
+	if !slices.Equal(s.RDMAMaxRead, []string{"/slurm", "/slurm/job_4242", "/system.slice"}) {
+		t.Errorf("rdma.max read in %v", s.RDMAMaxRead)
 	}
 }
 
