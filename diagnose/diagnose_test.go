@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 func mustParse(t testing.TB, y string) *config.Config {
@@ -492,5 +494,63 @@ func TestIRQIncompleteSkips(t *testing.T) {
 	fs, _ = checkIRQLocal(s, nil, &config.Config{})
 	if f := findingOf(t, fs, "mlx5_0"); f.Severity != Skip || !strings.Contains(f.Evidence, "torn") {
 		t.Errorf("incomplete IRQ list: %+v", f)
+	}
+}
+
+// cgroup.rdma: "*" expands over the host's devices, a named device wins
+// over "*", and each way a cgroup can miss its limit says which.
+func TestRDMACgroupCheck(t *testing.T) {
+	cfg := mustParse(t, `diagnose:
+  policies:
+    rdma_cgroup_limits:
+      - {cgroup: /slurm, device: "*", hca_handle: 64, hca_object: max}
+      - {cgroup: /slurm, device: mlx5_1, hca_handle: 8, hca_object: 1000}
+      - {cgroup: /gone, device: mlx5_0, hca_handle: 1, hca_object: 1}
+      - {cgroup: /slurm, device: mlx5_9, hca_handle: 1, hca_object: 1}
+`)
+	s := snapWith(ibDev("mlx5_0"), ibDev("mlx5_1"))
+	s.Tuning = &tuning.Snapshot{RDMAMaxRead: []string{"/slurm"}, RDMACgroups: []tuning.CgroupRDMALimit{
+		{Cgroup: "/slurm", RDMALimit: tuning.RDMALimit{Device: "mlx5_0", HCAHandle: tuning.Unlimited, HCAObject: tuning.Unlimited}},
+		{Cgroup: "/slurm", RDMALimit: tuning.RDMALimit{Device: "mlx5_1", HCAHandle: 8, HCAObject: 1000}},
+	}}
+	wants := RDMACgroupWants(s, cfg)
+	var got []string
+	for _, w := range wants {
+		got = append(got, w.Cgroup+" "+tuning.FormatRDMALimit(w.Limit))
+	}
+	want := []string{"/slurm mlx5_0 hca_handle=64 hca_object=max", "/slurm mlx5_1 hca_handle=8 hca_object=1000",
+		"/gone mlx5_0 hca_handle=1 hca_object=1", "/slurm mlx5_9 hca_handle=1 hca_object=1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("wants\n %q\nwant\n %q", got, want)
+	}
+	fs, err := checkRDMACgroups(s, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		target string
+		sev    Severity
+		text   string
+	}{
+		{"/slurm mlx5_0", Warn, `echo "mlx5_0 hca_handle=64 hca_object=max" > /sys/fs/cgroup/slurm/rdma.max`},
+		{"/slurm mlx5_1", Pass, "hca_handle=8 hca_object=1000"},
+		{"/gone mlx5_0", Warn, "echo +rdma > /sys/fs/cgroup/cgroup.subtree_control"},
+		{"/slurm mlx5_9", Warn, "not registered with the rdma controller"},
+	} {
+		f := findingOf(t, fs, c.target)
+		if all := f.Observed + " " + f.Remedy; f.Severity != c.sev || !strings.Contains(all, c.text) {
+			t.Errorf("%s: %s %q, want %s with %q", c.target, f.Severity, all, c.sev, c.text)
+		}
+		if (f.Action == "rdma-cgroup") != (c.target == "/slurm mlx5_0") {
+			t.Errorf("%s: action %q", c.target, f.Action)
+		}
+	}
+	// Without a policy the check skips; with "*" and no devices too.
+	if fs, _ := checkRDMACgroups(s, nil, &config.Config{}); len(fs) != 1 || fs[0].Severity != Skip {
+		t.Errorf("no policy: %+v", fs)
+	}
+	star := mustParse(t, "diagnose:\n  policies:\n    rdma_cgroup_limits: [{cgroup: /a, device: \"*\", hca_handle: 1, hca_object: 1}]\n")
+	if fs, _ := checkRDMACgroups(snapWith(), nil, star); len(fs) != 1 || fs[0].Severity != Skip {
+		t.Errorf("no devices: %+v", fs)
 	}
 }

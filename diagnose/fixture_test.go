@@ -172,6 +172,10 @@ func TestFixtureHosts(t *testing.T) {
 		{"dgx-h100", "mem.memlock", "slurmstepd (pid 30142)", Fail, []string{"soft 64.0 KiB", "LimitMEMLOCK=infinity"}},
 		{"dgx-h100", "mem.memlock", "slurmd (pid 2211)", Pass, []string{"unlimited"}},
 		{"cx6-hdr-fdr", "mem.memlock", "slurmd (pid 2047)", Fail, nil},
+		// rdma cgroup policy of dgx-h100: /slurm must cap contexts at 64.
+		{"dgx-h100", "cgroup.rdma", "/slurm mlx5_0", Warn, []string{"hca_handle=max hca_object=max", "hca_handle=64 hca_object=max", "line ", "mlx5_0 hca_handle=64 hca_object=max"}},
+		{"dgx-h100", "cgroup.rdma", "/slurm/job_4242 mlx5_bond_0", Pass, []string{"hca_handle=max hca_object=max"}},
+		{"numa-remote", "cgroup.rdma", "host", Skip, []string{"diagnose.policies.rdma_cgroup_limits"}},
 		{"numa-remote", "cpu.governor", "host", Warn, []string{"powersave", "cpu-governor"}},
 		{"mlx4-qdr", "cpu.governor", "host", Warn, []string{"ondemand"}},
 		{"dgx-h100", "cpu.governor", "host", Pass, []string{"224 × performance"}},

@@ -5,6 +5,7 @@ package diagnose
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,6 +63,18 @@ func init() {
 			"so hosts without IPoIB skip.",
 		Remedy: "sysctl -w the values and persist them in /etc/sysctl.d/90-rdma-doctor.conf (action sysctl).",
 		Run:    checkSysctls,
+	})
+	register(&Check{
+		ID:    "cgroup.rdma",
+		Title: "rdma cgroup limits as configured",
+		Reads: []Source{SourceTuning},
+		Doc: "Each cgroup v2 rdma.max line named in diagnose.policies.rdma_cgroup_limits (device \"*\": every RDMA device of the host) " +
+			"has the configured hca_handle and hca_object limits (warn otherwise, also when the cgroup has no rdma.max because it does not " +
+			"exist or its parent does not enable the rdma controller). Too low a limit makes ibv_open_device or QP/MR creation fail with " +
+			"EAGAIN inside the cgroup. Without configured limits the check skips; finite limits are exported either way.",
+		Remedy: "Write the device's line (echo \"mlx5_0 hca_handle=64 hca_object=max\" > /sys/fs/cgroup/<cgroup>/rdma.max, action rdma-cgroup); " +
+			"a cgroup without rdma.max needs +rdma in its parent's cgroup.subtree_control, which is the cgroup manager's (systemd, Slurm) job.",
+		Run: checkRDMACgroups,
 	})
 	register(&Check{
 		ID:    "drv.kernel",
@@ -306,4 +319,101 @@ func checkKernel(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error)
 		f.Remedy = fmt.Sprintf("the kernel is older than the site's floor %s: plan an upgrade (or a current OFED); RoCE v2 itself works since ~4.5, see roce.gid_v2", floor)
 	}
 	return []Finding{f}, nil
+}
+
+// RDMACgroupWant is one rdma.max line the configuration asks for.
+type RDMACgroupWant struct {
+	// Cgroup is below the cgroup v2 root ("/slurm").
+	Cgroup string
+	Limit  tuning.RDMALimit
+	// Line is the configuration line that asks for it.
+	Line int
+}
+
+// Where names the configuration line that asks for the limit.
+func (w RDMACgroupWant) Where() string {
+	return fmt.Sprintf("diagnose.policies.rdma_cgroup_limits, line %d", w.Line)
+}
+
+// RDMACgroupWants expands diagnose.policies.rdma_cgroup_limits over the
+// host's RDMA devices: "*" is every device read (after the device filter),
+// and an entry naming the device wins over "*" for the same cgroup. The
+// order is the configuration's, devices in the host's order.
+func RDMACgroupWants(s *Snapshot, cfg *config.Config) []RDMACgroupWant {
+	limits := cfg.Diagnose.Policies.RDMACgroupLimits
+	named := map[[2]string]bool{}
+	for _, l := range limits {
+		if l.Device != "*" {
+			named[[2]string{l.Cgroup, l.Device}] = true
+		}
+	}
+	var out []RDMACgroupWant
+	add := func(l config.RDMACgroupLimit, dev string) {
+		out = append(out, RDMACgroupWant{Cgroup: l.Cgroup, Line: l.Line,
+			Limit: tuning.RDMALimit{Device: dev, HCAHandle: uint64(*l.HCAHandle), HCAObject: uint64(*l.HCAObject)}})
+	}
+	for _, l := range limits {
+		if l.Device != "*" {
+			add(l, l.Device)
+			continue
+		}
+		if s.IB == nil {
+			continue
+		}
+		for _, d := range s.IB.Devices {
+			if !named[[2]string{l.Cgroup, d.Name}] {
+				add(l, d.Name)
+			}
+		}
+	}
+	return out
+}
+
+// rdmaLimitText is a line's limits as rdma.max prints them.
+func rdmaLimitText(l tuning.RDMALimit) string {
+	_, rest, _ := strings.Cut(tuning.FormatRDMALimit(l), " ")
+	return rest
+}
+
+func checkRDMACgroups(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	if len(cfg.Diagnose.Policies.RDMACgroupLimits) == 0 {
+		return noTargets("no rdma cgroup limits configured (diagnose.policies.rdma_cgroup_limits); finite limits are exported as rdma_host_cgroup_rdma_limit"), nil
+	}
+	wants := RDMACgroupWants(s, cfg)
+	if len(wants) == 0 {
+		return noTargets("the configured limits name every device (\"*\") and the host has no RDMA device"), nil
+	}
+	read := map[string]bool{}
+	for _, c := range s.Tuning.RDMAMaxRead {
+		read[c] = true
+	}
+	have := map[[2]string]tuning.RDMALimit{}
+	for _, l := range s.Tuning.RDMACgroups {
+		have[[2]string{l.Cgroup, l.Device}] = l.RDMALimit
+	}
+	var out []Finding
+	for _, w := range wants {
+		file := "/sys/fs/cgroup" + w.Cgroup + "/rdma.max"
+		f := Finding{Target: w.Cgroup + " " + w.Limit.Device, Expected: rdmaLimitText(w.Limit) + " (" + w.Where() + ")", Evidence: file, Severity: Pass}
+		got, ok := have[[2]string{w.Cgroup, w.Limit.Device}]
+		switch {
+		case !read[w.Cgroup]:
+			f.Severity, f.Observed = Warn, "no rdma.max"
+			parent := path.Dir(w.Cgroup)
+			f.Remedy = fmt.Sprintf("the cgroup %s does not exist or its parent does not enable the rdma controller: "+
+				"echo +rdma > /sys/fs/cgroup%s/cgroup.subtree_control (on every level above it), or have the cgroup manager "+
+				"(systemd, Slurm) delegate rdma", w.Cgroup, strings.TrimSuffix(parent, "/"))
+		case !ok:
+			f.Severity, f.Observed = Warn, "no line for "+w.Limit.Device
+			f.Remedy = fmt.Sprintf("%s is not registered with the rdma controller: check the device name (rdma dev) or the entry on line %d", w.Limit.Device, w.Line)
+		case got != w.Limit:
+			f.Severity, f.Observed = Warn, rdmaLimitText(got)
+			f.Remedy = fmt.Sprintf("echo %q > %s", tuning.FormatRDMALimit(w.Limit), file)
+			f.Action = "rdma-cgroup"
+		default:
+			f.Observed = rdmaLimitText(got)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }

@@ -5,10 +5,12 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -404,6 +406,71 @@ type Policies struct {
 	// (they tune sockets, not verbs). An entry replaces the default for
 	// that key; the defaults are DefaultSysctlMinimums.
 	Sysctls map[string]int64 `yaml:"sysctls"`
+	// RDMACgroupLimits are the rdma.max limits cgroups must have
+	// (cgroup.rdma, action rdma-cgroup). Empty: limits are exported only.
+	RDMACgroupLimits []RDMACgroupLimit `yaml:"rdma_cgroup_limits"`
+}
+
+// RDMACgroupLimit is one cgroup v2 rdma.max line a site wants: the
+// device's limits in the cgroup at Cgroup (below the cgroup v2 root).
+type RDMACgroupLimit struct {
+	// Cgroup is the path below the cgroup v2 root ("/slurm"); the root
+	// itself has no rdma.max.
+	Cgroup string `yaml:"cgroup"`
+	// Device is an RDMA device name, or "*" for every device of the host
+	// (after the device filter).
+	Device    string     `yaml:"device"`
+	HCAHandle *RDMACount `yaml:"hca_handle"`
+	HCAObject *RDMACount `yaml:"hca_object"`
+	Line      int        `yaml:"-"`
+}
+
+// RDMAUnlimited is the RDMACount of "max"; it equals tuning.Unlimited.
+const RDMAUnlimited RDMACount = math.MaxUint64
+
+// RDMACountMax is the largest finite count: the kernel keeps the limit in
+// an int and shows INT_MAX as "max".
+const RDMACountMax = 1<<31 - 2
+
+// RDMACount is a limit of rdma.max: a count, or "max" (RDMAUnlimited).
+type RDMACount uint64
+
+// UnmarshalYAML accepts max or 0..RDMACountMax.
+func (c *RDMACount) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "max" {
+		*c = RDMAUnlimited
+		return nil
+	}
+	v, err := strconv.ParseUint(n.Value, 10, 64)
+	if n.Kind != yaml.ScalarNode || err != nil || v > RDMACountMax {
+		return lineErr(n, "rdma cgroup limit %q: want max or a count from 0 to %d", n.Value, RDMACountMax)
+	}
+	*c = RDMACount(v)
+	return nil
+}
+
+// UnmarshalYAML decodes one limit strictly and checks its cgroup path and
+// device, so that rdma.max is only ever written in the kernel's format.
+func (l *RDMACgroupLimit) UnmarshalYAML(n *yaml.Node) error {
+	type plain RDMACgroupLimit
+	var p plain
+	if err := decodeStrict(n, &p); err != nil {
+		return err
+	}
+	const key = "diagnose.policies.rdma_cgroup_limits"
+	switch {
+	case p.Cgroup == "/":
+		return lineErr(n, "%s: cgroup / is the root, which has no rdma.max; name a child such as /slurm", key)
+	case !strings.HasPrefix(p.Cgroup, "/") || path.Clean(p.Cgroup) != p.Cgroup || strings.ContainsAny(p.Cgroup, "\n\x00"):
+		return lineErr(n, "%s: cgroup %q: want a clean path below the cgroup v2 root, such as /slurm", key, p.Cgroup)
+	case p.Device == "" || strings.ContainsAny(p.Device, " \t\n/=\x00") || (strings.Contains(p.Device, "*") && p.Device != "*"):
+		return lineErr(n, "%s: device %q: want an RDMA device name (mlx5_0) or * for every device", key, p.Device)
+	case p.HCAHandle == nil || p.HCAObject == nil:
+		return lineErr(n, "%s: hca_handle and hca_object are both required (a count or max)", key)
+	}
+	p.Line = n.Line
+	*l = RDMACgroupLimit(p)
+	return nil
 }
 
 // DefaultSysctlMinimums are mlnx-tools' sysctl_perf_tuning values.
@@ -600,6 +667,14 @@ func (d *Diagnose) UnmarshalYAML(n *yaml.Node) error {
 		if v < 0 {
 			return lineErr(sys, "diagnose.policies.sysctls.%s: %d is negative", k, v)
 		}
+	}
+	seen := map[[2]string]int{}
+	for _, l := range p.Policies.RDMACgroupLimits {
+		k := [2]string{l.Cgroup, l.Device}
+		if first, dup := seen[k]; dup {
+			return fmt.Errorf("line %d: diagnose.policies.rdma_cgroup_limits: %s %s is already set on line %d", l.Line, l.Cgroup, l.Device, first)
+		}
+		seen[k] = l.Line
 	}
 	*d = Diagnose(p)
 	return nil

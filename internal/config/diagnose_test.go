@@ -66,6 +66,9 @@ diagnose:
     expect_traffic: true
     memlock_min_kib: 1024
     sysctls: {net.core.rmem_max: 16777216}
+    rdma_cgroup_limits:
+      - {cgroup: /slurm, device: "*", hca_handle: 64, hca_object: max}
+      - {cgroup: /slurm/job_1, device: mlx5_0, hca_handle: 0, hca_object: 2147483646}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +101,10 @@ diagnose:
 	}
 	if p := d.Thresholds.Probe.Effective(); p.LoopbackLatencyUS != 3 || p.SwitchLatencyUS != 5 {
 		t.Errorf("probe %+v", p)
+	}
+	if r := d.Policies.RDMACgroupLimits; len(r) != 2 || r[0].Cgroup != "/slurm" || r[0].Device != "*" || *r[0].HCAHandle != 64 ||
+		*r[0].HCAObject != RDMAUnlimited || *r[1].HCAHandle != 0 || *r[1].HCAObject != RDMACountMax || r[1].Line != 26 {
+		t.Errorf("rdma cgroup limits %+v", r)
 	}
 }
 
@@ -134,6 +141,17 @@ func TestDiagnoseErrors(t *testing.T) {
 		{"diagnose:\n  policies:\n    ipoib_ipv6: off\n", "line 3: ipoib_ipv6"},
 		{"diagnose:\n  policies:\n    sysctls: {rmem_max: 1}\n", "line 3: diagnose.policies.sysctls: \"rmem_max\""},
 		{"diagnose:\n  policies:\n    hugepages: {size: 2048}\n", "line 3: field size not found"},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /, device: mlx5_0, hca_handle: 1, hca_object: 1}\n", "line 4: diagnose.policies.rdma_cgroup_limits: cgroup / is the root"},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: slurm, device: mlx5_0, hca_handle: 1, hca_object: 1}\n", "line 4: diagnose.policies.rdma_cgroup_limits: cgroup \"slurm\""},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a/../b, device: mlx5_0, hca_handle: 1, hca_object: 1}\n", "cgroup \"/a/../b\""},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: \"mlx5 0\", hca_handle: 1, hca_object: 1}\n", "line 4: diagnose.policies.rdma_cgroup_limits: device \"mlx5 0\""},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: mlx5_*, hca_handle: 1, hca_object: 1}\n", "device \"mlx5_*\""},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: mlx5_0, hca_handle: 1}\n", "line 4: diagnose.policies.rdma_cgroup_limits: hca_handle and hca_object are both required"},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: mlx5_0, hca_handle: -1, hca_object: 1}\n", "line 4: rdma cgroup limit \"-1\": want max or a count from 0 to 2147483646"},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: mlx5_0, hca_handle: 2147483647, hca_object: 1}\n", "rdma cgroup limit \"2147483647\""},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: mlx5_0, hca_handle: unlimited, hca_object: 1}\n", "rdma cgroup limit \"unlimited\""},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: mlx5_0, hca_handles: 1, hca_object: 1}\n", "line 4: field hca_handles not found"},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits:\n      - {cgroup: /a, device: mlx5_0, hca_handle: 1, hca_object: 1}\n      - {cgroup: /a, device: mlx5_0, hca_handle: 2, hca_object: 1}\n", "line 5: diagnose.policies.rdma_cgroup_limits: /a mlx5_0 is already set on line 4"},
 	} {
 		_, err := Parse([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
