@@ -218,3 +218,44 @@ func TestRemediateRefusesNonRootOnRealHost(t *testing.T) {
 		}
 	}
 }
+
+// The rdma cgroup action through the binary, with dgx-h100's own
+// configuration (its /slurm must cap every device at 64 contexts):
+// diagnose warns -> apply -> diagnose passes -> rollback -> identical tree.
+func TestRemediateEndToEndRDMACgroup(t *testing.T) {
+	orig := filepath.Join(repoRoot(t), "fixtures/hosts/dgx-h100")
+	root := filepath.Join(t.TempDir(), "dgx-h100")
+	if out, err := exec.Command("cp", "-a", orig, root).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	cfg := filepath.Join(root, "etc/rdma_doctor/rdma_doctor.yml")
+	c := "--config.file=" + cfg
+	devs := []string{"mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9", "mlx5_bond_0"}
+	before := findings(t, root, cfg)
+	for _, d := range devs {
+		if before["cgroup.rdma"]["/slurm "+d] != "warn" {
+			t.Fatalf("before: cgroup.rdma /slurm %s is %q, want warn", d, before["cgroup.rdma"]["/slurm "+d])
+		}
+	}
+	out, stderr, code := remediateCLI(t, root, c, "remediate", "plan", "--only=rdma-cgroup")
+	if code != 0 || strings.Count(out, "hca_handle=max hca_object=max -> ") != len(devs) {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if out, stderr, code := remediateCLI(t, root, c, "remediate", "apply", "--only=rdma-cgroup", "--yes"); code != 0 || !strings.Contains(out, "9 change(s) applied") {
+		t.Fatalf("apply: exit %d\n%s\n%s", code, out, stderr)
+	}
+	after := findings(t, root, cfg)
+	for _, d := range devs {
+		if after["cgroup.rdma"]["/slurm "+d] != "pass" {
+			t.Errorf("after apply: cgroup.rdma /slurm %s is %q, want pass", d, after["cgroup.rdma"]["/slurm "+d])
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(root, "sys/fs/cgroup/slurm/rdma.max"))
+	if err != nil || strings.Count(string(b), "hca_handle=64 hca_object=max\n") != len(devs) {
+		t.Errorf("rdma.max after apply: %q, %v", b, err)
+	}
+	if out, stderr, code := remediateCLI(t, root, c, "remediate", "rollback"); code != 0 || !strings.Contains(out, "restored rdma-cgroup    sys:fs/cgroup/slurm/rdma.max (mlx5_0)") {
+		t.Fatalf("rollback: exit %d\n%s\n%s", code, out, stderr)
+	}
+	diffR(t, orig, root)
+}

@@ -12,9 +12,11 @@ import (
 	"strings"
 )
 
-// JournalVersion is the format of the journal file. A journal of another
-// version is refused: its undo data might be read wrongly.
-const JournalVersion = 1
+// JournalVersion is the format of the journal file this version writes.
+// Version 2 added record entries (one line of a keyed kernel attribute);
+// a version 1 journal has none and is read as it is. A journal of any
+// other version is refused: its undo data might be read wrongly.
+const JournalVersion = 2
 
 // StateDir and JournalPath are below --path.rootfs.
 const (
@@ -40,17 +42,24 @@ type Entry struct {
 	Action string `json:"action"`
 	Area   Area   `json:"area"`
 	Path   string `json:"path"`
-	// Kind is "file" or "dir" (a directory the apply created).
+	// Kind is "file", "dir" (a directory the apply created) or "record"
+	// (the line of Key in a keyed kernel attribute such as rdma.max).
 	Kind    string `json:"kind"`
+	Key     string `json:"key,omitempty"`
 	Existed bool   `json:"existed"`
-	// Old is the file's exact former content (base64 in JSON).
+	// Old is the file's exact former content, or the record's former
+	// line (base64 in JSON).
 	Old  []byte      `json:"old,omitempty"`
 	Mode fs.FileMode `json:"mode,omitempty"`
+	// Gone is set by Rollback on a kernel attribute (or record) that no
+	// longer exists: the IRQ, netdev or device went, and its setting with
+	// it, so there is nothing to restore.
+	Gone bool `json:"-"`
 }
 
-func (j *Journal) has(a Area, path string) bool {
+func (j *Journal) has(a Area, path, key string) bool {
 	for _, e := range j.Entries {
-		if e.Area == a && e.Path == path {
+		if e.Area == a && e.Path == path && e.Key == key {
 			return true
 		}
 	}
@@ -78,14 +87,15 @@ func parseJournal(b []byte) (*Journal, error) {
 	if err := dec.Decode(&j); err != nil {
 		return nil, fmt.Errorf("journal /%s is truncated or corrupt (%v): the host was not changed by this run; restore it by hand from the file", JournalPath, err)
 	}
-	if j.Version != JournalVersion {
-		return nil, fmt.Errorf("journal /%s has version %d, this rdma_doctor reads version %d: roll back with the version that wrote it", JournalPath, j.Version, JournalVersion)
+	if j.Version != 1 && j.Version != JournalVersion {
+		return nil, fmt.Errorf("journal /%s has version %d, this rdma_doctor reads versions 1 and %d: roll back with the version that wrote it", JournalPath, j.Version, JournalVersion)
 	}
 	if !j.Complete {
 		return nil, fmt.Errorf("journal /%s is truncated (no end marker)", JournalPath)
 	}
 	for i, e := range j.Entries {
-		if (e.Kind != "file" && e.Kind != "dir") || e.Path == "" || strings.Contains(e.Path, "..") ||
+		record := e.Kind == "record" && j.Version >= 2 && e.Key != "" && e.Area != AreaRoot && e.Existed
+		if (e.Kind != "file" && e.Kind != "dir" && !record) || (e.Key != "" && !record) || e.Path == "" || strings.Contains(e.Path, "..") ||
 			(e.Area != AreaRoot && e.Area != AreaSys && e.Area != AreaProc) {
 			return nil, fmt.Errorf("journal /%s: entry %d is invalid (%s %s:%s)", JournalPath, i, e.Kind, e.Area, e.Path)
 		}

@@ -57,6 +57,10 @@ type Change struct {
 	// InPlace writes an existing kernel attribute; otherwise the file is
 	// a drop-in written atomically (parents created as needed).
 	InPlace bool `json:"in_place"`
+	// Key, on an in-place change, makes it a record write: the attribute
+	// takes one line per write and keeps the others (rdma.max, keyed by
+	// device). Current and Desired are then that line.
+	Key string `json:"key,omitempty"`
 }
 
 // Manual is a step remediate never takes, with the reason.
@@ -105,7 +109,7 @@ var Refusals = []Manual{
 
 // Actions is every action, in plan order.
 func Actions() []Action {
-	return []Action{sysctlAction{}, governorAction{}, irqAction{}, memlockAction{}, hugepagesAction{}, ipoibAction{}, ipv6Action{}}
+	return []Action{sysctlAction{}, governorAction{}, irqAction{}, memlockAction{}, hugepagesAction{}, rdmaCgroupAction{}, ipoibAction{}, ipv6Action{}}
 }
 
 // Select returns the actions named in only (all when empty); an unknown
@@ -192,6 +196,9 @@ func applyOne(w Writer, j *Journal, c Change) error {
 	if c.InPlace && !exists {
 		return fmt.Errorf("the target vanished since the plan: %w", fs.ErrNotExist)
 	}
+	if c.Key != "" {
+		return applyRecord(w, j, c)
+	}
 	var old []byte
 	var mode fs.FileMode = 0o644
 	if exists {
@@ -225,7 +232,7 @@ func applyOne(w Writer, j *Journal, c Change) error {
 		}
 		sort.Slice(missing, func(a, b int) bool { return len(missing[a]) < len(missing[b]) })
 		for _, d := range missing {
-			if !j.has(c.Area, d) {
+			if !j.has(c.Area, d, "") {
 				j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: d, Kind: "dir"})
 				if err := j.save(w); err != nil {
 					return err
@@ -236,7 +243,7 @@ func applyOne(w Writer, j *Journal, c Change) error {
 			}
 		}
 	}
-	if !j.has(c.Area, c.Path) {
+	if !j.has(c.Area, c.Path, "") {
 		j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: c.Path, Kind: "file", Existed: exists, Old: old, Mode: mode})
 		if err := j.save(w); err != nil {
 			return err
@@ -248,9 +255,37 @@ func applyOne(w Writer, j *Journal, c Change) error {
 	return w.WriteAtomic(c.Area, c.Path, []byte(c.Desired), mode)
 }
 
+// applyRecord writes one record of a keyed kernel attribute, journaling
+// the record's former line first.
+func applyRecord(w Writer, j *Journal, c Change) error {
+	if !c.InPlace || c.Area == AreaRoot {
+		return fmt.Errorf("a record write (key %s) must be an in-place kernel attribute", c.Key)
+	}
+	b, err := w.ReadFile(c.Area, c.Path)
+	if err != nil {
+		return err
+	}
+	old, ok := RecordLine(string(b), c.Key)
+	if !ok {
+		return fmt.Errorf("no line for %s any more (gone since the plan): %w", c.Key, ErrNoRecord)
+	}
+	if strings.TrimSpace(old) == strings.TrimSpace(c.Desired) {
+		return nil
+	}
+	if !j.has(c.Area, c.Path, c.Key) {
+		j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: c.Path, Kind: "record", Key: c.Key, Existed: true, Old: []byte(old + "\n")})
+		if err := j.save(w); err != nil {
+			return err
+		}
+	}
+	return w.WriteRecord(c.Area, c.Path, c.Key, []byte(c.Desired))
+}
+
 // Rollback restores every journaled path, newest first: the old content
 // written back, files and directories the apply created removed. Then it
-// removes the journal. It is idempotent: run again after an interrupted
+// removes the journal. A kernel attribute (or record) that no longer
+// exists took its setting with it: its entry comes back with Gone set and
+// the rest goes on. It is idempotent: run again after an interrupted
 // rollback it restores the same values; with no journal it returns
 // ErrNoJournal and changes nothing.
 func Rollback(w Writer) (restored []Entry, err error) {
@@ -285,8 +320,13 @@ func Rollback(w Writer) (restored []Entry, err error) {
 			}
 		case e.Area == AreaRoot:
 			err = w.WriteAtomic(e.Area, e.Path, e.Old, e.Mode)
+		case e.Kind == "record":
+			err = w.WriteRecord(e.Area, e.Path, e.Key, e.Old)
 		default:
 			err = w.WriteInPlace(e.Area, e.Path, e.Old)
+		}
+		if e.Area != AreaRoot && e.Existed && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNoRecord) || errors.Is(err, syscall.ENODEV)) {
+			e.Gone, err = true, nil
 		}
 		if err != nil {
 			return restored, fmt.Errorf("restore %s:%s (action %s): %w; the journal is kept, run rollback again", e.Area, e.Path, e.Action, err)

@@ -142,9 +142,10 @@ func TestRemediateEveryActionEveryHost(t *testing.T) {
 		root := copyHost(t, host)
 		w := writer(root)
 		orig := tree(t, root)
+		cfg := hostConfig(t, root) // dgx-h100's has an rdma cgroup policy
 		for _, a := range Actions() {
 			t.Run(host+"/"+a.ID(), func(t *testing.T) {
-				p := plan(t, root, w, []Action{a})
+				p := MakePlan(inputWith(t, root, w, cfg), []Action{a})
 				for _, ap := range p.Actions {
 					if ap.Error != "" {
 						t.Logf("plan error (reported, not applied): %s", ap.Error)
@@ -158,7 +159,7 @@ func TestRemediateEveryActionEveryHost(t *testing.T) {
 				if len(res.Applied) != len(changes) {
 					t.Fatalf("applied %d of %d", len(res.Applied), len(changes))
 				}
-				if again := plan(t, root, w, []Action{a}).Changes(); len(again) != 0 {
+				if again := MakePlan(inputWith(t, root, w, cfg), []Action{a}).Changes(); len(again) != 0 {
 					t.Fatalf("second plan after apply has %d change(s), first %+v", len(again), again[0])
 				}
 				if len(changes) > 0 {
@@ -247,10 +248,18 @@ func TestRemediateNumaRemoteChanges(t *testing.T) {
 // An apply killed after N writes (every later write fails, as in a dead
 // process) is rolled back to the exact original tree, for every N.
 func TestRemediateInterruptedApply(t *testing.T) {
-	root := copyHost(t, "numa-remote")
+	// numa-remote: sysctl, governor and IRQ changes; dgx-h100 with its
+	// configuration: memlock drop-ins and rdma.max records.
+	for _, host := range []string{"numa-remote", "dgx-h100"} {
+		t.Run(host, func(t *testing.T) { interruptedApply(t, host) })
+	}
+}
+
+func interruptedApply(t *testing.T, host string) {
+	root := copyHost(t, host)
 	w := writer(root)
 	orig := tree(t, root)
-	changes := plan(t, root, w, Actions()).Changes()
+	changes := MakePlan(inputWith(t, root, w, hostConfig(t, root)), Actions()).Changes()
 	// Count the writes of a whole apply.
 	counter := &Faulty{W: w, FailAfter: 1 << 30}
 	if _, err := Apply(counter, changes); err != nil {
@@ -286,7 +295,11 @@ func TestRemediateBadJournal(t *testing.T) {
 	for name, content := range map[string]string{
 		"truncated":     `{"version": 1, "entries": [{"action": "sysctl", "area": "proc", "pa`,
 		"no end marker": `{"version": 1, "entries": []}`,
-		"other version": `{"version": 2, "entries": [], "complete": true}`,
+		"other version": `{"version": 3, "entries": [], "complete": true}`,
+		"record in v1":  `{"version": 1, "entries": [{"action":"a","area":"sys","path":"fs/cgroup/a/rdma.max","kind":"record","key":"mlx5_0","existed":true}], "complete": true}`,
+		"record no key": `{"version": 2, "entries": [{"action":"a","area":"sys","path":"fs/cgroup/a/rdma.max","kind":"record","existed":true}], "complete": true}`,
+		"key on a file": `{"version": 2, "entries": [{"action":"a","area":"sys","path":"x","kind":"file","key":"k","existed":true}], "complete": true}`,
+		"record /etc":   `{"version": 2, "entries": [{"action":"a","area":"root","path":"etc/x","kind":"record","key":"k","existed":true}], "complete": true}`,
 		"unknown field": `{"version": 1, "entries": [], "complete": true, "x": 1}`,
 		"bad entry":     `{"version": 1, "entries": [{"action":"a","area":"root","path":"../etc/x","kind":"file"}], "complete": true}`,
 		"empty":         ``,
@@ -404,10 +417,19 @@ func FuzzParseJournal(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "entries": [{"action":"sysctl","area":"proc","path":"sys/net/core/rmem_max","kind":"file","existed":true,"old":"MjEyOTkyCg==","mode":420}], "complete": true}`))
 	f.Add([]byte(`{"version": 1, "entries": [], "complete": true}`))
 	f.Add([]byte(`{"version": 1`))
+	f.Add([]byte(`{"version": 2, "entries": [{"action":"rdma-cgroup","area":"sys","path":"fs/cgroup/slurm/rdma.max","kind":"record","key":"mlx5_0","existed":true,"old":"bWx4NV8wIGhjYV9oYW5kbGU9bWF4IGhjYV9vYmplY3Q9bWF4Cg=="}], "complete": true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		j, err := parseJournal(b)
-		if err == nil && (j.Version != JournalVersion || !j.Complete) {
+		if err != nil {
+			return
+		}
+		if (j.Version != 1 && j.Version != JournalVersion) || !j.Complete {
 			t.Fatalf("accepted %+v", j)
+		}
+		for _, e := range j.Entries {
+			if e.Key != "" && (e.Kind != "record" || e.Area == AreaRoot || j.Version < 2) {
+				t.Fatalf("accepted a keyed entry that is not a kernel record: %+v", e)
+			}
 		}
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Area names the root a journaled path is relative to: the host's root
@@ -41,13 +43,23 @@ type Writer interface {
 	WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error
 	Remove(a Area, name string) error
 	Mkdir(a Area, name string) error
+	// WriteRecord writes one record (line) of a kernel attribute that
+	// takes one record per write and prints all of them back, keyed by
+	// the record's first field: rdma.max takes "mlx5_0 hca_handle=8
+	// hca_object=max" and leaves the other devices' lines alone.
+	WriteRecord(a Area, name, key string, line []byte) error
 }
 
 // Roots are the directories the areas resolve to.
 type Roots struct{ Root, Sys, Proc string }
 
 // DirWriter writes below Roots.
-type DirWriter struct{ Roots Roots }
+type DirWriter struct {
+	Roots Roots
+	// kernelFS reports whether a path is on a kernel filesystem; nil
+	// means statfs. Tests set it to see what the kernel would be sent.
+	kernelFS func(path string) (bool, error)
+}
 
 func (w DirWriter) path(a Area, name string) (string, error) {
 	var root string
@@ -176,6 +188,80 @@ func (w DirWriter) Mkdir(a Area, name string) error {
 	return os.Mkdir(p, 0o755)
 }
 
+// ErrNoRecord is WriteRecord's error for a key the file has no record of
+// (the kernel's ENODEV for an unknown device).
+var ErrNoRecord = errors.New("no record with that key")
+
+// WriteRecord implements Writer. On a kernel filesystem (cgroupfs, sysfs,
+// procfs) the line alone is written and the kernel merges it. On any other
+// filesystem, a copy of a host tree, the line replaces the record with the
+// same key and the file is rewritten: the content the kernel would show
+// afterwards. A key the file has no record of is ErrNoRecord there, as the
+// kernel refuses an unknown device.
+func (w DirWriter) WriteRecord(a Area, name, key string, line []byte) error {
+	p, err := w.path(a, name)
+	if err != nil {
+		return err
+	}
+	isKernel := w.kernelFS
+	if isKernel == nil {
+		isKernel = onKernelFS
+	}
+	kernel, err := isKernel(p)
+	if err != nil {
+		return err
+	}
+	if kernel {
+		return w.WriteInPlace(a, name, line)
+	}
+	old, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	merged, ok := replaceRecord(string(old), key, strings.TrimRight(string(line), "\n"))
+	if !ok {
+		return fmt.Errorf("%s: %s: %w", p, key, ErrNoRecord)
+	}
+	return w.WriteInPlace(a, name, []byte(merged))
+}
+
+// onKernelFS reports whether path is on a filesystem the kernel serves
+// attributes from, where a write is a command rather than content.
+func onKernelFS(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false, &fs.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	switch int64(st.Type) {
+	case unix.CGROUP2_SUPER_MAGIC, unix.CGROUP_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.PROC_SUPER_MAGIC:
+		return true, nil
+	}
+	return false, nil
+}
+
+// RecordLine returns the line of content whose first field is key.
+func RecordLine(content, key string) (string, bool) {
+	for _, l := range strings.Split(content, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == key {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+// replaceRecord replaces the line whose first field is key, keeping every
+// other byte of content.
+func replaceRecord(content, key, line string) (string, bool) {
+	lines := strings.Split(content, "\n")
+	for i, l := range lines {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == key {
+			lines[i] = line
+			return strings.Join(lines, "\n"), true
+		}
+	}
+	return content, false
+}
+
 // ErrInjected is the failure Faulty injects.
 var ErrInjected = errors.New("injected write failure")
 
@@ -238,6 +324,14 @@ func (f *Faulty) Remove(a Area, name string) error {
 		return err
 	}
 	return f.W.Remove(a, name)
+}
+
+// WriteRecord implements Writer.
+func (f *Faulty) WriteRecord(a Area, name, key string, line []byte) error {
+	if err := f.count(); err != nil {
+		return err
+	}
+	return f.W.WriteRecord(a, name, key, line)
 }
 
 // Mkdir implements Writer.

@@ -140,15 +140,31 @@ func runRollback(w remediate.Writer) int {
 		return remediateOK
 	}
 	for _, e := range restored {
-		verb := "restored"
-		if e.Kind == "dir" || !e.Existed {
+		verb, what := "restored", string(e.Area)+":"+e.Path
+		switch {
+		case e.Gone:
+			verb = "gone    " // the attribute went, and its setting with it
+		case e.Kind == "dir" || !e.Existed:
 			verb = "removed "
 		}
-		fmt.Printf("%s %-14s %s:%s\n", verb, e.Action, e.Area, e.Path)
+		if e.Key != "" {
+			what += " (" + e.Key + ")"
+		}
+		fmt.Printf("%s %-14s %s\n", verb, e.Action, what)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: remediate rollback: %v\n", name, err)
 		return remediateFailed
+	}
+	gone := 0
+	for _, e := range restored {
+		if e.Gone {
+			gone++
+		}
+	}
+	if gone > 0 {
+		fmt.Printf("%d path(s) restored, %d gone since the apply (nothing to restore); journal removed\n", len(restored)-gone, gone)
+		return remediateOK
 	}
 	fmt.Printf("%d path(s) restored; journal removed\n", len(restored))
 	return remediateOK
