@@ -258,4 +258,25 @@ func TestRemediateEndToEndRDMACgroup(t *testing.T) {
 		t.Fatalf("rollback: exit %d\n%s\n%s", code, out, stderr)
 	}
 	diffR(t, orig, root)
+
+	// A device unregistered between apply and rollback took its limit
+	// with it: rollback says so and restores the rest.
+	if _, stderr, code := remediateCLI(t, root, c, "remediate", "apply", "--only=rdma-cgroup", "--yes"); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, stderr)
+	}
+	file := filepath.Join(root, "sys/fs/cgroup/slurm/rdma.max")
+	b, err = os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(string(b), "mlx5_9 hca_handle=64 hca_object=max\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = remediateCLI(t, root, c, "remediate", "rollback")
+	if code != 0 || !strings.Contains(out, "gone     rdma-cgroup    sys:fs/cgroup/slurm/rdma.max (mlx5_9)") || !strings.Contains(out, "8 path(s) restored, 1 gone since the apply") {
+		t.Errorf("rollback with a device gone: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(root, "var")); err == nil {
+		t.Error("journal state left after the rollback")
+	}
 }
