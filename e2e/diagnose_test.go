@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -29,18 +28,7 @@ func diagnoseCLI(t testing.TB, args []string, dargs ...string) (string, string, 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), append(append(append([]string{}, args...), "diagnose"), dargs...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("diagnose: %v\n%s", err, stderr.String())
-	}
-	return stdout.String(), stderr.String(), code
+	return runCmd(t, cmd)
 }
 
 var (

@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -201,4 +202,31 @@ func runBinary(t testing.TB, args ...string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, binary(t), args...).CombinedOutput()
 	return string(out), err
+}
+
+// exitCode is the exit status of a finished command: 0, or the code of an
+// *exec.ExitError; any other error (it did not start, a pipe broke) fails
+// the test.
+func exitCode(t testing.TB, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run: %v", err)
+	}
+	return 0
+}
+
+// runCmd runs cmd and returns its stdout, stderr and exit status.
+func runCmd(t testing.TB, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, stderr.String())
+	}
+	return stdout.String(), stderr.String(), exitCode(t, err)
 }

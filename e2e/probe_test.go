@@ -53,23 +53,6 @@ func probeWrite(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-// probeCLI runs "rdma_doctor [global] probe args..." and returns stdout,
-// stderr and the exit status.
-func probeCLI(t *testing.T, cmd *exec.Cmd) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
-
 func probeCmd(t *testing.T, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -85,13 +68,13 @@ func TestProbeCLI(t *testing.T) {
 	cfg := probeWrite(t, dir, "rdma_doctor.yml", fmt.Sprintf("probe:\n  perftest_dir: %s\n  loopback:\n    - {device: mlx5_0, port: 1}\n", fake))
 	base := []string{"--config.file=" + cfg, "--path.rootfs=" + filepath.Join(repoRoot(t), "fixtures", "hosts", "dgx-h100"), "probe"}
 
-	out, errOut, code := probeCLI(t, probeCmd(t, append(base, "--test=ib_send_lat")...))
+	out, errOut, code := runCmd(t, probeCmd(t, append(base, "--test=ib_send_lat")...))
 	if code != 0 || !strings.Contains(out, "typical 1.27 µs") || !strings.Contains(out, "p99.9 5.19 µs") || !strings.Contains(out, "loopback (loopback, mlx5_0/1 -> mlx5_0/1)") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	// The bandwidth ratio uses the fixture host's port rate (mlx5_0 is
 	// 400 Gb/s NDR there).
-	out, errOut, code = probeCLI(t, probeCmd(t, append(base, "--test=ib_write_bw", "--format=json")...))
+	out, errOut, code = runCmd(t, probeCmd(t, append(base, "--test=ib_write_bw", "--format=json")...))
 	var res struct {
 		Success   bool    `json:"success"`
 		PortRate  float64 `json:"port_rate_bytes_per_second"`
@@ -115,7 +98,7 @@ func TestProbeCLI(t *testing.T) {
 		{"--compare=loopback"},
 		{"--compare=node9"}, // no secret
 	} {
-		out, errOut, code := probeCLI(t, probeCmd(t, append(base, args...)...))
+		out, errOut, code := runCmd(t, probeCmd(t, append(base, args...)...))
 		if code != 2 || !strings.Contains(errOut, "rdma_doctor probe") {
 			t.Errorf("%v: exit %d, want 2 with a message\n%s%s", args, code, out, errOut)
 		}
@@ -133,7 +116,7 @@ func TestProbeCLIRealPerftest(t *testing.T) {
 		t.Skip("this host has RDMA devices")
 	}
 	for _, test := range []string{"ib_write_bw", "ib_read_bw", "ib_send_lat"} {
-		out, errOut, code := probeCLI(t, probeCmd(t, "probe", "--test="+test, "--device=mlx5_0", "--format=json"))
+		out, errOut, code := runCmd(t, probeCmd(t, "probe", "--test="+test, "--device=mlx5_0", "--format=json"))
 		if code != 1 || !strings.Contains(out, `"error_kind": "no_device"`) {
 			t.Errorf("%s: exit %d\n%s\n%s", test, code, out, errOut)
 		}
@@ -304,7 +287,7 @@ func TestProbeCompareInNamespaces(t *testing.T) {
       ethernet_address: %s
 `, fake, secret, ethAddr))
 	args := []string{"--config.file=" + proberCfg, "probe", "--compare=node2", "--compare.tcp-iterations=1000", "--compare.tcp-duration=2s"}
-	out, errOut, code := probeCLI(t, p.A.Command(ctx, bin, append(args, "--format=json")...))
+	out, errOut, code := runCmd(t, p.A.Command(ctx, bin, append(args, "--format=json")...))
 	if code != 0 {
 		t.Fatalf("compare: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -347,14 +330,14 @@ func TestProbeCompareInNamespaces(t *testing.T) {
 	}
 
 	// The human table, as an operator sees it.
-	out, errOut, code = probeCLI(t, p.A.Command(ctx, bin, args...))
+	out, errOut, code = runCmd(t, p.A.Command(ctx, bin, args...))
 	if code != 0 || !strings.Contains(out, "TRANSPORT") || !strings.Contains(out, "IPoIB") || !strings.Contains(out, "Ethernet") || !strings.Contains(out, "392.34 Gb/s") {
 		t.Errorf("table: exit %d\n%s\n%s", code, out, errOut)
 	}
 	t.Logf("\n%s", out)
 
 	// A test the responder does not allow: refused, typed, exit 1.
-	out, errOut, code = probeCLI(t, p.A.Command(ctx, bin, "--config.file="+proberCfg, "probe", "--peer=node2", "--test=ib_read_lat"))
+	out, errOut, code = runCmd(t, p.A.Command(ctx, bin, "--config.file="+proberCfg, "probe", "--peer=node2", "--test=ib_read_lat"))
 	if code != 1 || !strings.Contains(out, "forbidden") {
 		t.Errorf("disallowed test: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -183,14 +183,7 @@ func onTerminal(t *testing.T, root, answer string) (string, int) {
 	}
 	err := cmd.Wait()
 	<-done
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return shown(), code
+	return shown(), exitCode(t, err)
 }
 
 // The confirmation on a terminal: "y" applies; "n", an empty line or an
