@@ -6,6 +6,7 @@ package remediate
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
@@ -78,6 +79,6 @@ func (a memlockAction) Plan(in *Input) ([]Change, []string, error) {
 			return nil, nil, err
 		}
 	}
-	notes := []string{fmt.Sprintf("takes effect when %v restart (systemctl daemon-reload && systemctl restart <unit>) and at the next login; until then diagnose still reports the old limit", names)}
+	notes := []string{fmt.Sprintf("takes effect when %s restart (systemctl daemon-reload && systemctl restart <unit>) and at the next login; until then diagnose still reports the old limit", strings.Join(names, ", "))}
 	return out, notes, nil
 }

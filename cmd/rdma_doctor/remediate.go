@@ -194,6 +194,9 @@ func renderPlan(w io.Writer, p *remediate.Plan, format string) error {
 				cur = fmt.Sprintf("(%d lines)", strings.Count(c.Current, "\n"))
 			}
 			des := strings.TrimSpace(c.Desired)
+			if c.Key != "" { // a record: the target names the key already
+				cur, des = strings.TrimPrefix(cur, c.Key+" "), strings.TrimPrefix(des, c.Key+" ")
+			}
 			if strings.Contains(des, "\n") {
 				des = fmt.Sprintf("(%d lines)", strings.Count(c.Desired, "\n"))
 			}
