@@ -554,3 +554,54 @@ func TestRDMACgroupCheck(t *testing.T) {
 		t.Errorf("no devices: %+v", fs)
 	}
 }
+
+// dev.present names why devices are missing from what the PCI bus shows.
+func TestDevPresentBusHint(t *testing.T) {
+	cx7 := func(addr, drv string) pci.BusFunction {
+		return pci.BusFunction{Address: addr, Vendor: 0x15b3, Device: 0x1021, Class: 0x020700, Driver: drv}
+	}
+	one := ibDev("mlx5_0")
+	one.PCIAddress = "0000:1a:00.0"
+	for _, tc := range []struct {
+		name     string
+		snap     *Snapshot
+		cfg      string
+		observed []string
+		remedy   []string
+	}{
+		{"no class, nothing on the bus", &Snapshot{IBErr: infiniband.ErrNoClass}, "",
+			[]string{"no RDMA devices; no Mellanox/NVIDIA (15b3) network function on the PCI bus"}, []string{"passed through"}},
+		{"empty class, function without a driver", &Snapshot{IB: &infiniband.Class{}, Bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}, "",
+			[]string{"0000:5e:00.0 (15b3:1021, no driver)"}, []string{"modprobe mlx5_core"}},
+		{"mlx5_core without mlx5_ib", &Snapshot{IB: &infiniband.Class{}, Bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}, "",
+			[]string{"driver mlx5_core"}, []string{"modprobe mlx5_ib", "dmesg | grep mlx5"}},
+		{"one of two devices, the other bound to vfio-pci", &Snapshot{IB: &infiniband.Class{Devices: []infiniband.Device{one}},
+			Bus: []pci.BusFunction{cx7("0000:1a:00.0", "mlx5_core"), cx7("0000:3c:00.0", "vfio-pci")}}, "diagnose:\n  expected_devices: 2\n",
+			[]string{"1 readable RDMA device(s)", "0000:3c:00.0 (15b3:1021, driver vfio-pci)"}, []string{"bound to vfio-pci"}},
+		{"bus unreadable", &Snapshot{IB: &infiniband.Class{}, BusErr: errors.New("EACCES")}, "",
+			[]string{"0 readable"}, []string{genericDevRemedy}},
+	} {
+		cfg := mustParse(t, tc.cfg)
+		fs, err := checkDevPresent(tc.snap, nil, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		f := findingOf(t, fs, "host")
+		if f.Severity != Fail {
+			t.Errorf("%s: %s, want fail", tc.name, f.Severity)
+		}
+		for _, o := range tc.observed {
+			if !strings.Contains(f.Observed, o) {
+				t.Errorf("%s: observed %q lacks %q", tc.name, f.Observed, o)
+			}
+		}
+		for _, r := range tc.remedy {
+			if !strings.Contains(f.Remedy, r) {
+				t.Errorf("%s: remedy %q lacks %q", tc.name, f.Remedy, r)
+			}
+		}
+		if strings.Contains(f.Observed, "0000:1a:00.0") {
+			t.Errorf("%s: a function with its RDMA device is listed: %q", tc.name, f.Observed)
+		}
+	}
+}

@@ -311,3 +311,43 @@ func TestDeltaOnCopiedFixture(t *testing.T) {
 		t.Errorf("samples %d window %v", r.Samples, r.WindowSeconds)
 	}
 }
+
+// The driver unloaded on a copy of cx6-hdr-fdr: the class is empty (the
+// RDMA core stays), both ConnectX-6 functions are on the bus, one with
+// mlx5_core still bound and one with nothing; dev.present names both and
+// what to load. Without the card on the bus it says so instead.
+func TestDevPresentDriverUnloaded(t *testing.T) {
+	root := copyTree(t, filepath.Join(fixtures, "cx6-hdr-fdr"))
+	class := filepath.Join(root, "sys/class/infiniband")
+	ents, err := os.ReadDir(class)
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("class: %v %v", ents, err)
+	}
+	for _, e := range ents {
+		if err := os.Remove(filepath.Join(class, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := filepath.Join(root, "sys/bus/pci/devices/0000:3b:00.0")
+	if err := os.Symlink("../../../bus/pci/drivers/mlx5_core", filepath.Join(fn, "driver")); err != nil {
+		t.Fatal(err)
+	}
+	r := evaluateHost(t, root, nil)
+	f, ok := finding(r, "dev.present", "host")
+	if !ok || f.Severity != Fail ||
+		!strings.Contains(f.Observed, "0000:3b:00.0 (15b3:101b, driver mlx5_core), 0000:3b:00.1 (15b3:101b, no driver)") ||
+		!strings.Contains(f.Remedy, "modprobe mlx5_ib") || !strings.Contains(f.Remedy, "modprobe mlx5_core") {
+		t.Errorf("dev.present: %+v", f)
+	}
+
+	if err := os.RemoveAll(filepath.Join(root, "sys/bus/pci/devices")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "sys/bus/pci/devices"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = finding(evaluateHost(t, root, nil), "dev.present", "host")
+	if !strings.Contains(f.Observed, "no Mellanox/NVIDIA (15b3) network function on the PCI bus") || !strings.Contains(f.Remedy, "passed through") {
+		t.Errorf("no card on the bus: %+v", f)
+	}
+}

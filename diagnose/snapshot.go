@@ -84,6 +84,11 @@ type Snapshot struct {
 	TuningErr error
 	Netdev    *netdev.Snapshot
 	NetdevErr error
+	// Bus is the Mellanox/NVIDIA network functions of the PCI bus with
+	// their drivers, which tell dev.present why a device is missing;
+	// BusErr is a partial or failed read.
+	Bus    []pci.BusFunction
+	BusErr error
 }
 
 // unavailable says why a source cannot be used, or "".
@@ -230,6 +235,7 @@ func (r *Reader) Read(ctx context.Context) *Snapshot {
 		s.Placement, s.PlacementErr = irq.Read(ctx, r.Host, r.Keep)
 		t := pci.ReadTopology(r.Host.Sys)
 		s.Topology = &t
+		s.Bus, s.BusErr = pci.ReadNetworkFunctions(r.Host.Sys, pci.MellanoxVendor)
 	}()
 	go func() {
 		defer wg.Done()

@@ -145,18 +145,19 @@ func checkGovernor(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 			}
 		}
 		f.Severity = Warn
-		f.Evidence += "; CPUs not on " + want + ": " + compactList(other, 12)
+		f.Evidence += "; CPUs not on " + want + ": " + compactList(other, ",", 12)
 		f.Remedy = fmt.Sprintf("cpupower frequency-set -g %s (or a tuned profile such as latency-performance); the BIOS power profile (C-states) matters as much", want)
 		f.Action = "cpu-governor"
 	}
 	return []Finding{f}, nil
 }
 
-func compactList(items []string, max int) string {
+// compactList joins at most max items with sep, and counts the rest.
+func compactList(items []string, sep string, max int) string {
 	if len(items) <= max {
-		return strings.Join(items, ",")
+		return strings.Join(items, sep)
 	}
-	return strings.Join(items[:max], ",") + fmt.Sprintf(" and %d more", len(items)-max)
+	return strings.Join(items[:max], sep) + fmt.Sprintf(" and %d more", len(items)-max)
 }
 
 func checkHugepages(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {

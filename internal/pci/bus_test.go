@@ -1,0 +1,88 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pci
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+// dgx-h100's bus: the 8 ConnectX-7 (InfiniBand controllers) and the two
+// BlueField-3 functions (Ethernet), no driver links in the fixture.
+func TestReadNetworkFunctionsFixture(t *testing.T) {
+	fns, err := ReadNetworkFunctions(fixtureHost(t, "dgx-h100").Sys, MellanoxVendor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := map[uint32]int{}
+	for _, f := range fns {
+		classes[f.Class]++
+		if f.Vendor != MellanoxVendor || f.Driver != "" || !strings.HasPrefix(f.ID(), "15b3:") {
+			t.Errorf("%+v", f)
+		}
+	}
+	if len(fns) != 10 || classes[0x020700] != 8 || classes[0x020000] != 2 {
+		t.Errorf("%d functions, classes %v; want 8 InfiniBand and 2 Ethernet", len(fns), classes)
+	}
+}
+
+// A bus with a ConnectX bound to vfio-pci, one without a driver, a virtio
+// NIC and a Mellanox bridge (both not asked for), and a function whose
+// vendor file is garbage (an error; the rest is still listed).
+func TestReadNetworkFunctions(t *testing.T) {
+	root := t.TempDir()
+	fn := func(addr, vendor, device, class, driver string) {
+		dir := filepath.Join(root, "sys/devices/pci0000:00", addr)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]string{"vendor": vendor, "device": device, "class": class} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if driver != "" {
+			if err := os.Symlink("../../../bus/pci/drivers/"+driver, filepath.Join(dir, "driver")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bus := filepath.Join(root, "sys", BusDir)
+		if err := os.MkdirAll(bus, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../../devices/pci0000:00/"+addr, filepath.Join(bus, addr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn("0000:00:03.0", "0x1af4", "0x1041", "0x020000", "virtio-pci")
+	fn("0000:5e:00.0", "0x15b3", "0x1021", "0x020700", "vfio-pci")
+	fn("0000:5e:00.1", "0x15b3", "0x1021", "0x020700", "")
+	fn("0000:5d:00.0", "0x15b3", "0x1979", "0x060400", "pcieport")
+	fn("0000:7f:00.0", "lots", "0x1021", "0x020700", "")
+	p, err := hostfs.Paths{Rootfs: root}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns, err := ReadNetworkFunctions(p.Open().Sys, MellanoxVendor)
+	var pe *ParseError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Path, "0000:7f:00.0/vendor") {
+		t.Errorf("error %v, want a parse error naming 0000:7f:00.0/vendor", err)
+	}
+	if len(fns) != 2 || fns[0] != (BusFunction{"0000:5e:00.0", 0x15b3, 0x1021, 0x020700, "vfio-pci"}) ||
+		fns[1] != (BusFunction{"0000:5e:00.1", 0x15b3, 0x1021, 0x020700, ""}) {
+		t.Errorf("functions %+v", fns)
+	}
+	if _, err := ReadNetworkFunctions(p.Open().Sys, 0x8086); err == nil {
+		t.Error("the garbage vendor file is an error for any vendor asked")
+	}
+	empty, _ := hostfs.Paths{Rootfs: t.TempDir()}.Resolve()
+	if _, err := ReadNetworkFunctions(empty.Open().Sys, MellanoxVendor); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no bus: %v, want ErrNotExist", err)
+	}
+}
