@@ -88,17 +88,27 @@ func ReadNetworkFunctions(sys hostfs.FS, vendor uint16) ([]BusFunction, error) {
 	return out, errors.Join(errs...)
 }
 
-// readHex reads a sysfs id file ("0x15b3\n") no larger than max.
+// readHex reads a sysfs id file no larger than max.
 func readHex(sys hostfs.FS, name string, max uint64) (uint64, error) {
 	b, err := sys.ReadFile(name)
 	if err != nil {
 		return 0, err
 	}
-	s := strings.TrimSpace(string(b))
+	v, err := ParseHexID(string(b), max)
+	if err != nil {
+		return 0, &ParseError{Path: name, Err: err}
+	}
+	return v, nil
+}
+
+// ParseHexID parses a PCI id file as sysfs prints it ("0x15b3\n",
+// "0x020700\n"): 0x and hex digits, no larger than max.
+func ParseHexID(s string, max uint64) (uint64, error) {
+	s = strings.TrimSpace(s)
 	hex, ok := strings.CutPrefix(s, "0x")
 	v, err := strconv.ParseUint(hex, 16, 64)
 	if !ok || err != nil || v > max {
-		return 0, &ParseError{Path: name, Err: fmt.Errorf("%q is not a hex id up to %#x", s, max)}
+		return 0, fmt.Errorf("%q is not a hex id up to %#x", s, max)
 	}
 	return v, nil
 }

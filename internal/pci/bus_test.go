@@ -86,3 +86,28 @@ func TestReadNetworkFunctions(t *testing.T) {
 		t.Errorf("no bus: %v, want ErrNotExist", err)
 	}
 }
+
+func TestParseHexID(t *testing.T) {
+	for in, want := range map[string]uint64{"0x15b3\n": 0x15b3, "0x020700\n": 0x020700, "0xffff": 0xffff} {
+		if got, err := ParseHexID(in, 0xffffff); err != nil || got != want {
+			t.Errorf("ParseHexID(%q) = %#x, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "15b3", "0x", "0x-1", "0x1000000", "0xg"} {
+		if _, err := ParseHexID(in, 0xffffff); err == nil {
+			t.Errorf("ParseHexID(%q): no error", in)
+		}
+	}
+}
+
+func FuzzParseHexID(f *testing.F) {
+	for _, s := range []string{"0x15b3\n", "0x020700\n", "0x1021\n", "lots"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseHexID(s, 0xffff)
+		if err == nil && v > 0xffff {
+			t.Fatalf("%q: %#x above the maximum", s, v)
+		}
+	})
+}
