@@ -81,19 +81,12 @@ func (a sysctlAction) Plan(in *Input) ([]Change, []string, error) {
 				want[k] = v
 			}
 		}
-		keys := make([]string, 0, len(want))
-		for k := range want {
-			keys = append(keys, k)
+		values := make(map[string]string, len(want))
+		for k, v := range want {
+			values[k] = strconv.FormatInt(v, 10)
 		}
-		sort.Strings(keys)
-		var b strings.Builder
-		b.WriteString(dropInHeader)
-		for _, k := range keys {
-			fmt.Fprintf(&b, "%s = %d\n", k, want[k])
-		}
-		if b.String() != cur {
-			out = append(out, Change{Action: a.ID(), Check: "sysctl.net", Target: "/" + SysctlDropIn, Area: AreaRoot,
-				Path: SysctlDropIn, Current: cur, Exists: exists, Desired: b.String()})
+		if c := dropInChange(a.ID(), "sysctl.net", SysctlDropIn, cur, exists, sysctlConf(values)); c != nil {
+			out = append(out, *c)
 		}
 	}
 	out = append(out, runtime...)
@@ -116,6 +109,31 @@ func parseSysctlConf(s string) map[string]int64 {
 		}
 	}
 	return m
+}
+
+// sysctlConf renders a sysctl.d drop-in of remediate's own: the header,
+// then one "key = value" line per key, sorted.
+func sysctlConf(values map[string]string) string {
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(dropInHeader)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = %s\n", k, values[k])
+	}
+	return b.String()
+}
+
+// dropInChange is the change that makes one of remediate's own files
+// (below the root) read desired, or nil when it already does.
+func dropInChange(action, check, path, cur string, exists bool, desired string) *Change {
+	if exists && cur == desired {
+		return nil
+	}
+	return &Change{Action: action, Check: check, Target: "/" + path, Area: AreaRoot, Path: path, Current: cur, Exists: exists, Desired: desired}
 }
 
 func readOptional(w Writer, a Area, name string) (string, bool, error) {

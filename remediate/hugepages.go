@@ -81,14 +81,13 @@ func (a hugepagesAction) Plan(in *Input) ([]Change, []string, error) {
 			Current: strconv.FormatUint(global.total, 10) + "\n", Exists: true, Desired: strconv.FormatUint(pol.MinPages, 10) + "\n", InPlace: true})
 	}
 	if pol.PageSizeKiB == 2048 {
-		desired := dropInHeader + "vm.nr_hugepages = " + strconv.FormatUint(pol.MinPages, 10) + "\n"
 		cur, exists, err := readOptional(in.W, AreaRoot, HugepagesDropIn)
 		if err != nil {
 			return nil, nil, err
 		}
-		if cur != desired {
-			out = append(out, Change{Action: a.ID(), Check: "mem.hugepages", Target: "/" + HugepagesDropIn, Area: AreaRoot,
-				Path: HugepagesDropIn, Current: cur, Exists: exists, Desired: desired})
+		desired := sysctlConf(map[string]string{"vm.nr_hugepages": strconv.FormatUint(pol.MinPages, 10)})
+		if c := dropInChange(a.ID(), "mem.hugepages", HugepagesDropIn, cur, exists, desired); c != nil {
+			out = append(out, *c)
 		}
 	} else {
 		notes = append(notes, fmt.Sprintf("%d KiB pages persist only via the kernel command line (hugepagesz=%dK hugepages=%d), which remediate never edits",

@@ -4,10 +4,7 @@
 package remediate
 
 import (
-	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
@@ -135,24 +132,13 @@ func (a ipv6Action) Plan(in *Input) ([]Change, []string, error) {
 		}
 	}
 	if len(keys) > 0 {
-		names := make([]string, 0, len(keys))
-		for k := range keys {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		var b strings.Builder
-		b.WriteString(dropInHeader)
-		for _, k := range names {
-			fmt.Fprintf(&b, "%s = %s\n", k, keys[k])
-		}
 		cur, exists, err := readOptional(in.W, AreaRoot, IPv6DropIn)
 		if err != nil {
 			return nil, nil, err
 		}
-		if cur != b.String() {
+		if c := dropInChange(a.ID(), "ipoib.ipv6", IPv6DropIn, cur, exists, sysctlConf(keys)); c != nil {
 			// The persistent change goes first: runtime changes follow it.
-			out = append([]Change{{Action: a.ID(), Check: "ipoib.ipv6", Target: "/" + IPv6DropIn, Area: AreaRoot, Path: IPv6DropIn,
-				Current: cur, Exists: exists, Desired: b.String()}}, out...)
+			out = append([]Change{*c}, out...)
 		}
 	}
 	if len(out) == 0 && len(notes) == 0 {

@@ -65,9 +65,9 @@ func (a memlockAction) Plan(in *Input) ([]Change, []string, error) {
 		if err != nil {
 			return err
 		}
-		if cur != desired {
-			out = append(out, Change{Action: a.ID(), Check: "mem.memlock", Target: target, Area: AreaRoot, Path: path,
-				Current: cur, Exists: exists, Desired: desired})
+		if c := dropInChange(a.ID(), "mem.memlock", path, cur, exists, desired); c != nil {
+			c.Target = target
+			out = append(out, *c)
 		}
 		return nil
 	}
