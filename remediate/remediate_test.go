@@ -511,6 +511,9 @@ func TestRemediateHugepages(t *testing.T) {
 	if changes[0].Desired != "501\n" || changes[1].Desired != "500\n" {
 		t.Errorf("per node %q %q, want 501 and 500", changes[0].Desired, changes[1].Desired)
 	}
+	if c := changes[2]; c.Path != HugepagesDropIn || c.Exists || c.Desired != dropInHeader+"vm.nr_hugepages = 1001\n" {
+		t.Errorf("drop-in %+v", c)
+	}
 	if _, err := Apply(w, changes); err != nil {
 		t.Fatal(err)
 	}
