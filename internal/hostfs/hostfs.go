@@ -10,6 +10,7 @@ package hostfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -153,4 +154,75 @@ type Host struct {
 // Open returns the Host for resolved paths.
 func (p Paths) Open() Host {
 	return Host{Root: Dir(p.Rootfs), Sys: Dir(p.Sysfs), Proc: Dir(p.Procfs)}
+}
+
+// TailReader is an FS that reads the end of a file without reading the
+// rest. Dir's FS is one.
+type TailReader interface {
+	ReadTail(name string, n int64) ([]byte, error)
+}
+
+// ReadTail returns the end of a file, at most n bytes, starting at a line:
+// a log grows without bound and only its end is news. An FS that is not a
+// TailReader (a test double) is read whole and cut the same way.
+func ReadTail(f FS, name string, n int64) ([]byte, error) {
+	if t, ok := f.(TailReader); ok {
+		return t.ReadTail(name, n)
+	}
+	b, err := f.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) <= n {
+		return b, nil
+	}
+	// One byte more: a cut right after a newline keeps its whole line.
+	return fromLine(b[int64(len(b))-n-1:]), nil
+}
+
+// fromLine drops a cut first line: everything up to the first newline.
+func fromLine(b []byte) []byte {
+	for i, c := range b {
+		if c == '\n' {
+			return b[i+1:]
+		}
+	}
+	return nil
+}
+
+// ReadTail implements TailReader.
+func (d dirFS) ReadTail(name string, n int64) ([]byte, error) {
+	p := d.path(name)
+	if n <= 0 {
+		return nil, fmt.Errorf("read tail of %s: %d bytes asked", p, n)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: errors.New("not a regular file")}
+	}
+	// One byte before the n: a cut right after a newline keeps its line.
+	off := fi.Size() - n - 1
+	if off < 0 {
+		off = 0
+	}
+	// The file may grow between the stat and the read: read what was
+	// there at the stat, never more than n.
+	buf := make([]byte, fi.Size()-off)
+	m, err := f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+	}
+	buf = buf[:m]
+	if off > 0 {
+		buf = fromLine(buf)
+	}
+	return buf, nil
 }

@@ -104,3 +104,47 @@ func TestPathsResolve(t *testing.T) {
 		t.Error("sysfs is a file: want error")
 	}
 }
+
+// onlyReadFile hides Dir's TailReader: the fallback a test double gets.
+type onlyReadFile struct{ FS }
+
+// ReadTail reads the end of a file from its first whole line, never more
+// than asked, through Dir and through the fallback alike.
+func TestReadTail(t *testing.T) {
+	dir := t.TempDir()
+	log := "line one\nline two\nline three\n"
+	if err := os.WriteFile(filepath.Join(dir, "log"), []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("0123456789abcde\n", 2<<20) // 32 MiB, over MaxFileSize
+	if err := os.WriteFile(filepath.Join(dir, "big"), []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]FS{"dir": Dir(dir), "fallback": onlyReadFile{Dir(dir)}} {
+		for _, tc := range []struct {
+			n    int64
+			want string
+		}{
+			{1 << 20, log},         // all of it
+			{int64(len(log)), log}, // exactly all
+			{15, "line three\n"},   // cut inside "line two": dropped
+			{11, "line three\n"},   // starts right after a newline: kept
+			{10, ""},               // inside the last line: nothing whole
+		} {
+			got, err := ReadTail(f, "log", tc.n)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("%s: ReadTail(log, %d) = %q, %v; want %q", name, tc.n, got, err, tc.want)
+			}
+		}
+		if _, err := ReadTail(f, "missing", 10); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: missing: %v", name, err)
+		}
+	}
+	got, err := ReadTail(Dir(dir), "big", 1<<20)
+	if err != nil || int64(len(got)) > 1<<20 || !strings.HasPrefix(string(got), "0123456789abcde\n") || !strings.HasSuffix(big, string(got)) {
+		t.Errorf("big: %d bytes, %v", len(got), err)
+	}
+	if _, err := ReadTail(Dir(dir), ".", 10); err == nil {
+		t.Error("a directory: want an error")
+	}
+}
