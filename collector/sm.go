@@ -67,6 +67,9 @@ type SMCollector struct {
 	running, processes, process                     *prometheus.Desc
 	confInfo, confPrio, confSweep, confLMC, confBad *prometheus.Desc
 	defaults                                        *prometheus.Desc
+	logSubnetUp, logState, logErrors                *prometheus.Desc
+	// now places the OpenSM log's year-less times; time.Now but in tests.
+	now func() time.Time
 }
 
 // NewSMCollector builds the sm collector; Start starts its sminfo runner.
@@ -107,6 +110,12 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 		confBad:   d("opensm_config_malformed_lines", "Lines of the file that are not \"key value\" (or NAME=value) and were skipped; their content is never logged.", "path"),
 		defaults: d("opensm_defaults_info", "The init scripts' variables (/etc/sysconfig/opensm GUIDS and PRIORITY, /etc/default/opensm PORTS); always 1.",
 			"path", "guids", "priority", "ports"),
+		logSubnetUp: d("opensm_log_subnet_up_timestamp_seconds",
+			"When the running opensm last logged SUBNET UP (a heavy sweep finished), from the last 1 MiB of its log; opensm writes local time without a year.", "path"),
+		logState: d("opensm_log_state_info", "The SM state of the last \"Entering <STATE> state\" line in the running opensm's log; always 1.", "path", "state"),
+		logErrors: d("opensm_log_error_lines",
+			"Numbered error lines (\"ERR xxxx:\") in the last 1 MiB of the running opensm's log (traps are not counted).", "path"),
+		now: time.Now,
 	}
 	return c
 }
@@ -164,7 +173,7 @@ func (c *SMCollector) port(ch chan<- prometheus.Metric, p *sm.PortStatus) {
 }
 
 func (c *SMCollector) local(ctx context.Context, ch chan<- prometheus.Metric) error {
-	st, err := opensm.Read(ctx, c.host.Root, c.host.Proc, c.cfg)
+	st, err := opensm.Read(ctx, c.host.Root, c.host.Proc, c.cfg, c.now())
 	if st == nil {
 		return err
 	}
@@ -203,6 +212,15 @@ func (c *SMCollector) local(ctx context.Context, ch chan<- prometheus.Metric) er
 	for _, sh := range st.Shell {
 		gauge(ch, c.defaults, 1, sh.Path, sh.Values["GUIDS"], sh.Values["PRIORITY"], sh.Values["PORTS"])
 		gauge(ch, c.confBad, float64(sh.Malformed), sh.Path)
+	}
+	for _, l := range st.Logs {
+		if !l.SubnetUp.IsZero() {
+			gauge(ch, c.logSubnetUp, float64(l.SubnetUp.UnixNano())/1e9, l.Path)
+		}
+		if l.State != "" {
+			gauge(ch, c.logState, 1, l.Path, l.State)
+		}
+		gauge(ch, c.logErrors, float64(l.Errors), l.Path)
 	}
 	return errors.Join(errs...)
 }

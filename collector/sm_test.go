@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -202,5 +203,44 @@ rdma_fabric_link_could_be_info{guid="0x1070fd0300a1b400",node="MF0;leaf2:MQM8700
 	c.Runner().RunOnce(context.Background())
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_link_degraded"); n != 2 {
 		t.Errorf("degraded-only: %d link series, want 2", n)
+	}
+}
+
+// The running opensm's log (a real opensm 3.3.23 log, on ibsim) on a copy
+// of sm-opensm: last SUBNET UP, last state, numbered error lines.
+func TestSMOpenSMLog(t *testing.T) {
+	root := copyHost(t, "sm-opensm")
+	b, err := os.ReadFile("../fixtures/tools/opensm-master-ibsim.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One numbered error after the sweep (the standby recording's).
+	b = append(b, "Nov 30 16:39:51 535506 [918256C0] 0x01 -> log_send_error: ERR 5411: DR SMP Send completed with error (IB_TIMEOUT) -- dropping\n\t\t\tMethod 0x1, Attr 0x20, TID 0x12e3\n"...)
+	if err := os.MkdirAll(filepath.Join(root, "var/log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "var/log/opensm.log"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := NewSMCollector(hostEnv(t, root), SMOptions{SminfoPath: "/nonexistent"})
+	c.now = func() time.Time { return time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC) }
+	want := `
+# HELP rdma_sm_opensm_log_error_lines Numbered error lines ("ERR xxxx:") in the last 1 MiB of the running opensm's log (traps are not counted).
+# TYPE rdma_sm_opensm_log_error_lines gauge
+rdma_sm_opensm_log_error_lines{path="/var/log/opensm.log"} 1
+# HELP rdma_sm_opensm_log_state_info The SM state of the last "Entering <STATE> state" line in the running opensm's log; always 1.
+# TYPE rdma_sm_opensm_log_state_info gauge
+rdma_sm_opensm_log_state_info{path="/var/log/opensm.log",state="MASTER"} 1
+# HELP rdma_sm_opensm_log_subnet_up_timestamp_seconds When the running opensm last logged SUBNET UP (a heavy sweep finished), from the last 1 MiB of its log; opensm writes local time without a year.
+# TYPE rdma_sm_opensm_log_subnet_up_timestamp_seconds gauge
+rdma_sm_opensm_log_subnet_up_timestamp_seconds{path="/var/log/opensm.log"} 1.796056751408113e+09
+`
+	if err := testutil.GatherAndCompare(gatherOne(t, "sm", c), strings.NewReader(want),
+		"rdma_sm_opensm_log_error_lines", "rdma_sm_opensm_log_state_info", "rdma_sm_opensm_log_subnet_up_timestamp_seconds"); err != nil {
+		t.Error(err)
+	}
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", NewSMCollector(hostEnv(t, "../fixtures/hosts/sm-opensm"), SMOptions{SminfoPath: "/nonexistent"})),
+		"rdma_sm_opensm_log_error_lines"); n != 0 {
+		t.Errorf("%d log series without a log", n)
 	}
 }

@@ -351,3 +351,41 @@ func TestDevPresentDriverUnloaded(t *testing.T) {
 		t.Errorf("no card on the bus: %+v", f)
 	}
 }
+
+// sm.local reads the end of the running opensm's log (a real opensm 3.3.23
+// log on a copy of sm-opensm): a master that logged SUBNET UP passes; one
+// whose log stops before SUBNET UP, long ago, warns that its sweep hangs.
+func TestSMLocalOpenSMLog(t *testing.T) {
+	root := copyTree(t, filepath.Join(fixtures, "sm-opensm"))
+	b, err := os.ReadFile("../fixtures/tools/opensm-master-ibsim.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(root, "var/log/opensm.log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(logPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, ok := finding(evaluateHost(t, root, nil), "sm.local", "opensm (pid 2417)")
+	if !ok || f.Severity != Pass || !strings.Contains(f.Observed, "log: MASTER since 2025-11-30 16:39:11, last SUBNET UP 2025-11-30 16:39:11") ||
+		!strings.Contains(f.Evidence, "/var/log/opensm.log") {
+		t.Errorf("with SUBNET UP: %+v", f)
+	}
+
+	before, _, ok := strings.Cut(string(b), "SUBNET UP")
+	if !ok {
+		t.Fatal("the recording has no SUBNET UP")
+	}
+	before = before[:strings.LastIndexByte(before, '\n')+1]
+	stuck := before + "Nov 30 16:40:11 535506 [918256C0] 0x01 -> log_send_error: ERR 5411: DR SMP Send completed with error (IB_TIMEOUT) -- dropping\n"
+	if err := os.WriteFile(logPath, []byte(stuck), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = finding(evaluateHost(t, root, nil), "sm.local", "opensm (pid 2417)")
+	if f.Severity != Warn || !strings.Contains(f.Observed, "no SUBNET UP in the last 1024 KiB") || !strings.Contains(f.Observed, "1 ERR line(s), last at 2025-11-30 16:40:11: log_send_error: ERR 5411") ||
+		!strings.Contains(f.Remedy, "has logged no SUBNET UP since") {
+		t.Errorf("stuck sweep: %+v", f)
+	}
+}

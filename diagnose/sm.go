@@ -9,9 +9,11 @@ import (
 	"io/fs"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
@@ -46,7 +48,9 @@ func init() {
 		Doc: "Where this host runs OpenSM (a process in /proc): it sweeps (sweep_interval not 0), and on a host with more than one " +
 			"InfiniBand port it is bound to a port (-g, guid in opensm.conf, or GUIDS/PORTS in the init scripts' file) rather than " +
 			"the \"default port\". Its priority is reported; whether it is unique is a fabric question this host cannot see. " +
-			"Secret options (*_key) are never read into a finding. Hosts without a running opensm skip.",
+			"Secret options (*_key) are never read into a finding. The end of its log (-f, log_file, or /var/log/opensm.log) adds its state, " +
+			"the last SUBNET UP and numbered ERR lines; a master that has logged no SUBNET UP for 5 minutes since it became master warns " +
+			"(its heavy sweep does not finish). Hosts without a running opensm skip.",
 		Remedy: "Set guid (or PORTS/GUIDS in /etc/default/opensm or /etc/sysconfig/opensm), a non-zero sweep_interval and a distinct sm_priority.",
 		Run:    checkSMLocal,
 	})
@@ -218,7 +222,41 @@ func checkSMLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 			f.Remedy = strings.Join(problems, "; ") + ". Set guid (opensm -g, guid in opensm.conf, or GUIDS/PORTS in /etc/sysconfig/opensm or /etc/default/opensm) " +
 				"and a non-zero sweep_interval, then restart opensm in a maintenance window (a restart re-sweeps the fabric)"
 		}
+		if l := st.LogOf(p); l != nil {
+			judgeOpenSMLog(&f, l, s.Time)
+		}
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// stuckSweep is how long a master may go without SUBNET UP: a heavy sweep
+// of a large fabric takes seconds to a minute.
+const stuckSweep = 5 * time.Minute
+
+// judgeOpenSMLog adds what the end of an opensm's log says: its state, the
+// last SUBNET UP and numbered errors; a master that has logged no SUBNET UP
+// for stuckSweep since it became master warns.
+func judgeOpenSMLog(f *Finding, l *opensm.Log, now time.Time) {
+	ts := func(t time.Time) string { return t.In(now.Location()).Format("2006-01-02 15:04:05") }
+	f.Evidence += "; " + l.Path
+	var obs []string
+	if l.State != "" {
+		obs = append(obs, "log: "+l.State+" since "+ts(l.StateTime))
+	}
+	if l.SubnetUp.IsZero() {
+		obs = append(obs, fmt.Sprintf("no SUBNET UP in the last %d KiB of the log", opensm.LogTail>>10))
+	} else {
+		obs = append(obs, "last SUBNET UP "+ts(l.SubnetUp))
+	}
+	if l.Errors > 0 {
+		obs = append(obs, fmt.Sprintf("%d ERR line(s), last at %s: %s", l.Errors, ts(l.LastErrorTime), l.LastError))
+	}
+	f.Observed += "; " + strings.Join(obs, ", ")
+	if l.State == "MASTER" && l.SubnetUp.Before(l.StateTime) && now.Sub(l.StateTime) > stuckSweep {
+		f.Severity = Warn
+		stuck := fmt.Sprintf("opensm became MASTER at %s and has logged no SUBNET UP since: its heavy sweep does not finish (read the ERR lines in %s; "+
+			"a flapping link or an unresponsive switch is the usual cause; restarting opensm re-sweeps the fabric)", ts(l.StateTime), l.Path)
+		f.Remedy = strings.TrimPrefix(f.Remedy+"; "+stuck, "; ")
+	}
 }

@@ -243,7 +243,7 @@ func (r *Reader) Read(ctx context.Context) *Snapshot {
 		s.Netdev, s.NetdevErr = netdev.Read(ctx, r.Host, netdev.Options{Keep: r.Keep})
 		if r.Host.Root != nil {
 			// A partial read (an unreadable file) still has the processes.
-			s.OpenSM, s.OpenSMErr = opensm.Read(ctx, r.Host.Root, r.Host.Proc, r.OpenSMConfig)
+			s.OpenSM, s.OpenSMErr = opensm.Read(ctx, r.Host.Root, r.Host.Proc, r.OpenSMConfig, s.Time)
 		}
 	}()
 	s.IB, s.IBErr = infiniband.Read(ctx, r.Host.Sys, r.Keep)

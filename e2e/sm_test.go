@@ -154,6 +154,13 @@ func smLeakyHost(t *testing.T) string {
 	smWriteFile(t, filepath.Join(root, "proc/3100/cmdline"),
 		"/usr/sbin/opensm\x00-k"+smSecrets[7]+"\x00--cc_key="+smSecrets[5]+"\x00-p\x00high\x00")
 	smAppendFile(t, filepath.Join(root, "etc/sysconfig/opensm"), "SM_KEY="+smSecrets[6]+"\n")
+	// The log (a real opensm log) ends with an error that prints keys.
+	log, err := os.ReadFile(smToolFixture(t, "opensm-master-ibsim.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	smWriteFile(t, filepath.Join(root, "var/log/opensm.log"), string(log)+
+		"Nov 30 16:40:02 000001 [918256C0] 0x01 -> osm_sminfo_rcv: ERR 2F18: SM_Key "+smSecrets[7]+" does not match, m_key="+smSecrets[5]+"\n")
 	return root
 }
 
@@ -198,6 +205,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 				for _, page := range []string{"/", "/diagnose", "/diagnose?format=json", "/diagnose?format=html", "/diagnose?format=nhc", "/diagnose?format=text"} {
 					_, body := smFetch(t, addr, page, "")
 					smAssertNoSecret(t, page, body)
+					if page == "/diagnose?format=text" && !strings.Contains(body, "ERR 2F18: SM_Key <redacted> does not match, m_key=<redacted>") {
+						t.Errorf("the log's error line is not in /diagnose, so the log was not read:\n%s", body)
+					}
 				}
 				// Give the background sminfo and iblinkinfo a moment so
 				// their log lines are in too.

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
@@ -180,6 +181,9 @@ type State struct {
 	Config *Config
 	// Shell are the sysconfig/default files that exist.
 	Shell []*Config
+	// Logs are the ends of the running opensm processes' logs (-f, else
+	// log_file in opensm.conf, else DefaultLogFile), one per file.
+	Logs []*Log
 }
 
 // Running reports whether an opensm process runs.
@@ -187,8 +191,9 @@ func (s *State) Running() bool { return len(s.Processes) > 0 }
 
 // Read reads the local OpenSM state: processes from proc, files from root
 // (both below --path.rootfs). configOverride, if set, is the opensm.conf
-// path to read instead of the search.
-func Read(ctx context.Context, root, proc hostfs.FS, configOverride string) (*State, error) {
+// path to read instead of the search. now places the log's year-less
+// times (ParseLog).
+func Read(ctx context.Context, root, proc hostfs.FS, configOverride string, now time.Time) (*State, error) {
 	st := &State{}
 	var errs []error
 	procs, err := FindProcesses(proc)
@@ -234,14 +239,91 @@ func Read(ctx context.Context, root, proc hostfs.FS, configOverride string) (*St
 		}
 		st.Shell = append(st.Shell, ParseShell(path, b))
 	}
+	logs, err := readLogs(root, st, now)
+	st.Logs = logs
+	if err != nil {
+		errs = append(errs, err)
+	}
 	return st, errors.Join(errs...)
+}
+
+// logFile is a process' log: -f, else log_file in opensm.conf, else
+// DefaultLogFile.
+func (s *State) logFile(p Process) string {
+	if p.LogFile != "" {
+		return p.LogFile
+	}
+	if s.Config != nil {
+		if v, ok := s.Config.Get("log_file"); ok && v != "" {
+			return v
+		}
+	}
+	return DefaultLogFile
+}
+
+// LogOf is the end of a process' log, nil when it was not read.
+func (s *State) LogOf(p Process) *Log {
+	path := s.logFile(p)
+	for _, l := range s.Logs {
+		if l.Path == path {
+			return l
+		}
+	}
+	return nil
+}
+
+// LogFiles are the logs of the running processes, each once.
+func (s *State) LogFiles() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range s.Processes {
+		path := s.logFile(p)
+		if !seen[path] {
+			seen[path] = true
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// readLogs reads the end of every running process' log. A missing log is
+// not an error: opensm may log to syslog only.
+func readLogs(root hostfs.FS, st *State, now time.Time) ([]*Log, error) {
+	var logs []*Log
+	var errs []error
+	for _, path := range st.LogFiles() {
+		rel, err := hostRel(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("opensm log: %w", err))
+			continue
+		}
+		b, err := hostfs.ReadTail(root, rel, LogTail)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("opensm log: %w", err))
+			continue
+		}
+		logs = append(logs, ParseLog(path, b, now))
+	}
+	return logs, errors.Join(errs...)
 }
 
 // readHostFile reads an absolute host path below the root FS.
 func readHostFile(root hostfs.FS, path string) ([]byte, error) {
-	rel := strings.TrimLeft(path, "/")
-	if rel == "" || strings.Contains("/"+rel+"/", "/../") {
-		return nil, fmt.Errorf("%s: not a plain absolute path", path)
+	rel, err := hostRel(path)
+	if err != nil {
+		return nil, err
 	}
 	return root.ReadFile(rel)
+}
+
+// hostRel is an absolute host path relative to the root FS.
+func hostRel(path string) (string, error) {
+	rel := strings.TrimLeft(path, "/")
+	if rel == path || rel == "" || strings.Contains("/"+rel+"/", "/../") {
+		return "", fmt.Errorf("%s: not a plain absolute path", path)
+	}
+	return rel, nil
 }

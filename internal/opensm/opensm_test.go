@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
@@ -190,7 +191,7 @@ func TestRead(t *testing.T) {
 		"etc/opensm/opensm.conf.dpkg-": "x",
 	})
 	r, p := hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc"))
-	st, err := Read(context.Background(), r, p, "")
+	st, err := Read(context.Background(), r, p, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,16 +206,16 @@ func TestRead(t *testing.T) {
 	}
 
 	// No process: the first candidate that exists.
-	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "")
+	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "", time.Now())
 	if err != nil || st.Running() || st.Config == nil || st.Config.Path != "/etc/rdma/opensm.conf" {
 		t.Errorf("no process: %+v %v", st, err)
 	}
 	// An override that does not exist is an error; nothing is guessed.
-	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "/etc/missing.conf")
+	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "/etc/missing.conf", time.Now())
 	if err == nil || st.Config != nil {
 		t.Errorf("missing override: %+v %v", st.Config, err)
 	}
-	if _, err := Read(context.Background(), r, p, "/etc/../proc/1/comm"); err == nil {
+	if _, err := Read(context.Background(), r, p, "/etc/../proc/1/comm", time.Now()); err == nil {
 		t.Error("a path with .. was read")
 	}
 }

@@ -1,0 +1,120 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package opensm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+// recordedLog is a real opensm 3.3.23 log (on ibsim; fixtures/README.md).
+func recordedLog(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "tools", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var logNow = time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
+
+func TestParseLogRecorded(t *testing.T) {
+	at := func(s string, us int) time.Time {
+		v, err := time.Parse("2006 Jan 02 15:04:05", "2026 "+s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Add(time.Duration(us) * time.Microsecond)
+	}
+	m := ParseLog("/var/log/opensm.log", recordedLog(t, "opensm-master-ibsim.log"), logNow)
+	if !m.SubnetUp.Equal(at("Nov 30 16:39:11", 408113)) || m.State != "MASTER" || !m.StateTime.Equal(at("Nov 30 16:39:11", 392301)) ||
+		m.Errors != 0 || m.Lines != 14 || m.Unparsed != 0 {
+		t.Errorf("master: %+v", m)
+	}
+	s := ParseLog("/var/log/opensm.log", recordedLog(t, "opensm-standby-ibsim.log"), logNow)
+	if !s.SubnetUp.IsZero() || s.State != "STANDBY" || s.Errors != 1 || s.Unparsed != 0 ||
+		s.LastError != "log_send_error: ERR 5411: DR SMP Send completed with error (IB_TIMEOUT) -- dropping" ||
+		!s.LastErrorTime.Equal(at("Nov 30 16:39:51", 535506)) {
+		t.Errorf("standby: %+v", s)
+	}
+}
+
+func TestParseLogEdges(t *testing.T) {
+	log := strings.Join([]string{
+		"Dec 31 23:59:58 000001 [AB7D9740] 0x80 -> Entering MASTER state",
+		"Jan 01 00:00:03 000002 [AB7D9740] 0x02 -> SUBNET UP",
+		"Jan  1 00:01:00 000003 [AB7D9740] 0x01 -> osm_x: ERR 3A02: bad SM_Key 0x00000000deadbeef from port, m_key=123456 " + strings.Repeat("é", 200),
+		"\tcontinuation of it",
+		"Feb 30 00:00:00 000000 [AB7D9740] 0x02 -> not a date",
+		"garbage",
+		"Jan 01 00:02:00 000004 [AB7D9740] 0x01 -> log_trap_info: Received Generic Notice type:1 num:128",
+		"",
+	}, "\n")
+	l := ParseLog("/x", []byte(log), time.Date(2027, 1, 1, 0, 5, 0, 0, time.UTC))
+	if l.StateTime.Year() != 2026 || l.SubnetUp.Year() != 2027 || l.State != "MASTER" {
+		t.Errorf("New Year: state %v, subnet up %v", l.StateTime, l.SubnetUp)
+	}
+	if l.Errors != 1 || l.Lines != 4 || l.Unparsed != 2 {
+		t.Errorf("errors %d lines %d unparsed %d", l.Errors, l.Lines, l.Unparsed)
+	}
+	if strings.Contains(l.LastError, "deadbeef") || strings.Contains(l.LastError, "123456") ||
+		!strings.Contains(l.LastError, "SM_Key <redacted>") || len(l.LastError) > maxErrorText+len("…") || !strings.HasSuffix(l.LastError, "…") {
+		t.Errorf("last error %q", l.LastError)
+	}
+}
+
+// Read reads the end of each running opensm's log: -f first, then
+// log_file, then the default; a missing log is no error.
+func TestReadLogs(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"proc/812/comm":          "opensm\n",
+		"proc/812/cmdline":       "/usr/sbin/opensm\x00-g\x000x1\x00-f\x00/var/log/opensm.0x1.log\x00",
+		"proc/813/comm":          "opensm\n",
+		"proc/813/cmdline":       "/usr/sbin/opensm\x00-g\x000x2\x00",
+		"proc/814/comm":          "opensm\n",
+		"proc/814/cmdline":       "/usr/sbin/opensm\x00-g\x000x3\x00",
+		"etc/opensm/opensm.conf": "log_file /var/log/sm/opensm.log\n",
+		"var/log/opensm.0x1.log": string(recordedLog(t, "opensm-master-ibsim.log")),
+		"var/log/sm/opensm.log":  string(recordedLog(t, "opensm-standby-ibsim.log")),
+		"var/log/opensm.log":     "not read: log_file names another\n",
+	})
+	st, err := Read(context.Background(), hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc")), "", logNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.LogFiles(); strings.Join(got, " ") != "/var/log/opensm.0x1.log /var/log/sm/opensm.log" {
+		t.Errorf("log files %v", got)
+	}
+	if len(st.Logs) != 2 || st.Logs[0].State != "MASTER" || st.Logs[1].State != "STANDBY" {
+		t.Fatalf("logs %+v", st.Logs)
+	}
+	if err := os.Remove(filepath.Join(root, "var/log/sm/opensm.log")); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Read(context.Background(), hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc")), "", logNow)
+	if err != nil || len(st.Logs) != 1 {
+		t.Errorf("a missing log: %d logs, %v", len(st.Logs), err)
+	}
+}
+
+func FuzzParseLog(f *testing.F) {
+	f.Add(recordedLog(f, "opensm-master-ibsim.log"))
+	f.Add(recordedLog(f, "opensm-standby-ibsim.log"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l := ParseLog("/x", b, logNow)
+		if l.Lines+l.Unparsed > strings.Count(string(b), "\n")+1 || l.Errors > l.Lines || len(l.LastError) > maxErrorText+len("…") {
+			t.Fatalf("%+v", l)
+		}
+		if !l.SubnetUp.IsZero() && l.SubnetUp.After(logNow.Add(24*time.Hour)) {
+			t.Fatalf("a line placed in the future: %v", l.SubnetUp)
+		}
+	})
+}
