@@ -7,22 +7,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
-func tool(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "tools", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func tool(t testing.TB, name string) []byte { return hostfstest.Tool(t, name) }
 
 func parse(t testing.TB, b []byte) *Fabric {
 	t.Helper()

@@ -12,17 +12,11 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 )
 
 // recordedLog is a real opensm 3.3.23 log (on ibsim; fixtures/README.md).
-func recordedLog(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "tools", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func recordedLog(t testing.TB, name string) []byte { return hostfstest.Tool(t, name) }
 
 var logNow = time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
 

@@ -13,20 +13,14 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
-func tool(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "tools", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func tool(t testing.TB, name string) []byte { return hostfstest.Tool(t, name) }
 
 func TestParseSMInfo(t *testing.T) {
 	tests := []struct {

@@ -17,6 +17,27 @@ import (
 // that cannot find one must never pass by skipping.
 func FixtureDir(tb testing.TB, name string) string {
 	tb.Helper()
+	root := filepath.Join(repoRoot(tb), "fixtures", "hosts", name)
+	if _, err := os.Stat(root); err != nil {
+		tb.Fatalf("fixture host %s: %v", name, err)
+	}
+	return root
+}
+
+// Tool is a recorded tool output or log of fixtures/tools (README there
+// says where each comes from). A missing one fails the test.
+func Tool(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(tb), "fixtures", "tools", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// repoRoot is the directory of go.mod above the test's working directory.
+func repoRoot(tb testing.TB) string {
+	tb.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
 		tb.Fatal(err)
@@ -31,11 +52,7 @@ func FixtureDir(tb testing.TB, name string) string {
 		}
 		dir = parent
 	}
-	root := filepath.Join(dir, "fixtures", "hosts", name)
-	if _, err := os.Stat(root); err != nil {
-		tb.Fatalf("fixture host %s: %v", name, err)
-	}
-	return root
+	return dir
 }
 
 // Fixture opens fixture host name as the collectors and checks read it.
