@@ -356,6 +356,34 @@ func TestRemediateVanishedTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	diffTrees(t, orig, tree(t, root))
+
+	// An IRQ gone after the apply (a driver reload) took its affinity
+	// with it: rollback says so, restores the rest and ends.
+	if _, err := Apply(w, changes); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "proc", gone.Path)); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := Rollback(w)
+	if err != nil {
+		t.Fatalf("rollback with an IRQ gone: %v", err)
+	}
+	n := 0
+	for _, e := range restored {
+		if e.Gone {
+			n++
+			if e.Path != gone.Path {
+				t.Errorf("gone: %+v", e)
+			}
+		}
+	}
+	if n != 1 || len(restored) != len(changes) {
+		t.Errorf("%d restored, %d gone; want %d and 1", len(restored), n, len(changes))
+	}
+	if _, err := os.Stat(filepath.Join(root, JournalPath)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("journal after rollback: %v", err)
+	}
 }
 
 // Two applies, then one rollback: the journal keeps the first (original)
