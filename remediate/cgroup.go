@@ -35,24 +35,25 @@ func (a rdmaCgroupAction) Plan(in *Input) ([]Change, []string, error) {
 	var out []Change
 	var notes []string
 	files := map[string]string{} // cgroup -> rdma.max content, read once
+	missing := map[string]bool{}
 	for _, w := range diagnose.RDMACgroupWants(in.Snap, in.Config) {
 		p := rdmaMaxPath(w.Cgroup)
+		if missing[w.Cgroup] {
+			continue // noted once
+		}
 		content, read := files[w.Cgroup]
 		if !read {
 			b, err := in.W.ReadFile(AreaSys, p)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				notes = append(notes, fmt.Sprintf("%s: no rdma.max (the cgroup does not exist or its parent does not enable rdma); not changed: the cgroup manager creates cgroups", w.Cgroup))
-				files[w.Cgroup] = ""
+				missing[w.Cgroup] = true
 				continue
 			case err != nil:
 				return nil, nil, fmt.Errorf("read /sys/%s: %w", p, err)
 			}
 			content = string(b)
 			files[w.Cgroup] = content
-		}
-		if content == "" {
-			continue // noted above
 		}
 		line, ok := RecordLine(content, w.Limit.Device)
 		if !ok {

@@ -207,11 +207,19 @@ func TestRemediateRDMACgroupDeviceGone(t *testing.T) {
 func TestRemediateRDMACgroupNotes(t *testing.T) {
 	root := copyHost(t, "dgx-h100")
 	w := writer(root)
+	// A cgroup whose rdma.max lists no device (none registered).
+	if err := os.Mkdir(filepath.Join(root, "sys/fs/cgroup/empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "sys/fs/cgroup/empty/rdma.max"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ yml, note string }{
 		{"", "no limits configured"},
 		{"diagnose:\n  policies:\n    rdma_cgroup_limits: [{cgroup: /user.slice, device: mlx5_0, hca_handle: 1, hca_object: 1}]\n", "/user.slice: no rdma.max"},
 		{"diagnose:\n  policies:\n    rdma_cgroup_limits: [{cgroup: /slurm, device: mlx5_3, hca_handle: 1, hca_object: 1}]\n", "no line for mlx5_3"},
 		{"diagnose:\n  policies:\n    rdma_cgroup_limits: [{cgroup: /system.slice, device: \"*\", hca_handle: max, hca_object: max}]\n", "nothing to do"},
+		{"diagnose:\n  policies:\n    rdma_cgroup_limits: [{cgroup: /empty, device: mlx5_0, hca_handle: 1, hca_object: 1}]\n", "no line for mlx5_0"},
 	} {
 		cfg, err := config.Parse([]byte(tc.yml))
 		if err != nil {
