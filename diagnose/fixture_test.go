@@ -389,3 +389,27 @@ func TestSMLocalOpenSMLog(t *testing.T) {
 		t.Errorf("stuck sweep: %+v", f)
 	}
 }
+
+// The bus is walked only on a host short of devices: none, or fewer than
+// diagnose.expected_devices.
+func TestBusReadOnlyWhenShort(t *testing.T) {
+	root := filepath.Join(fixtures, "cx6-hdr-fdr")
+	for _, tc := range []struct {
+		expected int
+		read     bool
+	}{{0, false}, {2, false}, {3, true}} {
+		s := (&Reader{Host: hostOf(root), ExpectedDevices: tc.expected}).Read(context.Background())
+		if (s.Bus != nil) != tc.read || s.BusErr != nil {
+			t.Errorf("expected_devices %d: bus %v, %v; want read %v", tc.expected, s.Bus, s.BusErr, tc.read)
+		}
+	}
+	cfg := mustParse(t, "diagnose:\n  expected_devices: 3\n")
+	s := (&Reader{Host: hostOf(root), ExpectedDevices: 3}).Read(context.Background())
+	fs, err := checkDevPresent(s, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := findingOf(t, fs, "host"); f.Severity != Fail || !strings.Contains(f.Observed, "every Mellanox/NVIDIA network function on the PCI bus has its RDMA device") {
+		t.Errorf("3 expected, 2 present: %+v", f)
+	}
+}

@@ -91,6 +91,14 @@ type Snapshot struct {
 	BusErr error
 }
 
+// deviceCount is the number of RDMA devices read (0 without a class).
+func (s *Snapshot) deviceCount() int {
+	if s.IB == nil {
+		return 0
+	}
+	return len(s.IB.Devices)
+}
+
 // unavailable says why a source cannot be used, or "".
 func (s *Snapshot) unavailable(src Source) string {
 	switch src {
@@ -206,6 +214,9 @@ type Reader struct {
 	// OpenSMConfig is the opensm.conf to read instead of the search
 	// (--collector.sm.opensm-config).
 	OpenSMConfig string
+	// ExpectedDevices is diagnose.expected_devices: with fewer devices
+	// than that (or none), the PCI bus is read to say why (Snapshot.Bus).
+	ExpectedDevices int
 }
 
 // Read reads every source. It never fails as a whole: each source's error
@@ -235,7 +246,6 @@ func (r *Reader) Read(ctx context.Context) *Snapshot {
 		s.Placement, s.PlacementErr = irq.Read(ctx, r.Host, r.Keep)
 		t := pci.ReadTopology(r.Host.Sys)
 		s.Topology = &t
-		s.Bus, s.BusErr = pci.ReadNetworkFunctions(r.Host.Sys, pci.MellanoxVendor)
 	}()
 	go func() {
 		defer wg.Done()
@@ -247,6 +257,11 @@ func (r *Reader) Read(ctx context.Context) *Snapshot {
 		}
 	}()
 	s.IB, s.IBErr = infiniband.Read(ctx, r.Host.Sys, r.Keep)
+	if have := s.deviceCount(); have == 0 || have < r.ExpectedDevices {
+		// Only a host short of devices walks the bus: an SR-IOV host has
+		// hundreds of functions.
+		s.Bus, s.BusErr = pci.ReadNetworkFunctions(r.Host.Sys, pci.MellanoxVendor)
+	}
 	if r.SM != nil {
 		s.SM = r.SM(ctx)
 	}

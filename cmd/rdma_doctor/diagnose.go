@@ -122,7 +122,8 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 		return diagnoseRun{}, err
 	}
 	reader := &diagnose.Reader{Host: a.Host, Keep: keep, Tuning: tuning.Options{MemlockProcesses: a.Config.Tuning.MemlockProcesses},
-		OpenSMConfig: flagValue(a, "collector.sm.opensm-config")}
+		ExpectedDevices: a.Config.Diagnose.ExpectedDevices,
+		OpenSMConfig:    flagValue(a, "collector.sm.opensm-config")}
 	// One sminfo runner for both samples, so a stalled SM (activity count
 	// not rising) shows with --interval. Its errors become findings.
 	if runner := newSMRunner(a, keep); runner != nil {

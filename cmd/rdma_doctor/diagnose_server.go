@@ -41,8 +41,9 @@ func diagnoseServerHook(ctx context.Context, s *Server) error {
 	smStatus := smStatusFor(ctx, s)
 	sampler := &diagnose.Sampler{
 		Reader: &diagnose.Reader{Host: s.App.Host, Keep: keep, SM: smStatus, Probe: probeResults(),
-			Tuning:       tuning.Options{MemlockProcesses: s.App.Config.Tuning.MemlockProcesses},
-			OpenSMConfig: flagValue(s.App, "collector.sm.opensm-config")},
+			Tuning:          tuning.Options{MemlockProcesses: s.App.Config.Tuning.MemlockProcesses},
+			OpenSMConfig:    flagValue(s.App, "collector.sm.opensm-config"),
+			ExpectedDevices: s.App.Config.Diagnose.ExpectedDevices},
 		Eval:     eval,
 		History:  diagnose.HistoryFor(window, interval),
 		Interval: interval,

@@ -67,7 +67,8 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			fmt.Fprintf(os.Stderr, "%s: remediate: %v\n", name, err)
 			return remediateUsage
 		}
-		reader := &diagnose.Reader{Host: a.Host, Keep: keep, Tuning: tuning.Options{MemlockProcesses: a.Config.Tuning.MemlockProcesses}}
+		reader := &diagnose.Reader{Host: a.Host, Keep: keep, Tuning: tuning.Options{MemlockProcesses: a.Config.Tuning.MemlockProcesses},
+			ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
 		in := &remediate.Input{Snap: reader.Read(ctx), Config: a.Config, W: w}
 		plan := remediate.MakePlan(in, actions)
 		if *mode == "plan" {
