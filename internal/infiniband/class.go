@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
 // ClassDir is the class directory below the sysfs root.
@@ -24,12 +25,9 @@ const ClassDir = "class/infiniband"
 
 // Opt is a value that may be missing: a file that does not exist on this
 // driver or could not be read or parsed. A missing value is never zero.
-type Opt[T any] struct {
-	V  T
-	OK bool
-}
+type Opt[T any] = sysattr.Opt[T]
 
-func some[T any](v T) Opt[T] { return Opt[T]{V: v, OK: true} }
+func some[T any](v T) Opt[T] { return sysattr.Some(v) }
 
 // Counter is one counter file and its raw value, in the file's own unit.
 type Counter struct {
@@ -148,27 +146,12 @@ func (r *reader) fail(err error) { r.errs = append(r.errs, err) }
 // text reads an attribute. Missing optional files are not errors: drivers
 // differ in what they create.
 func (r *reader) text(name string, required bool) (string, bool) {
-	b, err := r.fs.ReadFile(r.dir + "/" + name)
-	if err != nil {
-		if required || !errors.Is(err, fs.ErrNotExist) {
-			r.fail(err)
-		}
-		return "", false
-	}
-	return strings.TrimSpace(string(b)), true
+	return sysattr.Text(r.fs, r.dir+"/"+name, required, r.fail)
 }
 
 func parsed[T any](r *reader, name string, required bool, parse func(string) (T, error)) Opt[T] {
 	s, ok := r.text(name, required)
-	if !ok {
-		return Opt[T]{}
-	}
-	v, err := parse(s)
-	if err != nil {
-		r.fail(&ParseError{Path: r.dir + "/" + name, Err: err})
-		return Opt[T]{}
-	}
-	return some(v)
+	return sysattr.Parse(s, ok, r.dir+"/"+name, parse, r.fail)
 }
 
 func nonEmpty(s string) (string, error) {
@@ -182,13 +165,7 @@ func verbatim(s string) (string, error) { return s, nil }
 
 // ParseError is a file that was read but whose content is not in the
 // kernel's format.
-type ParseError struct {
-	Path string
-	Err  error
-}
-
-func (e *ParseError) Error() string { return "parse " + e.Path + ": " + e.Err.Error() }
-func (e *ParseError) Unwrap() error { return e.Err }
+type ParseError = sysattr.ParseError
 
 func (r *reader) device(ctx context.Context, name string) Device {
 	d := Device{Name: name}

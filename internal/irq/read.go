@@ -17,10 +17,11 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/procs"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
 // Opt is a value that may be missing; a missing value is never zero.
-type Opt[T any] = infiniband.Opt[T]
+type Opt[T any] = sysattr.Opt[T]
 
 // Snapshot is the IRQ placement of every RDMA device.
 type Snapshot struct {

@@ -22,15 +22,16 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
 // Opt is a value that may be missing; a missing value is never zero.
-type Opt[T any] = infiniband.Opt[T]
+type Opt[T any] = sysattr.Opt[T]
 
-func some[T any](v T) Opt[T] { return Opt[T]{V: v, OK: true} }
+func some[T any](v T) Opt[T] { return sysattr.Some(v) }
 
 // ParseError is a file that was read but is not in the kernel's format.
-type ParseError = infiniband.ParseError
+type ParseError = sysattr.ParseError
 
 // Kind is the link type of an RDMA netdev.
 type Kind string
@@ -140,15 +141,7 @@ func (r *reader) text(name string) (string, bool) {
 
 func parsed[T any](r *reader, name string, parse func(string) (T, error)) Opt[T] {
 	s, ok := r.text(name)
-	if !ok {
-		return Opt[T]{}
-	}
-	v, err := parse(s)
-	if err != nil {
-		r.fail(&ParseError{Path: "/sys/" + name, Err: err})
-		return Opt[T]{}
-	}
-	return some(v)
+	return sysattr.Parse(s, ok, "/sys/"+name, parse, r.fail)
 }
 
 // port is an RDMA device port a netdev maps to.

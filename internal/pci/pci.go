@@ -22,12 +22,13 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
 // Opt is a value that may be missing; a missing value is never zero.
-type Opt[T any] = infiniband.Opt[T]
+type Opt[T any] = sysattr.Opt[T]
 
-func some[T any](v T) Opt[T] { return Opt[T]{V: v, OK: true} }
+func some[T any](v T) Opt[T] { return sysattr.Some(v) }
 
 // Function is one PCI function (/sys/bus/pci/devices/<BDF>, reached from an
 // RDMA device through its device link).
@@ -87,7 +88,7 @@ func (f *Function) ErrorsFor(files ...string) []error {
 }
 
 // ParseError is a file that was read but is not in the kernel's format.
-type ParseError = infiniband.ParseError
+type ParseError = sysattr.ParseError
 
 // ReadFunction reads the PCI function in dir, a path below the sysfs root
 // ("class/infiniband/mlx5_0/device" or "bus/pci/devices/0000:5e:00.0").
@@ -128,28 +129,15 @@ type reader struct {
 	errs []error
 }
 
+func (r *reader) fail(err error) { r.errs = append(r.errs, err) }
+
 func (r *reader) text(name string, required bool) (string, bool) {
-	b, err := r.fs.ReadFile(r.dir + "/" + name)
-	if err != nil {
-		if required || !errors.Is(err, fs.ErrNotExist) {
-			r.errs = append(r.errs, err)
-		}
-		return "", false
-	}
-	return strings.TrimSpace(string(b)), true
+	return sysattr.Text(r.fs, r.dir+"/"+name, required, r.fail)
 }
 
 func parsed[T any](r *reader, name string, required bool, parse func(string) (T, error)) Opt[T] {
 	s, ok := r.text(name, required)
-	if !ok {
-		return Opt[T]{}
-	}
-	v, err := parse(s)
-	if err != nil {
-		r.errs = append(r.errs, &ParseError{Path: r.dir + "/" + name, Err: err})
-		return Opt[T]{}
-	}
-	return some(v)
+	return sysattr.Parse(s, ok, r.dir+"/"+name, parse, r.fail)
 }
 
 // msiIRQs lists msi_irqs/. Entries are files (directories before Linux

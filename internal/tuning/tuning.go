@@ -22,13 +22,14 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/procs"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
 // Opt is a value that may be missing (file absent, unreadable or garbled);
 // a missing value is never zero.
-type Opt[T any] = infiniband.Opt[T]
+type Opt[T any] = sysattr.Opt[T]
 
-func some[T any](v T) Opt[T] { return Opt[T]{V: v, OK: true} }
+func some[T any](v T) Opt[T] { return sysattr.Some(v) }
 
 // Sysctls are the /proc/sys settings read by default, by their sysctl name.
 // rmem/wmem and the backlog matter to IPoIB and TCP only, not to verbs;
@@ -166,7 +167,7 @@ func (s *Snapshot) Sysctl(name string) (Opt[[]int64], bool) {
 }
 
 // ParseError is a file that was read but is not in the kernel's format.
-type ParseError = infiniband.ParseError
+type ParseError = sysattr.ParseError
 
 type reader struct {
 	host hostfs.Host
@@ -191,15 +192,7 @@ func (r *reader) read(f hostfs.FS, name string, required bool) (string, bool) {
 
 func parsed[T any](r *reader, f hostfs.FS, name string, required bool, parse func(string) (T, error)) Opt[T] {
 	s, ok := r.read(f, name, required)
-	if !ok {
-		return Opt[T]{}
-	}
-	v, err := parse(s)
-	if err != nil {
-		r.fail(&ParseError{Path: r.label(f, name), Err: err})
-		return Opt[T]{}
-	}
-	return some(v)
+	return sysattr.Parse(s, ok, r.label(f, name), parse, r.fail)
 }
 
 // label names a file in errors the way an operator finds it on the host.

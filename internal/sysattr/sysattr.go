@@ -1,0 +1,64 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package sysattr is how the readers of host state turn sysfs and procfs
+// attributes into values: read, parse, and keep what went wrong next to
+// the value, which is then missing rather than zero.
+package sysattr
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+)
+
+// Opt is a value that may be missing: a file that does not exist on this
+// driver or could not be read or parsed. A missing value is never zero.
+type Opt[T any] struct {
+	V  T
+	OK bool
+}
+
+// Some is a value that is there.
+func Some[T any](v T) Opt[T] { return Opt[T]{V: v, OK: true} }
+
+// ParseError is a file that was read but whose content is not in the
+// kernel's format.
+type ParseError struct {
+	Path string
+	Err  error
+}
+
+func (e *ParseError) Error() string { return "parse " + e.Path + ": " + e.Err.Error() }
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Text reads an attribute, trimmed of white space. A missing file that is
+// not required is no error (drivers differ in what they create); any other
+// failure goes to fail.
+func Text(f hostfs.FS, name string, required bool, fail func(error)) (string, bool) {
+	b, err := f.ReadFile(name)
+	if err != nil {
+		if required || !errors.Is(err, fs.ErrNotExist) {
+			fail(err)
+		}
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}
+
+// Parse turns an attribute's text into a value. read false (the file was
+// missing, or its error already reported) gives a missing value; content
+// parse rejects is reported to fail as a *ParseError naming path.
+func Parse[T any](text string, read bool, path string, parse func(string) (T, error), fail func(error)) Opt[T] {
+	if !read {
+		return Opt[T]{}
+	}
+	v, err := parse(text)
+	if err != nil {
+		fail(&ParseError{Path: path, Err: err})
+		return Opt[T]{}
+	}
+	return Some(v)
+}

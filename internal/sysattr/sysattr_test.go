@@ -1,0 +1,55 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package sysattr
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+)
+
+// Text and Parse: a value, a missing optional file (no error), a missing
+// required one, an unreadable one and unparsable content (errors naming
+// the file), each a missing value, never a zero.
+func TestTextAndParse(t *testing.T) {
+	dir := t.TempDir()
+	for name, v := range map[string]string{"rate": "400\n", "bad": "lots\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &hostfstest.Faulty{Base: hostfs.Dir(dir), Errors: map[string]error{"eio": syscall.EIO}}
+	var errs []error
+	fail := func(err error) { errs = append(errs, err) }
+	get := func(name string, required bool) Opt[uint64] {
+		s, ok := Text(f, name, required, fail)
+		return Parse(s, ok, "/sys/"+name, func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) }, fail)
+	}
+	if v := get("rate", true); v != Some(uint64(400)) || len(errs) != 0 {
+		t.Errorf("rate: %+v, %v", v, errs)
+	}
+	if v := get("missing", false); v.OK || len(errs) != 0 {
+		t.Errorf("optional missing: %+v, %v", v, errs)
+	}
+	if v := get("missing", true); v.OK || len(errs) != 1 || !errors.Is(errs[0], fs.ErrNotExist) {
+		t.Errorf("required missing: %+v, %v", v, errs)
+	}
+	errs = nil
+	if v := get("eio", false); v.OK || len(errs) != 1 || !errors.Is(errs[0], syscall.EIO) {
+		t.Errorf("EIO: %+v, %v", v, errs)
+	}
+	errs = nil
+	var pe *ParseError
+	if v := get("bad", true); v.OK || len(errs) != 1 || !errors.As(errs[0], &pe) || pe.Path != "/sys/bad" ||
+		errs[0].Error() != `parse /sys/bad: strconv.ParseUint: parsing "lots": invalid syntax` {
+		t.Errorf("bad: %+v, %v", v, errs)
+	}
+}
