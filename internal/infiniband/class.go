@@ -126,7 +126,7 @@ func Read(ctx context.Context, sys hostfs.FS, keep func(name string) bool) (*Cla
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := reader{fs: sys, dir: ClassDir + "/" + name}
+			r := reader{sysattr.Dir{FS: sys, Path: ClassDir + "/" + name}}
 			class.Devices[i] = r.device(ctx, name)
 		}()
 	}
@@ -135,24 +135,7 @@ func Read(ctx context.Context, sys hostfs.FS, keep func(name string) bool) (*Cla
 }
 
 // reader reads one device; it is used by a single goroutine.
-type reader struct {
-	fs   hostfs.FS
-	dir  string
-	errs []error
-}
-
-func (r *reader) fail(err error) { r.errs = append(r.errs, err) }
-
-// text reads an attribute. Missing optional files are not errors: drivers
-// differ in what they create.
-func (r *reader) text(name string, required bool) (string, bool) {
-	return sysattr.Text(r.fs, r.dir+"/"+name, required, r.fail)
-}
-
-func parsed[T any](r *reader, name string, required bool, parse func(string) (T, error)) Opt[T] {
-	s, ok := r.text(name, required)
-	return sysattr.Parse(s, ok, r.dir+"/"+name, parse, r.fail)
-}
+type reader struct{ sysattr.Dir }
 
 func nonEmpty(s string) (string, error) {
 	if s == "" {
@@ -169,23 +152,23 @@ type ParseError = sysattr.ParseError
 
 func (r *reader) device(ctx context.Context, name string) Device {
 	d := Device{Name: name}
-	if link, err := r.fs.ReadLink(r.dir + "/device"); err == nil {
+	if link, err := r.FS.ReadLink(r.Path + "/device"); err == nil {
 		d.PCIAddress = path.Base(link)
 	}
-	d.NodeType = parsed(r, "node_type", true, ParseEnum)
-	d.NodeGUID = parsed(r, "node_guid", true, ParseGUID)
-	d.SysImageGUID = parsed(r, "sys_image_guid", true, ParseGUID)
-	d.FirmwareVer = parsed(r, "fw_ver", false, nonEmpty)
-	d.HCAType = parsed(r, "hca_type", false, nonEmpty)
-	d.BoardID = parsed(r, "board_id", false, nonEmpty)
-	d.HWRev = parsed(r, "hw_rev", false, nonEmpty)
-	d.NodeDesc = parsed(r, "node_desc", false, verbatim)
+	d.NodeType = sysattr.Get(&r.Dir, "node_type", true, ParseEnum)
+	d.NodeGUID = sysattr.Get(&r.Dir, "node_guid", true, ParseGUID)
+	d.SysImageGUID = sysattr.Get(&r.Dir, "sys_image_guid", true, ParseGUID)
+	d.FirmwareVer = sysattr.Get(&r.Dir, "fw_ver", false, nonEmpty)
+	d.HCAType = sysattr.Get(&r.Dir, "hca_type", false, nonEmpty)
+	d.BoardID = sysattr.Get(&r.Dir, "board_id", false, nonEmpty)
+	d.HWRev = sysattr.Get(&r.Dir, "hw_rev", false, nonEmpty)
+	d.NodeDesc = sysattr.Get(&r.Dir, "node_desc", false, verbatim)
 	d.HWCounters = r.counters("hw_counters", false)
 
 	netdevs := r.netdevs()
-	ports, err := r.fs.ReadDir(r.dir + "/ports")
+	ports, err := r.FS.ReadDir(r.Path + "/ports")
 	if err != nil {
-		r.fail(err)
+		r.Fail(err)
 	}
 	for _, e := range ports {
 		if ctx.Err() != nil {
@@ -198,31 +181,31 @@ func (r *reader) device(ctx context.Context, name string) Device {
 		d.Ports = append(d.Ports, r.port(n, netdevs))
 	}
 	sort.Slice(d.Ports, func(i, j int) bool { return d.Ports[i].Num < d.Ports[j].Num })
-	d.Errors = r.errs
+	d.Errors = r.Errs
 	return d
 }
 
 func (r *reader) port(n int, netdevs map[int]string) Port {
 	p := Port{Num: n}
-	dir := r.dir
-	r.dir = dir + "/ports/" + strconv.Itoa(n)
-	defer func() { r.dir = dir }()
+	dir := r.Path
+	r.Path = dir + "/ports/" + strconv.Itoa(n)
+	defer func() { r.Path = dir }()
 
-	p.State = parsed(r, "state", true, ParseEnum)
-	p.PhysState = parsed(r, "phys_state", true, ParseEnum)
-	p.Rate = parsed(r, "rate", true, ParseRate)
-	p.LID = parsed(r, "lid", false, ParseHex)
-	p.SMLID = parsed(r, "sm_lid", false, ParseHex)
-	p.SMSL = parsed(r, "sm_sl", false, ParseUint)
-	p.LIDMaskCount = parsed(r, "lid_mask_count", false, ParseUint)
-	p.CapMask = parsed(r, "cap_mask", false, ParseHex)
-	p.LinkLayer = parsed(r, "link_layer", false, nonEmpty)
+	p.State = sysattr.Get(&r.Dir, "state", true, ParseEnum)
+	p.PhysState = sysattr.Get(&r.Dir, "phys_state", true, ParseEnum)
+	p.Rate = sysattr.Get(&r.Dir, "rate", true, ParseRate)
+	p.LID = sysattr.Get(&r.Dir, "lid", false, ParseHex)
+	p.SMLID = sysattr.Get(&r.Dir, "sm_lid", false, ParseHex)
+	p.SMSL = sysattr.Get(&r.Dir, "sm_sl", false, ParseUint)
+	p.LIDMaskCount = sysattr.Get(&r.Dir, "lid_mask_count", false, ParseUint)
+	p.CapMask = sysattr.Get(&r.Dir, "cap_mask", false, ParseHex)
+	p.LinkLayer = sysattr.Get(&r.Dir, "link_layer", false, nonEmpty)
 	p.Counters = r.counters("counters", true)
 	p.HWCounters = r.counters("hw_counters", false)
 
 	// RoCE: GID 0 names its netdev (a bond for a LAG device). IPoIB: the
 	// PCI function's netdev with this port's dev_port.
-	if s, ok := r.text("gid_attrs/ndevs/0", false); ok && s != "" {
+	if s, ok := r.Text("gid_attrs/ndevs/0", false); ok && s != "" {
 		p.Netdev = s
 	} else {
 		p.Netdev = netdevs[n]
@@ -233,10 +216,10 @@ func (r *reader) port(n int, netdevs map[int]string) Port {
 // counters reads every file of a counters directory. lifespan in
 // hw_counters is the driver's cache time in milliseconds, not a counter.
 func (r *reader) counters(sub string, pma bool) []Counter {
-	entries, err := r.fs.ReadDir(r.dir + "/" + sub)
+	entries, err := r.FS.ReadDir(r.Path + "/" + sub)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			r.fail(err)
+			r.Fail(err)
 		}
 		return nil
 	}
@@ -249,7 +232,7 @@ func (r *reader) counters(sub string, pma bool) []Counter {
 		if e.IsDir() {
 			continue
 		}
-		s, ok := r.text(sub+"/"+name, true)
+		s, ok := r.Text(sub+"/"+name, true)
 		if !ok {
 			continue
 		}
@@ -258,7 +241,7 @@ func (r *reader) counters(sub string, pma bool) []Counter {
 			continue // absent, not zero, and not an error
 		}
 		if err != nil {
-			r.fail(&ParseError{Path: r.dir + "/" + sub + "/" + name, Err: err})
+			r.Fail(&ParseError{Path: r.Path + "/" + sub + "/" + name, Err: err})
 			continue
 		}
 		out = append(out, Counter{Name: name, Value: v})
@@ -270,22 +253,22 @@ func (r *reader) counters(sub string, pma bool) []Counter {
 // (device/net/<name>/dev_port, or dev_id before it existed, is the 0-based
 // port).
 func (r *reader) netdevs() map[int]string {
-	entries, err := r.fs.ReadDir(r.dir + "/device/net")
+	entries, err := r.FS.ReadDir(r.Path + "/device/net")
 	if err != nil {
 		return nil
 	}
 	m := make(map[int]string, len(entries))
 	for _, e := range entries {
-		dir := r.dir + "/device/net/" + e.Name()
+		dir := r.Path + "/device/net/" + e.Name()
 		// A pkey child (ib0.8001) shares its parent's port; the port's
 		// netdev is the parent (internal/netdev maps the same way).
-		if _, err := r.fs.ReadFile(dir + "/parent"); err == nil {
+		if _, err := r.FS.ReadFile(dir + "/parent"); err == nil {
 			continue
 		}
-		b, err := r.fs.ReadFile(dir + "/dev_port")
+		b, err := r.FS.ReadFile(dir + "/dev_port")
 		if err != nil {
 			// Kernels before dev_port (3.15) have only dev_id ("0x1").
-			if b, err = r.fs.ReadFile(dir + "/dev_id"); err != nil {
+			if b, err = r.FS.ReadFile(dir + "/dev_id"); err != nil {
 				continue
 			}
 		}

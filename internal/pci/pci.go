@@ -96,16 +96,16 @@ type ParseError = sysattr.ParseError
 // Files a PCI function need not have (a non-PCIe function has no link
 // files, old kernels no msi_irqs) are not errors when missing.
 func ReadFunction(sys hostfs.FS, dir string) Function {
-	r := reader{fs: sys, dir: dir}
+	r := reader{sysattr.Dir{FS: sys, Path: dir}}
 	f := Function{}
-	f.NUMANode = parsed(&r, "numa_node", true, ParseNUMANode)
-	f.LocalCPUs = parsed(&r, "local_cpulist", true, cpulist.Parse)
-	f.LinkSpeed = known(parsed(&r, "current_link_speed", false, ParseLinkSpeed))
-	f.MaxLinkSpeed = known(parsed(&r, "max_link_speed", false, ParseLinkSpeed))
-	f.LinkWidth = parsed(&r, "current_link_width", false, ParseLinkWidth)
-	f.MaxLinkWidth = parsed(&r, "max_link_width", false, ParseLinkWidth)
+	f.NUMANode = sysattr.Get(&r.Dir, "numa_node", true, ParseNUMANode)
+	f.LocalCPUs = sysattr.Get(&r.Dir, "local_cpulist", true, cpulist.Parse)
+	f.LinkSpeed = known(sysattr.Get(&r.Dir, "current_link_speed", false, ParseLinkSpeed))
+	f.MaxLinkSpeed = known(sysattr.Get(&r.Dir, "max_link_speed", false, ParseLinkSpeed))
+	f.LinkWidth = sysattr.Get(&r.Dir, "current_link_width", false, ParseLinkWidth)
+	f.MaxLinkWidth = sysattr.Get(&r.Dir, "max_link_width", false, ParseLinkWidth)
 	f.MSIIRQs = r.msiIRQs()
-	f.Errors = r.errs
+	f.Errors = r.Errs
 	return f
 }
 
@@ -123,30 +123,16 @@ func known(o Opt[LinkSpeed]) Opt[float64] {
 	return some(o.V.GTs)
 }
 
-type reader struct {
-	fs   hostfs.FS
-	dir  string
-	errs []error
-}
-
-func (r *reader) fail(err error) { r.errs = append(r.errs, err) }
-
-func (r *reader) text(name string, required bool) (string, bool) {
-	return sysattr.Text(r.fs, r.dir+"/"+name, required, r.fail)
-}
-
-func parsed[T any](r *reader, name string, required bool, parse func(string) (T, error)) Opt[T] {
-	s, ok := r.text(name, required)
-	return sysattr.Parse(s, ok, r.dir+"/"+name, parse, r.fail)
-}
+// reader reads one PCI function; it is used by a single goroutine.
+type reader struct{ sysattr.Dir }
 
 // msiIRQs lists msi_irqs/. Entries are files (directories before Linux
 // 3.19) named by IRQ number; anything else in there is skipped.
 func (r *reader) msiIRQs() []int {
-	entries, err := r.fs.ReadDir(r.dir + "/msi_irqs")
+	entries, err := r.FS.ReadDir(r.Path + "/msi_irqs")
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			r.errs = append(r.errs, err)
+			r.Errs = append(r.Errs, err)
 		}
 		return nil
 	}

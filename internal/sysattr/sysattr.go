@@ -62,3 +62,27 @@ func Parse[T any](text string, read bool, path string, parse func(string) (T, er
 	}
 	return Some(v)
 }
+
+// Dir reads the attributes of one directory (a device, a port, a PCI
+// function) and keeps the errors met. One goroutine uses it.
+type Dir struct {
+	FS hostfs.FS
+	// Path is the directory below the FS root; it may be changed to read
+	// a subdirectory.
+	Path string
+	Errs []error
+}
+
+// Fail keeps an error.
+func (d *Dir) Fail(err error) { d.Errs = append(d.Errs, err) }
+
+// Text reads an attribute of the directory (Text above).
+func (d *Dir) Text(name string, required bool) (string, bool) {
+	return Text(d.FS, d.Path+"/"+name, required, d.Fail)
+}
+
+// Get reads and parses an attribute of the directory.
+func Get[T any](d *Dir, name string, required bool, parse func(string) (T, error)) Opt[T] {
+	s, ok := d.Text(name, required)
+	return Parse(s, ok, d.Path+"/"+name, parse, d.Fail)
+}

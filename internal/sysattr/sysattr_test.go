@@ -53,3 +53,32 @@ func TestTextAndParse(t *testing.T) {
 		t.Errorf("bad: %+v, %v", v, errs)
 	}
 }
+
+// Dir reads below its path, which may move to a subdirectory, and keeps
+// every error with the path it names.
+func TestDir(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "dev/ports/1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{"dev/fw_ver": " 28.39.1002\n", "dev/ports/1/lid": "x\n"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &Dir{FS: hostfs.Dir(root), Path: "dev"}
+	if v := Get(d, "fw_ver", true, func(s string) (string, error) { return s, nil }); v != Some("28.39.1002") {
+		t.Errorf("fw_ver %+v", v)
+	}
+	d.Path = "dev/ports/1"
+	if v := Get(d, "lid", true, func(s string) (uint64, error) { return strconv.ParseUint(s, 0, 16) }); v.OK {
+		t.Errorf("lid %+v", v)
+	}
+	if _, ok := d.Text("state", true); ok {
+		t.Error("a missing required file read")
+	}
+	var pe *ParseError
+	if len(d.Errs) != 2 || !errors.As(d.Errs[0], &pe) || pe.Path != "dev/ports/1/lid" || !errors.Is(d.Errs[1], fs.ErrNotExist) {
+		t.Errorf("errors %v", d.Errs)
+	}
+}
