@@ -141,7 +141,7 @@ func (r *reader) text(name string) (string, bool) {
 
 func parsed[T any](r *reader, name string, parse func(string) (T, error)) Opt[T] {
 	s, ok := r.text(name)
-	return sysattr.Parse(s, ok, "/sys/"+name, parse, r.fail)
+	return sysattr.Parse(s, ok, parse, r.fail, func() string { return "/sys/" + name })
 }
 
 // port is an RDMA device port a netdev maps to.

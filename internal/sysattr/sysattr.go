@@ -50,14 +50,15 @@ func Text(f hostfs.FS, name string, required bool, fail func(error)) (string, bo
 
 // Parse turns an attribute's text into a value. read false (the file was
 // missing, or its error already reported) gives a missing value; content
-// parse rejects is reported to fail as a *ParseError naming path.
-func Parse[T any](text string, read bool, path string, parse func(string) (T, error), fail func(error)) Opt[T] {
+// parse rejects is reported to fail as a *ParseError naming path(), which
+// is only called then (a scrape parses hundreds of attributes).
+func Parse[T any](text string, read bool, parse func(string) (T, error), fail func(error), path func() string) Opt[T] {
 	if !read {
 		return Opt[T]{}
 	}
 	v, err := parse(text)
 	if err != nil {
-		fail(&ParseError{Path: path, Err: err})
+		fail(&ParseError{Path: path(), Err: err})
 		return Opt[T]{}
 	}
 	return Some(v)
@@ -83,6 +84,7 @@ func (d *Dir) Text(name string, required bool) (string, bool) {
 
 // Get reads and parses an attribute of the directory.
 func Get[T any](d *Dir, name string, required bool, parse func(string) (T, error)) Opt[T] {
-	s, ok := d.Text(name, required)
-	return Parse(s, ok, d.Path+"/"+name, parse, d.Fail)
+	p := d.Path + "/" + name
+	s, ok := Text(d.FS, p, required, d.Fail)
+	return Parse(s, ok, parse, d.Fail, func() string { return p })
 }

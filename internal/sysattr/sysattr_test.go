@@ -31,7 +31,7 @@ func TestTextAndParse(t *testing.T) {
 	fail := func(err error) { errs = append(errs, err) }
 	get := func(name string, required bool) Opt[uint64] {
 		s, ok := Text(f, name, required, fail)
-		return Parse(s, ok, "/sys/"+name, func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) }, fail)
+		return Parse(s, ok, func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) }, fail, func() string { return "/sys/" + name })
 	}
 	if v := get("rate", true); v != Some(uint64(400)) || len(errs) != 0 {
 		t.Errorf("rate: %+v, %v", v, errs)

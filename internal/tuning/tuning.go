@@ -192,7 +192,7 @@ func (r *reader) read(f hostfs.FS, name string, required bool) (string, bool) {
 
 func parsed[T any](r *reader, f hostfs.FS, name string, required bool, parse func(string) (T, error)) Opt[T] {
 	s, ok := r.read(f, name, required)
-	return sysattr.Parse(s, ok, r.label(f, name), parse, r.fail)
+	return sysattr.Parse(s, ok, parse, r.fail, func() string { return r.label(f, name) })
 }
 
 // label names a file in errors the way an operator finds it on the host.
