@@ -4,8 +4,7 @@
 package infiniband
 
 import (
-	"os"
-	"path/filepath"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"testing"
 )
 
@@ -13,18 +12,5 @@ import (
 // pattern below the fixture hosts' class directories, which are built from
 // shared/realdata, so fuzzing starts from real kernel output.
 func addFixtureSeeds(f *testing.F, pattern string) {
-	f.Helper()
-	files, err := filepath.Glob(filepath.Join("../../fixtures/hosts/*/sys/class/infiniband", pattern))
-	if err != nil {
-		f.Fatal(err)
-	}
-	if len(files) == 0 {
-		f.Fatalf("no fixture files match %s", pattern)
-	}
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err == nil {
-			f.Add(string(b))
-		}
-	}
+	hostfstest.Seeds(f, "*/sys/class/infiniband/"+pattern)
 }

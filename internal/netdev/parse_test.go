@@ -4,8 +4,7 @@
 package netdev
 
 import (
-	"os"
-	"path/filepath"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"strings"
 	"testing"
 )
@@ -87,18 +86,7 @@ func TestParseSmall(t *testing.T) {
 	}
 }
 
-func fixtureSeeds(f *testing.F, pattern string) {
-	f.Helper()
-	files, _ := filepath.Glob(filepath.Join("../../fixtures/hosts/*/sys", pattern))
-	if len(files) == 0 {
-		f.Fatalf("no fixture files match %s", pattern)
-	}
-	for _, p := range files {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(string(b))
-		}
-	}
-}
+func fixtureSeeds(f *testing.F, pattern string) { hostfstest.Seeds(f, "*/sys/"+pattern) }
 
 func FuzzParseIPoIBAddress(f *testing.F) {
 	fixtureSeeds(f, "class/net/ib*/address")

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -218,12 +216,7 @@ func TestReadTopology(t *testing.T) {
 }
 
 func addFixtureSeeds(f *testing.F, pattern string) {
-	files, _ := filepath.Glob(filepath.Join("../../fixtures/hosts/*/sys/devices/pci*", pattern))
-	for _, p := range files {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(string(b))
-		}
-	}
+	hostfstest.Seeds(f, "*/sys/devices/pci*/"+pattern)
 }
 
 func FuzzParseLinkSpeed(f *testing.F) {

@@ -4,8 +4,8 @@
 package tuning
 
 import (
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -213,18 +213,7 @@ func TestParseWord(t *testing.T) {
 
 // seeds adds every fixture file matching pattern (relative to a host root)
 // to a fuzz corpus.
-func seeds(f *testing.F, pattern string) {
-	f.Helper()
-	files, _ := filepath.Glob(filepath.Join("../../fixtures/hosts/*", pattern))
-	if len(files) == 0 {
-		f.Fatalf("no fixture files match %s", pattern)
-	}
-	for _, p := range files {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(string(b))
-		}
-	}
-}
+func seeds(f *testing.F, pattern string) { hostfstest.Seeds(f, "*/"+pattern) }
 
 func FuzzParseSysctl(f *testing.F) {
 	seeds(f, "proc/sys/*/*")

@@ -35,6 +35,31 @@ func Tool(tb testing.TB, name string) []byte {
 	return b
 }
 
+// Seeds adds every fixture-host file matching pattern (relative to
+// fixtures/hosts, "*/sys/class/infiniband/*/ports/*/rate") to a fuzz
+// corpus, so fuzzing starts from real kernel output. No match fails: a
+// pattern that drifted from the fixtures must not fuzz from nothing.
+func Seeds(f *testing.F, pattern string) {
+	f.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot(f), "fixtures", "hosts", pattern))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if len(files) == 0 {
+		f.Fatalf("no fixture files match %s", pattern)
+	}
+	for _, p := range files {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			continue // a glob such as proc/sys/*/* also matches directories
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+}
+
 // repoRoot is the directory of go.mod above the test's working directory.
 func repoRoot(tb testing.TB) string {
 	tb.Helper()
