@@ -126,7 +126,21 @@ func logTime(f []string, now time.Time) (time.Time, bool) {
 }
 
 func redactKeys(msg string) string {
-	msg = keyRE.ReplaceAllString(msg, "${1}<redacted>")
+	var b strings.Builder
+	last := 0
+	for _, m := range keyRE.FindAllStringSubmatchIndex(msg, -1) {
+		// A partition key (P_Key, pkey) is an address, not a secret, and
+		// what a partition error is about: it stays.
+		before := strings.ToLower(msg[max(0, m[0]-2):m[0]])
+		if strings.HasSuffix(before, "p") || strings.HasSuffix(before, "p_") {
+			continue
+		}
+		b.WriteString(msg[last:m[4]])
+		b.WriteString("<redacted>")
+		last = m[5]
+	}
+	b.WriteString(msg[last:])
+	msg = b.String()
 	if len(msg) > maxErrorText {
 		n := maxErrorText
 		for n > 0 && !utf8.RuneStart(msg[n]) {

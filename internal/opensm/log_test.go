@@ -41,10 +41,24 @@ func TestParseLogRecorded(t *testing.T) {
 	}
 }
 
+// Values after key words are redacted; partition keys are not secrets.
+func TestRedactKeys(t *testing.T) {
+	for in, want := range map[string]string{
+		"ERR 0507: P_Key 0x8001 rejected, pkey=0x7fff, SA_Key: 77": "ERR 0507: P_Key 0x8001 rejected, pkey=0x7fff, SA_Key: <redacted>",
+		"SM_Key 0xdeadbeef, m_key=12, smkey 0x1":                   "SM_Key <redacted>, m_key=<redacted>, smkey <redacted>",
+		"Key 5 at line start, no key here":                         "Key <redacted> at line start, no key here",
+	} {
+		if got := redactKeys(in); got != want {
+			t.Errorf("redactKeys(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}
+
 func TestParseLogEdges(t *testing.T) {
 	log := strings.Join([]string{
 		"Dec 31 23:59:58 000001 [AB7D9740] 0x80 -> Entering MASTER state",
 		"Jan 01 00:00:03 000002 [AB7D9740] 0x02 -> SUBNET UP",
+		"Jan  1 00:00:30 000003 [AB7D9740] 0x01 -> osm_pkey_mgr: ERR 0507: P_Key 0x8001 of port 0x10001 rejected, pkey=0x7fff, SA_Key: 77",
 		"Jan  1 00:01:00 000003 [AB7D9740] 0x01 -> osm_x: ERR 3A02: bad SM_Key 0x00000000deadbeef from port, m_key=123456 " + strings.Repeat("é", 200),
 		"\tcontinuation of it",
 		"Feb 30 00:00:00 000000 [AB7D9740] 0x02 -> not a date",
@@ -56,7 +70,7 @@ func TestParseLogEdges(t *testing.T) {
 	if l.StateTime.Year() != 2026 || l.SubnetUp.Year() != 2027 || l.State != "MASTER" {
 		t.Errorf("New Year: state %v, subnet up %v", l.StateTime, l.SubnetUp)
 	}
-	if l.Errors != 1 || l.Lines != 4 || l.Unparsed != 2 {
+	if l.Errors != 2 || l.Lines != 5 || l.Unparsed != 2 {
 		t.Errorf("errors %d lines %d unparsed %d", l.Errors, l.Lines, l.Unparsed)
 	}
 	if strings.Contains(l.LastError, "deadbeef") || strings.Contains(l.LastError, "123456") ||
