@@ -235,6 +235,12 @@ func TestExampleConfig(t *testing.T) {
 // typeKeys lists the YAML key paths of a type: struct fields by their yaml
 // tag, "[]" for list elements and "*" for map keys.
 func typeKeys(t reflect.Type, prefix string, out map[string]bool) {
+	walkType(t, prefix, func(p string, _ reflect.Kind) { out[p] = true })
+}
+
+// walkType calls visit with the key path and kind of every field, list
+// element and map value below a type.
+func walkType(t reflect.Type, prefix string, visit func(path string, kind reflect.Kind)) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -249,13 +255,17 @@ func typeKeys(t reflect.Type, prefix string, out map[string]bool) {
 			if prefix != "" {
 				p = prefix + "." + tag
 			}
-			out[p] = true
-			typeKeys(t.Field(i).Type, p, out)
+			ft := t.Field(i).Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			visit(p, ft.Kind())
+			walkType(ft, p, visit)
 		}
 	case reflect.Slice:
-		typeKeys(t.Elem(), prefix+"[]", out)
+		walkType(t.Elem(), prefix+"[]", visit)
 	case reflect.Map:
-		typeKeys(t.Elem(), prefix+".*", out)
+		walkType(t.Elem(), prefix+".*", visit)
 	}
 }
 
@@ -288,32 +298,11 @@ func nodeKeys(n *yaml.Node, prefix string, out map[string]bool) {
 // freeKeyMaps are the map-typed keys whose children are names, not fields.
 var freeKeyMaps = func() map[string]bool {
 	m := map[string]bool{}
-	var walk func(t reflect.Type, prefix string)
-	walk = func(t reflect.Type, prefix string) {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
+	walkType(reflect.TypeFor[Config](), "", func(p string, k reflect.Kind) {
+		if k == reflect.Map {
+			m[p] = true
 		}
-		switch t.Kind() {
-		case reflect.Struct:
-			for i := 0; i < t.NumField(); i++ {
-				tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-				if tag == "" || tag == "-" {
-					continue
-				}
-				p := tag
-				if prefix != "" {
-					p = prefix + "." + tag
-				}
-				walk(t.Field(i).Type, p)
-			}
-		case reflect.Slice:
-			walk(t.Elem(), prefix+"[]")
-		case reflect.Map:
-			m[prefix] = true
-			walk(t.Elem(), prefix+".*")
-		}
-	}
-	walk(reflect.TypeFor[Config](), "")
+	})
 	return m
 }()
 
