@@ -511,15 +511,7 @@ func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]int) (b
 				row.CPUUtil, row.HasCPU = vals[i], true
 			}
 		}
-		if i, dup := seenBW[size]; dup {
-			r.Duplicates++
-			if r.Bandwidth[i] != row {
-				r.Notes = append(r.Notes, "conflicting second row for size "+f[0]+": "+line)
-			}
-			return true, nil
-		}
-		seenBW[size] = len(r.Bandwidth)
-		r.Bandwidth = append(r.Bandwidth, row)
+		r.Bandwidth = keepRow(r, r.Bandwidth, seenBW, size, row, line)
 	default:
 		row := LatencyRow{Bytes: size, Iterations: iters}
 		for i, c := range t.cols {
@@ -545,17 +537,24 @@ func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]int) (b
 				return false, nil // a bandwidth column in a latency table
 			}
 		}
-		if i, dup := seenLat[size]; dup {
-			r.Duplicates++
-			if r.Latency[i] != row {
-				r.Notes = append(r.Notes, "conflicting second row for size "+f[0]+": "+line)
-			}
-			return true, nil
-		}
-		seenLat[size] = len(r.Latency)
-		r.Latency = append(r.Latency, row)
+		r.Latency = keepRow(r, r.Latency, seenLat, size, row, line)
 	}
 	return true, nil
+}
+
+// keepRow appends a table row unless one of its size is there already
+// (server and client output interleaved print each size twice): the
+// repeat is counted, and noted when its numbers differ.
+func keepRow[R comparable](r *Report, rows []R, seen map[int64]int, size int64, row R, line string) []R {
+	if i, dup := seen[size]; dup {
+		r.Duplicates++
+		if rows[i] != row {
+			r.Notes = append(r.Notes, "conflicting second row for size "+strconv.FormatInt(size, 10)+": "+line)
+		}
+		return rows
+	}
+	seen[size] = len(rows)
+	return append(rows, row)
 }
 
 func allDigits(s string) bool {
