@@ -44,6 +44,21 @@ func probeReplay() map[string]perftesttest.Sides {
 	return s
 }
 
+// scheduledProbeConfig writes a config that schedules ib_send_lat and
+// ib_write_bw in loopback on mlx5_0 port 1 every second, run from
+// perftestDir (a perftesttest fake).
+func scheduledProbeConfig(t *testing.T, perftestDir perftesttest.Dir) string {
+	return probeWrite(t, t.TempDir(), "rdma_doctor.yml", fmt.Sprintf(`probe:
+  enabled: true
+  interval: 1s
+  scrape_guard: 1s
+  perftest_dir: %s
+  tests: [ib_send_lat, ib_write_bw]
+  loopback:
+    - {device: mlx5_0, port: 1}
+`, perftestDir))
+}
+
 func probeWrite(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -134,15 +149,7 @@ func TestProbeScheduled(t *testing.T) {
 		Client: perftesttest.Behaviour{StderrFile: "error_completion_retry_exceeded_softiwarp_issue27.txt", Exit: 1, Protocol: true},
 	}
 	fake := perftesttest.Install(t, script)
-	cfg := probeWrite(t, t.TempDir(), "rdma_doctor.yml", fmt.Sprintf(`probe:
-  enabled: true
-  interval: 1s
-  scrape_guard: 1s
-  perftest_dir: %s
-  tests: [ib_send_lat, ib_write_bw]
-  loopback:
-    - {device: mlx5_0, port: 1}
-`, fake))
+	cfg := scheduledProbeConfig(t, fake)
 	e := start(t, "--config.file="+cfg, "--path.rootfs="+filepath.Join(repoRoot(t), "fixtures", "hosts", "dgx-h100"))
 	// Poll /probe (JSON; it does not count as a scrape) until both tests
 	// ran.

@@ -269,15 +269,7 @@ func exportedWithBackgroundWork(t *testing.T) string {
 	sminfo := smFakeTool(t, "sminfo", "cat "+smToolFixture(t, "sminfo-master-ibsim.txt")+"\n")
 	iblinkinfo := smFakeTool(t, "iblinkinfo", "cat "+smToolFixture(t, "iblinkinfo-l-generated-hdr-fdr-downgrade.txt")+"\n")
 	perftest := perftesttest.Install(t, probeReplay())
-	cfg := probeWrite(t, t.TempDir(), "rdma_doctor.yml", fmt.Sprintf(`probe:
-  enabled: true
-  interval: 1s
-  scrape_guard: 1s
-  perftest_dir: %s
-  tests: [ib_send_lat, ib_write_bw]
-  loopback:
-    - {device: mlx5_0, port: 1}
-`, perftest))
+	cfg := scheduledProbeConfig(t, perftest)
 	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.sm.sminfo-path="+sminfo,
 		"--collector.fabric", "--collector.fabric.iblinkinfo-path="+iblinkinfo)
 	want := []string{"rdma_sm_state{", "rdma_fabric_links_degraded ", "rdma_probe_bandwidth_bytes_per_second{",
