@@ -30,18 +30,7 @@ const (
 // probeReplay: every test replays a recorded run over the fake's TCP
 // exchange (server listens on -p, client connects).
 func probeReplay() map[string]perftesttest.Sides {
-	s := map[string]perftesttest.Sides{}
-	for _, t := range perftesttest.Tools {
-		file := probeLatSample
-		if strings.HasSuffix(t, "_bw") {
-			file = probeBWSample
-		}
-		s[t] = perftesttest.Sides{
-			Server: perftesttest.Behaviour{StdoutFile: file, Protocol: true},
-			Client: perftesttest.Behaviour{StdoutFile: file, Protocol: true},
-		}
-	}
-	return s
+	return perftesttest.Replay(probeLatSample, probeBWSample)
 }
 
 // scheduledProbeConfig writes a config that schedules ib_send_lat and

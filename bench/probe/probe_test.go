@@ -34,20 +34,7 @@ var secret = []byte("probe-test-secret-0123456789")
 
 // replay makes both sides of each test replay a recorded run over the
 // fake's TCP exchange.
-func replay() map[string]perftesttest.Sides {
-	s := map[string]perftesttest.Sides{}
-	for _, t := range perftesttest.Tools {
-		file := latSample
-		if strings.HasSuffix(t, "_bw") {
-			file = bwSample
-		}
-		s[t] = perftesttest.Sides{
-			Server: perftesttest.Behaviour{StdoutFile: file, Protocol: true},
-			Client: perftesttest.Behaviour{StdoutFile: file, Protocol: true},
-		}
-	}
-	return s
-}
+func replay() map[string]perftesttest.Sides { return perftesttest.Replay(latSample, bwSample) }
 
 // sysfs writes a class/infiniband tree with one port rate.
 func sysfs(t *testing.T, device, rate string) hostfs.FS {

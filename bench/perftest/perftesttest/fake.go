@@ -48,6 +48,24 @@ var (
 )
 
 // pkgDir is this source file's directory.
+// Replay is a script in which both sides of every tool replay a recorded
+// run over the fake's TCP exchange: latSample for the _lat tools, bwSample
+// for the _bw ones (files of SamplesDir).
+func Replay(latSample, bwSample string) map[string]Sides {
+	s := map[string]Sides{}
+	for _, t := range Tools {
+		file := latSample
+		if strings.HasSuffix(t, "_bw") {
+			file = bwSample
+		}
+		s[t] = Sides{
+			Server: Behaviour{StdoutFile: file, Protocol: true},
+			Client: Behaviour{StdoutFile: file, Protocol: true},
+		}
+	}
+	return s
+}
+
 func pkgDir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Dir(file)
