@@ -252,6 +252,7 @@ func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
+	ctx = withMemo(ctx)
 	var wg sync.WaitGroup
 	for _, name := range a.names {
 		wg.Add(1)

@@ -68,7 +68,12 @@ func NewIRQCollector(env Env, filter DeviceFilter, perIRQ bool) Collector {
 }
 
 func (c *irqCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	s, err := irq.Read(ctx, c.host, c.filter.Keep)
+	// The PCI functions come from the pci collector's read when both run.
+	var s *irq.Snapshot
+	devs, err := pciDevices(ctx, c.host.Sys, c.filter.Keep)
+	if err == nil {
+		s, err = irq.ReadWith(ctx, c.host, devs)
+	}
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
 			return nil

@@ -11,7 +11,6 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 )
 
 func init() {
@@ -56,7 +55,7 @@ func NewPCICollector(env Env, filter DeviceFilter) Collector {
 }
 
 func (c *pciCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	devs, err := pci.ReadDevices(ctx, c.sys, c.filter.Keep)
+	devs, err := pciDevices(ctx, c.sys, c.filter.Keep)
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
 			return nil

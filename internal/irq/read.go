@@ -158,6 +158,12 @@ func Read(ctx context.Context, host hostfs.Host, keep func(string) bool) (*Snaps
 	if err != nil {
 		return nil, err
 	}
+	return ReadWith(ctx, host, devs)
+}
+
+// ReadWith is Read with the devices' PCI functions already read (by
+// pci.ReadDevices, shared with the pci collector); it only reads devs.
+func ReadWith(ctx context.Context, host hostfs.Host, devs []pci.Device) (*Snapshot, error) {
 	s := &Snapshot{Devices: make([]Device, len(devs))}
 	for i, d := range devs {
 		s.Devices[i] = Device{Name: d.Name, PCI: d.PCI}
