@@ -1,11 +1,12 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package collector turns host snapshots into Prometheus metrics. Each
-// collector registers itself with a --collector.NAME flag; the Aggregator runs
-// the enabled ones concurrently under a deadline and reports each one's
-// success, duration and error count, so one failing collector never breaks
-// the scrape.
+// Package collector turns host snapshots into Prometheus metrics. The
+// collectors are listed in one table (Table) with their --collector.NAME
+// flags (AddFlags); the Aggregator takes one host.Snapshot per collection,
+// runs the enabled collectors on it concurrently under a deadline and
+// reports each one's success, duration and error count, so one failing
+// collector never breaks the scrape and no source is read twice.
 package collector
 
 import (
@@ -17,66 +18,34 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
 // Namespace prefixes every metric.
 const Namespace = "rdma"
 
-// Collector produces metrics for one concern.
+// Collector produces metrics for one concern from a host snapshot.
 type Collector interface {
 	// Update sends metrics to ch. It returns every error met (errors.Join);
 	// metrics it could read are still sent.
-	Update(ctx context.Context, ch chan<- prometheus.Metric) error
+	Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error
 }
 
-// Env is what a factory gets: where the host is, what the operator expects,
-// and a logger already labelled with the collector's name.
+// Env is what a collector is built with: the host it reads, what the
+// operator expects, and a logger already labelled with the collector's
+// name.
 type Env struct {
-	Host   hostfs.Host
+	Host   *host.Host
 	Config *config.Config
 	Logger *slog.Logger
 }
 
-// Factory builds a collector. It may fail on bad flag values.
-type Factory func(env Env) (Collector, error)
-
-type registration struct {
-	factory Factory
-	enabled *bool
-}
-
-var (
-	registryMu sync.Mutex
-	registry   = map[string]registration{}
-)
-
-// Register adds a collector and its --collector.NAME flag to app. It is
-// called from the collector files' init functions through registerCollector.
-func Register(app *kingpin.Application, name string, enabledByDefault bool, help string, f Factory) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	def := "false"
-	if enabledByDefault {
-		def = "true"
-	}
-	flagHelp := fmt.Sprintf("Enable the %s collector: %s (default: %s).", name, help, map[bool]string{true: "enabled", false: "disabled"}[enabledByDefault])
-	enabled := app.Flag("collector."+name, flagHelp).Default(def).Bool()
-	registry[name] = registration{factory: f, enabled: enabled}
-}
-
-// registerCollector registers on the global kingpin application, which
-// main parses.
-func registerCollector(name string, enabledByDefault bool, help string, f Factory) {
-	Register(kingpin.CommandLine, name, enabledByDefault, help, f)
-}
-
 // Aggregator runs the enabled collectors.
 type Aggregator struct {
+	host       *host.Host
 	names      []string
 	collectors map[string]Collector
 	logger     *slog.Logger
@@ -96,39 +65,40 @@ type flight struct {
 	waiters int // scrapes sharing it besides the one that started it (tests)
 }
 
-// New builds every enabled collector. only, if non-empty, restricts the set
-// (tests and benchmarks).
-func New(env Env, timeout time.Duration, only ...string) (*Aggregator, error) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	a := &Aggregator{
-		collectors: map[string]Collector{},
-		logger:     env.Logger,
-		timeout:    timeout,
-		errLog:     newOnceLogger(env.Logger, 1024),
-	}
+// New builds every collector that flags enable, in Table order. only, if
+// non-empty, restricts the set (tests and benchmarks).
+func New(env Env, flags *Flags, timeout time.Duration, only ...string) (*Aggregator, error) {
 	want := map[string]bool{}
 	for _, n := range only {
-		if _, ok := registry[n]; !ok {
+		if _, ok := lookup(n); !ok {
 			return nil, fmt.Errorf("unknown collector %q", n)
 		}
 		want[n] = true
 	}
-	for name, r := range registry {
-		if len(only) > 0 && !want[name] || len(only) == 0 && !*r.enabled {
+	built := map[string]Collector{}
+	for _, s := range Table {
+		if len(only) > 0 && !want[s.Name] || len(only) == 0 && !flags.Enabled(s.Name) {
 			continue
 		}
 		cenv := env
-		cenv.Logger = env.Logger.With("collector", name)
-		c, err := r.factory(cenv)
+		cenv.Logger = env.Logger.With("collector", s.Name)
+		c, err := s.New(cenv, flags)
 		if err != nil {
-			return nil, fmt.Errorf("collector %s: %w", name, err)
+			return nil, fmt.Errorf("collector %s: %w", s.Name, err)
 		}
-		a.collectors[name] = c
+		built[s.Name] = c
+	}
+	return newAggregator(env.Host, env.Logger, timeout, built), nil
+}
+
+// newAggregator runs collectors by name on snapshots of h.
+func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, collectors map[string]Collector) *Aggregator {
+	a := &Aggregator{host: h, collectors: collectors, logger: logger, timeout: timeout, errLog: newOnceLogger(logger, 1024)}
+	for name := range collectors {
 		a.names = append(a.names, name)
 	}
 	sort.Strings(a.names)
-	return a, nil
+	return a
 }
 
 // Names lists the enabled collectors.
@@ -141,6 +111,8 @@ var (
 		"rdma_doctor: duration of a collector scrape.", []string{"collector"}, nil)
 	errorsDesc = prometheus.NewDesc(Namespace+"_scrape_collector_errors",
 		"rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", []string{"collector"}, nil)
+	ageDesc = prometheus.NewDesc(Namespace+"_snapshot_age_seconds",
+		"rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", []string{"source"}, nil)
 )
 
 // Bind returns a prometheus.Collector that scrapes under ctx, whose deadline
@@ -156,6 +128,7 @@ func (b bound) Describe(ch chan<- *prometheus.Desc) {
 	ch <- successDesc
 	ch <- durationDesc
 	ch <- errorsDesc
+	ch <- ageDesc
 }
 
 func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
@@ -252,19 +225,22 @@ func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
-	ctx = withMemo(ctx)
+	snap := a.host.Snapshot()
 	var wg sync.WaitGroup
 	for _, name := range a.names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.run(ctx, name, a.collectors[name], ch)
+			a.run(ctx, snap, name, a.collectors[name], ch)
 		}()
 	}
 	wg.Wait()
+	for source, age := range a.host.Ages() {
+		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, age.Seconds(), source)
+	}
 }
 
-func (a *Aggregator) run(ctx context.Context, name string, c Collector, ch chan<- prometheus.Metric) {
+func (a *Aggregator) run(ctx context.Context, snap *host.Snapshot, name string, c Collector, ch chan<- prometheus.Metric) {
 	begin := time.Now()
 	metrics := make(chan prometheus.Metric, 64)
 	var buf []prometheus.Metric
@@ -277,7 +253,7 @@ func (a *Aggregator) run(ctx context.Context, name string, c Collector, ch chan<
 	}()
 	done := make(chan error, 1)
 	go func() {
-		err := c.Update(ctx, metrics)
+		err := c.Update(ctx, snap, metrics)
 		close(metrics)
 		done <- err
 	}()
@@ -353,4 +329,10 @@ func (o *onceLogger) log(collector string, err error) {
 		hint = "raise --scrape.timeout or exclude slow devices with --collector.infiniband.device-exclude"
 	}
 	o.logger.Log(context.Background(), level, "collector error", "collector", collector, "err", msg, "hint", hint)
+}
+
+// desc is the one metric descriptor helper; name is the full metric name,
+// so every name is greppable in the source.
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
 }

@@ -12,64 +12,45 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
 type fakeCollector struct {
 	update func(ctx context.Context, ch chan<- prometheus.Metric) error
 }
 
-func (f fakeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (f fakeCollector) Update(ctx context.Context, _ *host.Snapshot, ch chan<- prometheus.Metric) error {
 	return f.update(ctx, ch)
 }
 
 var fakeDesc = prometheus.NewDesc("rdma_fake", "fake", nil, nil)
 
-// registerFakes adds test collectors to the registry on a private kingpin
-// application, so they do not leak into the binary's flags.
-func registerFakes(t *testing.T) {
-	t.Helper()
-	app := kingpin.New("test", "")
-	Register(app, "fake_ok", false, "test", func(Env) (Collector, error) {
-		return fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
+// fakes are test collectors: one that works, one with two read errors, one
+// that ignores its deadline.
+func fakes() map[string]Collector {
+	return map[string]Collector{
+		"fake_ok": fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
 			ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 7)
 			return nil
-		}}, nil
-	})
-	Register(app, "fake_partial", false, "test", func(Env) (Collector, error) {
-		return fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
+		}},
+		"fake_partial": fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
 			return errors.Join(errors.New("read a: EIO"), errors.New("read b: EINVAL"))
-		}}, nil
-	})
-	Register(app, "fake_hung", false, "test", func(Env) (Collector, error) {
-		return fakeCollector{func(ctx context.Context, ch chan<- prometheus.Metric) error {
+		}},
+		"fake_hung": fakeCollector{func(ctx context.Context, ch chan<- prometheus.Metric) error {
 			time.Sleep(2 * time.Second) // a read that ignores the deadline
 			ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 99)
 			return nil
-		}}, nil
-	})
-	Register(app, "fake_broken", false, "test", func(Env) (Collector, error) {
-		return nil, errors.New("bad flag")
-	})
-	t.Cleanup(func() {
-		registryMu.Lock()
-		defer registryMu.Unlock()
-		for _, n := range []string{"fake_ok", "fake_partial", "fake_hung", "fake_broken"} {
-			delete(registry, n)
-		}
-	})
+		}},
+	}
 }
 
 func TestAggregator(t *testing.T) {
-	registerFakes(t)
 	var logs bytes.Buffer
-	env := Env{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	a, err := New(env, 200*time.Millisecond, "fake_ok", "fake_partial", "fake_hung")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newAggregator(host.New(host.Options{}), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		200*time.Millisecond, fakes())
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Bind(context.Background()))
 	want := `
@@ -103,12 +84,8 @@ rdma_scrape_collector_success{collector="fake_partial"} 0
 }
 
 func TestNewErrors(t *testing.T) {
-	registerFakes(t)
 	env := Env{Logger: slog.New(slog.DiscardHandler)}
-	if _, err := New(env, time.Second, "fake_broken"); err == nil || !strings.Contains(err.Error(), "bad flag") {
-		t.Errorf("factory error not returned: %v", err)
-	}
-	if _, err := New(env, time.Second, "no_such"); err == nil {
+	if _, err := New(env, DefaultFlags(), time.Second, "no_such"); err == nil {
 		t.Error("unknown collector accepted")
 	}
 }
@@ -123,7 +100,7 @@ func TestDeviceFilter(t *testing.T) {
 		{"", "mlx5_bond_.*", []string{"mlx5_0"}, []string{"mlx5_bond_0"}},
 		{"mlx5_[0-3]|ibp.*", "", []string{"mlx5_2", "ibp26s0"}, []string{"mlx5_4"}},
 	} {
-		f, err := NewDeviceFilter(tc.include, tc.exclude)
+		f, err := host.NewDeviceFilter(tc.include, tc.exclude)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,10 +115,10 @@ func TestDeviceFilter(t *testing.T) {
 			}
 		}
 	}
-	if _, err := NewDeviceFilter("(", ""); err == nil {
+	if _, err := host.NewDeviceFilter("(", ""); err == nil {
 		t.Error("bad regexp accepted")
 	}
-	if _, err := NewDeviceFilter("a", "b"); err == nil {
+	if _, err := host.NewDeviceFilter("a", "b"); err == nil {
 		t.Error("include and exclude together accepted")
 	}
 }

@@ -6,75 +6,18 @@ package collector
 import (
 	"context"
 	"errors"
-	"fmt"
-	"regexp"
 	"strconv"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
-var (
-	ibDeviceInclude = kingpin.Flag("collector.infiniband.device-include",
-		"Regexp of RDMA devices to read (default: all). Mutually exclusive with device-exclude.").PlaceHolder("REGEXP").String()
-	ibDeviceExclude = kingpin.Flag("collector.infiniband.device-exclude",
-		"Regexp of RDMA devices never to read (restricted ConnectX-7 functions flood the kernel log when read). Mutually exclusive with device-include.").PlaceHolder("REGEXP").String()
-)
-
-func init() {
-	registerCollector("infiniband", true, "devices, ports, link rate and width, PMA counters and hw_counters from /sys/class/infiniband",
-		func(env Env) (Collector, error) {
-			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
-			if err != nil {
-				return nil, err
-			}
-			return NewInfinibandCollector(env, filter), nil
-		})
-}
-
-// DeviceFilter selects devices by name.
-type DeviceFilter struct {
-	include, exclude *regexp.Regexp
-}
-
-// NewDeviceFilter compiles the include/exclude flag pair. The regexps are
-// anchored: "mlx5_1" does not match "mlx5_10".
-func NewDeviceFilter(include, exclude string) (DeviceFilter, error) {
-	var f DeviceFilter
-	if include != "" && exclude != "" {
-		return f, errors.New("--collector.infiniband.device-include and --collector.infiniband.device-exclude are mutually exclusive")
-	}
-	var err error
-	if include != "" {
-		if f.include, err = regexp.Compile("^(?:" + include + ")$"); err != nil {
-			return f, fmt.Errorf("--collector.infiniband.device-include: %w", err)
-		}
-	}
-	if exclude != "" {
-		if f.exclude, err = regexp.Compile("^(?:" + exclude + ")$"); err != nil {
-			return f, fmt.Errorf("--collector.infiniband.device-exclude: %w", err)
-		}
-	}
-	return f, nil
-}
-
-// Keep reports whether a device is read.
-func (f DeviceFilter) Keep(name string) bool {
-	if f.include != nil {
-		return f.include.MatchString(name)
-	}
-	return f.exclude == nil || !f.exclude.MatchString(name)
-}
-
 type infinibandCollector struct {
-	sys    hostfs.FS
-	cfg    *config.Config
-	filter DeviceFilter
+	cfg *config.Config
 
 	deviceInfo, nodeDesc, hwCounterDevice             *prometheus.Desc
 	portInfo, state, physState, rate, width, expected *prometheus.Desc
@@ -87,50 +30,44 @@ type infinibandCollector struct {
 }
 
 // NewInfinibandCollector builds the infiniband collector.
-func NewInfinibandCollector(env Env, filter DeviceFilter) Collector {
+func NewInfinibandCollector(env Env) Collector {
 	pl := []string{"device", "port"}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
-	}
 	c := &infinibandCollector{
-		sys:    env.Host.Sys,
-		cfg:    env.Config,
-		filter: filter,
-		deviceInfo: d("device_info", "RDMA device attributes; always 1.",
-			[]string{"device", "hca_type", "board_id", "fw_ver", "hw_rev", "node_guid", "sys_image_guid", "node_type"}),
-		nodeDesc:        d("device_node_description_info", "RDMA device node description (node_desc); always 1.", []string{"device", "node_desc"}),
-		hwCounterDevice: d("device_hw_counter_total", "Device-level driver hardware counter (hw_counters/).", []string{"device", "counter"}),
-		portInfo: d("port_info", "RDMA port attributes; always 1. speed and width come from the rate file; on Ethernet ports they are the driver's translation of the link mode.",
-			[]string{"device", "port", "link_layer", "netdev", "speed", "width"}),
-		state:     d("port_state", "Port logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", pl),
-		physState: d("port_physical_state", "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.", pl),
-		rate:      d("port_rate_bytes_per_second", "Active link rate.", pl),
-		width:     d("port_link_width_lanes", "Active link width in lanes.", pl),
-		expected:  d("port_expected_rate_bytes_per_second", "Rate the port is expected to run at, from the config file or the board_id table; absent when unknown.", pl),
-		degraded:  d("port_link_degraded", "1 when the expected rate is known and the active rate is below it.", pl),
-		lid:       d("port_lid", "Port base LID (0 on RoCE and unconfigured ports).", pl),
-		smLID:     d("port_sm_lid", "LID of the subnet manager the port knows (0 on RoCE and without SM).", pl),
-		smSL:      d("port_sm_sl", "Service level for talking to the subnet manager.", pl),
-		lmc:       d("port_lmc", "LID mask count (LMC) from lid_mask_count.", pl),
-		capMask:   d("port_capability_mask", "Port capability mask (cap_mask).", pl),
-		hwCounterPort: d("port_hw_counter_total", "Port driver hardware counter (ports/N/hw_counters/), any driver.",
-			[]string{"device", "port", "counter"}),
-		otherCounter: d("port_pma_extra_total", "PMA counter file (counters/) rdma_doctor has no dedicated metric for.",
-			[]string{"device", "port", "counter"}),
-		saturated: d("port_counter_saturated", "1 when a fixed-width PMA counter is pinned at its maximum and has stopped counting.",
-			[]string{"device", "port", "counter"}),
+		cfg: env.Config,
+		deviceInfo: desc("rdma_device_info", "RDMA device attributes; always 1.",
+			[]string{"device", "hca_type", "board_id", "fw_ver", "hw_rev", "node_guid", "sys_image_guid", "node_type"}...),
+		nodeDesc:        desc("rdma_device_node_description_info", "RDMA device node description (node_desc); always 1.", []string{"device", "node_desc"}...),
+		hwCounterDevice: desc("rdma_device_hw_counter_total", "Device-level driver hardware counter (hw_counters/).", []string{"device", "counter"}...),
+		portInfo: desc("rdma_port_info", "RDMA port attributes; always 1. speed and width come from the rate file; on Ethernet ports they are the driver's translation of the link mode.",
+			[]string{"device", "port", "link_layer", "netdev", "speed", "width"}...),
+		state:     desc("rdma_port_state", "Port logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", pl...),
+		physState: desc("rdma_port_physical_state", "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.", pl...),
+		rate:      desc("rdma_port_rate_bytes_per_second", "Active link rate.", pl...),
+		width:     desc("rdma_port_link_width_lanes", "Active link width in lanes.", pl...),
+		expected:  desc("rdma_port_expected_rate_bytes_per_second", "Rate the port is expected to run at, from the config file or the board_id table; absent when unknown.", pl...),
+		degraded:  desc("rdma_port_link_degraded", "1 when the expected rate is known and the active rate is below it.", pl...),
+		lid:       desc("rdma_port_lid", "Port base LID (0 on RoCE and unconfigured ports).", pl...),
+		smLID:     desc("rdma_port_sm_lid", "LID of the subnet manager the port knows (0 on RoCE and without SM).", pl...),
+		smSL:      desc("rdma_port_sm_sl", "Service level for talking to the subnet manager.", pl...),
+		lmc:       desc("rdma_port_lmc", "LID mask count (LMC) from lid_mask_count.", pl...),
+		capMask:   desc("rdma_port_capability_mask", "Port capability mask (cap_mask).", pl...),
+		hwCounterPort: desc("rdma_port_hw_counter_total", "Port driver hardware counter (ports/N/hw_counters/), any driver.",
+			[]string{"device", "port", "counter"}...),
+		otherCounter: desc("rdma_port_pma_extra_total", "PMA counter file (counters/) rdma_doctor has no dedicated metric for.",
+			[]string{"device", "port", "counter"}...),
+		saturated: desc("rdma_port_counter_saturated", "1 when a fixed-width PMA counter is pinned at its maximum and has stopped counting.",
+			[]string{"device", "port", "counter"}...),
 		counters: map[string]*prometheus.Desc{},
-		hasSM: d("sm_port_has_sm", "1 when a subnet manager has swept this InfiniBand port (ARMED or ACTIVE with a non-zero SM LID), 0 when the link is up but the port is stuck in INIT or knows no SM LID. Absent on RoCE/iWARP ports (no SM) and on ports whose link is not up.",
-			pl),
+		hasSM:    desc("rdma_sm_port_has_sm", "1 when a subnet manager has swept this InfiniBand port (ARMED or ACTIVE with a non-zero SM LID), 0 when the link is up but the port is stuck in INIT or knows no SM LID. Absent on RoCE/iWARP ports (no SM) and on ports whose link is not up.", pl...),
 	}
 	for _, s := range infiniband.Counters {
-		c.counters[s.File] = d("port_"+s.Metric, s.Help, pl)
+		c.counters[s.File] = desc("rdma_port_"+s.Metric, s.Help, pl...)
 	}
 	return c
 }
 
-func (c *infinibandCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	class, err := infiniband.Read(ctx, c.sys, c.filter.Keep)
+func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	class, err := snap.Class(ctx)
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
 			return nil // no RDMA on this host: nothing to report, nothing wrong

@@ -4,8 +4,6 @@
 package collector
 
 import (
-	"context"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -13,21 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
 func gatherHost(t *testing.T, host string, cfg *config.Config) prometheus.Gatherer {
 	t.Helper()
-	paths, err := hostfs.Paths{Rootfs: "../fixtures/hosts/" + host}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := NewInfinibandCollector(Env{Host: paths.Open(), Config: cfg, Logger: slog.New(slog.DiscardHandler)}, DeviceFilter{})
-	a := &Aggregator{names: []string{"infiniband"}, collectors: map[string]Collector{"infiniband": c},
-		logger: slog.New(slog.DiscardHandler), errLog: newOnceLogger(slog.New(slog.DiscardHandler), 10)}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.Bind(context.Background()))
-	return reg
+	env := hostEnv(t, "../fixtures/hosts/"+host)
+	env.Config = cfg
+	return gatherOne(t, "infiniband", on(env, NewInfinibandCollector(env)))
 }
 
 // The guide's case: a 200 Gb/s HDR card whose port trained at FDR, and a

@@ -8,31 +8,14 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 )
 
-var irqPerIRQ = kingpin.Flag("collector.irq.per-irq",
-	"Also export one series per RDMA IRQ (rdma_device_irq_info, rdma_device_irq_interrupts_total, rdma_device_irq_off_node): tens to hundreds per device.").Bool()
-
-func init() {
-	registerCollector("irq", true, "completion IRQs of each RDMA device, where they may and do run against the device's NUMA-local CPUs, and whether irqbalance runs",
-		func(env Env) (Collector, error) {
-			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
-			if err != nil {
-				return nil, err
-			}
-			return NewIRQCollector(env, filter, *irqPerIRQ), nil
-		})
-}
-
 type irqCollector struct {
-	host   hostfs.Host
-	filter DeviceFilter
 	perIRQ bool
 
 	irqs, offNode, cpus, irqbalance *prometheus.Desc
@@ -42,38 +25,29 @@ type irqCollector struct {
 // NewIRQCollector builds the irq collector; perIRQ adds the per-IRQ series.
 // It is a thin layer over irq.Read, whose snapshot the placement checks
 // judge the same way.
-func NewIRQCollector(env Env, filter DeviceFilter, perIRQ bool) Collector {
+func NewIRQCollector(_ Env, perIRQ bool) Collector {
 	dl := []string{"device"}
 	il := []string{"device", "irq"}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
-	}
 	return &irqCollector{
-		host:   env.Host,
-		filter: filter,
 		perIRQ: perIRQ,
-		irqs:   d("device_irqs", "Completion IRQs of the RDMA device's PCI function in /proc/interrupts.", dl),
-		offNode: d("device_irqs_off_node",
-			"Completion IRQs allowed (smp_affinity_list) on at least one CPU outside the device's local_cpulist.", dl),
-		cpus: d("device_irq_cpus",
-			"Distinct CPUs the completion IRQs are delivered to (effective_affinity_list, else smp_affinity_list); 1 means all on one CPU.", dl),
-		irqbalance: d("host_irqbalance_running",
-			"1 when an irqbalance process runs in this PID namespace (it rewrites IRQ affinity, undoing manual pinning).", nil),
-		irqInfo: d("device_irq_info", "One RDMA IRQ: action name, kind (completion, control, subfunction, other) and affinity lists; always 1.",
-			[]string{"device", "irq", "name", "kind", "smp_affinity_list", "effective_affinity_list"}),
-		irqTotal: d("device_irq_interrupts_total", "Interrupts of one RDMA IRQ, summed over the online CPUs.", il),
-		irqOffNode: d("device_irq_off_node",
-			"1 when the IRQ is allowed on a CPU outside the device's local_cpulist.", il),
+		irqs:   desc("rdma_device_irqs", "Completion IRQs of the RDMA device's PCI function in /proc/interrupts.", dl...),
+		offNode: desc("rdma_device_irqs_off_node",
+			"Completion IRQs allowed (smp_affinity_list) on at least one CPU outside the device's local_cpulist.", dl...),
+		cpus: desc("rdma_device_irq_cpus",
+			"Distinct CPUs the completion IRQs are delivered to (effective_affinity_list, else smp_affinity_list); 1 means all on one CPU.", dl...),
+		irqbalance: desc("rdma_host_irqbalance_running",
+			"1 when an irqbalance process runs in this PID namespace (it rewrites IRQ affinity, undoing manual pinning)."),
+		irqInfo: desc("rdma_device_irq_info", "One RDMA IRQ: action name, kind (completion, control, subfunction, other) and affinity lists; always 1.",
+			[]string{"device", "irq", "name", "kind", "smp_affinity_list", "effective_affinity_list"}...),
+		irqTotal: desc("rdma_device_irq_interrupts_total", "Interrupts of one RDMA IRQ, summed over the online CPUs.", il...),
+		irqOffNode: desc("rdma_device_irq_off_node",
+			"1 when the IRQ is allowed on a CPU outside the device's local_cpulist.", il...),
 	}
 }
 
-func (c *irqCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	// The PCI functions come from the pci collector's read when both run.
-	var s *irq.Snapshot
-	devs, err := pciDevices(ctx, c.host.Sys, c.filter.Keep)
-	if err == nil {
-		s, err = irq.ReadWith(ctx, c.host, devs)
-	}
+func (c *irqCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	// The PCI functions are the pci collector's read: one source.
+	s, err := snap.Placement(ctx)
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
 			return nil

@@ -8,45 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
-
-var (
-	netdevEthtool = kingpin.Flag("collector.netdev.ethtool",
-		"Query each RDMA netdev with the ethtool ioctl (driver, firmware, speed, statistics). Only netdevs the running kernel has under the same name and ifindex as the sysfs tree are queried.").
-		Default("true").Bool()
-	netdevEthtoolStats = kingpin.Flag("collector.netdev.ethtool-stats",
-		"Anchored regexp of the ethtool statistics exported as rdma_netdev_ethtool_stat_total (default: mlx5 physical-layer errors, discards, pause and FEC counters). Empty exports none.").
-		Default(netdev.DefaultStats).String()
-)
-
-func init() {
-	registerCollector("netdev", true, "IPoIB and RoCE netdevs of RDMA ports from /sys/class/net (mode, MTU, state, pkey children, GID types), RDMA character devices, and ethtool driver information and statistics",
-		func(env Env) (Collector, error) {
-			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
-			if err != nil {
-				return nil, err
-			}
-			var stats *regexp.Regexp
-			if *netdevEthtoolStats != "" {
-				if stats, err = regexp.Compile("^(?:" + *netdevEthtoolStats + ")$"); err != nil {
-					return nil, fmt.Errorf("--collector.netdev.ethtool-stats: %w", err)
-				}
-			}
-			var et *netdev.Ethtool
-			if *netdevEthtool {
-				et = &netdev.Ethtool{Stats: stats}
-			}
-			return NewNetdevCollector(env, filter, et), nil
-		})
-}
 
 // LiveSysfs reports whether an FS reads the running kernel's /sys, the
 // only tree rdmamap can read.
@@ -56,51 +25,35 @@ func LiveSysfs(sys hostfs.FS) bool {
 }
 
 type netdevCollector struct {
-	host hostfs.Host
-	opts netdev.Options
-
 	info, mtu, up, carrier, ipv6Disabled                         *prometheus.Desc
 	ipoibInfo, connected, connectedSupported, enhanced, roceGIDs *prometheus.Desc
 	ethtoolInfo, speed, ethtoolStat, charDevice                  *prometheus.Desc
 }
 
-// NewNetdevCollector builds the netdev collector. et may be nil (no ethtool
-// queries).
-func NewNetdevCollector(env Env, filter DeviceFilter, et *netdev.Ethtool) Collector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
-	}
+// NewNetdevCollector builds the netdev collector; the ethtool query and
+// the device filter are the host's options.
+func NewNetdevCollector(Env) Collector {
 	c := &netdevCollector{
-		host: env.Host,
-		opts: netdev.Options{Keep: filter.Keep, Ethtool: et, CharDevices: true},
-
-		info:               d("netdev_info", "A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.", "netdev", "kind", "device", "port", "pci_address"),
-		mtu:                d("netdev_mtu_bytes", "Netdev MTU.", "netdev"),
-		up:                 d("netdev_up", "1 when the netdev's operstate is up.", "netdev"),
-		carrier:            d("netdev_carrier", "Netdev carrier (1 link detected); absent while the interface is down.", "netdev"),
-		ipv6Disabled:       d("netdev_ipv6_disabled", "1 when IPv6 is disabled on the netdev (net.ipv6.conf.<if>.disable_ipv6); a site policy, not a requirement.", "netdev"),
-		ipoibInfo:          d("netdev_ipoib_info", "IPoIB interface attributes: partition key, and the parent of a pkey child interface (empty for a parent); always 1.", "netdev", "pkey", "parent"),
-		connected:          d("netdev_ipoib_connected_mode", "1 when the IPoIB interface runs connected mode, 0 datagram.", "netdev"),
-		connectedSupported: d("netdev_ipoib_connected_mode_supported", "1 when the IPoIB interface can run connected mode (IPOIB_FLAGS_RC in its hardware address); 0 on enhanced IPoIB.", "netdev"),
-		enhanced:           d("netdev_ipoib_enhanced", "1 on enhanced IPoIB (mlx5, ConnectX-4 or later): connected mode does not exist, datagram with MTU 4092 on a 4K fabric is correct.", "netdev"),
-		roceGIDs:           d("netdev_roce_gids", "GID table entries of the RDMA port naming this netdev, by GID type (RoCE v1, RoCE v2).", "netdev", "device", "port", "gid_type"),
-		ethtoolInfo:        d("netdev_ethtool_info", "Driver information from the ethtool ioctl; always 1.", "netdev", "driver", "driver_version", "firmware_version", "bus_info"),
-		speed:              d("netdev_speed_bytes_per_second", "Link speed from the ethtool ioctl; absent when the driver does not know it.", "netdev"),
-		ethtoolStat:        d("netdev_ethtool_stat_total", "An ethtool statistic selected by --collector.netdev.ethtool-stats.", "netdev", "stat"),
-		charDevice:         d("device_char_device_info", "A /dev/infiniband character device of an RDMA device (uverbs, umad, issm); always 1.", "device", "path"),
-	}
-	if LiveSysfs(env.Host.Sys) {
-		// Only the live /sys can be read by rdmamap's fixed paths.
-		c.opts.Mapper = netdev.LiveMapper{}
-		if env.Logger != nil {
-			env.Logger.Debug("sysfs is the live /sys: RDMA device and character device mapping through rdmamap")
-		}
+		info:               desc("rdma_netdev_info", "A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.", "netdev", "kind", "device", "port", "pci_address"),
+		mtu:                desc("rdma_netdev_mtu_bytes", "Netdev MTU.", "netdev"),
+		up:                 desc("rdma_netdev_up", "1 when the netdev's operstate is up.", "netdev"),
+		carrier:            desc("rdma_netdev_carrier", "Netdev carrier (1 link detected); absent while the interface is down.", "netdev"),
+		ipv6Disabled:       desc("rdma_netdev_ipv6_disabled", "1 when IPv6 is disabled on the netdev (net.ipv6.conf.<if>.disable_ipv6); a site policy, not a requirement.", "netdev"),
+		ipoibInfo:          desc("rdma_netdev_ipoib_info", "IPoIB interface attributes: partition key, and the parent of a pkey child interface (empty for a parent); always 1.", "netdev", "pkey", "parent"),
+		connected:          desc("rdma_netdev_ipoib_connected_mode", "1 when the IPoIB interface runs connected mode, 0 datagram.", "netdev"),
+		connectedSupported: desc("rdma_netdev_ipoib_connected_mode_supported", "1 when the IPoIB interface can run connected mode (IPOIB_FLAGS_RC in its hardware address); 0 on enhanced IPoIB.", "netdev"),
+		enhanced:           desc("rdma_netdev_ipoib_enhanced", "1 on enhanced IPoIB (mlx5, ConnectX-4 or later): connected mode does not exist, datagram with MTU 4092 on a 4K fabric is correct.", "netdev"),
+		roceGIDs:           desc("rdma_netdev_roce_gids", "GID table entries of the RDMA port naming this netdev, by GID type (RoCE v1, RoCE v2).", "netdev", "device", "port", "gid_type"),
+		ethtoolInfo:        desc("rdma_netdev_ethtool_info", "Driver information from the ethtool ioctl; always 1.", "netdev", "driver", "driver_version", "firmware_version", "bus_info"),
+		speed:              desc("rdma_netdev_speed_bytes_per_second", "Link speed from the ethtool ioctl; absent when the driver does not know it.", "netdev"),
+		ethtoolStat:        desc("rdma_netdev_ethtool_stat_total", "An ethtool statistic selected by --collector.netdev.ethtool-stats.", "netdev", "stat"),
+		charDevice:         desc("rdma_device_char_device_info", "A /dev/infiniband character device of an RDMA device (uverbs, umad, issm); always 1.", "device", "path"),
 	}
 	return c
 }
 
-func (c *netdevCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	s, err := netdev.Read(ctx, c.host, c.opts)
+func (c *netdevCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	s, err := snap.Netdevs(ctx)
 	if s == nil {
 		return err
 	}

@@ -5,26 +5,26 @@ package collector
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
 
-func netdevOn(t *testing.T, host string, filter DeviceFilter) Collector {
+func netdevOn(t *testing.T, host string, with ...func(*rdmahost.Options)) Collector {
 	t.Helper()
-	return NewNetdevCollector(hostEnv(t, "../fixtures/hosts/"+host), filter, &netdev.Ethtool{})
+	env := hostEnv(t, "../fixtures/hosts/"+host, append(with, func(o *rdmahost.Options) { o.Ethtool = &netdev.Ethtool{} })...)
+	return on(env, NewNetdevCollector(env))
 }
 
 // Enhanced IPoIB in datagram mode with MTU 4092 and a pkey child.
 func TestNetdevIPoIBEnhanced(t *testing.T) {
-	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced", DeviceFilter{}))
+	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced"))
 	want := `
 # HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.
 # TYPE rdma_netdev_info gauge
@@ -98,7 +98,7 @@ rdma_netdev_ipv6_disabled{netdev="ib1"} 1
 `, []string{"rdma_netdev_ipoib_connected_mode", "rdma_netdev_ipoib_enhanced", "rdma_netdev_ipv6_disabled"}},
 	} {
 		t.Run(tc.host, func(t *testing.T) {
-			if err := testutil.GatherAndCompare(gatherOne(t, "netdev", netdevOn(t, tc.host, DeviceFilter{})), strings.NewReader(tc.want), tc.metrics...); err != nil {
+			if err := testutil.GatherAndCompare(gatherOne(t, "netdev", netdevOn(t, tc.host)), strings.NewReader(tc.want), tc.metrics...); err != nil {
 				t.Error(err)
 			}
 		})
@@ -107,7 +107,7 @@ rdma_netdev_ipv6_disabled{netdev="ib1"} 1
 
 // Broken host: ibbad0's garbled files lose their series, ibp26s0 is whole.
 func TestNetdevBroken(t *testing.T) {
-	g := gatherOne(t, "netdev", netdevOn(t, "broken", DeviceFilter{}))
+	g := gatherOne(t, "netdev", netdevOn(t, "broken"))
 	want := `
 # HELP rdma_netdev_mtu_bytes Netdev MTU.
 # TYPE rdma_netdev_mtu_bytes gauge
@@ -134,11 +134,7 @@ rdma_scrape_collector_errors{collector="netdev"} 4
 
 // An excluded device's netdev stays listed, unmapped; its char devices go.
 func TestNetdevExclude(t *testing.T) {
-	f, err := NewDeviceFilter("", "mlx5_0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced", f))
+	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced", excluding(t, "mlx5_0")))
 	want := `
 # HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.
 # TYPE rdma_netdev_info gauge
@@ -158,19 +154,15 @@ func TestLiveSysfs(t *testing.T) {
 	}
 }
 
-func benchEnv(b *testing.B, host string) Env {
-	b.Helper()
-	paths, err := hostfs.Paths{Rootfs: "../fixtures/hosts/" + host}.Resolve()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return Env{Host: paths.Open(), Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)}
-}
+func benchEnv(b *testing.B, host string) Env { return hostEnv(b, "../fixtures/hosts/"+host) }
 
+// benchCollector measures one collector on a snapshot per iteration, as
+// /metrics runs it.
 func benchCollector(b *testing.B, c Collector) {
+	inner, h := unwrap(c)
 	ch := make(chan prometheus.Metric, 1<<16)
 	for b.Loop() {
-		if err := c.Update(context.Background(), ch); err != nil {
+		if err := inner.Update(context.Background(), h.Snapshot(), ch); err != nil {
 			b.Fatal(err)
 		}
 		for len(ch) > 0 {
@@ -180,5 +172,6 @@ func benchCollector(b *testing.B, c Collector) {
 }
 
 func BenchmarkScrapeNetdev(b *testing.B) {
-	benchCollector(b, NewNetdevCollector(benchEnv(b, "dgx-h100"), DeviceFilter{}, &netdev.Ethtool{}))
+	env := hostEnv(b, "../fixtures/hosts/dgx-h100", func(o *rdmahost.Options) { o.Ethtool = &netdev.Ethtool{} })
+	benchCollector(b, on(env, NewNetdevCollector(env)))
 }

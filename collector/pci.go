@@ -9,53 +9,35 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
-func init() {
-	registerCollector("pci", true, "NUMA node, local CPUs and PCIe link of each RDMA device's PCI function",
-		func(env Env) (Collector, error) {
-			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
-			if err != nil {
-				return nil, err
-			}
-			return NewPCICollector(env, filter), nil
-		})
-}
-
 type pciCollector struct {
-	sys    hostfs.FS
-	filter DeviceFilter
-
 	numaNode, info                   *prometheus.Desc
 	speed, width, maxSpeed, maxWidth *prometheus.Desc
 	degraded                         *prometheus.Desc
 }
 
-// NewPCICollector builds the pci collector. It honours the infiniband
-// collector's device filter: an excluded device is not read here either.
-func NewPCICollector(env Env, filter DeviceFilter) Collector {
+// NewPCICollector builds the pci collector. Its data is the snapshot's
+// slow PCI source: an excluded device is not read, and the irq collector
+// and diagnose share the read.
+func NewPCICollector(Env) Collector {
 	dl := []string{"device"}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
-	}
 	return &pciCollector{
-		sys:      env.Host.Sys,
-		filter:   filter,
-		numaNode: d("device_numa_node", "NUMA node of the RDMA device's PCI function (numa_node); -1 when the platform assigns none.", dl),
-		info: d("device_pci_info", "PCI function of the RDMA device and the CPUs local to it (local_cpulist); always 1.",
-			[]string{"device", "pci_address", "local_cpulist"}),
-		speed:    d("device_pcie_link_speed_gts", "Current PCIe link speed per lane in GT/s (current_link_speed).", dl),
-		width:    d("device_pcie_link_width_lanes", "Current PCIe link width in lanes (current_link_width).", dl),
-		maxSpeed: d("device_pcie_link_max_speed_gts", "Highest PCIe link speed the function supports, in GT/s (max_link_speed).", dl),
-		maxWidth: d("device_pcie_link_max_width_lanes", "Widest PCIe link the function supports, in lanes (max_link_width).", dl),
-		degraded: d("device_pcie_link_degraded", "1 when the PCIe link trained slower or narrower than the function supports (a card in a lesser slot included).", dl),
+		numaNode: desc("rdma_device_numa_node", "NUMA node of the RDMA device's PCI function (numa_node); -1 when the platform assigns none.", dl...),
+		info: desc("rdma_device_pci_info", "PCI function of the RDMA device and the CPUs local to it (local_cpulist); always 1.",
+			[]string{"device", "pci_address", "local_cpulist"}...),
+		speed:    desc("rdma_device_pcie_link_speed_gts", "Current PCIe link speed per lane in GT/s (current_link_speed).", dl...),
+		width:    desc("rdma_device_pcie_link_width_lanes", "Current PCIe link width in lanes (current_link_width).", dl...),
+		maxSpeed: desc("rdma_device_pcie_link_max_speed_gts", "Highest PCIe link speed the function supports, in GT/s (max_link_speed).", dl...),
+		maxWidth: desc("rdma_device_pcie_link_max_width_lanes", "Widest PCIe link the function supports, in lanes (max_link_width).", dl...),
+		degraded: desc("rdma_device_pcie_link_degraded", "1 when the PCIe link trained slower or narrower than the function supports (a card in a lesser slot included).", dl...),
 	}
 }
 
-func (c *pciCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	devs, err := pciDevices(ctx, c.sys, c.filter.Keep)
+func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	devs, err := snap.PCI(ctx)
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
 			return nil

@@ -5,7 +5,6 @@ package collector
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
 const fixtureHosts = "../fixtures/hosts/"
@@ -44,7 +43,7 @@ rdma_host_irqbalance_running 1
 # TYPE rdma_scrape_collector_errors gauge
 rdma_scrape_collector_errors{collector="irq"} 0
 `
-	if err := testutil.GatherAndCompare(gatherOne(t, "irq", NewIRQCollector(env, DeviceFilter{}, false)), strings.NewReader(want),
+	if err := testutil.GatherAndCompare(gatherOne(t, "irq", on(env, NewIRQCollector(env, false))), strings.NewReader(want),
 		"rdma_device_irqs", "rdma_device_irqs_off_node", "rdma_device_irq_cpus", "rdma_host_irqbalance_running",
 		"rdma_scrape_collector_errors", "rdma_device_irq_info"); err != nil {
 		t.Error(err)
@@ -75,7 +74,7 @@ rdma_device_pcie_link_max_speed_gts{device="mlx5_1"} 32
 rdma_device_pcie_link_width_lanes{device="mlx5_0"} 16
 rdma_device_pcie_link_width_lanes{device="mlx5_1"} 16
 `
-	if err := testutil.GatherAndCompare(gatherOne(t, "pci", NewPCICollector(env, DeviceFilter{})), strings.NewReader(want),
+	if err := testutil.GatherAndCompare(gatherOne(t, "pci", on(env, NewPCICollector(env))), strings.NewReader(want),
 		"rdma_device_numa_node", "rdma_device_pci_info", "rdma_device_pcie_link_degraded",
 		"rdma_device_pcie_link_speed_gts", "rdma_device_pcie_link_max_speed_gts", "rdma_device_pcie_link_width_lanes"); err != nil {
 		t.Error(err)
@@ -84,7 +83,7 @@ rdma_device_pcie_link_width_lanes{device="mlx5_1"} 16
 
 func TestPlacementPerIRQ(t *testing.T) {
 	env := hostEnv(t, fixtureHosts+"numa-remote")
-	g := gatherOne(t, "irq", NewIRQCollector(env, DeviceFilter{}, true))
+	g := gatherOne(t, "irq", on(env, NewIRQCollector(env, true)))
 	for metric, n := range map[string]int{"rdma_device_irq_info": 34, "rdma_device_irq_interrupts_total": 34, "rdma_device_irq_off_node": 34} {
 		if got, err := testutil.GatherAndCount(g, metric); err != nil || got != n {
 			t.Errorf("%s: %d series, %v; want %d", metric, got, err, n)
@@ -105,7 +104,7 @@ func TestPlacementPerIRQ(t *testing.T) {
 		}
 	}
 	// Off by default: no per-IRQ series.
-	if n, _ := testutil.GatherAndCount(gatherOne(t, "irq", NewIRQCollector(env, DeviceFilter{}, false)), "rdma_device_irq_info"); n != 0 {
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "irq", on(env, NewIRQCollector(env, false))), "rdma_device_irq_info"); n != 0 {
 		t.Errorf("%d per-IRQ series without the flag", n)
 	}
 }
@@ -148,8 +147,8 @@ func value(m *dto.Metric) string {
 // the series it affects.
 func TestPlacementBroken(t *testing.T) {
 	env := hostEnv(t, fixtureHosts+"broken")
-	got := seriesMap(t, gatherOne(t, "irq", NewIRQCollector(env, DeviceFilter{}, false)))
-	got2 := seriesMap(t, gatherOne(t, "pci", NewPCICollector(env, DeviceFilter{})))
+	got := seriesMap(t, gatherOne(t, "irq", on(env, NewIRQCollector(env, false))))
+	got2 := seriesMap(t, gatherOne(t, "pci", on(env, NewPCICollector(env))))
 	for k, v := range got2 {
 		got[k] = v
 	}
@@ -201,7 +200,7 @@ func TestPlacementAllHosts(t *testing.T) {
 		"dgx-h100": 9, "cx6-hdr-fdr": 2, "roce-cx6dx": 2, "mlx4-qdr": 1, "iwarp-i40iw": 1, "opa-hfi1": 1, "numa-remote": 2,
 	} {
 		env := hostEnv(t, fixtureHosts+host)
-		g := gatherOne(t, "irq", NewIRQCollector(env, DeviceFilter{}, false))
+		g := gatherOne(t, "irq", on(env, NewIRQCollector(env, false)))
 		for _, m := range []string{"rdma_device_irqs", "rdma_device_irqs_off_node", "rdma_device_irq_cpus"} {
 			if n, err := testutil.GatherAndCount(g, m); err != nil || n != devices {
 				t.Errorf("%s: %s has %d series, %v; want %d", host, m, n, err, devices)
@@ -218,7 +217,7 @@ func TestPlacementAllHosts(t *testing.T) {
 				}
 			}
 		}
-		gp := gatherOne(t, "pci", NewPCICollector(env, DeviceFilter{}))
+		gp := gatherOne(t, "pci", on(env, NewPCICollector(env)))
 		if n, err := testutil.GatherAndCount(gp, "rdma_device_numa_node", "rdma_device_pci_info"); err != nil || n != 2*devices {
 			t.Errorf("%s: %d numa/pci_info series, %v; want %d", host, n, err, 2*devices)
 		}
@@ -228,12 +227,8 @@ func TestPlacementAllHosts(t *testing.T) {
 // TestPlacementFilterAndNoRDMA: the infiniband device filter applies, and a
 // host without RDMA is no error.
 func TestPlacementFilterAndNoRDMA(t *testing.T) {
-	f, err := NewDeviceFilter("", "mlx5_1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := hostEnv(t, fixtureHosts+"numa-remote")
-	for name, c := range map[string]Collector{"irq": NewIRQCollector(env, f, true), "pci": NewPCICollector(env, f)} {
+	env := hostEnv(t, fixtureHosts+"numa-remote", excluding(t, "mlx5_1"))
+	for name, c := range map[string]Collector{"irq": on(env, NewIRQCollector(env, true)), "pci": on(env, NewPCICollector(env))} {
 		got := seriesMap(t, gatherOne(t, name, c))
 		for k := range got {
 			if strings.Contains(k, `"mlx5_1"`) {
@@ -242,8 +237,9 @@ func TestPlacementFilterAndNoRDMA(t *testing.T) {
 		}
 	}
 	empty := hostEnv(t, t.TempDir())
-	for name, c := range map[string]Collector{"irq": NewIRQCollector(empty, DeviceFilter{}, false), "pci": NewPCICollector(empty, DeviceFilter{})} {
-		if err := c.Update(context.Background(), make(chan prometheus.Metric, 100)); err != nil {
+	for name, c := range map[string]Collector{"irq": on(empty, NewIRQCollector(empty, false)), "pci": on(empty, NewPCICollector(empty))} {
+		inner, h := unwrap(c)
+		if err := inner.Update(context.Background(), h.Snapshot(), make(chan prometheus.Metric, 100)); err != nil {
 			t.Errorf("%s on a host without RDMA: %v", name, err)
 		}
 	}
@@ -252,7 +248,9 @@ func TestPlacementFilterAndNoRDMA(t *testing.T) {
 // BenchmarkScrapePlacement: the pci and irq collectors on the DGX fixture
 // host (224 CPUs, 10 mlx5 functions of 17 vectors, a 460 KiB
 // /proc/interrupts), as /metrics runs them: Aggregator in a registry,
-// Gather per iteration.
+// Gather per iteration. The slow-state cache is off, so each iteration is
+// what one refresh of that state costs (a scrape within diagnose.interval
+// of the last refresh reads none of it).
 func BenchmarkScrapePlacement(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
@@ -265,17 +263,13 @@ func BenchmarkScrapePlacement(b *testing.B) {
 		{"pci+irq/per-irq", true, []string{"pci", "irq"}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			paths, err := hostfs.Paths{Rootfs: fixtureHosts + "dgx-h100"}.Resolve()
-			if err != nil {
-				b.Fatal(err)
-			}
-			env := Env{Host: paths.Open(), Logger: slog.New(slog.DiscardHandler)}
-			cs := map[string]Collector{"pci": NewPCICollector(env, DeviceFilter{}), "irq": NewIRQCollector(env, DeviceFilter{}, tc.perIRQ)}
-			a := &Aggregator{names: tc.only, collectors: map[string]Collector{}, logger: env.Logger,
-				errLog: newOnceLogger(env.Logger, 10)}
+			env := hostEnv(b, fixtureHosts+"dgx-h100", func(o *rdmahost.Options) { o.SlowRefresh = -1 })
+			cs := map[string]Collector{"pci": NewPCICollector(env), "irq": NewIRQCollector(env, tc.perIRQ)}
+			run := map[string]Collector{}
 			for _, n := range tc.only {
-				a.collectors[n] = cs[n]
+				run[n] = cs[n]
 			}
+			a := newAggregator(env.Host, env.Logger, 0, run)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(a.Bind(context.Background()))
 			b.ReportAllocs()

@@ -13,33 +13,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
-// registerBlocking adds a collector whose Update counts its calls and
-// blocks until release is closed, so a test controls when a collection ends.
-func registerBlocking(t *testing.T, name string, calls *atomic.Int32, entered chan<- struct{}, release <-chan struct{}) {
-	t.Helper()
-	Register(kingpin.New("test", ""), name, false, "test", func(Env) (Collector, error) {
-		return fakeCollector{func(ctx context.Context, ch chan<- prometheus.Metric) error {
-			n := calls.Add(1)
-			entered <- struct{}{}
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, float64(n))
-			return nil
-		}}, nil
-	})
-	t.Cleanup(func() {
-		registryMu.Lock()
-		defer registryMu.Unlock()
-		delete(registry, name)
-	})
+// blocking is a collector whose Update counts its calls and blocks until
+// release is closed, so a test controls when a collection ends; a is an
+// Aggregator running only it.
+func blocking(calls *atomic.Int32, entered chan<- struct{}, release <-chan struct{}) *Aggregator {
+	c := fakeCollector{func(ctx context.Context, ch chan<- prometheus.Metric) error {
+		n := calls.Add(1)
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, float64(n))
+		return nil
+	}}
+	return newAggregator(host.New(host.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)), time.Minute,
+		map[string]Collector{"fake_block": c})
 }
 
 // waitWaiters polls (no timed assertion) until n scrapes share the flight.
@@ -57,11 +53,7 @@ func TestCollectSharesOneCollection(t *testing.T) {
 	var calls atomic.Int32
 	entered := make(chan struct{}, 4)
 	release := make(chan struct{})
-	registerBlocking(t, "fake_block", &calls, entered, release)
-	a, err := New(Env{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, time.Minute, "fake_block")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := blocking(&calls, entered, release)
 
 	const scrapes = 5
 	results := make([]float64, scrapes)
@@ -121,11 +113,7 @@ func TestCollectWaiterDeadline(t *testing.T) {
 	var calls atomic.Int32
 	entered := make(chan struct{}, 4)
 	release := make(chan struct{})
-	registerBlocking(t, "fake_block", &calls, entered, release)
-	a, err := New(Env{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, time.Minute, "fake_block")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := blocking(&calls, entered, release)
 
 	// The first scrape's client hangs up: the shared collection goes on.
 	leaderCtx, hangUp := context.WithCancel(context.Background())

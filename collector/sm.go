@@ -11,54 +11,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
-var (
-	smSminfoPath = kingpin.Flag("collector.sm.sminfo-path",
-		"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device (/sys/class/infiniband_mad/umadN and /dev/infiniband/umadN below --path.rootfs).").
-		Default("sminfo").String()
-	smSminfoInterval = kingpin.Flag("collector.sm.sminfo-interval", "Interval between sminfo runs.").Default("1m").Duration()
-	smSminfoTimeout  = kingpin.Flag("collector.sm.sminfo-timeout", "Timeout of one sminfo run; its process group is killed after it.").Default("10s").Duration()
-	smOpenSMConfig   = kingpin.Flag("collector.sm.opensm-config",
-		"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
-		PlaceHolder("PATH").String()
-)
-
-func init() {
-	registerCollector("sm", true, "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
-		func(env Env) (Collector, error) {
-			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
-			if err != nil {
-				return nil, err
-			}
-			return NewSMCollector(env, SMOptions{
-				SminfoPath: *smSminfoPath, Interval: *smSminfoInterval, Timeout: *smSminfoTimeout,
-				OpenSMConfig: *smOpenSMConfig, Keep: filter.Keep,
-			}), nil
-		})
-}
-
-// SMOptions configure the sm collector.
+// SMOptions configure the sm collector's sminfo runner. OpenSMConfig is
+// the host's (host.Options); it is declared with these flags.
 type SMOptions struct {
 	SminfoPath        string
 	Interval, Timeout time.Duration
 	OpenSMConfig      string
-	Keep              func(string) bool
 }
 
 // SMCollector exports sminfo's answers and the local OpenSM. The sysfs view
 // of SM presence (rdma_sm_port_has_sm) comes from the infiniband
 // collector, which reads those files anyway.
 type SMCollector struct {
-	host   hostfs.Host
 	runner *sm.Runner
-	cfg    string
 	logger *slog.Logger
 	start  sync.Once
 
@@ -68,56 +39,56 @@ type SMCollector struct {
 	confInfo, confPrio, confSweep, confLMC, confBad *prometheus.Desc
 	defaults                                        *prometheus.Desc
 	logSubnetUp, logState, logErrors                *prometheus.Desc
-	// now places the OpenSM log's year-less times; time.Now but in tests.
-	now func() time.Time
 }
 
 // NewSMCollector builds the sm collector; Start starts its sminfo runner.
 func NewSMCollector(env Env, o SMOptions) *SMCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(Namespace+"_sm_"+name, help, labels, nil)
-	}
 	pl := []string{"device", "port"}
 	c := &SMCollector{
-		host:   env.Host,
-		cfg:    o.OpenSMConfig,
-		logger: env.Logger,
-		runner: sm.NewRunner(sm.RunnerConfig{
-			Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: env.Logger,
-			Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.TargetsOn(ctx, env.Host, o.Keep) },
-		}),
-		success:     d("sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM, no umad access).", pl...),
-		runs:        d("sminfo_runs_total", "sminfo runs through this port.", pl...),
-		failures:    d("sminfo_failures_total", "Failed sminfo runs through this port.", pl...),
-		duration:    d("sminfo_duration_seconds", "Duration of the latest sminfo run.", pl...),
-		lastSuccess: d("sminfo_last_success_timestamp_seconds", "When sminfo last got an answer through this port.", pl...),
-		info: d("info", "The subnet manager sminfo reached through this port (latest answer); always 1.",
+		logger:      env.Logger,
+		runner:      NewSMRunner(env.Host, o, env.Logger),
+		success:     desc("rdma_sm_sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM, no umad access).", pl...),
+		runs:        desc("rdma_sm_sminfo_runs_total", "sminfo runs through this port.", pl...),
+		failures:    desc("rdma_sm_sminfo_failures_total", "Failed sminfo runs through this port.", pl...),
+		duration:    desc("rdma_sm_sminfo_duration_seconds", "Duration of the latest sminfo run.", pl...),
+		lastSuccess: desc("rdma_sm_sminfo_last_success_timestamp_seconds", "When sminfo last got an answer through this port.", pl...),
+		info: desc("rdma_sm_info", "The subnet manager sminfo reached through this port (latest answer); always 1.",
 			"device", "port", "sm_lid", "sm_guid", "state"),
-		lid:       d("lid", "LID of the subnet manager sminfo reached (latest answer).", pl...),
-		priority:  d("priority", "Priority of the subnet manager sminfo reached, 0-15 (latest answer).", pl...),
-		state:     d("state", "State of the subnet manager sminfo reached: 0 NOTACTIVE, 1 DISCOVERING, 2 STANDBY, 3 MASTER (latest answer).", pl...),
-		activity:  d("activity_count", "SMInfo ActCount of the subnet manager sminfo reached (latest answer); a working master increments it.", pl...),
-		stalled:   d("activity_stalled", "1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).", pl...),
-		running:   d("opensm_running", "1 when an opensm process runs on this host (comm \"opensm\" under --path.procfs)."),
-		processes: d("opensm_processes", "Number of opensm processes (Debian runs one per port)."),
-		process: d("opensm_process_info", "A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given.",
+		lid:       desc("rdma_sm_lid", "LID of the subnet manager sminfo reached (latest answer).", pl...),
+		priority:  desc("rdma_sm_priority", "Priority of the subnet manager sminfo reached, 0-15 (latest answer).", pl...),
+		state:     desc("rdma_sm_state", "State of the subnet manager sminfo reached: 0 NOTACTIVE, 1 DISCOVERING, 2 STANDBY, 3 MASTER (latest answer).", pl...),
+		activity:  desc("rdma_sm_activity_count", "SMInfo ActCount of the subnet manager sminfo reached (latest answer); a working master increments it.", pl...),
+		stalled:   desc("rdma_sm_activity_stalled", "1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).", pl...),
+		running:   desc("rdma_sm_opensm_running", "1 when an opensm process runs on this host (comm \"opensm\" under --path.procfs)."),
+		processes: desc("rdma_sm_opensm_processes", "Number of opensm processes (Debian runs one per port)."),
+		process: desc("rdma_sm_opensm_process_info", "A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given.",
 			"pid", "guid", "priority", "config_file"),
-		confInfo: d("opensm_config_info", "The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.",
+		confInfo: desc("rdma_sm_opensm_config_info", "The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.",
 			"path", "guid", "subnet_prefix", "routing_engine"),
-		confPrio:  d("opensm_config_sm_priority", "sm_priority in opensm.conf (0-15; highest wins, a tie goes to the lower GUID).", "path"),
-		confSweep: d("opensm_config_sweep_interval_seconds", "sweep_interval in opensm.conf (0 disables sweeping).", "path"),
-		confLMC:   d("opensm_config_lmc", "lmc in opensm.conf.", "path"),
-		confBad:   d("opensm_config_malformed_lines", "Lines of the file that are not \"key value\" (or NAME=value) and were skipped; their content is never logged.", "path"),
-		defaults: d("opensm_defaults_info", "The init scripts' variables (/etc/sysconfig/opensm GUIDS and PRIORITY, /etc/default/opensm PORTS); always 1.",
+		confPrio:  desc("rdma_sm_opensm_config_sm_priority", "sm_priority in opensm.conf (0-15; highest wins, a tie goes to the lower GUID).", "path"),
+		confSweep: desc("rdma_sm_opensm_config_sweep_interval_seconds", "sweep_interval in opensm.conf (0 disables sweeping).", "path"),
+		confLMC:   desc("rdma_sm_opensm_config_lmc", "lmc in opensm.conf.", "path"),
+		confBad:   desc("rdma_sm_opensm_config_malformed_lines", "Lines of the file that are not \"key value\" (or NAME=value) and were skipped; their content is never logged.", "path"),
+		defaults: desc("rdma_sm_opensm_defaults_info", "The init scripts' variables (/etc/sysconfig/opensm GUIDS and PRIORITY, /etc/default/opensm PORTS); always 1.",
 			"path", "guids", "priority", "ports"),
-		logSubnetUp: d("opensm_log_subnet_up_timestamp_seconds",
+		logSubnetUp: desc("rdma_sm_opensm_log_subnet_up_timestamp_seconds",
 			"When the running opensm last logged SUBNET UP (a heavy sweep finished), from the last 1 MiB of its log; opensm writes local time without a year.", "path"),
-		logState: d("opensm_log_state_info", "The SM state of the last \"Entering <STATE> state\" line in the running opensm's log; always 1.", "path", "state"),
-		logErrors: d("opensm_log_error_lines",
+		logState: desc("rdma_sm_opensm_log_state_info", "The SM state of the last \"Entering <STATE> state\" line in the running opensm's log; always 1.", "path", "state"),
+		logErrors: desc("rdma_sm_opensm_log_error_lines",
 			"Numbered error lines (\"ERR xxxx:\") in the last 1 MiB of the running opensm's log (traps are not counted).", "path"),
-		now: time.Now,
 	}
 	return c
+}
+
+// NewSMRunner is the sminfo runner of o on h's ACTIVE InfiniBand ports:
+// the sm collector's, and the diagnose command's one-off rounds.
+func NewSMRunner(h *host.Host, o SMOptions, logger *slog.Logger) *sm.Runner {
+	return sm.NewRunner(sm.RunnerConfig{
+		Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: logger,
+		Targets: func(ctx context.Context) ([]sm.Target, error) {
+			return sm.TargetsOn(ctx, h.FS(), h.Snapshot().Class)
+		},
+	})
 }
 
 // Start starts the background sminfo runner (once).
@@ -131,7 +102,7 @@ func (c *SMCollector) Runner() *sm.Runner { return c.runner }
 
 // Update exports the latest sminfo results (never waiting for a run) and
 // reads the local OpenSM state.
-func (c *SMCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (c *SMCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
 	var errs []error
 	st := c.runner.Status()
 	if st.TargetsErr != nil && !errors.Is(st.TargetsErr, sm.ErrNoUmad) && !errors.Is(st.TargetsErr, sm.ErrNoUmadDevice) {
@@ -140,7 +111,7 @@ func (c *SMCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) e
 	for i := range st.Ports {
 		c.port(ch, &st.Ports[i])
 	}
-	if err := c.local(ctx, ch); err != nil {
+	if err := c.local(ctx, snap, ch); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -172,8 +143,8 @@ func (c *SMCollector) port(ch chan<- prometheus.Metric, p *sm.PortStatus) {
 	gauge(ch, c.stalled, b2f(p.Stalled), p.Device, port)
 }
 
-func (c *SMCollector) local(ctx context.Context, ch chan<- prometheus.Metric) error {
-	st, err := opensm.Read(ctx, c.host.Root, c.host.Proc, c.cfg, c.now())
+func (c *SMCollector) local(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	st, err := snap.OpenSM(ctx)
 	if st == nil {
 		return err
 	}

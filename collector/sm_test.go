@@ -12,32 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 )
-
-func gatherOne(t *testing.T, name string, c Collector) prometheus.Gatherer {
-	t.Helper()
-	a := &Aggregator{names: []string{name}, collectors: map[string]Collector{name: c},
-		logger: slog.New(slog.DiscardHandler), errLog: newOnceLogger(slog.New(slog.DiscardHandler), 10)}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.Bind(context.Background()))
-	return reg
-}
-
-func hostEnv(t *testing.T, root string) Env {
-	t.Helper()
-	paths, err := hostfs.Paths{Rootfs: root}.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Env{Host: paths.Open(), Config: &config.Config{}, Logger: slog.New(slog.DiscardHandler)}
-}
 
 func TestPortHasSMFromInfinibandCollector(t *testing.T) {
 	tests := []struct{ host, want string }{
@@ -58,7 +39,9 @@ func TestPortHasSMFromInfinibandCollector(t *testing.T) {
 }
 
 func TestSMLocalOpenSM(t *testing.T) {
-	c := NewSMCollector(hostEnv(t, "../fixtures/hosts/sm-opensm"), SMOptions{SminfoPath: "/nonexistent"})
+	env := hostEnv(t, "../fixtures/hosts/sm-opensm")
+	sc := NewSMCollector(env, SMOptions{SminfoPath: "/nonexistent"})
+	c := on(env, sc)
 	want := `
 # HELP rdma_sm_opensm_config_info The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.
 # TYPE rdma_sm_opensm_config_info gauge
@@ -86,7 +69,7 @@ rdma_sm_opensm_defaults_info{guids="0x946dae0300cdf100",path="/etc/sysconfig/ope
 	}
 	// The fixture has no /dev/infiniband/umad0 (sysfs may list umad devices):
 	// sminfo never runs, no series.
-	c.Runner().RunOnce(context.Background())
+	sc.Runner().RunOnce(context.Background())
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", c), "rdma_sm_sminfo_success"); n != 0 {
 		t.Errorf("%d sminfo series on a host without umad", n)
 	}
@@ -128,8 +111,10 @@ func TestSMSminfo(t *testing.T) {
 	root := copyHost(t, "sm-opensm")
 	addUmad(t, root, "mlx5_0")
 	rec, _ := filepath.Abs("../fixtures/tools/sminfo-master-ibsim.txt")
-	c := NewSMCollector(hostEnv(t, root), SMOptions{SminfoPath: fakeTool(t, "sminfo", "cat "+rec+"\n")})
-	c.Runner().RunOnce(context.Background())
+	env := hostEnv(t, root)
+	sc := NewSMCollector(env, SMOptions{SminfoPath: fakeTool(t, "sminfo", "cat "+rec+"\n")})
+	c := on(env, sc)
+	sc.Runner().RunOnce(context.Background())
 	want := `
 # HELP rdma_sm_info The subnet manager sminfo reached through this port (latest answer); always 1.
 # TYPE rdma_sm_info gauge
@@ -155,7 +140,7 @@ rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
 		t.Error(err)
 	}
 	// The same answer again: the activity count did not rise.
-	c.Runner().RunOnce(context.Background())
+	sc.Runner().RunOnce(context.Background())
 	want = strings.Replace(want, `rdma_sm_activity_stalled{device="mlx5_0",port="1"} 0`, `rdma_sm_activity_stalled{device="mlx5_0",port="1"} 1`, 1)
 	if err := testutil.GatherAndCompare(gatherOne(t, "sm", c), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
@@ -165,8 +150,7 @@ rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
 func TestFabricCollector(t *testing.T) {
 	rec, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
 	mk := func(degradedOnly bool) *FabricCollector {
-		return NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)},
-			fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+rec+"\n")}, degradedOnly)
+		return NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+rec+"\n")}, degradedOnly)
 	}
 	c := mk(false)
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_links", "rdma_fabric_scan_success"); n != 0 {
@@ -222,8 +206,10 @@ func TestSMOpenSMLog(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "var/log/opensm.log"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := NewSMCollector(hostEnv(t, root), SMOptions{SminfoPath: "/nonexistent"})
-	c.now = func() time.Time { return time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC) }
+	env := hostEnv(t, root, func(o *rdmahost.Options) {
+		o.Now = func() time.Time { return time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC) }
+	})
+	c := on(env, NewSMCollector(env, SMOptions{SminfoPath: "/nonexistent"}))
 	want := `
 # HELP rdma_sm_opensm_log_error_lines Numbered error lines ("ERR xxxx:") in the last 1 MiB of the running opensm's log (traps are not counted).
 # TYPE rdma_sm_opensm_log_error_lines gauge
@@ -239,7 +225,7 @@ rdma_sm_opensm_log_subnet_up_timestamp_seconds{path="/var/log/opensm.log"} 1.796
 		"rdma_sm_opensm_log_error_lines", "rdma_sm_opensm_log_state_info", "rdma_sm_opensm_log_subnet_up_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
-	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", NewSMCollector(hostEnv(t, "../fixtures/hosts/sm-opensm"), SMOptions{SminfoPath: "/nonexistent"})),
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", on(hostEnv(t, "../fixtures/hosts/sm-opensm"), NewSMCollector(hostEnv(t, "../fixtures/hosts/sm-opensm"), SMOptions{SminfoPath: "/nonexistent"}))),
 		"rdma_sm_opensm_log_error_lines"); n != 0 {
 		t.Errorf("%d log series without a log", n)
 	}

@@ -8,45 +8,18 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"strings"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
-var tuningModules = kingpin.Flag("collector.tuning.modules",
-	"Comma-separated kernel modules reported by rdma_host_module_loaded (1 loaded, 0 not).").
-	Default(strings.Join(tuning.DefaultModules, ",")).String()
-
-func init() {
-	registerCollector("tuning", true, "host tuning from /proc and /sys: hugepages, sysctls, CPU governors, transparent hugepages, kernel, SELinux, RDMA modules, memlock limits, rdma cgroup limits",
-		func(env Env) (Collector, error) {
-			var mods []string
-			for _, m := range strings.Split(*tuningModules, ",") {
-				if m = strings.TrimSpace(m); m != "" {
-					mods = append(mods, m)
-				}
-			}
-			filter, err := NewDeviceFilter(*ibDeviceInclude, *ibDeviceExclude)
-			if err != nil {
-				return nil, err
-			}
-			c := NewTuningCollector(env, mods).(*tuningCollector)
-			c.filter = filter
-			return c, nil
-		})
-}
-
 type tuningCollector struct {
-	host    hostfs.Host
-	opts    tuning.Options
 	modules []string
-	// filter hides the rdma cgroup limits of excluded devices, so that no
+	// keep hides the rdma cgroup limits of excluded devices, so that no
 	// series names a device the operator excluded.
-	filter DeviceFilter
+	keep func(string) bool
 
 	hugepages, hugepagesFree, nodeHugepages, nodeHugepagesFree *prometheus.Desc
 	sysctl, governor, thp, kernel, selinux, module             *prometheus.Desc
@@ -56,29 +29,23 @@ type tuningCollector struct {
 // NewTuningCollector builds the tuning collector; modules are the module
 // names reported loaded or not.
 func NewTuningCollector(env Env, modules []string) Collector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(Namespace+"_host_"+name, help, labels, nil)
-	}
 	c := &tuningCollector{
-		host:    env.Host,
 		modules: modules,
+		keep:    env.Host.Keep,
 
-		hugepages:         d("hugepages", "Hugepages configured in the system-wide pool of this page size (nr_hugepages).", "size_bytes"),
-		hugepagesFree:     d("hugepages_free", "Hugepages of this size not in use (free_hugepages).", "size_bytes"),
-		nodeHugepages:     d("node_hugepages", "Hugepages of this size allocated on a NUMA node.", "node", "size_bytes"),
-		nodeHugepagesFree: d("node_hugepages_free", "Free hugepages of this size on a NUMA node.", "node", "size_bytes"),
-		sysctl:            d("sysctl", "Value of a /proc/sys setting (vm.max_map_count, vm.nr_hugepages, net.core.rmem_max, ...); net.core.* affect sockets and IPoIB, not verbs.", "name"),
-		governor:          d("cpu_governor_cpus", "Online CPUs running a cpufreq governor; absent without cpufreq (VMs).", "governor"),
-		thp:               d("transparent_hugepages", "Selected transparent hugepage mode (setting enabled or defrag); always 1.", "setting", "mode"),
-		kernel:            d("kernel_info", "Running kernel release; always 1.", "release"),
-		selinux:           d("selinux_info", "SELinux mode (enforcing, permissive, disabled); informational, rdma_doctor never changes it; always 1.", "mode"),
-		module:            d("module_loaded", "1 when the kernel module is in /proc/modules, 0 when not (built-in drivers never are).", "module"),
-		memlock:           d("memlock_limit_bytes", "RLIMIT_MEMLOCK (ulimit -l) of rdma_doctor itself (process=\"self\") or of the lowest-limited running process of a configured name; +Inf when unlimited.", "process", "limit"),
-		memlockProcs:      d("memlock_processes", "Running processes of a name configured in tuning.memlock_processes.", "process"),
-		cgroupRDMA:        d("cgroup_rdma_limit", "A finite limit in a cgroup v2 rdma.max (entries that are all max are left out); +Inf for max.", "cgroup", "device", "resource"),
-	}
-	if env.Config != nil {
-		c.opts.MemlockProcesses = env.Config.Tuning.MemlockProcesses
+		hugepages:         desc("rdma_host_hugepages", "Hugepages configured in the system-wide pool of this page size (nr_hugepages).", "size_bytes"),
+		hugepagesFree:     desc("rdma_host_hugepages_free", "Hugepages of this size not in use (free_hugepages).", "size_bytes"),
+		nodeHugepages:     desc("rdma_host_node_hugepages", "Hugepages of this size allocated on a NUMA node.", "node", "size_bytes"),
+		nodeHugepagesFree: desc("rdma_host_node_hugepages_free", "Free hugepages of this size on a NUMA node.", "node", "size_bytes"),
+		sysctl:            desc("rdma_host_sysctl", "Value of a /proc/sys setting (vm.max_map_count, vm.nr_hugepages, net.core.rmem_max, ...); net.core.* affect sockets and IPoIB, not verbs.", "name"),
+		governor:          desc("rdma_host_cpu_governor_cpus", "Online CPUs running a cpufreq governor; absent without cpufreq (VMs).", "governor"),
+		thp:               desc("rdma_host_transparent_hugepages", "Selected transparent hugepage mode (setting enabled or defrag); always 1.", "setting", "mode"),
+		kernel:            desc("rdma_host_kernel_info", "Running kernel release; always 1.", "release"),
+		selinux:           desc("rdma_host_selinux_info", "SELinux mode (enforcing, permissive, disabled); informational, rdma_doctor never changes it; always 1.", "mode"),
+		module:            desc("rdma_host_module_loaded", "1 when the kernel module is in /proc/modules, 0 when not (built-in drivers never are).", "module"),
+		memlock:           desc("rdma_host_memlock_limit_bytes", "RLIMIT_MEMLOCK (ulimit -l) of rdma_doctor itself (process=\"self\") or of the lowest-limited running process of a configured name; +Inf when unlimited.", "process", "limit"),
+		memlockProcs:      desc("rdma_host_memlock_processes", "Running processes of a name configured in tuning.memlock_processes.", "process"),
+		cgroupRDMA:        desc("rdma_host_cgroup_rdma_limit", "A finite limit in a cgroup v2 rdma.max (entries that are all max are left out); +Inf for max.", "cgroup", "device", "resource"),
 	}
 	return c
 }
@@ -92,8 +59,8 @@ func limitValue(v uint64) float64 {
 	return float64(v)
 }
 
-func (c *tuningCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	s, err := tuning.Read(ctx, c.host, c.opts)
+func (c *tuningCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	s, err := snap.Tuning(ctx)
 	if s == nil {
 		return err
 	}
@@ -155,7 +122,7 @@ func (c *tuningCollector) Update(ctx context.Context, ch chan<- prometheus.Metri
 		gauge(ch, c.memlockProcs, float64(n), name)
 	}
 	for _, l := range s.RDMACgroups {
-		if !l.Limited() || !c.filter.Keep(l.Device) {
+		if !l.Limited() || !c.keep(l.Device) {
 			continue
 		}
 		gauge(ch, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")

@@ -10,16 +10,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
-func tuningOn(t *testing.T, host string, cfg *config.Config) *tuningCollector {
+func tuningOn(t *testing.T, host string, cfg *config.Config, with ...func(*rdmahost.Options)) Collector {
 	t.Helper()
-	env := hostEnv(t, "../fixtures/hosts/"+host)
+	if cfg != nil {
+		with = append(with, func(o *rdmahost.Options) {
+			o.Tuning = tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}
+		})
+	}
+	env := hostEnv(t, "../fixtures/hosts/"+host, with...)
 	if cfg != nil {
 		env.Config = cfg
 	}
-	return NewTuningCollector(env, tuning.DefaultModules).(*tuningCollector)
+	return on(env, NewTuningCollector(env, tuning.DefaultModules))
 }
 
 // The slurm host: memlock of the exporter, of slurmd, and of the worst of
@@ -146,18 +152,14 @@ rdma_host_cpu_governor_cpus{governor="performance"} 222
 }
 
 func BenchmarkScrapeTuning(b *testing.B) {
-	c := NewTuningCollector(benchEnv(b, "dgx-h100"), tuning.DefaultModules)
+	env := benchEnv(b, "dgx-h100")
+	c := on(env, NewTuningCollector(env, tuning.DefaultModules))
 	benchCollector(b, c)
 }
 
 // The device filter also hides rdma cgroup limits of excluded devices.
 func TestTuningDeviceFilter(t *testing.T) {
-	c := tuningOn(t, "dgx-h100", nil)
-	f, err := NewDeviceFilter("", "mlx5_[4-9]")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.filter = f
+	c := tuningOn(t, "dgx-h100", nil, excluding(t, "mlx5_[4-9]"))
 	if n, err := testutil.GatherAndCount(gatherOne(t, "tuning", c), "rdma_host_cgroup_rdma_limit"); err != nil || n != 4 {
 		t.Errorf("%d cgroup limit series, %v; want 4 (mlx5_0 and mlx5_1)", n, err)
 	}

@@ -153,7 +153,7 @@ func BenchmarkSample(b *testing.B) {
 				b.Fatal(err)
 			}
 			now := t0
-			s := &Sampler{Reader: &Reader{Host: hostOf(root), Now: func() time.Time { now = now.Add(30 * time.Second); return now }},
+			s := &Sampler{Reader: &Reader{Host: hostAt(root, nil, func() time.Time { now = now.Add(30 * time.Second); return now })},
 				Eval: e, History: HistoryFor(10*time.Minute, 30*time.Second), Interval: 30 * time.Second}
 			b.ReportAllocs()
 			cpu := cpuTime()

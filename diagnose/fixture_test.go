@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
@@ -34,9 +35,17 @@ func fixtureConfig(t testing.TB, root string) *config.Config {
 	return c
 }
 
-func hostOf(root string) hostfs.Host {
+func hostOf(root string) *host.Host { return hostAt(root, nil, nil) }
+
+// hostAt is the Host of a fixture root with cfg's tuning options, on the
+// clock now (nil: time.Now).
+func hostAt(root string, cfg *config.Config, now func() time.Time) *host.Host {
 	p, _ := hostfs.Paths{Rootfs: root}.Resolve()
-	return p.Open()
+	o := host.Options{Paths: p, Now: now}
+	if cfg != nil {
+		o.Tuning = tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}
+	}
+	return host.New(o)
 }
 
 // evaluateHost reads a host root once (or twice, with change applied
@@ -49,8 +58,7 @@ func evaluateHost(t testing.TB, root string, change func()) *Report {
 		t.Fatal(err)
 	}
 	now := t0
-	r := &Reader{Host: hostOf(root), Now: func() time.Time { return now },
-		Tuning: tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}}
+	r := &Reader{Host: hostAt(root, cfg, func() time.Time { return now })}
 	h := HistoryFor(cfg.Diagnose.HistoryWindow(), cfg.Diagnose.SampleInterval())
 	s := r.Read(context.Background())
 	h.Add(s)

@@ -61,19 +61,18 @@ func isRNIC(d *infiniband.Device) bool {
 	return d.NodeType.OK && d.NodeType.V.Value == infiniband.NodeTypeRNIC
 }
 
-// linkLayer returns the port's link layer. Kernels without the file were
-// InfiniBand-only (ibstatus defaults to "IB" the same way).
+// linkLayer returns the port's link layer, and false when the file did
+// not say (infiniband.Port.IsInfiniBand is the default then).
 func linkLayer(p *infiniband.Port) (string, bool) {
 	if p.LinkLayer.OK {
 		return p.LinkLayer.V, true
 	}
-	return "InfiniBand", false
+	return infiniband.LinkLayerInfiniBand, false
 }
 
 // isIBPort reports an InfiniBand port of an InfiniBand device.
 func isIBPort(d *infiniband.Device, p *infiniband.Port) bool {
-	ll, _ := linkLayer(p)
-	return ll == "InfiniBand" && !isRNIC(d)
+	return p.IsInfiniBand() && !isRNIC(d)
 }
 
 // linkUp reports whether the port's physical link is up (known and 5).

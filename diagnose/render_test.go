@@ -239,7 +239,7 @@ func TestSampler(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := t0
-	s := &Sampler{Reader: &Reader{Host: hostOf("../fixtures/hosts/cx6-hdr-fdr"), Now: func() time.Time { now = now.Add(time.Minute); return now }},
+	s := &Sampler{Reader: &Reader{Host: hostAt("../fixtures/hosts/cx6-hdr-fdr", nil, func() time.Time { now = now.Add(time.Minute); return now })},
 		Eval: e, History: HistoryFor(10*time.Minute, time.Minute), Interval: time.Minute}
 	if s.Latest() != nil {
 		t.Fatal("report before the first sample")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -194,73 +194,57 @@ func errorsText(errs []error) string {
 // same text from the server and the CLI, so their findings agree.
 const NeedTwoSamples = "needs two samples to judge increases (one so far): the server samples every diagnose.interval; the CLI needs --interval"
 
-// Reader reads snapshots of a host.
+// Reader takes diagnose snapshots of a host from its host snapshots, so
+// the checks judge what the collectors export and read nothing twice.
 type Reader struct {
-	Host hostfs.Host
-	// Keep selects the RDMA devices to read (the collector's
-	// --collector.infiniband.device-include/-exclude); nil keeps all. An
-	// excluded device is never read.
-	Keep func(name string) bool
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
+	Host *host.Host
+	// ReuseClass lets a sample use a class a scrape read up to this long
+	// ago instead of reading it again (the server's sampler); 0 reads it.
+	ReuseClass time.Duration
 	// SM returns the latest sminfo results (an sm.Runner's Status, or a
 	// one-off round in the CLI); nil leaves the sm checks skipped.
 	SM func(ctx context.Context) *sm.Status
 	// Probe is the verbs probe's results store; nil (the CLI) has none.
 	Probe probe.Reader
-	// Tuning selects the processes whose memlock limit is read
-	// (tuning.memlock_processes).
-	Tuning tuning.Options
-	// OpenSMConfig is the opensm.conf to read instead of the search
-	// (--collector.sm.opensm-config).
-	OpenSMConfig string
 	// ExpectedDevices is diagnose.expected_devices: with fewer devices
 	// than that (or none), the PCI bus is read to say why (Snapshot.Bus).
 	ExpectedDevices int
 }
 
-// Read reads every source. It never fails as a whole: each source's error
+// Read takes a snapshot. It never fails as a whole: each source's error
 // is kept next to it and turns the checks that need it into skips.
 func (r *Reader) Read(ctx context.Context) *Snapshot {
-	now := time.Now
-	if r.Now != nil {
-		now = r.Now
+	return FromHost(ctx, r.Host.SnapshotReusing(r.ReuseClass), r)
+}
+
+// FromHost reads every source of a host snapshot into a diagnose
+// snapshot; r (nil: none) adds sminfo, the probe results and the
+// expected device count.
+func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
+	if r == nil {
+		r = &Reader{}
 	}
-	s := &Snapshot{Time: now()}
-	if r.Host.Proc != nil {
-		if b, err := r.Host.Proc.ReadFile("sys/kernel/hostname"); err == nil {
-			s.Hostname = strings.TrimSpace(string(b))
-		}
-	}
-	if r.Host.Sys == nil || r.Host.Proc == nil {
-		s.IBErr = errors.New("no sysfs or procfs root")
-		s.PlacementErr = s.IBErr
-		return s
-	}
-	// The readers are independent; the slowest (the process scan for
-	// irqbalance) runs next to the class read.
+	s := &Snapshot{Time: hs.Time, Hostname: hs.Hostname(ctx)}
+	// The sources are independent; the slow ones (process scans) run next
+	// to the class read.
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		s.Placement, s.PlacementErr = irq.Read(ctx, r.Host, r.Keep)
-		t := pci.ReadTopology(r.Host.Sys)
-		s.Topology = &t
+		s.Placement, s.PlacementErr = hs.Placement(ctx)
+		s.Topology = hs.Topology(ctx)
 	}()
 	go func() {
 		defer wg.Done()
-		s.Tuning, s.TuningErr = tuning.Read(ctx, r.Host, r.Tuning)
-		s.Netdev, s.NetdevErr = netdev.Read(ctx, r.Host, netdev.Options{Keep: r.Keep})
-		if r.Host.Root != nil {
-			// A partial read (an unreadable file) still has the processes.
-			s.OpenSM, s.OpenSMErr = opensm.Read(ctx, r.Host.Root, r.Host.Proc, r.OpenSMConfig, s.Time)
-		}
+		s.Tuning, s.TuningErr = hs.Tuning(ctx)
+		s.Netdev, s.NetdevErr = hs.Netdevs(ctx)
+		s.OpenSM, s.OpenSMErr = hs.OpenSM(ctx)
 	}()
-	s.IB, s.IBErr = infiniband.Read(ctx, r.Host.Sys, r.Keep)
+	s.IB, s.IBErr = hs.Class(ctx)
 	if have := s.deviceCount(); have == 0 || have < r.ExpectedDevices {
 		// Only a host short of devices walks the bus: an SR-IOV host has
 		// hundreds of functions.
-		s.Bus, s.BusErr = pci.ReadNetworkFunctions(r.Host.Sys, pci.MellanoxVendor)
+		s.Bus, s.BusErr = hs.Bus()
 	}
 	if r.SM != nil {
 		s.SM = r.SM(ctx)

@@ -300,7 +300,7 @@ func checkKernel(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error)
 	floor := cfg.Diagnose.Policies.KernelFloor.Floor()
 	roce := 0
 	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
-		if p.LinkLayer.OK && p.LinkLayer.V == "Ethernet" && !isRNIC(d) {
+		if !p.IsInfiniBand() && !isRNIC(d) {
 			roce++
 		}
 	})

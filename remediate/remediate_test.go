@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
@@ -109,7 +110,8 @@ func inputWith(t testing.TB, root string, w Writer, cfg *config.Config) *Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &diagnose.Reader{Host: p.Open(), Tuning: tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}}
+	h := host.New(host.Options{Paths: p, Tuning: tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}})
+	r := &diagnose.Reader{Host: h}
 	return &Input{Snap: r.Read(context.Background()), Config: cfg, W: w}
 }
 

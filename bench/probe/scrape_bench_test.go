@@ -20,6 +20,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
@@ -40,12 +41,12 @@ import (
 // scrapes.
 func BenchmarkScrapeDuringProbe(b *testing.B) {
 	root := fixtureCopy(b, "dgx-h100")
-	paths, err := hostfs.Paths{Rootfs: root}.Resolve()
+	h, err := host.AtRoot(root)
 	if err != nil {
 		b.Fatal(err)
 	}
 	discard := slog.New(slog.DiscardHandler)
-	agg, err := collector.New(collector.Env{Host: paths.Open(), Config: &config.Config{}, Logger: discard}, 10*time.Second, "infiniband")
+	agg, err := collector.New(collector.Env{Host: h, Config: &config.Config{}, Logger: discard}, collector.DefaultFlags(), 10*time.Second, "infiniband")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func BenchmarkScrapeDuringProbe(b *testing.B) {
 	store := NewStore()
 	prober := &Prober{
 		Runner: &perftest.Runner{Dir: string(fake), Proc: hostfs.Dir("/proc"), Locks: &perftest.DeviceLocks{}},
-		Sys:    paths.Open().Sys, Config: cfg, Logger: discard,
+		Sys:    h.FS().Sys, Config: cfg, Logger: discard,
 	}
 	// A filled store: what the probe collector exports in production.
 	store.Record(prober.Run(context.Background(), &targets[0], perftest.SendLat))

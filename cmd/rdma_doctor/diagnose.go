@@ -19,7 +19,6 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 // Exit codes of `rdma_doctor diagnose` (Nagios/NHC style, worst wins).
@@ -32,12 +31,6 @@ const (
 
 // sampleTimeout bounds one reading of the host.
 const sampleTimeout = 30 * time.Second
-
-func init() {
-	addCommand(command{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
-		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", setup: setupDiagnose})
-	addServerHook(diagnoseServerHook)
-}
 
 func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	interval := cmd.Flag("interval", "Take two samples this far apart so the delta checks (error counters, data flowing) can judge increases; 0 takes one sample and those checks skip.").
@@ -117,16 +110,10 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 	if err != nil {
 		return diagnoseRun{}, err
 	}
-	keep, err := deviceKeep(a)
-	if err != nil {
-		return diagnoseRun{}, err
-	}
-	reader := &diagnose.Reader{Host: a.Host, Keep: keep, Tuning: tuning.Options{MemlockProcesses: a.Config.Tuning.MemlockProcesses},
-		ExpectedDevices: a.Config.Diagnose.ExpectedDevices,
-		OpenSMConfig:    flagValue(a, "collector.sm.opensm-config")}
+	reader := &diagnose.Reader{Host: a.Host, ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
 	// One sminfo runner for both samples, so a stalled SM (activity count
 	// not rising) shows with --interval. Its errors become findings.
-	if runner := newSMRunner(a, keep); runner != nil {
+	if runner := newSMRunner(a); runner != nil {
 		reader.SM = func(ctx context.Context) *sm.Status {
 			runner.RunOnce(ctx)
 			st := runner.Status()
@@ -166,37 +153,9 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 // with a umad device) for the sm.master check, with the sm collector's
 // flags (--collector.sm.sminfo-path, -timeout); nil when the sm collector
 // is disabled (--no-collector.sm): then sminfo is not run at all.
-func newSMRunner(a *App, keep func(string) bool) *sm.Runner {
-	if flagValue(a, "collector.sm") == "false" {
+func newSMRunner(a *App) *sm.Runner {
+	if !a.Collectors.Enabled("sm") {
 		return nil
 	}
-	cfg := sm.RunnerConfig{
-		Path:    flagValue(a, "collector.sm.sminfo-path"),
-		Targets: func(ctx context.Context) ([]sm.Target, error) { return sm.TargetsOn(ctx, a.Host, keep) },
-		Logger:  slog.New(slog.DiscardHandler),
-	}
-	if d, err := time.ParseDuration(flagValue(a, "collector.sm.sminfo-timeout")); err == nil {
-		cfg.Timeout = d
-	}
-	return sm.NewRunner(cfg)
-}
-
-// flagValue is the value of a global flag another part of the program
-// declares (a collector's), "" when no such flag exists.
-func flagValue(a *App, name string) string {
-	if f := a.Kingpin.GetFlag(name); f != nil && f.Model().Value != nil {
-		return f.Model().Value.String()
-	}
-	return ""
-}
-
-// deviceKeep applies the infiniband collector's device include/exclude
-// flags, so diagnose never reads a device the collector is told to leave
-// alone (restricted functions flood the kernel log when read).
-func deviceKeep(a *App) (func(string) bool, error) {
-	f, err := collector.NewDeviceFilter(flagValue(a, "collector.infiniband.device-include"), flagValue(a, "collector.infiniband.device-exclude"))
-	if err != nil {
-		return nil, err
-	}
-	return f.Keep, nil
+	return collector.NewSMRunner(a.Host, a.Collectors.SM, slog.New(slog.DiscardHandler))
 }

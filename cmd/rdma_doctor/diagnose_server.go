@@ -10,26 +10,25 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/probe"
+	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 // smFirstRoundWait bounds how long start-up waits for the first sminfo
 // round before the first diagnosis.
 const smFirstRoundWait = 3 * time.Second
 
-// diagnoseServerHook adds /diagnose, its landing page link, the background
+// addDiagnose adds /diagnose, its landing page link, the background
 // sampler that feeds it, and rdma_diagnose_status. The page and the metric
 // serve the sampler's latest report: a request never reads the host and
-// nothing here ever changes it.
-func diagnoseServerHook(ctx context.Context, s *Server) error {
+// nothing here ever changes it. The sampler reads through the collectors'
+// host, so the slow host state and a class a scrape has just read are
+// shared, and through their sminfo runner, so sminfo never runs twice.
+func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, probes probe.Reader) error {
 	cfg := &s.App.Config.Diagnose
 	eval, err := diagnose.NewEvaluator(s.App.Config, nil)
-	if err != nil {
-		return err
-	}
-	keep, err := deviceKeep(s.App)
 	if err != nil {
 		return err
 	}
@@ -38,22 +37,23 @@ func diagnoseServerHook(ctx context.Context, s *Server) error {
 	if timeout > sampleTimeout {
 		timeout = sampleTimeout
 	}
-	smStatus := smStatusFor(ctx, s)
 	sampler := &diagnose.Sampler{
-		Reader: &diagnose.Reader{Host: s.App.Host, Keep: keep, SM: smStatus, Probe: probeResults(),
-			Tuning:          tuning.Options{MemlockProcesses: s.App.Config.Tuning.MemlockProcesses},
-			OpenSMConfig:    flagValue(s.App, "collector.sm.opensm-config"),
-			ExpectedDevices: s.App.Config.Diagnose.ExpectedDevices},
+		Reader: &diagnose.Reader{Host: s.App.Host, ReuseClass: interval / 2, Probe: probes,
+			ExpectedDevices: cfg.ExpectedDevices},
 		Eval:     eval,
 		History:  diagnose.HistoryFor(window, interval),
 		Interval: interval,
 		Timeout:  timeout,
 		Logger:   s.App.Logger.With("component", "diagnose"),
 	}
-	// The first evaluation happens before the server listens, so /diagnose
-	// and the metric are never empty.
-	sampler.Sample(ctx)
-	go sampler.Run(ctx)
+	// The first sample runs in the background, like every later one: the
+	// server listens at once even when a host read hangs, and /diagnose
+	// says a first sample is under way until it is done.
+	go func() {
+		sampler.Reader.SM = smStatusFor(ctx, agg)
+		sampler.Sample(ctx)
+		sampler.Run(ctx)
+	}()
 
 	if err := s.Registry.Register(diagnose.NewStatusCollector(sampler.Latest)); err != nil {
 		return fmt.Errorf("diagnose: %w", err)
@@ -71,8 +71,8 @@ func diagnoseServerHook(ctx context.Context, s *Server) error {
 // this one), so sminfo never runs twice. With the sm collector disabled
 // nothing runs and sm.master skips. The first round gets a moment so the
 // first report has its results (no umad: instant; a healthy SM: fast).
-func smStatusFor(ctx context.Context, s *Server) func(context.Context) *sm.Status {
-	c, enabled := s.Agg.Lookup("sm")
+func smStatusFor(ctx context.Context, agg *collector.Aggregator) func(context.Context) *sm.Status {
+	c, enabled := agg.Lookup("sm")
 	if !enabled {
 		return nil
 	}

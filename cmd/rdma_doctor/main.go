@@ -4,10 +4,10 @@
 // Command rdma_doctor is a Prometheus exporter and diagnostics tool for
 // InfiniBand and RoCE hosts.
 //
-// main.go holds the flags every command shares and the dispatch. Each
-// subcommand lives in a file of its own and registers itself with
-// addCommand; each part of the HTTP server beyond /metrics (a page, a
-// background sampler, a metric family) registers with addServerHook.
+// main.go holds the flags every command shares, the list of commands and
+// the host options every command reads through. Each subcommand lives in a
+// file of its own (serve.go builds the HTTP server in one function). There
+// are no init() hooks: run declares everything in the order --help shows.
 package main
 
 import (
@@ -22,19 +22,25 @@ import (
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
 const name = "rdma_doctor"
 
-// App is what every command gets once flags are parsed: where the host is,
-// what the operator expects of it, and a logger.
+// App is what every command gets once flags are parsed: where the host is
+// and how to read it, what the operator expects of it, and a logger.
 type App struct {
-	Paths  hostfs.Paths
-	Host   hostfs.Host
-	Config *config.Config
-	Logger *slog.Logger
+	Paths hostfs.Paths
+	// Host reads the host below Paths; every command reads through it.
+	Host       *host.Host
+	Config     *config.Config
+	Collectors *collector.Flags
+	Logger     *slog.Logger
 	// Kingpin is the application, for commands that report usage errors.
 	Kingpin *kingpin.Application
 }
@@ -47,10 +53,15 @@ type command struct {
 	setup      func(cmd *kingpin.CmdClause) func(ctx context.Context, a *App) int
 }
 
-var commands []command
-
-// addCommand registers a subcommand; called from init functions.
-func addCommand(c command) { commands = append(commands, c) }
+// commands are the subcommands, in --help order.
+var commands = []command{
+	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, setup: setupServe},
+	{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
+		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", setup: setupDiagnose},
+	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", setup: setupProbe},
+	{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
+		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", setup: setupRemediate},
+}
 
 func main() { os.Exit(run(os.Args[1:])) }
 
@@ -70,6 +81,7 @@ func run(args []string) int {
 	app.Flag("path.procfs", "procfs mount point (default: <path.rootfs>/proc).").PlaceHolder("DIR").StringVar(&paths.Procfs)
 	promslogConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, promslogConfig)
+	collectors := collector.AddFlags(app)
 
 	runners := map[string]func(context.Context, *App) int{}
 	for _, c := range commands {
@@ -94,9 +106,45 @@ func run(args []string) int {
 	if err != nil {
 		app.Fatalf("%v", err)
 	}
-	a := &App{Paths: resolved, Host: resolved.Open(), Config: cfg, Logger: logger, Kingpin: app}
+	opts, err := hostOptions(resolved, cfg, collectors)
+	if err != nil {
+		app.Fatalf("%v", err)
+	}
+	a := &App{Paths: resolved, Host: host.New(opts), Config: cfg, Collectors: collectors, Logger: logger, Kingpin: app}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runners[selected](ctx, a)
+}
+
+// hostOptions are the host options of the flags and the config file:
+// which devices every source reads, the memlock processes, the opensm.conf
+// override, the ethtool query, and how long slow host state is reused
+// (the diagnose interval, so the sampler finds it fresh).
+func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (host.Options, error) {
+	devices, err := f.Devices()
+	if err != nil {
+		return host.Options{}, err
+	}
+	et, err := f.EthtoolQuery()
+	if err != nil {
+		return host.Options{}, err
+	}
+	opts := host.Options{
+		Paths:        paths,
+		Devices:      devices,
+		Tuning:       tuningOptions(cfg),
+		OpenSMConfig: f.SM.OpenSMConfig,
+		Ethtool:      et,
+		SlowRefresh:  cfg.Diagnose.SampleInterval(),
+	}
+	if collector.LiveSysfs(hostfs.Dir(paths.Sysfs)) {
+		// Only the live /sys can be read by rdmamap's fixed paths.
+		opts.Mapper = netdev.LiveMapper{}
+	}
+	return opts, nil
+}
+
+func tuningOptions(cfg *config.Config) tuning.Options {
+	return tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}
 }

@@ -34,10 +34,6 @@ const (
 // :PORT on the command line.
 const defaultResponderPort = "9874"
 
-func init() {
-	addCommand(command{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", setup: setupProbe})
-}
-
 type probeFlags struct {
 	test                   string
 	peer                   string
@@ -87,8 +83,8 @@ func setupProbe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 func newProber(a *App, secretFile string) (*probe.Prober, error) {
 	cfg := &a.Config.Probe
 	p := &probe.Prober{
-		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.Proc, Logger: a.Logger.With("component", "perftest")},
-		Sys:    a.Host.Sys,
+		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.FS().Proc, Logger: a.Logger.With("component", "perftest")},
+		Sys:    a.Host.FS().Sys,
 		Config: cfg,
 		Logger: a.Logger.With("component", "probe"),
 	}

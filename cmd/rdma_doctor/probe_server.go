@@ -16,30 +16,17 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 )
 
-func init() { addServerHook(probeServerHook) }
-
-// probeStore holds the scheduled probe's results for the life of the
-// process. It exists before any hook runs, so a hook registered earlier
-// (diagnose) can keep a reference: read it through probeResults.
-var probeStore = probe.NewStore()
-
-// probeResults is the read side of the probe results: the latest, last
-// good and last failed run per peer, test and local port, with the mode and
-// the port rate each bandwidth ratio used. Empty when no probe is
-// configured.
-func probeResults() probe.Reader { return probeStore }
-
-// probeServerHook exports the probe store (rdma_probe_*), serves it as JSON
-// on /probe, and, as configured, runs the scheduler and the responder for
-// as long as the server runs.
-func probeServerHook(ctx context.Context, s *Server) error {
+// addProbe exports the probe results store (rdma_probe_*), serves it as
+// JSON on /probe, and, as configured, runs the scheduler and the responder
+// for as long as the server runs.
+func addProbe(ctx context.Context, s *Server, store *probe.Store) error {
 	cfg := &s.App.Config.Probe
 	logger := s.App.Logger.With("component", "probe")
 	guard := &probe.ScrapeGuard{Quiet: cfg.ScrapeGuardOrDefault()}
-	if err := s.Registry.Register(&probe.Collector{Store: probeResults(), Guard: guard}); err != nil {
+	if err := s.Registry.Register(&probe.Collector{Store: store, Guard: guard}); err != nil {
 		return fmt.Errorf("probe metrics: %w", err)
 	}
-	s.Mux.Handle("/probe", probeHandler{probeResults()})
+	s.Mux.Handle("/probe", probeHandler{store})
 	s.Links = append(s.Links, web.LandingLinks{Address: "/probe", Text: "Probe", Description: "Latest verbs probe results (JSON)"})
 	if !cfg.Enabled && !cfg.Responder.Enabled {
 		return nil
@@ -81,7 +68,7 @@ func probeServerHook(ctx context.Context, s *Server) error {
 		}
 		sched := &probe.Scheduler{
 			Prober:   prober,
-			Store:    probeStore,
+			Store:    store,
 			Pairs:    pairs,
 			Interval: cfg.IntervalOrDefault(),
 			Jitter:   cfg.JitterOrDefault(),

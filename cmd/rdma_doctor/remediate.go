@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 	"github.com/rdma-doctor/rdma_doctor/remediate"
 )
 
@@ -28,12 +27,6 @@ const (
 	remediateFailed = 1 // apply or rollback stopped on an error
 	remediateUsage  = 2 // refused: bad flag, unknown action, no confirmation, not root
 )
-
-func init() {
-	addCommand(command{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
-		"Nothing changes without `apply`; every change is journaled under <path.rootfs>/var/lib/rdma_doctor and undone by `rollback`.",
-		setup: setupRemediate})
-}
 
 func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	mode := cmd.Arg("mode", "plan (default), apply or rollback.").Default("plan").Enum("plan", "apply", "rollback")
@@ -62,13 +55,7 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		if *mode == "rollback" {
 			return runRollback(w)
 		}
-		keep, err := deviceKeep(a)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: remediate: %v\n", name, err)
-			return remediateUsage
-		}
-		reader := &diagnose.Reader{Host: a.Host, Keep: keep, Tuning: tuning.Options{MemlockProcesses: a.Config.Tuning.MemlockProcesses},
-			ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
+		reader := &diagnose.Reader{Host: a.Host, ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
 		in := &remediate.Input{Snap: reader.Read(ctx), Config: a.Config, W: w}
 		plan := remediate.MakePlan(in, actions)
 		if *mode == "plan" {

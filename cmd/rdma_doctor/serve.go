@@ -20,31 +20,19 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 )
 
-func init() {
-	addCommand(command{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, setup: setupServe})
-}
-
-// Server is the HTTP side. Hooks add pages to Mux (and a landing page link
-// to Links), static collectors to Registry, and background work bound to the
-// server's context.
+// Server is the HTTP side while it is built: the pages (Mux and their
+// landing page Links) and the registry of the metrics beside the
+// collectors' (exporter, probe, diagnose).
 type Server struct {
 	App      *App
 	Mux      *http.ServeMux
 	Links    []web.LandingLinks
 	Registry *prometheus.Registry
-	Agg      *collector.Aggregator
 }
-
-// serverHook extends the server before it listens. An error stops start-up.
-type serverHook func(ctx context.Context, s *Server) error
-
-var serverHooks []serverHook
-
-// addServerHook registers a server extension; called from init functions.
-func addServerHook(h serverHook) { serverHooks = append(serverHooks, h) }
 
 func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	var (
@@ -55,39 +43,53 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		noExporterMx = cmd.Flag("web.disable-exporter-metrics", "Exclude go_*, process_* and promhttp_* metrics about the exporter itself.").Bool()
 	)
 	return func(ctx context.Context, a *App) int {
-		agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, *scrapeTO)
+		s, err := newServer(ctx, a, *metricsPath, *maxRequests, *scrapeTO, *noExporterMx)
 		if err != nil {
 			a.Kingpin.Fatalf("%v", err)
 		}
-		s := &Server{
-			App:      a,
-			Mux:      http.NewServeMux(),
-			Registry: exporterRegistry(*noExporterMx),
-			Agg:      agg,
-			Links: []web.LandingLinks{
-				{Address: *metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
-			},
-		}
-		for _, h := range serverHooks {
-			if err := h(ctx, s); err != nil {
-				a.Kingpin.Fatalf("%v", err)
-			}
-		}
-		m := metricsHandler{agg: agg, logger: a.Logger, exporterReg: s.Registry, timeout: *scrapeTO}
-		if *maxRequests > 0 {
-			m.inFlight = make(chan struct{}, *maxRequests)
-		}
-		s.Mux.Handle(*metricsPath, promhttp.InstrumentMetricHandler(s.Registry, m))
-
 		a.Logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
-		a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
-			"collectors", agg.Names())
 		if err := s.listenAndServe(ctx, webFlags, *metricsPath, *scrapeTO); err != nil {
 			a.Logger.Error("cannot serve HTTP", "err", err)
 			return 1
 		}
 		return 0
 	}
+}
+
+// newServer builds the whole server, in this order: the collectors and
+// their background runners (sminfo, iblinkinfo), the probe results store,
+// the diagnose sampler (fed by the same host snapshots and the collectors'
+// sminfo runner), the probe scheduler and responder, and /metrics. The
+// work that runs in the background lasts as long as ctx.
+func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int, scrapeTO time.Duration, noExporterMetrics bool) (*Server, error) {
+	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, a.Collectors, scrapeTO)
+	if err != nil {
+		return nil, err
+	}
+	agg.Start(ctx)
+	s := &Server{
+		App:      a,
+		Mux:      http.NewServeMux(),
+		Registry: exporterRegistry(noExporterMetrics),
+		Links: []web.LandingLinks{
+			{Address: metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
+		},
+	}
+	store := probe.NewStore()
+	if err := addDiagnose(ctx, s, agg, store); err != nil {
+		return nil, err
+	}
+	if err := addProbe(ctx, s, store); err != nil {
+		return nil, err
+	}
+	m := metricsHandler{agg: agg, logger: a.Logger, exporterReg: s.Registry, timeout: scrapeTO}
+	if maxRequests > 0 {
+		m.inFlight = make(chan struct{}, maxRequests)
+	}
+	s.Mux.Handle(metricsPath, promhttp.InstrumentMetricHandler(s.Registry, m))
+	a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
+		"collectors", agg.Names())
+	return s, nil
 }
 
 func exporterRegistry(disableExporterMetrics bool) *prometheus.Registry {

@@ -7,6 +7,7 @@
 package infiniband
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
@@ -100,14 +102,83 @@ func (c *Class) Errors() []error {
 	return errs
 }
 
+// IsInfiniBand reports whether the port runs InfiniBand. Kernels before
+// link_layer existed (2.6.37) had only InfiniBand ports, so a port without
+// the file is one; a file that could not be read leaves LinkLayer absent
+// too, and the port's error says so.
+func (p *Port) IsInfiniBand() bool {
+	return !p.LinkLayer.OK || p.LinkLayer.V == LinkLayerInfiniBand
+}
+
+// Link layers as ports/N/link_layer prints them.
+const (
+	LinkLayerInfiniBand = "InfiniBand"
+	LinkLayerEthernet   = "Ethernet"
+)
+
 // ErrNoClass means the host has no /sys/class/infiniband: no RDMA core loaded.
 var ErrNoClass = errors.New("no " + ClassDir + " directory: RDMA core not loaded")
 
-// Read reads every device that keep accepts, concurrently, one goroutine per
-// device. A device that keep rejects is never read at all: on some hosts
-// reading restricted functions floods the kernel log.
+// Read reads every device that keep accepts, without a cache (tests,
+// one-off reads). A long-lived reader uses a Reader.
 func Read(ctx context.Context, sys hostfs.FS, keep func(name string) bool) (*Class, error) {
-	entries, err := sys.ReadDir(ClassDir)
+	return NewReader(sys, keep, -1, nil).Read(ctx)
+}
+
+// Reader reads the class again and again, keeping each device's static
+// attributes (node type, GUIDs, firmware, board, HCA type, node
+// description, link layers, the PCI parent, the port and counter file
+// lists) until the device is re-registered (its directory's identity
+// changes) or maxAge passes. Live values (state, rate, LIDs, capability
+// mask, counters) are read every time. It is safe for concurrent use.
+type Reader struct {
+	sys    hostfs.FS
+	keep   func(string) bool
+	maxAge time.Duration
+	now    func() time.Time
+
+	mu     sync.Mutex
+	static map[string]*static
+	bufs   sync.Pool
+}
+
+// NewReader returns a Reader. maxAge <= 0 disables the cache; now nil is
+// time.Now.
+func NewReader(sys hostfs.FS, keep func(string) bool, maxAge time.Duration, now func() time.Time) *Reader {
+	if now == nil {
+		now = time.Now
+	}
+	return &Reader{sys: sys, keep: keep, maxAge: maxAge, now: now, static: map[string]*static{},
+		bufs: sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}}
+}
+
+// static is what a device read keeps: the static part of the Device, the
+// errors met reading it (reported again on every read, so a broken
+// attribute stays counted), and the files of the live part.
+type static struct {
+	id    hostfs.Identity
+	hasID bool
+	at    time.Time
+	dev   Device
+	errs  []error
+	hw    []counterFile
+	ports []portFiles
+}
+
+type portFiles struct {
+	dir          string
+	counters, hw []counterFile
+}
+
+type counterFile struct{ name, path string }
+
+// Read reads every device that keep accepts, concurrently, one goroutine
+// per device. A device that keep rejects is never read at all: on some
+// hosts reading restricted functions floods the kernel log. When ctx ends
+// first, the devices read so far are returned with ctx's error: one wedged
+// file costs its device, not the whole class.
+func (r *Reader) Read(ctx context.Context) (*Class, error) {
+	entries, err := r.sys.ReadDir(ClassDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, ErrNoClass
@@ -116,26 +187,274 @@ func Read(ctx context.Context, sys hostfs.FS, keep func(name string) bool) (*Cla
 	}
 	var names []string
 	for _, e := range entries {
-		if keep == nil || keep(e.Name()) {
+		if r.keep == nil || r.keep(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}
-	class := &Class{Devices: make([]Device, len(names))}
-	var wg sync.WaitGroup
+	r.forget(names)
+
+	results := make(chan indexed, len(names))
 	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := reader{sysattr.Dir{FS: sys, Path: ClassDir + "/" + name}}
-			class.Devices[i] = r.device(ctx, name)
-		}()
+		go func() { results <- indexed{i, r.device(ctx, name)} }()
 	}
-	wg.Wait()
-	return class, ctx.Err()
+	got := make([]*Device, len(names))
+	var done int
+	for done < len(names) {
+		select {
+		case res := <-results:
+			got[res.i] = &res.dev
+			done++
+		case <-ctx.Done():
+			return collect(got), ctx.Err()
+		}
+	}
+	return collect(got), ctx.Err()
 }
 
-// reader reads one device; it is used by a single goroutine.
-type reader struct{ sysattr.Dir }
+type indexed struct {
+	i   int
+	dev Device
+}
+
+func collect(got []*Device) *Class {
+	c := &Class{Devices: make([]Device, 0, len(got))}
+	for _, d := range got {
+		if d != nil {
+			c.Devices = append(c.Devices, *d)
+		}
+	}
+	return c
+}
+
+// forget drops the cache entries of devices no longer listed: a vanished
+// device's attributes are never served.
+func (r *Reader) forget(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.static) == 0 {
+		return
+	}
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+	}
+	for n := range r.static {
+		if !keep[n] {
+			delete(r.static, n)
+		}
+	}
+}
+
+// staticOf returns the device's static part, from the cache while it is
+// the same directory and young enough, else read now.
+func (r *Reader) staticOf(name string) *static {
+	dir := ClassDir + "/" + name
+	if r.maxAge <= 0 {
+		return readStatic(r.sys, dir, name)
+	}
+	id, hasID, _ := hostfs.IdentityOf(r.sys, dir)
+	now := r.now()
+	r.mu.Lock()
+	st := r.static[name]
+	r.mu.Unlock()
+	if st != nil && st.hasID == hasID && st.id == id && now.Sub(st.at) < r.maxAge {
+		return st
+	}
+	st = readStatic(r.sys, dir, name)
+	st.id, st.hasID, st.at = id, hasID, now
+	r.mu.Lock()
+	r.static[name] = st
+	r.mu.Unlock()
+	return st
+}
+
+func readStatic(sys hostfs.FS, dir, name string) *static {
+	r := &sysattr.Dir{FS: sys, Path: dir}
+	st := &static{}
+	d := &st.dev
+	d.Name = name
+	if link, err := sys.ReadLink(dir + "/device"); err == nil {
+		d.PCIAddress = path.Base(link)
+	}
+	d.NodeType = sysattr.Get(r, "node_type", true, ParseEnum)
+	d.NodeGUID = sysattr.Get(r, "node_guid", true, ParseGUID)
+	d.SysImageGUID = sysattr.Get(r, "sys_image_guid", true, ParseGUID)
+	// Empty is a value here: qib, rxe and siw have a fw_ver holding only
+	// a newline (ibstat prints an empty "Firmware version:").
+	d.FirmwareVer = text(r, "fw_ver")
+	d.HCAType = text(r, "hca_type")
+	d.BoardID = text(r, "board_id")
+	d.HWRev = text(r, "hw_rev")
+	d.NodeDesc = text(r, "node_desc")
+	st.hw = counterFiles(r, dir+"/hw_counters", false)
+
+	netdevs := portNetdevs(sys, dir)
+	ports, err := sys.ReadDir(dir + "/ports")
+	if err != nil {
+		r.Fail(err)
+	}
+	for _, e := range ports {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		pdir := dir + "/ports/" + e.Name()
+		r.Path = pdir
+		p := Port{Num: n}
+		p.LinkLayer = sysattr.Get(r, "link_layer", false, nonEmpty)
+		// RoCE: GID 0 names its netdev (a bond for a LAG device). IPoIB:
+		// the PCI function's netdev with this port's dev_port.
+		if s, ok := r.Text("gid_attrs/ndevs/0", false); ok && s != "" {
+			p.Netdev = s
+		} else {
+			p.Netdev = netdevs[n]
+		}
+		d.Ports = append(d.Ports, p)
+		st.ports = append(st.ports, portFiles{dir: pdir,
+			counters: counterFiles(r, pdir+"/counters", true), hw: counterFiles(r, pdir+"/hw_counters", false)})
+	}
+	sort.Sort(byPort{d.Ports, st.ports})
+	st.errs = r.Errs
+	return st
+}
+
+type byPort struct {
+	ports []Port
+	files []portFiles
+}
+
+func (b byPort) Len() int           { return len(b.ports) }
+func (b byPort) Less(i, j int) bool { return b.ports[i].Num < b.ports[j].Num }
+func (b byPort) Swap(i, j int) {
+	b.ports[i], b.ports[j] = b.ports[j], b.ports[i]
+	b.files[i], b.files[j] = b.files[j], b.files[i]
+}
+
+// counterFiles lists a counters directory. lifespan in hw_counters is the
+// driver's cache time in milliseconds, not a counter.
+func counterFiles(r *sysattr.Dir, dir string, pma bool) []counterFile {
+	entries, err := r.FS.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.Fail(err)
+		}
+		return nil
+	}
+	out := make([]counterFile, 0, len(entries))
+	for _, e := range entries {
+		if e.IsDir() || e.Name() == "lifespan" && !pma {
+			continue
+		}
+		out = append(out, counterFile{name: e.Name(), path: dir + "/" + e.Name()})
+	}
+	return out
+}
+
+// device reads one device: its static part (cached) and its live part.
+func (r *Reader) device(ctx context.Context, name string) Device {
+	st := r.staticOf(name)
+	d := st.dev
+	d.Errors = append([]error(nil), st.errs...)
+	bp := r.bufs.Get().(*[]byte)
+	defer r.bufs.Put(bp)
+	lr := live{sys: r.sys, buf: *bp}
+	defer func() { *bp = lr.buf[:0] }()
+
+	d.HWCounters = lr.counters(st.hw)
+	d.Ports = make([]Port, len(st.dev.Ports))
+	for i := range st.dev.Ports {
+		if ctx.Err() != nil {
+			d.Ports = d.Ports[:i]
+			break
+		}
+		d.Ports[i] = lr.port(st.dev.Ports[i], &st.ports[i])
+	}
+	d.Errors = append(d.Errors, lr.errs...)
+	return d
+}
+
+// live reads the attributes that change, into one reused buffer.
+type live struct {
+	sys  hostfs.FS
+	buf  []byte
+	errs []error
+}
+
+// read returns an attribute's content trimmed of white space, valid until
+// the next read. A missing file that is not required is no error.
+func (l *live) read(p string, required bool) ([]byte, bool) {
+	b, err := hostfs.ReadAttr(l.sys, p, l.buf)
+	if err != nil {
+		if required || !errors.Is(err, fs.ErrNotExist) {
+			l.errs = append(l.errs, err)
+		}
+		return nil, false
+	}
+	l.buf = b[:0]
+	return bytes.TrimSpace(b), true
+}
+
+func liveGet[T any](l *live, dir, name string, required bool, parse func(string) (T, error)) Opt[T] {
+	p := dir + "/" + name
+	b, ok := l.read(p, required)
+	return sysattr.Parse(string(b), ok, parse, func(err error) { l.errs = append(l.errs, err) }, func() string { return p })
+}
+
+func (l *live) port(p Port, f *portFiles) Port {
+	p.State = liveGet(l, f.dir, "state", true, ParseEnum)
+	p.PhysState = liveGet(l, f.dir, "phys_state", true, ParseEnum)
+	p.Rate = liveGet(l, f.dir, "rate", true, ParseRate)
+	p.LID = liveGet(l, f.dir, "lid", false, ParseHex)
+	p.SMLID = liveGet(l, f.dir, "sm_lid", false, ParseHex)
+	p.SMSL = liveGet(l, f.dir, "sm_sl", false, ParseUint)
+	p.LIDMaskCount = liveGet(l, f.dir, "lid_mask_count", false, ParseUint)
+	// Live: opensm starting or stopping on this host flips IsSM.
+	p.CapMask = liveGet(l, f.dir, "cap_mask", false, ParseHex)
+	p.Counters = l.counters(f.counters)
+	p.HWCounters = l.counters(f.hw)
+	return p
+}
+
+// counters reads counter files. A counter that reads N/A (old kernels'
+// "no PMA") is absent, not zero, and not an error.
+func (l *live) counters(files []counterFile) []Counter {
+	if len(files) == 0 {
+		return nil
+	}
+	out := make([]Counter, 0, len(files))
+	for _, f := range files {
+		b, ok := l.read(f.path, true)
+		if !ok {
+			continue
+		}
+		v, err := parseCounterBytes(b)
+		if errors.Is(err, ErrNoPMA) {
+			continue
+		}
+		if err != nil {
+			l.errs = append(l.errs, &ParseError{Path: f.path, Err: err})
+			continue
+		}
+		out = append(out, Counter{Name: f.name, Value: v})
+	}
+	return out
+}
+
+// parseCounterBytes is ParseCounter without a string: plain decimal
+// digits (every counter but a broken one) are parsed in place.
+func parseCounterBytes(b []byte) (uint64, error) {
+	if n := len(b); n > 0 && n < 20 {
+		var v uint64
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return ParseCounter(string(b))
+			}
+			v = v*10 + uint64(c-'0')
+		}
+		return v, nil
+	}
+	return ParseCounter(string(b))
+}
 
 func nonEmpty(s string) (string, error) {
 	if s == "" {
@@ -144,142 +463,70 @@ func nonEmpty(s string) (string, error) {
 	return s, nil
 }
 
-func verbatim(s string) (string, error) { return s, nil }
+// text reads an optional text attribute. A file holding only a newline
+// is a value, the empty string: the kernel printed nothing (empty by
+// design). A file with no bytes at all was not printed by the kernel's
+// show() (sysfs always ends a value with a newline): it is unreadable or
+// truncated, and an error.
+func text(r *sysattr.Dir, name string) Opt[string] {
+	p := r.Path + "/" + name
+	b, err := r.FS.ReadFile(p)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.Fail(err)
+		}
+		return Opt[string]{}
+	}
+	if len(b) == 0 {
+		r.Fail(&ParseError{Path: p, Err: errors.New("empty file: no newline, so not what the kernel prints")})
+		return Opt[string]{}
+	}
+	return some(strings.TrimSpace(string(b)))
+}
 
 // ParseError is a file that was read but whose content is not in the
 // kernel's format.
 type ParseError = sysattr.ParseError
 
-func (r *reader) device(ctx context.Context, name string) Device {
-	d := Device{Name: name}
-	if link, err := r.FS.ReadLink(r.Path + "/device"); err == nil {
-		d.PCIAddress = path.Base(link)
-	}
-	d.NodeType = sysattr.Get(&r.Dir, "node_type", true, ParseEnum)
-	d.NodeGUID = sysattr.Get(&r.Dir, "node_guid", true, ParseGUID)
-	d.SysImageGUID = sysattr.Get(&r.Dir, "sys_image_guid", true, ParseGUID)
-	d.FirmwareVer = sysattr.Get(&r.Dir, "fw_ver", false, nonEmpty)
-	d.HCAType = sysattr.Get(&r.Dir, "hca_type", false, nonEmpty)
-	d.BoardID = sysattr.Get(&r.Dir, "board_id", false, nonEmpty)
-	d.HWRev = sysattr.Get(&r.Dir, "hw_rev", false, nonEmpty)
-	d.NodeDesc = sysattr.Get(&r.Dir, "node_desc", false, verbatim)
-	d.HWCounters = r.counters("hw_counters", false)
-
-	netdevs := r.netdevs()
-	ports, err := r.FS.ReadDir(r.Path + "/ports")
-	if err != nil {
-		r.Fail(err)
-	}
-	for _, e := range ports {
-		if ctx.Err() != nil {
-			break
-		}
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		d.Ports = append(d.Ports, r.port(n, netdevs))
-	}
-	sort.Slice(d.Ports, func(i, j int) bool { return d.Ports[i].Num < d.Ports[j].Num })
-	d.Errors = r.Errs
-	return d
-}
-
-func (r *reader) port(n int, netdevs map[int]string) Port {
-	p := Port{Num: n}
-	dir := r.Path
-	r.Path = dir + "/ports/" + strconv.Itoa(n)
-	defer func() { r.Path = dir }()
-
-	p.State = sysattr.Get(&r.Dir, "state", true, ParseEnum)
-	p.PhysState = sysattr.Get(&r.Dir, "phys_state", true, ParseEnum)
-	p.Rate = sysattr.Get(&r.Dir, "rate", true, ParseRate)
-	p.LID = sysattr.Get(&r.Dir, "lid", false, ParseHex)
-	p.SMLID = sysattr.Get(&r.Dir, "sm_lid", false, ParseHex)
-	p.SMSL = sysattr.Get(&r.Dir, "sm_sl", false, ParseUint)
-	p.LIDMaskCount = sysattr.Get(&r.Dir, "lid_mask_count", false, ParseUint)
-	p.CapMask = sysattr.Get(&r.Dir, "cap_mask", false, ParseHex)
-	p.LinkLayer = sysattr.Get(&r.Dir, "link_layer", false, nonEmpty)
-	p.Counters = r.counters("counters", true)
-	p.HWCounters = r.counters("hw_counters", false)
-
-	// RoCE: GID 0 names its netdev (a bond for a LAG device). IPoIB: the
-	// PCI function's netdev with this port's dev_port.
-	if s, ok := r.Text("gid_attrs/ndevs/0", false); ok && s != "" {
-		p.Netdev = s
-	} else {
-		p.Netdev = netdevs[n]
-	}
-	return p
-}
-
-// counters reads every file of a counters directory. lifespan in
-// hw_counters is the driver's cache time in milliseconds, not a counter.
-func (r *reader) counters(sub string, pma bool) []Counter {
-	entries, err := r.FS.ReadDir(r.Path + "/" + sub)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			r.Fail(err)
-		}
-		return nil
-	}
-	out := make([]Counter, 0, len(entries))
-	for _, e := range entries {
-		name := e.Name()
-		if name == "lifespan" && !pma {
-			continue
-		}
-		if e.IsDir() {
-			continue
-		}
-		s, ok := r.Text(sub+"/"+name, true)
-		if !ok {
-			continue
-		}
-		v, err := ParseCounter(s)
-		if errors.Is(err, ErrNoPMA) {
-			continue // absent, not zero, and not an error
-		}
-		if err != nil {
-			r.Fail(&ParseError{Path: r.Path + "/" + sub + "/" + name, Err: err})
-			continue
-		}
-		out = append(out, Counter{Name: name, Value: v})
-	}
-	return out
-}
-
-// netdevs maps port numbers to the netdevs of the device's PCI function
-// (device/net/<name>/dev_port, or dev_id before it existed, is the 0-based
-// port).
-func (r *reader) netdevs() map[int]string {
-	entries, err := r.FS.ReadDir(r.Path + "/device/net")
+// portNetdevs maps port numbers to the netdevs of the device's PCI
+// function (device/net/<name>/dev_port, the 0-based port).
+func portNetdevs(sys hostfs.FS, dir string) map[int]string {
+	entries, err := sys.ReadDir(dir + "/device/net")
 	if err != nil {
 		return nil
 	}
 	m := make(map[int]string, len(entries))
 	for _, e := range entries {
-		dir := r.Path + "/device/net/" + e.Name()
+		ndir := dir + "/device/net/" + e.Name()
 		// A pkey child (ib0.8001) shares its parent's port; the port's
 		// netdev is the parent (internal/netdev maps the same way).
-		if _, err := r.FS.ReadFile(dir + "/parent"); err == nil {
+		if _, err := sys.ReadFile(ndir + "/parent"); err == nil {
 			continue
 		}
-		b, err := r.FS.ReadFile(dir + "/dev_port")
-		if err != nil {
-			// Kernels before dev_port (3.15) have only dev_id ("0x1").
-			if b, err = r.FS.ReadFile(dir + "/dev_id"); err != nil {
-				continue
-			}
-		}
-		n64, err := strconv.ParseInt(strings.TrimSpace(string(b)), 0, 16)
-		if err != nil || n64 < 0 {
+		n, ok := ReadDevPort(sys, ndir)
+		if !ok {
 			continue
 		}
-		n := int(n64)
 		if _, dup := m[n+1]; !dup {
 			m[n+1] = e.Name()
 		}
 	}
 	return m
+}
+
+// ReadDevPort reads a netdev's 0-based port on its PCI function:
+// dev_port, or dev_id on kernels before dev_port existed (3.15). The one
+// parser of both files.
+func ReadDevPort(sys hostfs.FS, netdevDir string) (int, bool) {
+	b, err := sys.ReadFile(netdevDir + "/dev_port")
+	if err != nil {
+		if b, err = sys.ReadFile(netdevDir + "/dev_id"); err != nil {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 0, 16)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return int(n), true
 }

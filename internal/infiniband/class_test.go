@@ -180,13 +180,23 @@ func TestReadFaults(t *testing.T) {
 				t.Error("empty fw_ver accepted")
 			}
 		}},
+		// qib, rxe and siw: empty by design, a value and no error.
+		{"fw_ver holding only a newline", nil, map[string][]byte{dev + "/fw_ver": []byte("\n")}, func(t *testing.T, d *Device) {
+			if d.FirmwareVer != some("") {
+				t.Errorf("fw_ver %+v, want present and empty", d.FirmwareVer)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sys := &hostfstest.Faulty{Base: fixtureSys("dgx-h100"), Errors: tc.errs, Contents: tc.content}
 			c := readClass(t, sys, nil)
 			d := device(t, c, "mlx5_0")
 			tc.check(t, d)
-			if want := len(tc.errs) + len(tc.content); len(d.Errors) != want {
+			want := len(tc.errs) + len(tc.content)
+			if strings.Contains(tc.name, "only a newline") {
+				want = 0
+			}
+			if len(d.Errors) != want {
 				t.Fatalf("%d errors, want %d: %v", len(d.Errors), want, d.Errors)
 			}
 			for path := range tc.errs {

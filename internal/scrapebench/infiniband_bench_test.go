@@ -44,6 +44,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
@@ -80,8 +81,8 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newAggregator(b *testing.B, h host) *collector.Aggregator {
 	b.Helper()
-	agg, err := collector.New(collector.Env{Host: h.paths.Open(), Config: &config.Config{}, Logger: discard()},
-		10*time.Second, "infiniband")
+	agg, err := collector.New(collector.Env{Host: rdmahost.New(rdmahost.Options{Paths: h.paths}), Config: &config.Config{}, Logger: discard()},
+		collector.DefaultFlags(), 10*time.Second, "infiniband")
 	if err != nil {
 		b.Fatal(err)
 	}

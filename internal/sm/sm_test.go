@@ -261,7 +261,10 @@ func TestTargets(t *testing.T) {
 			"class/infiniband_mad/issm0/ibdev": "mlx5_0", "class/infiniband_mad/issm0/port": "1",
 		}))
 	// mlx5_1 is INIT, mlx5_2 RoCE, mlx5_3 has no umad, mlx5_4 is excluded.
-	got, err := Targets(context.Background(), sys, func(d string) bool { return d != "mlx5_4" })
+	class := func(ctx context.Context) (*infiniband.Class, error) {
+		return infiniband.Read(ctx, sys, func(d string) bool { return d != "mlx5_4" })
+	}
+	got, err := Targets(context.Background(), sys, class)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +276,8 @@ func TestTargets(t *testing.T) {
 	// only umad0's.
 	root := t.TempDir()
 	host := hostfs.Host{Sys: sys, Root: hostfs.Dir(root)}
-	if _, err := TargetsOn(context.Background(), host, nil); !errors.Is(err, ErrNoUmadDevice) {
+	all := func(ctx context.Context) (*infiniband.Class, error) { return infiniband.Read(ctx, sys, nil) }
+	if _, err := TargetsOn(context.Background(), host, all); !errors.Is(err, ErrNoUmadDevice) {
 		t.Errorf("no /dev/infiniband: err = %v, want ErrNoUmadDevice", err)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "dev/infiniband"), 0o755); err != nil {
@@ -284,12 +288,12 @@ func TestTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := TargetsOn(context.Background(), host, nil); err != nil || len(got) != 1 || got[0] != (Target{"mlx5_4", 1}) {
+	if got, err := TargetsOn(context.Background(), host, all); err != nil || len(got) != 1 || got[0] != (Target{"mlx5_4", 1}) {
 		t.Errorf("TargetsOn with only umad3 = %v, %v; want [mlx5_4/1]", got, err)
 	}
 
 	noUmad := writeTree(t, port("mlx5_0", 1, "InfiniBand", "4: ACTIVE", "5: LinkUp", "0x1"))
-	if _, err := Targets(context.Background(), noUmad, nil); !errors.Is(err, ErrNoUmad) {
+	if _, err := Targets(context.Background(), noUmad, func(ctx context.Context) (*infiniband.Class, error) { return infiniband.Read(ctx, noUmad, nil) }); !errors.Is(err, ErrNoUmad) {
 		t.Errorf("err = %v, want ErrNoUmad", err)
 	}
 }
@@ -315,7 +319,8 @@ func TestPortHasSM(t *testing.T) {
 		{"RoCE", infiniband.Port{LinkLayer: eth, State: enum("4: ACTIVE"), PhysState: enum("5: LinkUp"), SMLID: lid(0)}, false, false},
 		{"link down", infiniband.Port{LinkLayer: ib, State: enum("1: DOWN"), PhysState: enum("2: Polling"), SMLID: lid(0)}, false, false},
 		{"state unreadable", infiniband.Port{LinkLayer: ib, PhysState: enum("5: LinkUp"), SMLID: lid(1)}, false, false},
-		{"no link_layer", infiniband.Port{State: enum("4: ACTIVE"), PhysState: enum("5: LinkUp"), SMLID: lid(1)}, false, false},
+		// Kernels before link_layer (2.6.37) had InfiniBand ports only.
+		{"no link_layer", infiniband.Port{State: enum("4: ACTIVE"), PhysState: enum("5: LinkUp"), SMLID: lid(1)}, true, true},
 	}
 	for _, tt := range tests {
 		has, judged := PortHasSM(&tt.p)

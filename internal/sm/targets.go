@@ -78,27 +78,25 @@ var ErrNoUmad = errors.New("no " + UmadDir + " directory: ib_umad not loaded, MA
 
 // Targets returns the ports to run sminfo on: InfiniBand ports that are
 // ACTIVE (an SM has brought them up, so there is an SM to ask) and have a
-// umad device. RoCE ports have no SM. keep filters devices as the
-// infiniband collector's include/exclude flags do, so an excluded device is
-// never read.
-func Targets(ctx context.Context, sys hostfs.FS, keep func(string) bool) ([]Target, error) {
+// umad device. RoCE ports have no SM. class is the host snapshot's class
+// source (already filtered by the device include/exclude flags, so an
+// excluded device is never read): the ports' state is read once, not again
+// for every sminfo round.
+func Targets(ctx context.Context, sys hostfs.FS, class ClassSource) ([]Target, error) {
 	umads, uerr := ReadUmads(sys)
 	if errors.Is(uerr, ErrNoUmad) {
 		return nil, uerr
 	}
-	class, err := infiniband.Read(ctx, sys, keep)
+	c, err := class(ctx)
 	if errors.Is(err, infiniband.ErrNoClass) {
 		return nil, err
 	}
-	if class == nil {
+	if c == nil {
 		return nil, err
 	}
 	var out []Target
 	for _, u := range umads {
-		if keep != nil && !keep(u.Device) {
-			continue
-		}
-		if p := findPort(class, u.Device, u.Port); p != nil && IsActiveIB(p) {
+		if p := findPort(c, u.Device, u.Port); p != nil && IsActiveIB(p) {
 			out = append(out, Target{Device: u.Device, Port: u.Port})
 		}
 	}
@@ -124,8 +122,8 @@ var ErrNoUmadDevice = errors.New("no /" + DevDir + "/umad* device nodes below th
 // below the host's root (/dev/infiniband/umadN): sminfo opens it, so a
 // port without one cannot be queried. The node is only listed, never
 // opened.
-func TargetsOn(ctx context.Context, host hostfs.Host, keep func(string) bool) ([]Target, error) {
-	all, err := Targets(ctx, host.Sys, keep)
+func TargetsOn(ctx context.Context, host hostfs.Host, class ClassSource) ([]Target, error) {
+	all, err := Targets(ctx, host.Sys, class)
 	if len(all) == 0 {
 		return nil, err // nothing to query: no need for device nodes
 	}
@@ -174,13 +172,13 @@ func findPort(c *infiniband.Class, dev string, port int) *infiniband.Port {
 	return nil
 }
 
+// ClassSource reads the RDMA class: a host snapshot's Class, or
+// infiniband.Read bound to a tree in tests.
+type ClassSource func(ctx context.Context) (*infiniband.Class, error)
+
 // IsInfiniBand reports whether a port's link layer is InfiniBand (Omni-Path
-// hfi1 ports say so too, and have an SM). RoCE and iWARP ports say
-// Ethernet; a port whose link_layer could not be read is not assumed to be
-// either.
-func IsInfiniBand(p *infiniband.Port) bool {
-	return p.LinkLayer.OK && p.LinkLayer.V == "InfiniBand"
-}
+// hfi1 ports say so too, and have an SM): the port type's one meaning.
+func IsInfiniBand(p *infiniband.Port) bool { return p.IsInfiniBand() }
 
 // IsActiveIB reports whether an InfiniBand port is ACTIVE (or ACTIVE_DEFER).
 func IsActiveIB(p *infiniband.Port) bool {

@@ -1,0 +1,188 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+)
+
+// Spec is one collector: its name (the --collector.NAME flag), whether it
+// runs by default, what it reads, and how to build it.
+type Spec struct {
+	Name    string
+	Default bool
+	Help    string
+	New     func(env Env, f *Flags) (Collector, error)
+}
+
+// Table lists every collector, in the order --help shows their flags.
+var Table = []Spec{
+	{"infiniband", true, "devices, ports, link rate and width, PMA counters and hw_counters from /sys/class/infiniband",
+		func(env Env, _ *Flags) (Collector, error) { return NewInfinibandCollector(env), nil }},
+	{"pci", true, "NUMA node, local CPUs and PCIe link of each RDMA device's PCI function",
+		func(env Env, _ *Flags) (Collector, error) { return NewPCICollector(env), nil }},
+	{"irq", true, "completion IRQs of each RDMA device, where they may and do run against the device's NUMA-local CPUs, and whether irqbalance runs",
+		func(env Env, f *Flags) (Collector, error) { return NewIRQCollector(env, f.IRQPerIRQ), nil }},
+	{"tuning", true, "host tuning from /proc and /sys: hugepages, sysctls, CPU governors, transparent hugepages, kernel, SELinux, RDMA modules, memlock limits, rdma cgroup limits",
+		func(env Env, f *Flags) (Collector, error) { return NewTuningCollector(env, f.Modules()), nil }},
+	{"netdev", true, "IPoIB and RoCE netdevs of RDMA ports from /sys/class/net (mode, MTU, state, pkey children, GID types), RDMA character devices, and ethtool driver information and statistics",
+		func(env Env, _ *Flags) (Collector, error) { return NewNetdevCollector(env), nil }},
+	{"sm", true, "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
+		func(env Env, f *Flags) (Collector, error) { return NewSMCollector(env, f.SM), nil }},
+	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
+		func(env Env, f *Flags) (Collector, error) {
+			return NewFabricCollector(env, fabric.RunnerConfig{
+				Path: f.Fabric.Path, Args: fabric.Args(f.Fabric.CA, f.Fabric.Port),
+				Interval: f.Fabric.Interval, Timeout: f.Fabric.Timeout, Logger: env.Logger,
+			}, f.Fabric.DegradedOnly), nil
+		}},
+}
+
+func lookup(name string) (Spec, bool) {
+	for _, s := range Table {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
+
+// Flags are the collector flags, declared once by AddFlags and read by
+// main, the collectors and the host options: nothing looks a flag up by
+// name.
+type Flags struct {
+	enabled map[string]*bool
+
+	// DeviceInclude and DeviceExclude select the RDMA devices every
+	// source reads (host.DeviceFilter).
+	DeviceInclude, DeviceExclude string
+	// IRQPerIRQ adds one series per RDMA IRQ.
+	IRQPerIRQ bool
+	// TuningModules are the modules rdma_host_module_loaded reports
+	// (comma-separated).
+	TuningModules string
+	// Ethtool queries each RDMA netdev with the ethtool ioctl; EthtoolStats
+	// selects the statistics exported.
+	Ethtool      bool
+	EthtoolStats string
+	SM           SMOptions
+	Fabric       FabricOptions
+}
+
+// FabricOptions configure the fabric collector's iblinkinfo runner.
+type FabricOptions struct {
+	Path              string
+	Interval, Timeout time.Duration
+	CA                string
+	Port              int
+	DegradedOnly      bool
+}
+
+// AddFlags declares every collector flag on app.
+func AddFlags(app *kingpin.Application) *Flags {
+	f := &Flags{enabled: map[string]*bool{}}
+	for _, s := range Table {
+		state := map[bool]string{true: "enabled", false: "disabled"}[s.Default]
+		f.enabled[s.Name] = app.Flag("collector."+s.Name,
+			fmt.Sprintf("Enable the %s collector: %s (default: %s).", s.Name, s.Help, state)).
+			Default(fmt.Sprint(s.Default)).Bool()
+	}
+	app.Flag("collector.infiniband.device-include",
+		"Regexp of RDMA devices to read (default: all). Mutually exclusive with device-exclude.").PlaceHolder("REGEXP").StringVar(&f.DeviceInclude)
+	app.Flag("collector.infiniband.device-exclude",
+		"Regexp of RDMA devices never to read (restricted ConnectX-7 functions flood the kernel log when read). Mutually exclusive with device-include.").PlaceHolder("REGEXP").StringVar(&f.DeviceExclude)
+	app.Flag("collector.irq.per-irq",
+		"Also export one series per RDMA IRQ (rdma_device_irq_info, rdma_device_irq_interrupts_total, rdma_device_irq_off_node): tens to hundreds per device.").BoolVar(&f.IRQPerIRQ)
+	app.Flag("collector.tuning.modules",
+		"Comma-separated kernel modules reported by rdma_host_module_loaded (1 loaded, 0 not).").
+		Default(strings.Join(tuning.DefaultModules, ",")).StringVar(&f.TuningModules)
+	app.Flag("collector.netdev.ethtool",
+		"Query each RDMA netdev with the ethtool ioctl (driver, firmware, speed, statistics). Only netdevs the running kernel has under the same name and ifindex as the sysfs tree are queried.").
+		Default("true").BoolVar(&f.Ethtool)
+	app.Flag("collector.netdev.ethtool-stats",
+		"Anchored regexp of the ethtool statistics exported as rdma_netdev_ethtool_stat_total (default: mlx5 physical-layer errors, discards, pause and FEC counters). Empty exports none.").
+		Default(netdev.DefaultStats).StringVar(&f.EthtoolStats)
+	app.Flag("collector.sm.sminfo-path",
+		"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device (/sys/class/infiniband_mad/umadN and /dev/infiniband/umadN below --path.rootfs).").
+		Default("sminfo").StringVar(&f.SM.SminfoPath)
+	app.Flag("collector.sm.sminfo-interval", "Interval between sminfo runs.").Default("1m").DurationVar(&f.SM.Interval)
+	app.Flag("collector.sm.sminfo-timeout", "Timeout of one sminfo run; its process group is killed after it.").Default("10s").DurationVar(&f.SM.Timeout)
+	app.Flag("collector.sm.opensm-config",
+		"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
+		PlaceHolder("PATH").StringVar(&f.SM.OpenSMConfig)
+	app.Flag("collector.fabric.iblinkinfo-path",
+		"iblinkinfo executable (infiniband-diags), run as 'iblinkinfo --line' without a shell in the background.").
+		Default("iblinkinfo").StringVar(&f.Fabric.Path)
+	app.Flag("collector.fabric.interval", "Interval between fabric scans (each sends MADs to every port of the fabric).").Default("5m").DurationVar(&f.Fabric.Interval)
+	app.Flag("collector.fabric.timeout", "Timeout of one fabric scan; its process group is killed after it.").Default("2m").DurationVar(&f.Fabric.Timeout)
+	app.Flag("collector.fabric.ca", "Local RDMA device iblinkinfo sends from (-C; default: iblinkinfo's choice).").PlaceHolder("DEVICE").StringVar(&f.Fabric.CA)
+	app.Flag("collector.fabric.port", "Local port iblinkinfo sends from (-P; 0: iblinkinfo's choice).").Default("0").IntVar(&f.Fabric.Port)
+	app.Flag("collector.fabric.degraded-only",
+		"Export per-link series only for links that are degraded or not ACTIVE (the fabric-wide counts cover the rest); for very large fabrics.").BoolVar(&f.Fabric.DegradedOnly)
+	return f
+}
+
+// DefaultFlags are the flags' defaults, as AddFlags declares them (tests,
+// benchmarks).
+func DefaultFlags() *Flags {
+	app := kingpin.New("defaults", "")
+	f := AddFlags(app)
+	if _, err := app.Parse(nil); err != nil {
+		panic("collector flag defaults do not parse: " + err.Error()) // a bug in AddFlags
+	}
+	return f
+}
+
+// Enabled reports whether a collector runs.
+func (f *Flags) Enabled(name string) bool {
+	e, ok := f.enabled[name]
+	return ok && *e
+}
+
+// SetEnabled turns a collector on or off (tests).
+func (f *Flags) SetEnabled(name string, on bool) {
+	v := on
+	f.enabled[name] = &v
+}
+
+// Devices is the device filter the flags give.
+func (f *Flags) Devices() (host.DeviceFilter, error) {
+	return host.NewDeviceFilter(f.DeviceInclude, f.DeviceExclude)
+}
+
+// Modules are the module names of --collector.tuning.modules.
+func (f *Flags) Modules() []string {
+	var mods []string
+	for _, m := range strings.Split(f.TuningModules, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			mods = append(mods, m)
+		}
+	}
+	return mods
+}
+
+// EthtoolQuery is the ethtool query the flags ask for; nil for none.
+func (f *Flags) EthtoolQuery() (*netdev.Ethtool, error) {
+	if !f.Ethtool {
+		return nil, nil
+	}
+	var stats *regexp.Regexp
+	if f.EthtoolStats != "" {
+		var err error
+		if stats, err = regexp.Compile("^(?:" + f.EthtoolStats + ")$"); err != nil {
+			return nil, fmt.Errorf("--collector.netdev.ethtool-stats: %w", err)
+		}
+	}
+	return &netdev.Ethtool{Stats: stats}, nil
+}

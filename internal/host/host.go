@@ -1,0 +1,376 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package host owns reading the host. Its Options say what to read and
+// where, declared once and passed typed from main; a Host holds what
+// outlives one collection (cached static device attributes, the slow host
+// state and when it was read); a Snapshot is one collection's view, whose
+// sources are read lazily and at most once. Collectors, diagnose checks
+// and remediate actions all consume Snapshots, so a source is read once
+// per collection however many of them need it, and the diagnose sampler
+// reuses what the scrape already read.
+//
+// Freshness, per source:
+//
+//   - live, read by every snapshot that asks: port state, phys_state,
+//     rate, LIDs, PMA counters and hw_counters (Class), the netdevs
+//     (Netdevs: operstate, carrier and ethtool statistics change between
+//     scrapes);
+//   - static, cached per device until the device is re-registered (its
+//     sysfs directory changes) or StaticMaxAge passes: node type, GUIDs,
+//     firmware, board and HCA type, link layer, the PCI parent, the port
+//     and counter file lists;
+//   - slow, refreshed at most every SlowRefresh and shared by every
+//     snapshot and the sampler: the PCI functions (NUMA node, local CPUs,
+//     PCIe link), IRQ placement (/proc/interrupts, affinities, irqbalance),
+//     host tuning, the local OpenSM (process scan, configuration, log),
+//     the CPU topology and the hostname.
+package host
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+)
+
+// Defaults of the freshness options.
+const (
+	// DefaultSlowRefresh is the diagnose sampler's default interval: the
+	// sampler then finds the slow state fresh and reads none of it.
+	DefaultSlowRefresh = 30 * time.Second
+	// DefaultStaticMaxAge bounds how long a cached static attribute is
+	// served: firmware can be updated and activated without the device
+	// directory changing on some drivers.
+	DefaultStaticMaxAge = 10 * time.Minute
+)
+
+// Options say what to read and where. main builds them once from flags
+// and the config file.
+type Options struct {
+	// Paths are the resolved --path.rootfs, --path.sysfs, --path.procfs.
+	Paths hostfs.Paths
+	// FS overrides the file systems Paths open (tests inject faults).
+	FS *hostfs.Host
+	// Devices selects the RDMA devices read by every source.
+	Devices DeviceFilter
+	// Tuning selects the processes whose memlock limit is read.
+	Tuning tuning.Options
+	// OpenSMConfig is the opensm.conf to read instead of the search
+	// (--collector.sm.opensm-config).
+	OpenSMConfig string
+	// Ethtool, if set, queries each RDMA netdev the running kernel has
+	// (driver, firmware, statistics).
+	Ethtool *netdev.Ethtool
+	// Mapper answers the netdev reader's PCI and character device
+	// questions; nil reads the sysfs tree.
+	Mapper netdev.Mapper
+	// SlowRefresh is how long slow host state is reused; 0 is
+	// DefaultSlowRefresh, negative reads it on every snapshot.
+	SlowRefresh time.Duration
+	// StaticMaxAge bounds the static attribute cache; 0 is
+	// DefaultStaticMaxAge, negative disables the cache.
+	StaticMaxAge time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Source names, as rdma_snapshot_age_seconds labels them.
+const (
+	SourcePCI      = "pci"
+	SourceIRQ      = "irq"
+	SourceTuning   = "tuning"
+	SourceOpenSM   = "opensm"
+	SourceTopology = "topology"
+	SourceHostname = "hostname"
+)
+
+// Host reads one host. It is safe for concurrent use.
+type Host struct {
+	opts  Options
+	fs    hostfs.Host
+	ib    *infiniband.Reader
+	now   func() time.Time
+	slowT time.Duration
+
+	pci       slow[[]pci.Device]
+	placement slow[*irq.Snapshot]
+	tuning    slow[*tuning.Snapshot]
+	opensm    slow[*opensm.State]
+	topology  slow[*pci.Topology]
+	hostname  slow[string]
+
+	// latest is the newest class read, which a snapshot that accepts an
+	// older class (the sampler) reuses.
+	latestMu sync.Mutex
+	latest   timed[*infiniband.Class]
+}
+
+type timed[T any] struct {
+	v   T
+	err error
+	at  time.Time
+	ok  bool
+}
+
+// New returns the Host that opts describe.
+func New(opts Options) *Host {
+	h := &Host{opts: opts, now: opts.Now}
+	if opts.FS != nil {
+		h.fs = *opts.FS
+	} else {
+		h.fs = opts.Paths.Open()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	switch {
+	case opts.SlowRefresh == 0:
+		h.slowT = DefaultSlowRefresh
+	case opts.SlowRefresh > 0:
+		h.slowT = opts.SlowRefresh
+	}
+	staticAge := opts.StaticMaxAge
+	if staticAge == 0 {
+		staticAge = DefaultStaticMaxAge
+	}
+	h.ib = infiniband.NewReader(h.fs.Sys, opts.Devices.Keep, staticAge, h.now)
+	return h
+}
+
+// FS is the host's file systems, for code that must read something no
+// source covers (remediate's writers, the sminfo targets' umad files).
+func (h *Host) FS() hostfs.Host { return h.fs }
+
+// Options are the options the Host was made with.
+func (h *Host) Options() *Options { return &h.opts }
+
+// Keep reports whether a device is read (the device filter).
+func (h *Host) Keep(name string) bool { return h.opts.Devices.Keep(name) }
+
+// Snapshot starts one collection: every source it is asked for is read
+// at most once, live sources now, slow ones from the shared cache.
+func (h *Host) Snapshot() *Snapshot { return &Snapshot{h: h, Time: h.now()} }
+
+// SnapshotReusing is Snapshot, but the class may be one read up to maxAge
+// ago by another snapshot (a scrape): the diagnose sampler then reads
+// nothing a scrape just read. Time is then the class's read time, so
+// delta checks divide by the right interval.
+func (h *Host) SnapshotReusing(maxAge time.Duration) *Snapshot {
+	s := h.Snapshot()
+	h.latestMu.Lock()
+	l := h.latest
+	h.latestMu.Unlock()
+	if l.ok && maxAge > 0 && s.Time.Sub(l.at) <= maxAge && l.err == nil {
+		s.class.once.Do(func() { s.class.v, s.class.err = l.v, l.err })
+		s.Time = l.at
+	}
+	return s
+}
+
+// Ages reports how old each slow source's cached value is (absent: never
+// read), for rdma_snapshot_age_seconds.
+func (h *Host) Ages() map[string]time.Duration {
+	now := h.now()
+	out := map[string]time.Duration{}
+	for name, at := range map[string]time.Time{
+		SourcePCI: h.pci.readAt(), SourceIRQ: h.placement.readAt(), SourceTuning: h.tuning.readAt(),
+		SourceOpenSM: h.opensm.readAt(), SourceTopology: h.topology.readAt(), SourceHostname: h.hostname.readAt(),
+	} {
+		if !at.IsZero() {
+			out[name] = now.Sub(at)
+		}
+	}
+	return out
+}
+
+// Snapshot is one collection's view of the host. Its sources are read on
+// first use; a nil source with its error says why it could not be read.
+type Snapshot struct {
+	h *Host
+	// Time is when the snapshot was taken (or its reused class read).
+	Time time.Time
+
+	class   once[*infiniband.Class]
+	netdevs once[*netdev.Snapshot]
+	bus     once[[]pci.BusFunction]
+}
+
+// Host is the Host the snapshot reads.
+func (s *Snapshot) Host() *Host { return s.h }
+
+// FS is the host's file systems.
+func (s *Snapshot) FS() hostfs.Host { return s.h.fs }
+
+// Class is /sys/class/infiniband: live values read now, static ones from
+// the device cache. infiniband.ErrNoClass means no RDMA core.
+func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
+	return s.class.get(func() (*infiniband.Class, error) {
+		c, err := s.h.ib.Read(ctx)
+		if c != nil && ctx.Err() == nil {
+			s.h.latestMu.Lock()
+			s.h.latest = timed[*infiniband.Class]{v: c, err: err, at: s.Time, ok: true}
+			s.h.latestMu.Unlock()
+		}
+		return c, err
+	})
+}
+
+// PCI is the PCI function of every RDMA device (slow).
+func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
+	return s.h.pci.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) ([]pci.Device, error) {
+		return pci.ReadDevices(ctx, s.h.fs.Sys, s.h.Keep)
+	})
+}
+
+// Placement is the IRQ placement of every RDMA device (slow): its PCI
+// function, /proc/interrupts, affinities and irqbalance.
+func (s *Snapshot) Placement(ctx context.Context) (*irq.Snapshot, error) {
+	return s.h.placement.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*irq.Snapshot, error) {
+		devs, err := s.PCI(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return irq.ReadWith(ctx, s.h.fs, devs)
+	})
+}
+
+// Topology is the host's NUMA nodes and online CPUs (slow).
+func (s *Snapshot) Topology(ctx context.Context) *pci.Topology {
+	t, _ := s.h.topology.get(ctx, s.h.now(), s.h.slowT, func(context.Context) (*pci.Topology, error) {
+		t := pci.ReadTopology(s.h.fs.Sys)
+		return &t, nil
+	})
+	return t
+}
+
+// Tuning is the host tuning state (slow).
+func (s *Snapshot) Tuning(ctx context.Context) (*tuning.Snapshot, error) {
+	return s.h.tuning.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*tuning.Snapshot, error) {
+		return tuning.Read(ctx, s.h.fs, s.h.opts.Tuning)
+	})
+}
+
+// OpenSM is the local OpenSM: processes, configuration, log (slow). A
+// partial read (an unreadable file) still has the processes.
+func (s *Snapshot) OpenSM(ctx context.Context) (*opensm.State, error) {
+	return s.h.opensm.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*opensm.State, error) {
+		return opensm.Read(ctx, s.h.fs.Root, s.h.fs.Proc, s.h.opts.OpenSMConfig, s.h.now())
+	})
+}
+
+// Netdevs are the IPoIB and RoCE netdevs of the RDMA ports (live).
+func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
+	return s.netdevs.get(func() (*netdev.Snapshot, error) {
+		return netdev.Read(ctx, s.h.fs, netdev.Options{Keep: s.h.Keep, Mapper: s.h.opts.Mapper,
+			Ethtool: s.h.opts.Ethtool, CharDevices: true})
+	})
+}
+
+// Bus is the Mellanox/NVIDIA network functions of the PCI bus and their
+// drivers: why devices are missing. Only a host short of devices asks
+// for it (an SR-IOV host has hundreds of functions).
+func (s *Snapshot) Bus() ([]pci.BusFunction, error) {
+	return s.bus.get(func() ([]pci.BusFunction, error) {
+		return pci.ReadNetworkFunctions(s.h.fs.Sys, pci.MellanoxVendor)
+	})
+}
+
+// Hostname is the kernel's host name, "" when unreadable (slow).
+func (s *Snapshot) Hostname(ctx context.Context) string {
+	n, _ := s.h.hostname.get(ctx, s.h.now(), s.h.slowT, func(context.Context) (string, error) {
+		b, err := s.h.fs.Proc.ReadFile("sys/kernel/hostname")
+		return strings.TrimSpace(string(b)), err
+	})
+	return n
+}
+
+// once is a source read at most once per snapshot.
+type once[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+func (o *once[T]) get(read func() (T, error)) (T, error) {
+	o.once.Do(func() { o.v, o.err = read() })
+	return o.v, o.err
+}
+
+// slow is a source shared across snapshots and reused for a while. One
+// read runs at a time; others wait for it, or, when their context ends
+// first (a wedged read), get the previous value: a stuck source never
+// piles up readers.
+type slow[T any] struct {
+	mu     sync.Mutex
+	last   timed[T]
+	flight chan struct{}
+}
+
+func (c *slow[T]) readAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last.at
+}
+
+func (c *slow[T]) get(ctx context.Context, now time.Time, maxAge time.Duration, read func(context.Context) (T, error)) (T, error) {
+	c.mu.Lock()
+	for {
+		if c.last.ok && now.Sub(c.last.at) < maxAge {
+			l := c.last
+			c.mu.Unlock()
+			return l.v, l.err
+		}
+		f := c.flight
+		if f == nil {
+			break
+		}
+		c.mu.Unlock()
+		select {
+		case <-f:
+		case <-ctx.Done():
+			c.mu.Lock()
+			l := c.last
+			c.mu.Unlock()
+			if l.ok {
+				return l.v, l.err
+			}
+			var zero T
+			return zero, ctx.Err()
+		}
+		c.mu.Lock()
+	}
+	f := make(chan struct{})
+	c.flight = f
+	c.mu.Unlock()
+
+	v, err := read(ctx)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flight = nil
+	close(f)
+	if ctx.Err() == nil {
+		// A read cut short by its deadline is not kept: the next
+		// snapshot reads again.
+		c.last = timed[T]{v: v, err: err, at: now, ok: true}
+	}
+	return v, err
+}
+
+// AtRoot is a Host with default options below rootfs (tests, tools).
+func AtRoot(rootfs string) (*Host, error) {
+	p, err := hostfs.Paths{Rootfs: rootfs}.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{Paths: p}), nil
+}

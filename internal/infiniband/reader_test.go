@@ -1,0 +1,94 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package infiniband
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+)
+
+// A Reader reads static attributes once and live ones every time, and
+// gives what a cacheless read gives.
+func TestReaderCachesStatic(t *testing.T) {
+	sys := &hostfstest.Faulty{Base: fixtureSys("dgx-h100")}
+	now := time.Unix(1000, 0)
+	r := NewReader(sys, nil, time.Minute, func() time.Time { return now })
+	first, err := r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(first, second) || !reflect.DeepEqual(first, readClass(t, fixtureSys("dgx-h100"), nil)) {
+		t.Error("cached read differs from a fresh one")
+	}
+	dev := ClassDir + "/mlx5_0"
+	for file, want := range map[string]int{dev + "/fw_ver": 1, dev + "/ports/1/link_layer": 1,
+		dev + "/ports/1/state": 2, dev + "/ports/1/counters/symbol_error": 2, dev + "/ports/1/cap_mask": 2} {
+		if n := sys.Reads(file); n != want {
+			t.Errorf("%s read %d times in two reads, want %d", file, n, want)
+		}
+	}
+	now = now.Add(time.Minute)
+	if _, err := r.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := sys.Reads(dev + "/fw_ver"); n != 2 {
+		t.Errorf("fw_ver read %d times after the age bound, want 2", n)
+	}
+}
+
+// A re-registered device (a new directory) is read afresh, a vanished one
+// is dropped, a new one is picked up: never a stale attribute.
+func TestReaderDeviceChanges(t *testing.T) {
+	root := t.TempDir()
+	if out, err := exec.Command("cp", "-a", "../../fixtures/hosts/cx6-hdr-fdr/sys", root).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	sys := hostfs.Dir(filepath.Join(root, "sys"))
+	r := NewReader(sys, nil, time.Hour, nil)
+	c, err := r.Read(context.Background())
+	if err != nil || len(c.Devices) != 2 {
+		t.Fatalf("%v, %d devices", err, len(c.Devices))
+	}
+	// Re-register mlx5_0 with new firmware: its directory is replaced.
+	link := filepath.Join(root, "sys", ClassDir, "mlx5_0")
+	target, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := target + ".new"
+	if out, err := exec.Command("cp", "-a", target, moved).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(moved, "fw_ver"), []byte("20.99.9999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(moved, target); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "sys", ClassDir, "mlx5_1")); err != nil {
+		t.Fatal(err)
+	}
+	c, err = r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Devices) != 1 || c.Devices[0].Name != "mlx5_0" || c.Devices[0].FirmwareVer != some("20.99.9999") {
+		t.Errorf("after re-registration: %d devices, %+v", len(c.Devices), c.Devices[0].FirmwareVer)
+	}
+}
