@@ -54,8 +54,8 @@ func cpuHeader(n int) string {
 // TestParseRealDumps: every recorded dump, every naming era in it.
 func TestParseRealDumps(t *testing.T) {
 	type irqWant struct {
-		num             int
-		chip, hw, name  string
+		num                        int
+		chip, hw, trig, flow, name string
 		col             int // a column to check
 		count           uint64
 		kind            Kind
@@ -93,11 +93,11 @@ func TestParseRealDumps(t *testing.T) {
 			irqs:    15,
 			perAddr: map[string][3]int{"0000:01:00.0": {12, 1, 0}, "0000:01:00.1": {1, 1, 0}},
 			check: []irqWant{
-				{num: 98, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "0-edge", name: "mlx5_async0@pci:0000:01:00.0", col: 10, count: 23274, kind: Control, channel: -1, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
-				{num: 99, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "1-edge", name: "mlx5_comp0@pci:0000:01:00.0", col: 7, count: 4360, kind: Completion, channel: 0, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
-				{num: 102, chip: "IR-PCI-MSIX-0000:01:00.1", hw: "1-edge", name: "mlx5_comp0@pci:0000:01:00.1", col: 0, count: 0, kind: Completion, channel: 0, address: "0000:01:00.1", chipTo: "0000:01:00.1"},
-				{num: 114, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "7-edge", name: "mlx5_comp6@pci:0000:01:00.0", col: 8, count: 1024467, kind: Completion, channel: 6, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
-				{num: 117, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "10-edge", name: "mlx5_comp9@pci:0000:01:00.0", col: 11, count: 651437, kind: Completion, channel: 9, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+				{num: 98, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "0", flow: "edge", name: "mlx5_async0@pci:0000:01:00.0", col: 10, count: 23274, kind: Control, channel: -1, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+				{num: 99, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "1", flow: "edge", name: "mlx5_comp0@pci:0000:01:00.0", col: 7, count: 4360, kind: Completion, channel: 0, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+				{num: 102, chip: "IR-PCI-MSIX-0000:01:00.1", hw: "1", flow: "edge", name: "mlx5_comp0@pci:0000:01:00.1", col: 0, count: 0, kind: Completion, channel: 0, address: "0000:01:00.1", chipTo: "0000:01:00.1"},
+				{num: 114, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "7", flow: "edge", name: "mlx5_comp6@pci:0000:01:00.0", col: 8, count: 1024467, kind: Completion, channel: 6, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
+				{num: 117, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "10", flow: "edge", name: "mlx5_comp9@pci:0000:01:00.0", col: 11, count: 651437, kind: Completion, channel: 9, address: "0000:01:00.0", chipTo: "0000:01:00.0"},
 			},
 		},
 	} {
@@ -142,8 +142,8 @@ func TestParseRealDumps(t *testing.T) {
 					continue
 				}
 				q := in.IRQs[i]
-				if q.Chip != w.chip || q.HWIRQ != w.hw || q.Name != w.name {
-					t.Errorf("IRQ %d: chip %q hw %q name %q; want %q %q %q", w.num, q.Chip, q.HWIRQ, q.Name, w.chip, w.hw, w.name)
+				if got := [...]string{q.Chip, q.HWIRQ, q.Trigger, q.Flow, q.Name}; got != [...]string{w.chip, w.hw, w.trig, w.flow, w.name} {
+					t.Errorf("IRQ %d: chip, hwirq, trigger, flow, name = %q, want %q", w.num, got, [...]string{w.chip, w.hw, w.trig, w.flow, w.name})
 				}
 				if q.Counts[w.col] != w.count {
 					t.Errorf("IRQ %d CPU column %d = %d, want %d", w.num, w.col, q.Counts[w.col], w.count)
@@ -163,9 +163,9 @@ func TestParseRealDumps(t *testing.T) {
 // TestParseForms: formats and faults not in the recorded dumps.
 func TestParseForms(t *testing.T) {
 	type row struct {
-		num            int
-		counts         []uint64
-		chip, hw, name string
+		num                        int
+		counts                     []uint64
+		chip, hw, trig, flow, name string
 	}
 	for _, tc := range []struct {
 		name        string
@@ -181,7 +181,7 @@ func TestParseForms(t *testing.T) {
 			in: "           CPU0       CPU1       CPU3\n" +
 				"  99:         10          0          7  IR-PCI-MSIX-0000:01:00.0    1-edge      mlx5_comp0@pci:0000:01:00.0\n",
 			cpus: []int{0, 1, 3},
-			rows: []row{{99, []uint64{10, 0, 7}, "IR-PCI-MSIX-0000:01:00.0", "1-edge", "mlx5_comp0@pci:0000:01:00.0"}},
+			rows: []row{{99, []uint64{10, 0, 7}, "IR-PCI-MSIX-0000:01:00.0", "1", "", "edge", "mlx5_comp0@pci:0000:01:00.0"}},
 		},
 		{
 			name: "4.x IR-PCI-MSI with hwirq, hfi1 names with spaces, shared line",
@@ -190,8 +190,8 @@ func TestParseForms(t *testing.T) {
 				"  16:     1     2   IR-IO-APIC   16-fasteoi   ehci_hcd:usb1, nouveau\n",
 			cpus: []int{0, 1},
 			rows: []row{
-				{120, []uint64{5, 6}, "IR-PCI-MSI", "12582913-edge", "hfi1_0 sdma0"},
-				{16, []uint64{1, 2}, "IR-IO-APIC", "16-fasteoi", "ehci_hcd:usb1, nouveau"},
+				{120, []uint64{5, 6}, "IR-PCI-MSI", "12582913", "", "edge", "hfi1_0 sdma0"},
+				{16, []uint64{1, 2}, "IR-IO-APIC", "16", "", "fasteoi", "ehci_hcd:usb1, nouveau"},
 			},
 		},
 		{
@@ -202,8 +202,8 @@ func TestParseForms(t *testing.T) {
 				"IPI0:       100        200       Rescheduling interrupts\n",
 			cpus: []int{0, 1},
 			rows: []row{
-				{11, []uint64{12345, 23456}, "GICv3", "27 Level", "arch_timer"},
-				{40, []uint64{0, 9}, "ITS-MSI", "65536 Edge", "nvme0q0"},
+				{11, []uint64{12345, 23456}, "GICv3", "27", "Level", "", "arch_timer"},
+				{40, []uint64{0, 9}, "ITS-MSI", "65536", "Edge", "", "nvme0q0"},
 			},
 		},
 		{
@@ -213,8 +213,8 @@ func TestParseForms(t *testing.T) {
 				"  8:  4   xen-dyn    -event     xenbus\n",
 			cpus: []int{0},
 			rows: []row{
-				{7, []uint64{3}, "None", "-edge", ""},
-				{8, []uint64{4}, "xen-dyn", "-event", "xenbus"},
+				{7, []uint64{3}, "None", "", "", "edge", ""},
+				{8, []uint64{4}, "xen-dyn", "", "", "event", "xenbus"},
 			},
 		},
 		{
@@ -234,8 +234,8 @@ func TestParseForms(t *testing.T) {
 				"  9:     7      8      9   IO-APIC   9-fasteoi   acpi\n",
 			cpus: []int{0, 1, 2},
 			rows: []row{
-				{1, []uint64{1, 2, 3}, "IO-APIC", "1-edge", "i8042"},
-				{9, []uint64{7, 8, 9}, "IO-APIC", "9-fasteoi", "acpi"},
+				{1, []uint64{1, 2, 3}, "IO-APIC", "1", "", "edge", "i8042"},
+				{9, []uint64{7, 8, 9}, "IO-APIC", "9", "", "fasteoi", "acpi"},
 			},
 			skipped: []int{3, 4, 5, 6, 7, 8, 9, 10},
 		},
@@ -243,7 +243,7 @@ func TestParseForms(t *testing.T) {
 			name: "blank lines and CRLF",
 			in:   "\n\n   CPU0 CPU1\r\n 5:  1  2  PCI-MSI-edge  mlx4-comp-0@pci:0000:81:00.0\r\n\n",
 			cpus: []int{0, 1},
-			rows: []row{{5, []uint64{1, 2}, "PCI-MSI-edge", "", "mlx4-comp-0@pci:0000:81:00.0"}},
+			rows: []row{{5, []uint64{1, 2}, "PCI-MSI-edge", "", "", "", "mlx4-comp-0@pci:0000:81:00.0"}},
 		},
 		{name: "empty", in: "", wantErr: ErrNoHeader},
 		{name: "no header", in: "  98:  0  0  IR-PCI-MSIX-0000:01:00.0  0-edge  mlx5_async0@pci:0000:01:00.0\n", wantErr: ErrNoHeader},
@@ -279,9 +279,10 @@ func TestParseForms(t *testing.T) {
 			}
 			for i, w := range tc.rows {
 				q := in.IRQs[i]
-				if q.Number != w.num || !slices.Equal(q.Counts, w.counts) || q.Chip != w.chip || q.HWIRQ != w.hw || q.Name != w.name {
-					t.Errorf("row %d = %d %v %q %q %q, want %d %v %q %q %q", i, q.Number, q.Counts, q.Chip, q.HWIRQ, q.Name,
-						w.num, w.counts, w.chip, w.hw, w.name)
+				got := [...]string{q.Chip, q.HWIRQ, q.Trigger, q.Flow, q.Name}
+				want := [...]string{w.chip, w.hw, w.trig, w.flow, w.name}
+				if q.Number != w.num || !slices.Equal(q.Counts, w.counts) || got != want {
+					t.Errorf("row %d = %d %v %q, want %d %v %q", i, q.Number, q.Counts, got, w.num, w.counts, want)
 				}
 			}
 		})
