@@ -56,11 +56,11 @@ func TestParseRealDumps(t *testing.T) {
 	type irqWant struct {
 		num                        int
 		chip, hw, trig, flow, name string
-		col             int // a column to check
-		count           uint64
-		kind            Kind
-		channel         int
-		address, chipTo string
+		col                        int // a column to check
+		count                      uint64
+		kind                       Kind
+		channel                    int
+		address, chipTo            string
 	}
 	for _, tc := range []struct {
 		file, header string
