@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,7 +30,7 @@ func realDump(t testing.TB, file, header string) []byte {
 	}
 	in := false
 	for _, l := range strings.Split(string(b), "\n") {
-		prompt := strings.Contains(l, "# ") || strings.Contains(l, "$ ") || strings.HasPrefix(l, "> ")
+		prompt := strings.Contains(l, "# ") || strings.Contains(l, "$ ") || strings.HasPrefix(l, "> ") || strings.HasPrefix(l, "❯ ")
 		if prompt && strings.Contains(l, "/proc/interrupts") {
 			in = true
 			continue
@@ -41,6 +43,45 @@ func realDump(t testing.TB, file, header string) []byte {
 		}
 	}
 	return []byte(strings.Join(out, "\n") + "\n")
+}
+
+// rowsFile matches the testdata files that hold rows without their CPU
+// header (testdata/README.md); the number is the CPU column count.
+var rowsFile = regexp.MustCompile(`-rows-.*-([0-9]+)cpu-`)
+
+// recordedDump returns the /proc/interrupts of a testdata file: the rows
+// under a header of their CPU count, the dump after a shell prompt, or the
+// whole file.
+func recordedDump(t testing.TB, file string) []byte {
+	t.Helper()
+	if m := rowsFile.FindStringSubmatch(file); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		b, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(cpuHeader(n)+"\n"), b...)
+	}
+	if d := realDump(t, file, ""); len(d) > 1 {
+		return d
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// recordedFiles are the testdata dumps of TestParseRecordedForms.
+func recordedFiles(t testing.TB) []string {
+	files, err := filepath.Glob("testdata/proc-interrupts-*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded dumps: %v", err)
+	}
+	for i := range files {
+		files[i] = filepath.Base(files[i])
+	}
+	return files
 }
 
 func cpuHeader(n int) string {
@@ -345,8 +386,28 @@ func FuzzParseInterrupts(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	for _, file := range recordedFiles(f) {
+		f.Add(recordedDump(f, file))
+	}
 	f.Add(generateInterrupts(3, 12))
 	f.Add([]byte("  CPU0 CPU2\n 1: 1 2 IO-APIC 1-edge a\n 2: 1\n"))
+	// one row of each chip form, and forms that are not quite one
+	for _, tail := range []string{
+		"Hyper-V PCIe MSI 2701534461953-edge      mlx5_comp0@pci:4ea0:00:02.0",
+		"ITS-MSI 81920 Edge      ena-mgmnt@pci:0000:00:05.0",
+		"xen-dyn     Edge    -event     xenbus",
+		"xen-pirq   1-ioapic-edge  i8042",
+		"xen-pirq    -msi-x     ens4",
+		"amd_gpio   90  ITE8227:00",
+		"PCI-MSI-edge      iwlwifi: queue 1",
+		"Hyper-V PCIe MSI 1073741824-edge",
+		"Hyper-V PCIe MSI      nvme0q0",
+		"GICv3 562 Level     nvme0q0, nvme0q1",
+		"IR-PCI-MSIX-0000:01:00.0   12-  x",
+		"a b c 1 Edge -",
+	} {
+		f.Add([]byte("  CPU0\n 5: 7 " + tail + "\n"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in, err := ParseInterrupts(data)
 		if err != nil {
@@ -372,8 +433,16 @@ func FuzzParseInterrupts(f *testing.F) {
 			if len(q.Counts) != len(in.CPUs) || q.Number < 0 || q.Chip == "" {
 				t.Fatalf("bad row %+v", q)
 			}
-			if strings.ContainsAny(q.Chip+q.HWIRQ+q.Name, "\n") {
+			if strings.ContainsAny(q.Chip+q.HWIRQ+q.Trigger+q.Flow+q.Name, "\n") {
 				t.Fatalf("row spans lines: %+v", q)
+			}
+			// the columns are trimmed words of the line, in the kernel's order
+			if q.Chip != strings.Trim(q.Chip, " \t\r") || q.Name != strings.Trim(q.Name, " \t\r") ||
+				strings.ContainsAny(q.HWIRQ+q.Trigger+q.Flow, " \t") {
+				t.Fatalf("untrimmed columns: %+v", q)
+			}
+			if q.HWIRQ != "" && !allDigits(q.HWIRQ) || q.Trigger != "" && q.Trigger != "Edge" && q.Trigger != "Level" {
+				t.Fatalf("bad hwirq or trigger: %+v", q)
 			}
 			_ = Classify(q.Name)
 			_ = ChipAddress(q.Chip)
@@ -384,4 +453,157 @@ func FuzzParseInterrupts(f *testing.F) {
 func fixtureInterrupts(t testing.TB) []string {
 	files, _ := filepath.Glob("../../fixtures/hosts/*/proc/interrupts")
 	return files
+}
+
+// rowWant is one row of a recorded dump: its columns as the parser must
+// split them, and what the name says (kind, channel, address) and the chip
+// column's address.
+type rowWant struct {
+	num                        int
+	chip, hw, trig, flow, name string
+	kind                       Kind
+	address, chipTo            string
+}
+
+// TestParseRecordedForms: a row of every chip naming in the recorded dumps
+// of testdata/ (sources in its README), split into chip, hwirq, trigger,
+// flow and name; every line is a row or an architecture line.
+func TestParseRecordedForms(t *testing.T) {
+	const hv = "Hyper-V PCIe MSI"
+	for _, tc := range []struct {
+		file string
+		cpus int
+		irqs int
+		rows []rowWant
+	}{
+		{
+			file: "proc-interrupts-hyperv-virtio-12cpu-nasir17git.txt", cpus: 12, irqs: 7,
+			rows: []rowWant{
+				{num: 8, chip: "IO-APIC", hw: "8", flow: "edge", name: "rtc0"},
+				{num: 9, chip: "IO-APIC", hw: "9", flow: "fasteoi", name: "acpi"},
+				{num: 24, chip: hv, hw: "1703491403776", flow: "edge", name: "virtio0-config"},
+				{num: 28, chip: hv, hw: "7177964093442", flow: "edge", name: "virtio1-requests.0"},
+			},
+		},
+		{
+			file: "proc-interrupts-rows-hyperv-mlx5-2cpu-redpanda-rpk.txt", cpus: 2, irqs: 3,
+			rows: []rowWant{
+				{num: 33, chip: hv, hw: "2701534461952", flow: "edge", name: "mlx5_async0@pci:4ea0:00:02.0", kind: Control, address: "4ea0:00:02.0"},
+				{num: 34, chip: hv, hw: "2701534461953", flow: "edge", name: "mlx5_comp0@pci:4ea0:00:02.0", kind: Completion, address: "4ea0:00:02.0"},
+				{num: 35, chip: hv, hw: "2701534461954", flow: "edge", name: "mlx5_comp1@pci:4ea0:00:02.0", kind: Completion, address: "4ea0:00:02.0"},
+			},
+		},
+		{
+			file: "proc-interrupts-rows-hyperv-mana-1cpu-redpanda-rpk.txt", cpus: 1, irqs: 3,
+			rows: []rowWant{
+				{num: 32, chip: hv, hw: "2147483648", flow: "edge", name: "mana_hwc@pci:7870:00:00.0", kind: Control, address: "7870:00:00.0"},
+				{num: 33, chip: hv, hw: "2147483649", flow: "edge", name: "mana_q0@pci:7870:00:00.0", kind: Completion, address: "7870:00:00.0"},
+			},
+		},
+		{
+			file: "proc-interrupts-rows-hyperv-mana-4cpu-netdev-2024.txt", cpus: 4, irqs: 3,
+			rows: []rowWant{
+				{num: 27, chip: hv, hw: "4138200989699", flow: "edge", name: "mana_q2@pci:7870:00:00.0", kind: Completion, address: "7870:00:00.0"},
+			},
+		},
+		{
+			file: "proc-interrupts-rows-gve-2cpu-redpanda-rpk.txt", cpus: 2, irqs: 6,
+			rows: []rowWant{
+				{num: 26, chip: "ITS-MSI", hw: "0", trig: "Edge", name: "eth%d-ntfy-block.0"},
+				{num: 58, chip: "ITS-MSI", hw: "32", trig: "Edge", name: "eth%d-mgmnt"},
+				{num: 168, chip: "PCI-MSIX-0000:00:08.0", hw: "30", flow: "edge", name: "gve-ntfy-blk0@pci:0000:00:08.0", address: "0000:00:08.0", chipTo: "0000:00:08.0"},
+			},
+		},
+		{
+			file: "proc-interrupts-arm64-graviton-ena-node-exporter.txt", cpus: 8, irqs: 51,
+			rows: []rowWant{
+				{num: 10, chip: "GICv3", hw: "27", trig: "Level", name: "arch_timer"},
+				{num: 17, chip: "GICv3", hw: "48", trig: "Edge", name: "ACPI:Ged"},
+				{num: 50, chip: "ARMH0061:00", hw: "3", trig: "Edge", name: "ACPI:Event"},
+				{num: 51, chip: "ITS-MSI", hw: "65536", trig: "Edge", name: "nvme0q0"},
+				{num: 57, chip: "ITS-MSI", hw: "81920", trig: "Edge", name: "ena-mgmnt@pci:0000:00:05.0", address: "0000:00:05.0"},
+				{num: 65, chip: "ITS-MSI", hw: "81928", trig: "Edge", name: "eth0-Tx-Rx-7"},
+			},
+		},
+		{
+			file: "proc-interrupts-arm64-xen-dom0-versal-xen-devel-2023.txt", cpus: 2, irqs: 30,
+			rows: []rowWant{
+				{num: 0, chip: "xen-dyn", trig: "Edge", flow: "event", name: "xenbus"},
+				{num: 11, chip: "GICv3", hw: "27", trig: "Level", name: "arch_timer"},
+				{num: 15, chip: "RC-Event", hw: "0", trig: "Level", name: "LINK_DOWN"},
+				{num: 35, chip: "xen-dyn", trig: "Edge", flow: "virq", name: "hvc_console"},
+				{num: 37, chip: "ITS-MSI", hw: "524288", trig: "Edge", name: "nvme0q0"},
+				{num: 38, chip: "GICv3", hw: "176", trig: "Level", name: "sysmon-irq"},
+				{num: 42, chip: "xen-dyn-lateeoi", trig: "Edge", flow: "event", name: "evtchn:xenstored"},
+			},
+		},
+		{
+			file: "proc-interrupts-xen-hvm-pirq-qemu-devel-2023.txt", cpus: 2, irqs: 25,
+			rows: []rowWant{
+				{num: 0, chip: "IO-APIC", hw: "2", flow: "edge", name: "timer"},
+				{num: 1, chip: "xen-pirq", hw: "1", flow: "ioapic-edge", name: "i8042"},
+				{num: 9, chip: "xen-pirq", hw: "9", flow: "ioapic-level", name: "acpi"},
+				{num: 12, chip: "xen-pirq", hw: "12", flow: "ioapic-edge", name: "i8042"},
+				{num: 24, chip: "xen-percpu", flow: "virq", name: "timer0"},
+				{num: 25, chip: "xen-percpu", flow: "ipi", name: "resched0"},
+				{num: 36, chip: "xen-dyn", flow: "event", name: "xenbus"},
+				{num: 37, chip: "xen-pirq", flow: "msi", name: "ahci[0000:00:03.0]"},
+				{num: 38, chip: "xen-pirq", flow: "msi-x", name: "ens4"},
+				{num: 42, chip: "xen-pirq", flow: "msi-x", name: "ens4-tx-1"},
+			},
+		},
+		{
+			file: "proc-interrupts-amd-ryzen-6x-msix-myblackhole.txt", cpus: 16, irqs: 67,
+			rows: []rowWant{
+				{num: 0, chip: "IR-IO-APIC", hw: "2", flow: "edge", name: "timer"},
+				{num: 7, chip: "IR-IO-APIC", hw: "7", flow: "fasteoi", name: "pinctrl_amd"},
+				{num: 25, chip: "IOMMU-MSI", hw: "0", flow: "edge", name: "AMD-Vi"},
+				{num: 26, chip: "IR-PCI-MSI-0000:00:02.2", hw: "0", flow: "edge", name: "PCIe PME", chipTo: "0000:00:02.2"},
+				{num: 29, chip: "amd_gpio", hw: "90", name: "ITE8227:00"},
+				{num: 52, chip: "IR-PCI-MSIX-0000:02:00.0", hw: "1", flow: "edge", name: "nvme0q1", chipTo: "0000:02:00.0"},
+				{num: 61, chip: "IR-PCI-MSIX-0000:02:00.0", hw: "10", flow: "edge", name: "nvme0q10", chipTo: "0000:02:00.0"},
+				{num: 72, chip: "IR-PCI-MSIX-0000:01:00.0", hw: "0", flow: "edge", name: "iwlwifi:default_queue", chipTo: "0000:01:00.0"},
+			},
+		},
+		{
+			file: "proc-interrupts-rows-arm64-its-pci-8cpu-lkml-2024.txt", cpus: 8, irqs: 8,
+			rows: []rowWant{
+				{num: 208, chip: "ITS-PCI-MSI-0006:00:00.0", hw: "0", trig: "Edge", name: "PCIe PME, aerdrv", chipTo: "0006:00:00.0"},
+				{num: 214, chip: "GICv3", hw: "562", trig: "Level", name: "nvme0q0, nvme0q1"},
+				{num: 206, chip: "ITS-PCI-MSIX-0002:01:00.0", hw: "0", trig: "Edge", name: "nvme0q0", chipTo: "0002:01:00.0"},
+			},
+		},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			in, err := ParseInterrupts(recordedDump(t, tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(in.CPUs) != tc.cpus || len(in.IRQs) != tc.irqs || len(in.Skipped) != 0 {
+				t.Fatalf("%d CPUs, %d IRQs, skipped %+v; want %d, %d, none", len(in.CPUs), len(in.IRQs), in.Skipped, tc.cpus, tc.irqs)
+			}
+			for _, w := range tc.rows {
+				i := slices.IndexFunc(in.IRQs, func(q IRQ) bool { return q.Number == w.num })
+				if i < 0 {
+					t.Errorf("IRQ %d missing", w.num)
+					continue
+				}
+				checkRow(t, &in.IRQs[i], w)
+			}
+		})
+	}
+}
+
+func checkRow(t *testing.T, q *IRQ, w rowWant) {
+	t.Helper()
+	got := [...]string{q.Chip, q.HWIRQ, q.Trigger, q.Flow, q.Name}
+	if want := [...]string{w.chip, w.hw, w.trig, w.flow, w.name}; got != want {
+		t.Errorf("IRQ %d: chip, hwirq, trigger, flow, name = %q, want %q", q.Number, got, want)
+	}
+	if v := Classify(q.Name); v.Kind != w.kind || v.Address != w.address {
+		t.Errorf("IRQ %d: Classify(%q) = %+v, want kind %v address %q", q.Number, q.Name, v, w.kind, w.address)
+	}
+	if a := ChipAddress(q.Chip); a != w.chipTo {
+		t.Errorf("IRQ %d: ChipAddress(%q) = %q, want %q", q.Number, q.Chip, a, w.chipTo)
+	}
 }
