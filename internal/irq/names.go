@@ -66,7 +66,7 @@ type Vector struct {
 // "irdma-<BDF>-{AEQCEQ,CEQ}-<N>", "irdma-<BDF>-AEQ" and the older bare
 // "AEQCEQ"/"CEQ"; efa's "efa-comp<N>" and "efa-mgmnt"; bnxt_re's
 // "bnxt_re-nq-<N>" and older "bnxt_qplib_nq-<N>"; mana's "mana_q<N>" and
-// "mana_hwc".
+// "mana_hwc"; qib's "ib_qib", "ib_qib<unit>[ (kctx)| (sdma <N>)| ...]".
 func Classify(name string) Vector {
 	v := Vector{Channel: -1}
 	base := name
@@ -92,6 +92,8 @@ func Classify(name string) Vector {
 		v.Kind, v.Channel = Completion, 0 // CEQ 0 shares the AEQ vector
 	case strings.HasPrefix(base, "irdma-"):
 		v.Kind, v.Channel, v.Address = irdma(base[len("irdma-"):], v.Address)
+	case strings.HasPrefix(base, "ib_qib"):
+		v.Kind, v.Channel = qib(base[len("ib_qib"):])
 	default:
 		v.Kind, v.Channel = oneEQ(base)
 	}
@@ -178,6 +180,38 @@ func hfi1(rest string) (Kind, int) {
 	for _, p := range []string{"sdma", "kctxt"} {
 		if n, ok := strings.CutPrefix(what, p); ok && number(n) >= 0 {
 			return Completion, number(n)
+		}
+	}
+	return Other, -1
+}
+
+// qib names its MSI-X vectors QIB_DRV_NAME "%d%s" with a suffix from its
+// irq_table ("", " (buf avail)", " (sdma N)", " (sdmaI N)", " (sdmaP N)",
+// " (sdmaC N)") and its receive contexts QIB_DRV_NAME "%d (kctx)"; with INTx
+// or MSI the one vector is plain QIB_DRV_NAME, "ib_qib", and does everything
+// (drivers/infiniband/hw/qib/qib_iba7322.c, qib_iba7220.c). The receive
+// contexts and the SDMA engines carry the data path, as hfi1's do.
+func qib(rest string) (Kind, int) {
+	if rest == "" {
+		return Completion, -1
+	}
+	unit, what, hasWhat := strings.Cut(rest, " ")
+	switch {
+	case number(unit) < 0:
+		return Other, -1
+	case !hasWhat:
+		return Control, -1
+	case what == "(kctx)":
+		return Completion, -1
+	}
+	if n, ok := strings.CutPrefix(what, "(sdma "); ok {
+		if ch := number(strings.TrimSuffix(n, ")")); ch >= 0 && strings.HasSuffix(n, ")") {
+			return Completion, ch
+		}
+	}
+	for _, p := range []string{"(buf avail)", "(sdmaI ", "(sdmaP ", "(sdmaC "} {
+		if strings.HasPrefix(what, p) {
+			return Control, -1
 		}
 	}
 	return Other, -1

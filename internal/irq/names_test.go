@@ -72,6 +72,15 @@ func TestClassify(t *testing.T) {
 		{"mana_hwc@pci:7870:00:00.0", Control, -1, "7870:00:00.0"},
 		{"mana_q2@pci:7870:00:00.0", Completion, 2, "7870:00:00.0"},
 		{"mana_intr", Other, -1, ""},
+		// qib (drivers/infiniband/hw/qib/qib_iba7322.c)
+		{"ib_qib", Completion, -1, ""},
+		{"ib_qib0", Control, -1, ""},
+		{"ib_qib0 (kctx)", Completion, -1, ""},
+		{"ib_qib1 (sdma 1)", Completion, 1, ""},
+		{"ib_qib0 (sdmaI 0)", Control, -1, ""},
+		{"ib_qib0 (buf avail)", Control, -1, ""},
+		{"ib_qib0 (sdma x)", Other, -1, ""},
+		{"ib_qibx", Other, -1, ""},
 		// not RDMA
 		{"i40e-enp9s0f0-TxRx-0", Other, -1, ""},
 		{"eth%d-ntfy-block.0", Other, -1, ""},
