@@ -40,13 +40,23 @@ type IRQ struct {
 	Number int
 	// Counts holds one count per column of Interrupts.CPUs.
 	Counts []uint64
-	// Chip is the irq-chip column: "PCI-MSI-edge" (3.10, trigger
-	// included), "IR-PCI-MSI", "IR-PCI-MSIX-0000:01:00.0" (6.2+ per-device
-	// MSI domains), "ITS-MSI".
+	// Chip is the irq-chip column, which may hold spaces: "PCI-MSI-edge"
+	// (3.10, flow included), "IR-PCI-MSI", "IR-PCI-MSIX-0000:01:00.0"
+	// (6.2+ per-device MSI domains), "ITS-MSI", "GICv3", "xen-pirq",
+	// "Hyper-V PCIe MSI", "None".
 	Chip string
-	// HWIRQ is the hwirq and trigger columns as printed ("1-edge",
-	// "524288-edge", "65536 Edge"); empty on kernels that print none.
+	// HWIRQ is the hwirq number as printed ("1", "524288",
+	// "2701534461953"); empty on kernels and chips that print none (3.10,
+	// Xen event channels).
 	HWIRQ string
+	// Trigger is "Edge" or "Level" where the architecture prints the
+	// trigger as a column of its own (arm64, GENERIC_IRQ_SHOW_LEVEL), else
+	// empty.
+	Trigger string
+	// Flow is the flow handler's name printed after a dash ("edge",
+	// "fasteoi", "msi-x", "ioapic-edge", "event"), empty when there is none
+	// or it is glued into the chip column (3.10's "PCI-MSI-edge").
+	Flow string
 	// Name is the action name(s): "mlx5_comp0@pci:0000:01:00.0",
 	// "hfi1_0 sdma3", or "a, b" for a shared line; empty for a line with
 	// no handler.
@@ -67,8 +77,9 @@ func (q *IRQ) Total() uint64 {
 var ErrNoHeader = errors.New("no CPU header line")
 
 // ParseInterrupts parses /proc/interrupts in one pass over the bytes. The
-// counts of every IRQ are a window of one shared slice and the chip, hwirq
-// and name columns are substrings of one string made from the line's tail,
+// counts of every IRQ are a window of one shared slice and the chip, hwirq,
+// trigger, flow and name columns are substrings of one string made from the
+// line's tail,
 // so a parse allocates once per IRQ at most, never per field, and the
 // snapshot does not pin the file.
 //
@@ -159,13 +170,14 @@ func ParseInterrupts(data []byte) (*Interrupts, error) {
 			skip()
 			continue
 		}
-		chip, hw, name, ok := splitTail(string(line[k:]))
+		q, ok := splitTail(string(line[k:]))
 		if !ok {
 			counts = counts[:len(in.IRQs)*ncol]
 			skip()
 			continue
 		}
-		in.IRQs = append(in.IRQs, IRQ{Number: num, Chip: chip, HWIRQ: hw, Name: name})
+		q.Number = num
+		in.IRQs = append(in.IRQs, q)
 	}
 	for i := range in.IRQs {
 		in.IRQs[i].Counts = counts[i*ncol : (i+1)*ncol : (i+1)*ncol]
@@ -206,53 +218,111 @@ func parseHeader(line string) ([]int, error) {
 	return cpus, nil
 }
 
-// splitTail splits what follows the counts into the chip column, the
-// hwirq/trigger columns and the action names. The chip is always printed
-// (" %8s", "None" without a chip); the hwirq is a number, optionally with
-// the flow name glued on ("1-edge"), or a bare "-edge"; arm prints "Edge" or
-// "Level" on its own; everything after that is the action list, whose names
-// may contain spaces ("hfi1_0 sdma0").
-func splitTail(t string) (chip, hw, name string, ok bool) {
+// splitTail splits what follows the counts into the chip, hwirq, trigger,
+// flow and action columns. The kernel prints (kernel/irq/proc.c) the chip
+// name as " %8s" (or the chip's own print, or "None"), then the hwirq
+// " %*lu" when the IRQ has a domain, then " %-8s" Edge/Level where the
+// architecture shows it, then "-%-8s" the flow name when there is one,
+// then "  %s" the actions joined by ", ".
+//
+// The chip name may hold single spaces ("Hyper-V PCIe MSI", "BRCM STB PCIe
+// MSI") but never a wider gap, so the hwirq/flow columns are looked for at
+// each word after the chip's first up to the first word after a gap of two
+// or more spaces. Where none is found (3.10 glued the flow into the chip,
+// "PCI-MSI-edge"; "XT-PIC-XT" prints none) the chip ends at that gap. What
+// follows the hwirq/flow columns is the action list, whose names may hold
+// spaces ("hfi1_0 sdma0", "iwlwifi: queue 1").
+func splitTail(t string) (q IRQ, ok bool) {
 	s := skipSpace(t, 0)
 	if s == len(t) {
-		return "", "", "", false // cut off after the counts
+		return q, false // cut off after the counts
 	}
-	e := tokenEnd(t, s)
-	chip = t[s:e]
-	if allDigits(chip) {
-		return "", "", "", false // more counts than header columns
+	chipEnd := tokenEnd(t, s)
+	if allDigits(t[s:chipEnd]) {
+		return q, false // more counts than header columns
 	}
-	hwStart, hwEnd := -1, -1
-	for k := skipSpace(t, e); k < len(t); k = skipSpace(t, e) {
-		e = tokenEnd(t, k)
-		if !hwToken(t[k:e]) {
-			end := len(t)
-			for end > k && isSpace(t[end-1]) {
-				end--
-			}
-			name = t[k:end]
+	rest := chipEnd
+	for {
+		next := skipSpace(t, chipEnd)
+		if next == len(t) {
+			rest = next
 			break
 		}
-		if hwStart < 0 {
-			hwStart = k
+		if end, ok := hwColumns(t, next, &q); ok {
+			rest = end
+			break
 		}
-		hwEnd = e
+		if next-chipEnd > 1 {
+			rest = next // past the chip, and no hwirq/flow columns
+			break
+		}
+		chipEnd = tokenEnd(t, next)
 	}
-	if hwStart >= 0 {
-		hw = t[hwStart:hwEnd]
-	}
-	return chip, hw, name, true
+	q.Chip = t[s:chipEnd]
+	q.Name = trimRightSpace(t[skipSpace(t, rest):])
+	return q, true
 }
 
-func hwToken(tok string) bool {
-	if tok == "Edge" || tok == "Level" || tok[0] == '-' {
-		return true
+// hwColumns reads the hwirq, trigger and flow columns starting at word i, in
+// the kernel's order, each optional: "524288", "1-edge" (hwirq and flow
+// glued), "65536 Edge", "27 Level", "-msi-x", "Edge    -event",
+// "1-ioapic-edge". It reports the end of the last one, and false (q
+// untouched) when word i is none of them.
+func hwColumns(t string, i int, q *IRQ) (end int, ok bool) {
+	var hw, trig, flow string
+	end = i
+	tok := t[i:tokenEnd(t, i)]
+	if n := digitPrefix(tok); n > 0 {
+		if n < len(tok) && (tok[n] != '-' || n+1 == len(tok)) {
+			return i, false // "0000:01:00.0", "8250x": a name, not a hwirq
+		}
+		hw, flow = tok[:n], tok[min(n+1, len(tok)):]
+		end, tok = nextWord(t, i)
+		if flow != "" {
+			q.HWIRQ, q.Flow = hw, flow
+			return end, true
+		}
 	}
-	i := 0
-	for i < len(tok) && isDigit(tok[i]) {
-		i++
+	if tok == "Edge" || tok == "Level" {
+		trig = tok
+		end, tok = nextWord(t, end)
 	}
-	return i > 0 && (i == len(tok) || tok[i] == '-')
+	if len(tok) > 1 && tok[0] == '-' {
+		flow = tok[1:]
+		end, _ = nextWord(t, end)
+	}
+	if end == i {
+		return i, false
+	}
+	q.HWIRQ, q.Trigger, q.Flow = hw, trig, flow
+	return end, true
+}
+
+// nextWord returns the end of the word starting at i (after any space) and
+// the word that follows it, empty at the end of the line. The end returned
+// is that of the word at i, so a caller that does not take the following
+// word stops before it.
+func nextWord(t string, i int) (end int, following string) {
+	i = skipSpace(t, i)
+	end = tokenEnd(t, i)
+	j := skipSpace(t, end)
+	return end, t[j:tokenEnd(t, j)]
+}
+
+func digitPrefix(s string) int {
+	n := 0
+	for n < len(s) && isDigit(s[n]) {
+		n++
+	}
+	return n
+}
+
+func trimRightSpace(s string) string {
+	end := len(s)
+	for end > 0 && isSpace(s[end-1]) {
+		end--
+	}
+	return s[:end]
 }
 
 // archLine reports whether a line is one of the architecture's summary rows

@@ -64,7 +64,9 @@ type Vector struct {
 // mlx4-<N>@ and mlx4-async@pci: and its INTx mlx4_core@pci:; hfi1's
 // "hfi1_<unit>[ sdma<N>| kctxt<N>]"; i40iw's "i40iw" and "CEQ"; irdma's
 // "irdma-<BDF>-{AEQCEQ,CEQ}-<N>", "irdma-<BDF>-AEQ" and the older bare
-// "AEQCEQ"/"CEQ".
+// "AEQCEQ"/"CEQ"; efa's "efa-comp<N>" and "efa-mgmnt"; bnxt_re's
+// "bnxt_re-nq-<N>" and older "bnxt_qplib_nq-<N>"; mana's "mana_q<N>" and
+// "mana_hwc"; qib's "ib_qib", "ib_qib<unit>[ (kctx)| (sdma <N>)| ...]".
 func Classify(name string) Vector {
 	v := Vector{Channel: -1}
 	base := name
@@ -90,8 +92,33 @@ func Classify(name string) Vector {
 		v.Kind, v.Channel = Completion, 0 // CEQ 0 shares the AEQ vector
 	case strings.HasPrefix(base, "irdma-"):
 		v.Kind, v.Channel, v.Address = irdma(base[len("irdma-"):], v.Address)
+	case strings.HasPrefix(base, "ib_qib"):
+		v.Kind, v.Channel = qib(base[len("ib_qib"):])
+	default:
+		v.Kind, v.Channel = oneEQ(base)
 	}
 	return v
+}
+
+// oneEQ reads the names of drivers with one control vector and numbered
+// completion vectors, from their sources: efa (drivers/infiniband/hw/efa/
+// efa_main.c: "efa-mgmnt@pci:%s", "efa-comp%d@pci:%s"), bnxt_re
+// (drivers/infiniband/hw/bnxt_re/qplib_fp.c: "bnxt_re-nq-%d@pci:%s", before
+// 5.x "bnxt_qplib_nq-%d"; the notification queues are its completion
+// vectors) and mana, whose event queues serve both the netdev and mana_ib
+// (drivers/net/ethernet/microsoft/mana/gdma_main.c: "mana_hwc@pci:%s",
+// "mana_q%d@pci:%s"; recorded in testdata/).
+func oneEQ(base string) (Kind, int) {
+	switch base {
+	case "efa-mgmnt", "mana_hwc":
+		return Control, -1
+	}
+	for _, p := range []string{"efa-comp", "bnxt_re-nq-", "bnxt_qplib_nq-", "mana_q"} {
+		if n, ok := strings.CutPrefix(base, p); ok && number(n) >= 0 {
+			return Completion, number(n)
+		}
+	}
+	return Other, -1
 }
 
 // number parses a non-negative decimal suffix; -1 when s is not one.
@@ -153,6 +180,38 @@ func hfi1(rest string) (Kind, int) {
 	for _, p := range []string{"sdma", "kctxt"} {
 		if n, ok := strings.CutPrefix(what, p); ok && number(n) >= 0 {
 			return Completion, number(n)
+		}
+	}
+	return Other, -1
+}
+
+// qib names its MSI-X vectors QIB_DRV_NAME "%d%s" with a suffix from its
+// irq_table ("", " (buf avail)", " (sdma N)", " (sdmaI N)", " (sdmaP N)",
+// " (sdmaC N)") and its receive contexts QIB_DRV_NAME "%d (kctx)"; with INTx
+// or MSI the one vector is plain QIB_DRV_NAME, "ib_qib", and does everything
+// (drivers/infiniband/hw/qib/qib_iba7322.c, qib_iba7220.c). The receive
+// contexts and the SDMA engines carry the data path, as hfi1's do.
+func qib(rest string) (Kind, int) {
+	if rest == "" {
+		return Completion, -1
+	}
+	unit, what, hasWhat := strings.Cut(rest, " ")
+	switch {
+	case number(unit) < 0:
+		return Other, -1
+	case !hasWhat:
+		return Control, -1
+	case what == "(kctx)":
+		return Completion, -1
+	}
+	if n, ok := strings.CutPrefix(what, "(sdma "); ok {
+		if ch := number(strings.TrimSuffix(n, ")")); ch >= 0 && strings.HasSuffix(n, ")") {
+			return Completion, ch
+		}
+	}
+	for _, p := range []string{"(buf avail)", "(sdmaI ", "(sdmaP ", "(sdmaC "} {
+		if strings.HasPrefix(what, p) {
+			return Control, -1
 		}
 	}
 	return Other, -1

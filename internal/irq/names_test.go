@@ -62,8 +62,29 @@ func TestClassify(t *testing.T) {
 		{"irdma-0000:3b:00.0-AEQ", Control, -1, a},
 		{"irdma-ice-CEQ-2", Completion, 2, ""},
 		{"irdma-0000:3b:00.0-XYZ", Other, -1, ""},
+		// efa, bnxt_re, mana (names from their sources; mana's recorded in testdata/)
+		{"efa-mgmnt@pci:0000:00:06.0", Control, -1, "0000:00:06.0"},
+		{"efa-comp0@pci:0000:00:06.0", Completion, 0, "0000:00:06.0"},
+		{"efa-comp31@pci:0000:00:06.0", Completion, 31, "0000:00:06.0"},
+		{"efa-compx@pci:0000:00:06.0", Other, -1, "0000:00:06.0"},
+		{"bnxt_re-nq-3@pci:" + a, Completion, 3, a},
+		{"bnxt_qplib_nq-0", Completion, 0, ""},
+		{"mana_hwc@pci:7870:00:00.0", Control, -1, "7870:00:00.0"},
+		{"mana_q2@pci:7870:00:00.0", Completion, 2, "7870:00:00.0"},
+		{"mana_intr", Other, -1, ""},
+		// qib (drivers/infiniband/hw/qib/qib_iba7322.c)
+		{"ib_qib", Completion, -1, ""},
+		{"ib_qib0", Control, -1, ""},
+		{"ib_qib0 (kctx)", Completion, -1, ""},
+		{"ib_qib1 (sdma 1)", Completion, 1, ""},
+		{"ib_qib0 (sdmaI 0)", Control, -1, ""},
+		{"ib_qib0 (buf avail)", Control, -1, ""},
+		{"ib_qib0 (sdma x)", Other, -1, ""},
+		{"ib_qibx", Other, -1, ""},
 		// not RDMA
 		{"i40e-enp9s0f0-TxRx-0", Other, -1, ""},
+		{"eth%d-ntfy-block.0", Other, -1, ""},
+		{"gve-ntfy-blk0@pci:0000:00:08.0", Other, -1, "0000:00:08.0"},
 		{"nvme0q1", Other, -1, ""},
 		{"", Other, -1, ""},
 		{"ehci_hcd:usb1, nouveau", Other, -1, ""},
@@ -102,6 +123,9 @@ func TestChipAddress(t *testing.T) {
 	for chip, want := range map[string]string{
 		"IR-PCI-MSIX-0000:01:00.0":  "0000:01:00.0",
 		"ITS-PCI-MSIX-0002:01:00.1": "0002:01:00.1",
+		"ITS-PCI-MSI-0006:00:00.0":  "0006:00:00.0",
+		"PCI-MSIX-0000:00:08.0":     "0000:00:08.0",
+		"Hyper-V PCIe MSI":          "",
 		"PCI-MSI-0000:01:00.0":      "0000:01:00.0",
 		"PCI-MSI-edge":              "",
 		"IR-PCI-MSI":                "",
@@ -116,7 +140,8 @@ func TestChipAddress(t *testing.T) {
 
 func FuzzClassify(f *testing.F) {
 	for _, s := range []string{"mlx5_comp0@pci:0000:01:00.0", "mlx4-comp-1@pci:0000:81:00.0", "hfi1_0 sdma3",
-		"irdma-0000:3b:00.0-CEQ-7", "mlx5_async0@pci:8b76:00:02.0", "mlx4-3@0000:81:00.0"} {
+		"irdma-0000:3b:00.0-CEQ-7", "mlx5_async0@pci:8b76:00:02.0", "mlx4-3@0000:81:00.0",
+		"efa-comp0@pci:0000:00:06.0", "bnxt_re-nq-3@pci:0000:3b:00.0", "mana_q0@pci:7870:00:00.0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {

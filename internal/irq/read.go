@@ -46,11 +46,16 @@ type Device struct {
 	// the name or chip column names its address, or msi_irqs/ lists the
 	// number. In /proc/interrupts order.
 	IRQs []DeviceIRQ
-	// Incomplete is set when a line of /proc/interrupts that was skipped
-	// (torn, unexpected) belongs to this device, by its IRQ number in
-	// msi_irqs/ or the address in its text: the device's IRQ list is then
-	// not the whole truth and no count over it is reported.
+	// Incomplete is set when the device's IRQ list is not the whole truth,
+	// and then no count over it is reported: a line of /proc/interrupts
+	// that was skipped (torn, unexpected) belongs to this device, by its
+	// IRQ number in msi_irqs/ or the address in its text; or Unclassified
+	// IRQs of it cannot be told to be completion vectors or not.
 	Incomplete bool
+	// Unclassified counts the device's IRQs whose names no naming rule of
+	// Classify knows (see unclassified); each such device adds an
+	// ErrUnclassified to Snapshot.Errors.
+	Unclassified int
 }
 
 // DeviceIRQ is one IRQ of a device and where it may and does run.
@@ -87,6 +92,10 @@ func (d *Device) Completion() []*DeviceIRQ {
 	return out
 }
 
+// ErrUnclassified means IRQs keyed to a device carry names in no naming form
+// Classify knows, so which of them are completion vectors is unknown.
+var ErrUnclassified = errors.New("IRQ names in no known naming form")
+
 // Keyed reports whether any IRQ of /proc/interrupts belongs to the device.
 // A device with none (a software device, a driver whose names are not
 // known and whose function has no msi_irqs/) has no IRQ facts at all,
@@ -94,7 +103,9 @@ func (d *Device) Completion() []*DeviceIRQ {
 func (d *Device) Keyed() bool { return len(d.IRQs) > 0 }
 
 // CompletionCount is the number of completion IRQs; ok is false when the
-// device has no keyed IRQ or lost a line to a torn read.
+// device has no keyed IRQ, lost a line to a torn read or has IRQs whose
+// names are in no known form. A device whose IRQs are all known control
+// vectors (mlx5 allocates completion vectors on demand) has 0, ok.
 func (d *Device) CompletionCount() (n int, ok bool) {
 	if !d.Keyed() || d.Incomplete {
 		return 0, false
@@ -225,6 +236,11 @@ func (s *Snapshot) key() {
 			s.Devices[dev].IRQs = append(s.Devices[dev].IRQs, DeviceIRQ{IRQ: q, Vector: v})
 		}
 	}
+	for i := range s.Devices {
+		if err := s.Devices[i].markUnclassified(); err != nil {
+			s.Errors = append(s.Errors, err)
+		}
+	}
 	for _, l := range s.Interrupts.Skipped {
 		if dev, ok := byMSI[leadingNumber(l.Text)]; ok {
 			s.Devices[dev].Incomplete = true
@@ -235,6 +251,47 @@ func (s *Snapshot) key() {
 			}
 		}
 	}
+}
+
+// markUnclassified sets Unclassified and Incomplete when IRQs of the device
+// are in no known naming form, and returns the error that says so.
+func (d *Device) markUnclassified() error {
+	unknown := unclassified(d.IRQs)
+	if len(unknown) == 0 {
+		return nil
+	}
+	d.Unclassified, d.Incomplete = len(unknown), true
+	return fmt.Errorf("parse interrupts: %s (%s): %d IRQ(s) such as %d %q: %w; the device's IRQ counts are left out",
+		d.Name, d.PCI.Address, len(unknown), unknown[0].Number, unknown[0].Name, ErrUnclassified)
+}
+
+// unclassified returns the IRQs whose names no naming rule knows although
+// they must be RDMA vectors: a name that carries a PCI address was given by
+// the driver of that function (mlx5, mlx4, irdma, efa, bnxt_re and mana all
+// name theirs so), and when none of a device's IRQs matches any rule
+// (keyed by msi_irqs/ or the chip column, names without an address) its
+// vectors are named in a form not known here. A count of completion
+// vectors over such a list would be a made-up number. Names without an
+// address beside known ones are the function's other users (i40e, ice
+// netdev queues) and are fine.
+func unclassified(qs []DeviceIRQ) []*DeviceIRQ {
+	var withAddr, all []*DeviceIRQ
+	known := false
+	for i := range qs {
+		q := &qs[i]
+		if q.Vector.Kind != Other {
+			known = true
+			continue
+		}
+		all = append(all, q)
+		if q.Vector.Address != "" {
+			withAddr = append(withAddr, q)
+		}
+	}
+	if !known {
+		return all
+	}
+	return withAddr
 }
 
 // leadingNumber is the IRQ number a line starts with ("  225: ..."), or -1.

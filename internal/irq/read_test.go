@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -347,5 +348,124 @@ func TestReadKeep(t *testing.T) {
 	}
 	if len(s.Devices) != 1 || s.Devices[0].Name != "mlx5_1" || len(s.Devices[0].IRQs) != 17 {
 		t.Fatalf("devices %+v", s.Devices)
+	}
+}
+
+// withInterrupts is host with /proc/interrupts rewritten by edit.
+func withInterrupts(t *testing.T, host hostfs.Host, edit func(string) string) hostfs.Host {
+	t.Helper()
+	b, err := host.Proc.ReadFile("interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host.Proc = &hostfstest.Faulty{Base: host.Proc, Contents: map[string][]byte{"interrupts": []byte(edit(string(b)))}}
+	return host
+}
+
+// TestReadChipForms: the numa-remote host's IRQs printed with the chip and
+// hwirq/flow columns of other platforms (the forms of the recorded dumps in
+// testdata/) give the same device facts as with its own
+// "IR-PCI-MSIX-<BDF>   N-edge" columns.
+func TestReadChipForms(t *testing.T) {
+	msix := regexp.MustCompile(`IR-PCI-MSIX-([0-9a-f:.]+) +([0-9]+)-edge`)
+	want := map[string]devWant{
+		"mlx5_0": {completion: 16, control: 1, irqs: 16, offNode: 16, cpus: 16, cpuList: "0-15"},
+		"mlx5_1": {completion: 16, control: 1, irqs: 16, offNode: 16, cpus: 1, cpuList: "0"},
+	}
+	for _, tc := range []struct{ name, columns string }{
+		{"Hyper-V vPCI (hwirq glued to the flow)", "Hyper-V PCIe MSI 27015344619${2}-edge"},
+		{"arm64 GICv3 ITS (trigger column, no flow)", "  ITS-MSI 5242${2} Edge"},
+		{"arm64 per-device ITS domain", "ITS-PCI-MSIX-${1}   ${2} Edge"},
+		{"x86 without remapping", "PCI-MSIX-${1}  ${2}-edge"},
+		{"4.x-6.1 IR-PCI-MSI with the BDF in the hwirq", "IR-PCI-MSI 1245${2}-edge"},
+		{"3.10 (flow in the chip)", "  PCI-MSI-edge"},
+		{"Xen PIRQ (flow only)", "xen-pirq    -msi-x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := withInterrupts(t, fixtureHost(t, "numa-remote"), func(s string) string {
+				return msix.ReplaceAllString(s, tc.columns)
+			})
+			s, err := Read(context.Background(), host, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]devWant{}
+			for i := range s.Devices {
+				got[s.Devices[i].Name] = facts(&s.Devices[i])
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) || len(s.Errors) != 0 {
+				t.Errorf("devices:\n got %v\nwant %v\nerrors %v", got, want, s.Errors)
+			}
+		})
+	}
+}
+
+// TestReadUnclassified: IRQs that belong to a device but whose names no
+// naming rule knows withhold the device's counts (absent, never 0) with an
+// ErrUnclassified naming the file and the device; a device whose IRQs are
+// all known control vectors has 0 completion IRQs, no error.
+func TestReadUnclassified(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		host    string
+		edit    func(string) string
+		devices map[string]devWant
+		errs    []string // substrings, one error each
+	}{
+		{
+			name: "mlx5 names in an unknown form carry the device's address",
+			host: "numa-remote",
+			edit: func(s string) string { return strings.ReplaceAll(s, "mlx5_comp", "mlx5_cq") },
+			devices: map[string]devWant{
+				"mlx5_0": {control: 1, other: 16, irqs: -1, offNode: -1, cpus: -1},
+				"mlx5_1": {control: 1, other: 16, irqs: -1, offNode: -1, cpus: -1},
+			},
+			errs: []string{
+				`parse interrupts: mlx5_0 (0000:98:00.0): 16 IRQ(s) such as 181 "mlx5_cq0@pci:0000:98:00.0": IRQ names in no known naming form`,
+				`parse interrupts: mlx5_1 (0000:c8:00.0): 16 IRQ(s)`,
+			},
+		},
+		{
+			name: "no IRQ of a device keyed by msi_irqs/ matches a rule",
+			host: "iwarp-i40iw",
+			edit: func(s string) string {
+				return strings.NewReplacer(" i40iw\n", " i40iw-aeq\n", " CEQ\n", " i40iw-ceq\n").Replace(s)
+			},
+			devices: map[string]devWant{"i40iw0": {other: 10, irqs: -1, offNode: -1, cpus: -1}},
+			errs:    []string{"parse interrupts: i40iw0 (0000:09:00.0): 10 IRQ(s) such as 40 \"i40e-0000:09:00.0:misc\""},
+		},
+		{
+			name: "only the control vector (completion vectors not allocated yet)",
+			host: "numa-remote",
+			edit: func(s string) string {
+				return regexp.MustCompile(`(?m)^.*mlx5_comp[0-9]+@pci:0000:98:00\.0\n`).ReplaceAllString(s, "")
+			},
+			devices: map[string]devWant{
+				"mlx5_0": {control: 1, irqs: 0, offNode: 0, cpus: 0, cpuList: ""},
+				"mlx5_1": {completion: 16, control: 1, irqs: 16, offNode: 16, cpus: 1, cpuList: "0"},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Read(context.Background(), withInterrupts(t, fixtureHost(t, tc.host), tc.edit), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]devWant{}
+			for i := range s.Devices {
+				got[s.Devices[i].Name] = facts(&s.Devices[i])
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.devices) {
+				t.Errorf("devices:\n got %v\nwant %v", got, tc.devices)
+			}
+			if len(s.Errors) != len(tc.errs) {
+				t.Fatalf("%d errors, want %d: %v", len(s.Errors), len(tc.errs), s.Errors)
+			}
+			for i, want := range tc.errs {
+				if !errors.Is(s.Errors[i], ErrUnclassified) || !strings.Contains(s.Errors[i].Error(), want) {
+					t.Errorf("error %d = %v, want ErrUnclassified containing %q", i, s.Errors[i], want)
+				}
+			}
+		})
 	}
 }
