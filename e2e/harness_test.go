@@ -134,6 +134,9 @@ func hostArgs(t testing.TB, host string) []string {
 	return args
 }
 
+// firstSample is the log message of the server's first diagnosis.
+const firstSample = "first diagnosis ready"
+
 // start runs the exporter with args on a free loopback port and waits until
 // it answers. It is stopped when the test ends.
 func start(t testing.TB, args ...string) *exporter {
@@ -167,6 +170,15 @@ func start(t testing.TB, args ...string) *exporter {
 		if !ok {
 			_ = e.cmd.Process.Kill()
 			t.Fatalf("rdma_doctor did not listen on %s\n%s", e.addr, e.stderr.String())
+		}
+		// The server listens before its first diagnosis (a hung host read
+		// must not keep it from listening); the tests want that diagnosis.
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(e.stderr.String(), firstSample); {
+			if time.Now().After(deadline) {
+				_ = e.cmd.Process.Kill()
+				t.Fatalf("rdma_doctor logged no %q within 30 s\n%s", firstSample, e.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		t.Cleanup(func() {
 			_ = e.cmd.Process.Kill()

@@ -51,7 +51,8 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 	// says a first sample is under way until it is done.
 	go func() {
 		sampler.Reader.SM = smStatusFor(ctx, agg)
-		sampler.Sample(ctx)
+		r := sampler.Sample(ctx)
+		sampler.Logger.Info("first diagnosis ready", "status", r.Status, "fail", r.Summary.Fail, "warn", r.Summary.Warn)
 		sampler.Run(ctx)
 	}()
 

@@ -110,6 +110,9 @@ func run(args []string) int {
 	if err != nil {
 		app.Fatalf("%v", err)
 	}
+	if opts.Mapper != nil {
+		logger.Debug("sysfs is the live /sys: RDMA device and character device mapping through rdmamap")
+	}
 	a := &App{Paths: resolved, Host: host.New(opts), Config: cfg, Collectors: collectors, Logger: logger, Kingpin: app}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -270,8 +270,10 @@ func (s *Snapshot) OpenSM(ctx context.Context) (*opensm.State, error) {
 // Netdevs are the IPoIB and RoCE netdevs of the RDMA ports (live).
 func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
 	return s.netdevs.get(func() (*netdev.Snapshot, error) {
+		// The ports and their link layers are the class's: read once.
+		class, _ := s.Class(ctx)
 		return netdev.Read(ctx, s.h.fs, netdev.Options{Keep: s.h.Keep, Mapper: s.h.opts.Mapper,
-			Ethtool: s.h.opts.Ethtool, CharDevices: true})
+			Ethtool: s.h.opts.Ethtool, CharDevices: true, Class: class})
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"sort"
@@ -478,7 +479,8 @@ func text(r *sysattr.Dir, name string) Opt[string] {
 		return Opt[string]{}
 	}
 	if len(b) == 0 {
-		r.Fail(&ParseError{Path: p, Err: errors.New("empty file: no newline, so not what the kernel prints")})
+		// Not even the newline sysfs ends every value with.
+		r.Fail(&ParseError{Path: p, Err: errors.New("empty file")})
 		return Opt[string]{}
 	}
 	return some(strings.TrimSpace(string(b)))
@@ -524,9 +526,21 @@ func ReadDevPort(sys hostfs.FS, netdevDir string) (int, bool) {
 			return 0, false
 		}
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 0, 16)
-	if err != nil || n < 0 {
-		return 0, false
+	n, err := ParseDevPort(string(b))
+	return n, err == nil
+}
+
+// ParseDevPort parses dev_port (decimal) or the legacy dev_id ("0x1"),
+// both the 0-based port of the device.
+func ParseDevPort(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	base := 10
+	if h, ok := strings.CutPrefix(s, "0x"); ok {
+		s, base = h, 16
 	}
-	return int(n), true
+	v, err := strconv.ParseUint(s, base, 8)
+	if err != nil {
+		return 0, fmt.Errorf("port index %q: not a small unsigned number", s)
+	}
+	return int(v), nil
 }

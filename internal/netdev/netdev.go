@@ -116,6 +116,10 @@ type Options struct {
 	Ethtool *Ethtool
 	// CharDevices reads the character device mapping.
 	CharDevices bool
+	// Class is the RDMA class already read (the host snapshot's): its
+	// devices, ports, link layers and port netdevs. nil reads the class
+	// directory's listings here.
+	Class *infiniband.Class
 }
 
 type reader struct {
@@ -162,56 +166,29 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 	}
 	s := &Snapshot{}
 
-	devices, err := host.Sys.ReadDir(infiniband.ClassDir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		r.fail(err)
-	}
 	// The link layer of every kept port, and the RoCE netdevs from the GID
 	// tables.
 	linkLayer := map[port]string{}
 	roce := map[string]port{}
 	gidTypes := map[string]map[string]int{}
 	var roceOrder []string
-	for _, e := range devices {
-		dev := e.Name()
-		if !keep(dev) {
+	devices, ports := r.ports(ctx, opts.Class, keep)
+	for _, p := range ports {
+		linkLayer[port{p.dev, p.num}] = p.linkLayer
+		if p.linkLayer != infiniband.LinkLayerEthernet {
 			continue
 		}
-		if ctx.Err() != nil {
-			break
+		dir := infiniband.ClassDir + "/" + p.dev + "/ports/" + strconv.Itoa(p.num)
+		names := r.gids(dir, gidTypes)
+		if len(names) == 0 && p.netdev != "" {
+			// No GID names a netdev (a kernel without gid_attrs, or an
+			// unreadable table): the PCI function's netdev of this port.
+			names = []string{p.netdev}
 		}
-		ports, err := host.Sys.ReadDir(infiniband.ClassDir + "/" + dev + "/ports")
-		if err != nil {
-			continue // the infiniband collector reports broken devices
-		}
-		for _, pe := range ports {
-			n, err := strconv.Atoi(pe.Name())
-			if err != nil {
-				continue
-			}
-			dir := infiniband.ClassDir + "/" + dev + "/ports/" + pe.Name()
-			ll, ok := r.text(dir + "/link_layer")
-			ll = strings.TrimSpace(ll)
-			if !ok || ll == "" {
-				ll = "InfiniBand" // the kernel's default when the driver has no link_layer
-			}
-			linkLayer[port{dev, n}] = ll
-			if ll != "Ethernet" {
-				continue
-			}
-			names := r.gids(dir, gidTypes)
-			if len(names) == 0 {
-				// No GID names a netdev (a kernel without gid_attrs, or an
-				// unreadable table): the PCI function's netdev of this port.
-				if nd := r.functionNetdev(dev, n); nd != "" {
-					names = []string{nd}
-				}
-			}
-			for _, name := range names {
-				if _, dup := roce[name]; !dup {
-					roce[name] = port{dev, n}
-					roceOrder = append(roceOrder, name)
-				}
+		for _, name := range names {
+			if _, dup := roce[name]; !dup {
+				roce[name] = port{p.dev, p.num}
+				roceOrder = append(roceOrder, name)
 			}
 		}
 	}
@@ -287,11 +264,9 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 			idx := m.charIndex()
 			charDevices = func(dev string) []string { return idx[dev] }
 		}
-		for _, e := range devices {
-			if dev := e.Name(); keep(dev) {
-				for _, p := range charDevices(dev) {
-					s.CharDevices = append(s.CharDevices, CharDevice{Device: dev, Path: p})
-				}
+		for _, dev := range devices {
+			for _, p := range charDevices(dev) {
+				s.CharDevices = append(s.CharDevices, CharDevice{Device: dev, Path: p})
 			}
 		}
 	}
@@ -328,30 +303,47 @@ func (r *reader) gids(dir string, types map[string]map[string]int) []string {
 	return names
 }
 
-// functionNetdev returns the first netdev of the device's PCI function
-// whose 0-based port index is num-1, skipping pkey children; "" if none.
-func (r *reader) functionNetdev(dev string, num int) string {
-	dir := infiniband.ClassDir + "/" + dev + "/device/net"
-	entries, err := r.host.Sys.ReadDir(dir)
-	if err != nil {
-		return ""
+// classPort is an RDMA port as the netdev mapping needs it.
+type classPort struct {
+	dev       string
+	num       int
+	linkLayer string
+	// netdev is the port's netdev by GID 0 or its PCI function's
+	// dev_port (infiniband.Port.Netdev).
+	netdev string
+}
+
+// ports lists the kept RDMA devices and their ports: from class when the
+// snapshot read it, else from the class directory.
+func (r *reader) ports(ctx context.Context, class *infiniband.Class, keep func(string) bool) ([]string, []classPort) {
+	if class == nil {
+		c, err := infiniband.Read(ctx, r.host.Sys, keep)
+		if err != nil && !errors.Is(err, infiniband.ErrNoClass) && c == nil {
+			r.fail(err)
+		}
+		class = c
 	}
-	for _, e := range entries {
-		d := dir + "/" + e.Name()
-		if _, err := r.host.Sys.ReadFile(d + "/parent"); err == nil {
+	if class == nil {
+		return nil, nil
+	}
+	var devs []string
+	var out []classPort
+	for i := range class.Devices {
+		d := &class.Devices[i]
+		if !keep(d.Name) {
 			continue
 		}
-		b, err := r.host.Sys.ReadFile(d + "/dev_port")
-		if err != nil {
-			if b, err = r.host.Sys.ReadFile(d + "/dev_id"); err != nil {
-				continue
+		devs = append(devs, d.Name)
+		for j := range d.Ports {
+			p := &d.Ports[j]
+			ll := infiniband.LinkLayerInfiniBand
+			if !p.IsInfiniBand() {
+				ll = p.LinkLayer.V
 			}
-		}
-		if idx, err := ParseDevPort(string(b)); err == nil && idx+1 == num {
-			return e.Name()
+			out = append(out, classPort{dev: d.Name, num: p.Num, linkLayer: ll, netdev: p.Netdev})
 		}
 	}
-	return ""
+	return devs, out
 }
 
 // netdev reads the attributes every kind shares, and the IPoIB ones.
@@ -401,9 +393,9 @@ func (r *reader) mapIPoIB(nd *Netdev, m Mapper, keep func(string) bool, linkLaye
 		return
 	}
 	dir := "class/net/" + nd.Name
-	idx := parsed(r, dir+"/dev_port", ParseDevPort)
+	idx := parsed(r, dir+"/dev_port", infiniband.ParseDevPort)
 	if !idx.OK {
-		idx = parsed(r, dir+"/dev_id", ParseDevPort)
+		idx = parsed(r, dir+"/dev_id", infiniband.ParseDevPort)
 	}
 	if !idx.OK {
 		return

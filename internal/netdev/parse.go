@@ -125,21 +125,6 @@ func ParseOperState(s string) (string, error) {
 	}
 }
 
-// ParseDevPort parses dev_port (decimal) or the legacy dev_id ("0x1"),
-// both the 0-based port of the device.
-func ParseDevPort(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	base := 10
-	if h, ok := strings.CutPrefix(s, "0x"); ok {
-		s, base = h, 16
-	}
-	v, err := strconv.ParseUint(s, base, 8)
-	if err != nil {
-		return 0, fmt.Errorf("port index %q: not a small unsigned number", s)
-	}
-	return int(v), nil
-}
-
 // errStatName is returned for ethtool statistic names that cannot be a
 // label value.
 var errStatName = errors.New("not a printable statistic name")

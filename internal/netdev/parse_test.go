@@ -5,6 +5,7 @@ package netdev
 
 import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"strings"
 	"testing"
 )
@@ -67,7 +68,7 @@ func TestParseSmall(t *testing.T) {
 		check("ParseOperState", in, v, err, want)
 	}
 	for in, want := range map[string]result{"0\n": {0, false}, "1\n": {1, false}, "0x1\n": {1, false}, "0x0": {0, false}, "-1\n": {nil, true}, "256": {nil, true}, "": {nil, true}, "0x": {nil, true}} {
-		v, err := ParseDevPort(in)
+		v, err := infiniband.ParseDevPort(in)
 		check("ParseDevPort", in, v, err, want)
 	}
 	for in, want := range map[string]result{
@@ -114,7 +115,7 @@ func FuzzParseDevPort(f *testing.F) {
 	fixtureSeeds(f, "class/net/*/dev_port")
 	fixtureSeeds(f, "class/net/*/dev_id")
 	f.Fuzz(func(t *testing.T, s string) {
-		if v, err := ParseDevPort(s); err == nil && (v < 0 || v > 255) {
+		if v, err := infiniband.ParseDevPort(s); err == nil && (v < 0 || v > 255) {
 			t.Errorf("%q: %d", s, v)
 		}
 	})
