@@ -1,0 +1,26 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hostfs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkReadFile reads a small attribute the way a scrape reads
+// hundreds: the cost of a read's bookkeeping shows here.
+func BenchmarkReadFile(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rate"), []byte("400 Gb/sec (4X NDR)\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	f := Dir(dir)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.ReadFile("rate"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
