@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // MaxFileSize bounds a single read. sysfs attributes are at most a page; the
@@ -41,13 +42,21 @@ type FS interface {
 	ReadLink(name string) (string, error)
 }
 
-// Dir returns an FS rooted at the host directory root.
+// Dir returns an FS rooted at the host directory root. It keeps a registry
+// of its reads in flight, so make one per root and share it: a read stuck
+// in a wedged driver then costs one thread, not one per scrape (see
+// ErrStuck and Stats).
 func Dir(root string) FS {
-	return &dirFS{root: filepath.Clean(root)}
+	return &dirFS{root: filepath.Clean(root), reads: newRegistry()}
 }
 
 type dirFS struct {
-	root string
+	root  string
+	reads *registry
+	// hook, when set (by this package's tests only), runs inside every
+	// read once it is registered as in flight: a read that blocks there
+	// is a read stuck in the kernel.
+	hook func(path string)
 }
 
 // Root returns the host directory that an FS made by Dir reads, and false
@@ -64,9 +73,25 @@ func Root(f FS) (string, bool) {
 
 func (d *dirFS) path(name string) string { return d.root + "/" + name }
 
+// enter registers a read of p as in flight, or refuses it with a
+// *StuckError when an earlier read of p has not returned for too long.
+// The caller calls d.reads.end(p, start) when its read returns.
+func (d *dirFS) enter(op, p string) (start time.Duration, err error) {
+	start, err = d.reads.begin(op, p)
+	if err == nil && d.hook != nil {
+		d.hook(p)
+	}
+	return start, err
+}
+
 // ReadFile implements FS.
 func (d *dirFS) ReadFile(name string) ([]byte, error) {
 	p := d.path(name)
+	start, err := d.enter("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.reads.end(p, start)
 	return readFile(p)
 }
 
@@ -170,6 +195,11 @@ func fstat(fd int, st *syscall.Stat_t) error {
 // ReadDir implements FS.
 func (d *dirFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	p := d.path(name)
+	start, err := d.enter("readdir", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.reads.end(p, start)
 	return readDir(p)
 }
 
@@ -189,6 +219,11 @@ func readDir(p string) ([]fs.DirEntry, error) {
 // ReadLink implements FS.
 func (d *dirFS) ReadLink(name string) (string, error) {
 	p := d.path(name)
+	start, err := d.enter("readlink", p)
+	if err != nil {
+		return "", err
+	}
+	defer d.reads.end(p, start)
 	return os.Readlink(p)
 }
 
@@ -282,6 +317,11 @@ func (d *dirFS) ReadTail(name string, n int64) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("read tail of %s: %d bytes asked", p, n)
 	}
+	start, err := d.enter("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.reads.end(p, start)
 	return readTail(p, n)
 }
 
