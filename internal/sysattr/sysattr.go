@@ -31,7 +31,10 @@ type ParseError struct {
 	Err  error
 }
 
-func (e *ParseError) Error() string { return "parse " + e.Path + ": " + e.Err.Error() }
+// Error quotes at most MaxQuoted bytes of each string quoted in Err (a
+// strconv error quotes the whole text it was given) and bounds the rest,
+// so a file of garbage makes a short message.
+func (e *ParseError) Error() string { return "parse " + e.Path + ": " + shorten(e.Err.Error()) }
 func (e *ParseError) Unwrap() error { return e.Err }
 
 // Text reads an attribute, trimmed of white space. A missing file that is
