@@ -85,6 +85,21 @@ func SetStuckAfter(f FS, d time.Duration) bool {
 	return ok
 }
 
+// ReadStats sums the read counts of the host's file systems that are
+// Guarded (Paths.Open makes all three so): what a collector exports as
+// the host's stuck reads.
+func (h Host) ReadStats() ReadStats {
+	var sum ReadStats
+	for _, f := range []FS{h.Root, h.Sys, h.Proc} {
+		if s, ok := Stats(f); ok {
+			sum.Refused += s.Refused
+			sum.Stuck += s.Stuck
+			sum.InFlight += s.InFlight
+		}
+	}
+	return sum
+}
+
 // ReadStats implements Guarded.
 func (d *dirFS) ReadStats() ReadStats { return d.reads.stats(mono()) }
 

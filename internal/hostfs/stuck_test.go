@@ -212,3 +212,32 @@ func TestStuckErrorMessage(t *testing.T) {
 		t.Errorf("messages %q and %q, want %q", a.Error(), b.Error(), want)
 	}
 }
+
+// A Host sums its file systems' counts and skips those that keep none.
+func TestHostReadStats(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"a": "1\n"})
+	sys, proc := Dir(dir).(*dirFS), Dir(dir).(*dirFS)
+	SetStuckAfter(sys, 0)
+	SetStuckAfter(proc, 0)
+	h := Host{Root: onlyReadFile{Dir(dir)}, Sys: sys, Proc: proc}
+	var held []chan result
+	var blockers []*blocker
+	for _, d := range []*dirFS{sys, proc} {
+		b := block(d, "a")
+		blockers = append(blockers, b)
+		held = append(held, readAsync(t, d, b, "a"))
+		if _, err := d.ReadFile("a"); !errors.Is(err, ErrStuck) {
+			t.Fatalf("second read: %v, want ErrStuck", err)
+		}
+	}
+	if s := h.ReadStats(); s != (ReadStats{Refused: 2, Stuck: 2, InFlight: 2}) {
+		t.Errorf("Host.ReadStats = %+v, want 2 refused, 2 stuck, 2 in flight", s)
+	}
+	for i, b := range blockers {
+		close(b.release)
+		wait(t, held[i])
+	}
+	if s := h.ReadStats(); s != (ReadStats{Refused: 2}) {
+		t.Errorf("after release: %+v", s)
+	}
+}
