@@ -10,11 +10,13 @@ package hostfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // MaxFileSize bounds a single read. sysfs attributes are at most a page; the
@@ -24,6 +26,11 @@ const MaxFileSize = 16 << 20
 
 // ErrTooLarge is returned for files larger than MaxFileSize.
 var ErrTooLarge = errors.New("file larger than limit")
+
+// ErrNotRegular is returned for a FIFO, device or socket where a regular
+// file (a sysfs or procfs attribute, a log) is expected: reading one could
+// block forever or never end.
+var ErrNotRegular = errors.New("not a regular file")
 
 // FS reads files, directories and symbolic links below a root. Names are
 // slash-separated and relative to the root ("class/infiniband/mlx5_0/fw_ver").
@@ -35,27 +42,63 @@ type FS interface {
 	ReadLink(name string) (string, error)
 }
 
-// Dir returns an FS rooted at the host directory root.
-func Dir(root string) FS { return dirFS(filepath.Clean(root)) }
+// Dir returns an FS rooted at the host directory root. It keeps a registry
+// of its reads in flight, so make one per root and share it: a read stuck
+// in a wedged driver then costs one thread, not one per scrape (see
+// ErrStuck and Stats).
+func Dir(root string) FS {
+	return &dirFS{root: filepath.Clean(root), reads: newRegistry()}
+}
 
-type dirFS string
+type dirFS struct {
+	root  string
+	reads *registry
+	// hook, when set (by this package's tests only), runs inside every
+	// read once it is registered as in flight: a read that blocks there
+	// is a read stuck in the kernel.
+	hook func(path string)
+}
 
 // Root returns the host directory that an FS made by Dir reads, and false
 // for any other FS (test doubles). Code that must hand a path to a library
 // that cannot take a root (rdmamap reads /sys by fixed paths) uses it to
 // tell whether the FS is the live one.
 func Root(f FS) (string, bool) {
-	d, ok := f.(dirFS)
-	return string(d), ok
+	d, ok := f.(*dirFS)
+	if !ok {
+		return "", false
+	}
+	return d.root, true
 }
 
-func (d dirFS) path(name string) string { return string(d) + "/" + name }
+func (d *dirFS) path(name string) string { return d.root + "/" + name }
 
-// ReadFile reads with plain system calls into a small buffer: sysfs reports
+// enter registers a read of p as in flight, or refuses it with a
+// *StuckError when an earlier read of p has not returned for too long.
+// The caller calls d.reads.end(p, start) when its read returns.
+func (d *dirFS) enter(op, p string) (start time.Duration, err error) {
+	start, err = d.reads.begin(op, p)
+	if err == nil && d.hook != nil {
+		d.hook(p)
+	}
+	return start, err
+}
+
+// ReadFile implements FS.
+func (d *dirFS) ReadFile(name string) ([]byte, error) {
+	p := d.path(name)
+	start, err := d.enter("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.reads.end(p, start)
+	return readFile(p)
+}
+
+// readFile reads with plain system calls into a small buffer: sysfs reports
 // every attribute as 4096 bytes long, so os.ReadFile would allocate a page per
 // attribute, and a scrape reads hundreds of them.
-func (d dirFS) ReadFile(name string) ([]byte, error) {
-	p := d.path(name)
+func readFile(p string) ([]byte, error) {
 	fd, err := open(p)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
@@ -65,23 +108,30 @@ func (d dirFS) ReadFile(name string) ([]byte, error) {
 	var stack [128]byte
 	buf := stack[:0]
 	for {
-		if len(buf) > MaxFileSize {
-			return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
-		}
 		if len(buf) == cap(buf) {
-			// Double: /proc/interrupts on a large host is megabytes, and
-			// append's gentler growth for big slices would copy it many
-			// times over.
-			grown := make([]byte, len(buf), 2*cap(buf))
-			copy(grown, buf)
-			buf = grown
+			// Checked before growing: the buffer never holds more than
+			// one byte past the limit.
+			if len(buf) > MaxFileSize {
+				return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
+			}
+			buf = grow(buf)
 		}
 		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		if err == syscall.EINTR {
+		switch {
+		case err == syscall.EINTR:
 			continue
-		}
-		if err != nil {
+		case err == syscall.EAGAIN:
+			// Only a FIFO, socket or device would block: the file
+			// is not what it should be.
+			return nil, special(fd, p, err)
+		case err != nil:
 			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		case n == 0 && len(buf) == 0:
+			// Empty: a FIFO with no writer reads so too. Checked
+			// only here, so a normal read costs no extra call.
+			if err := special(fd, p, nil); err != nil {
+				return nil, err
+			}
 		}
 		if n == 0 {
 			break
@@ -93,18 +143,89 @@ func (d dirFS) ReadFile(name string) ([]byte, error) {
 	return out, nil
 }
 
+// grow doubles a full buffer: /proc/interrupts on a large host is
+// megabytes, and append's gentler growth for big slices would copy it many
+// times over. It stops at one byte past MaxFileSize, enough to tell a file
+// that is too large.
+func grow(buf []byte) []byte {
+	c := min(2*cap(buf), MaxFileSize+1)
+	grown := make([]byte, len(buf), c)
+	copy(grown, buf)
+	return grown
+}
+
+// special returns ErrNotRegular for an open file that is not a regular
+// file, else readErr (nil: the regular file was fine).
+func special(fd int, p string, readErr error) error {
+	var st syscall.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		return &fs.PathError{Op: "fstat", Path: p, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return &fs.PathError{Op: "read", Path: p, Err: ErrNotRegular}
+	}
+	if readErr != nil {
+		return &fs.PathError{Op: "read", Path: p, Err: readErr}
+	}
+	return nil
+}
+
+// open opens a host file for reading without blocking: O_NONBLOCK makes a
+// FIFO in place of an attribute open at once (and then read empty or
+// EAGAIN) instead of waiting forever for a writer; it changes nothing for
+// regular files. O_NOCTTY: a terminal in its place must not become ours.
 func open(p string) (int, error) {
 	for {
-		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 		if err != syscall.EINTR {
 			return fd, err
 		}
 	}
 }
 
-func (d dirFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(d.path(name)) }
+func fstat(fd int, st *syscall.Stat_t) error {
+	for {
+		err := syscall.Fstat(fd, st)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
 
-func (d dirFS) ReadLink(name string) (string, error) { return os.Readlink(d.path(name)) }
+// ReadDir implements FS.
+func (d *dirFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	p := d.path(name)
+	start, err := d.enter("readdir", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.reads.end(p, start)
+	return readDir(p)
+}
+
+// readDir is os.ReadDir with O_DIRECTORY: a FIFO in place of a directory
+// then fails to open (ENOTDIR) instead of blocking the open.
+func readDir(p string) ([]fs.DirEntry, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
+// ReadLink implements FS.
+func (d *dirFS) ReadLink(name string) (string, error) {
+	p := d.path(name)
+	start, err := d.enter("readlink", p)
+	if err != nil {
+		return "", err
+	}
+	defer d.reads.end(p, start)
+	return os.Readlink(p)
+}
 
 // Paths are the host roots from --path.rootfs, --path.sysfs and --path.procfs.
 type Paths struct {
@@ -191,33 +312,40 @@ func fromLine(b []byte) []byte {
 }
 
 // ReadTail implements TailReader.
-func (d dirFS) ReadTail(name string, n int64) ([]byte, error) {
+func (d *dirFS) ReadTail(name string, n int64) ([]byte, error) {
 	p := d.path(name)
 	if n <= 0 {
 		return nil, fmt.Errorf("read tail of %s: %d bytes asked", p, n)
 	}
-	f, err := os.Open(p)
+	start, err := d.enter("read", p)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	defer d.reads.end(p, start)
+	return readTail(p, n)
+}
+
+func readTail(p string, n int64) ([]byte, error) {
+	fd, err := open(p)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: errors.New("not a regular file")}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "fstat", Path: p, Err: err}
+	}
+	// A FIFO or device has no end to read from.
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: ErrNotRegular}
 	}
 	// One byte before the n: a cut right after a newline keeps its line.
-	off := fi.Size() - n - 1
-	if off < 0 {
-		off = 0
-	}
+	off := max(st.Size-n-1, 0)
 	// The file may grow between the stat and the read: read what was
 	// there at the stat, never more than n.
-	buf := make([]byte, fi.Size()-off)
-	m, err := f.ReadAt(buf, off)
-	if err != nil && !errors.Is(err, io.EOF) {
+	buf := make([]byte, st.Size-off)
+	m, err := preadFull(fd, buf, off)
+	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
 	}
 	buf = buf[:m]
@@ -225,4 +353,24 @@ func (d dirFS) ReadTail(name string, n int64) ([]byte, error) {
 		buf = fromLine(buf)
 	}
 	return buf, nil
+}
+
+// preadFull reads buf from off until it is full or the file ends (it may
+// have shrunk since the stat).
+func preadFull(fd int, buf []byte, off int64) (int, error) {
+	m := 0
+	for m < len(buf) {
+		k, err := syscall.Pread(fd, buf[m:], off+int64(m))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return m, err
+		}
+		if k == 0 {
+			break
+		}
+		m += k
+	}
+	return m, nil
 }

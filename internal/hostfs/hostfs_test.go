@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestDirReadFile(t *testing.T) {
@@ -49,6 +51,89 @@ func TestDirReadFileTooLarge(t *testing.T) {
 	f.Close()
 	if _, err := Dir(dir).ReadFile("huge"); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("huge file: %v, want ErrTooLarge", err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "huge"), MaxFileSize); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Dir(dir).ReadFile("huge"); err != nil || len(b) != MaxFileSize {
+		t.Errorf("file of exactly MaxFileSize: %d bytes, %v", len(b), err)
+	}
+}
+
+// The read buffer doubles, but never past one byte over MaxFileSize: a
+// file over the limit is refused without a buffer twice its size.
+func TestGrow(t *testing.T) {
+	for c := 128; c <= MaxFileSize; c *= 2 {
+		got := cap(grow(make([]byte, c)))
+		if want := min(2*c, MaxFileSize+1); got != want {
+			t.Errorf("grow(cap %d) = cap %d, want %d", c, got, want)
+		}
+	}
+	if got := cap(grow(make([]byte, MaxFileSize))); got != MaxFileSize+1 {
+		t.Errorf("grow at the limit = cap %d, want %d", got, MaxFileSize+1)
+	}
+}
+
+// answer runs read in a goroutine and returns its error, failing the test
+// if it never returns: the guard is a minute, so it fails only on a read
+// that blocks.
+func answer(t *testing.T, what string, read func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- read() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still blocked after a minute", what)
+		return nil
+	}
+}
+
+// A FIFO in place of an attribute, with no writer or with a writer that
+// never writes, is refused as not a regular file instead of blocking the
+// open or the read; so are the other reads of a FIFO and a character
+// device. An empty regular file still reads as empty.
+func TestDirSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"fifo", "fifo_written"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// O_RDWR opens a FIFO without waiting for a reader: a writer that
+	// is there and never writes.
+	w, err := os.OpenFile(filepath.Join(dir, "fifo_written"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := Dir(dir)
+	for _, name := range []string{"fifo", "fifo_written"} {
+		err := answer(t, "ReadFile("+name+")", func() error { _, err := d.ReadFile(name); return err })
+		var pe *fs.PathError
+		if !errors.Is(err, ErrNotRegular) || !errors.As(err, &pe) || pe.Path != filepath.Join(dir, name) {
+			t.Errorf("ReadFile(%s): %v, want %v naming the path", name, err, ErrNotRegular)
+		}
+		err = answer(t, "ReadTail("+name+")", func() error { _, err := ReadTail(d, name, 100); return err })
+		if !errors.Is(err, ErrNotRegular) {
+			t.Errorf("ReadTail(%s): %v, want %v", name, err, ErrNotRegular)
+		}
+		err = answer(t, "ReadDir("+name+")", func() error { _, err := d.ReadDir(name); return err })
+		if !errors.Is(err, syscall.ENOTDIR) {
+			t.Errorf("ReadDir(%s): %v, want ENOTDIR", name, err)
+		}
+	}
+	if b, err := d.ReadFile("empty"); err != nil || b == nil || len(b) != 0 {
+		t.Errorf("empty regular file: %q, %v", b, err)
+	}
+	if _, err := os.Stat("/dev/null"); err == nil {
+		if _, err := Dir("/dev").ReadFile("null"); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("/dev/null: %v, want %v", err, ErrNotRegular)
+		}
 	}
 }
 

@@ -19,6 +19,12 @@ import (
 type Opt[T any] struct {
 	V  T
 	OK bool
+	// Empty: the file exists and reads as only a newline, the kernel's
+	// way of printing an attribute the driver has no value for (qib,
+	// rxe and siw have an empty fw_ver). The value is missing (OK is
+	// false) and no error was reported. Only the OrEmpty readers set
+	// it; for the others such a file is content like any other.
+	Empty bool
 }
 
 // Some is a value that is there.
@@ -31,21 +37,35 @@ type ParseError struct {
 	Err  error
 }
 
-func (e *ParseError) Error() string { return "parse " + e.Path + ": " + e.Err.Error() }
+// Error quotes at most MaxQuoted bytes of each string quoted in Err (a
+// strconv error quotes the whole text it was given) and bounds the rest,
+// so a file of garbage makes a short message.
+func (e *ParseError) Error() string { return "parse " + e.Path + ": " + shorten(e.Err.Error()) }
 func (e *ParseError) Unwrap() error { return e.Err }
 
 // Text reads an attribute, trimmed of white space. A missing file that is
 // not required is no error (drivers differ in what they create); any other
 // failure goes to fail.
 func Text(f hostfs.FS, name string, required bool, fail func(error)) (string, bool) {
+	s, read, _ := TextOrEmpty(f, name, required, fail)
+	return s, read
+}
+
+// TextOrEmpty is Text that also tells an attribute that is empty by
+// design: a file that reads as only white space ending in a newline ("\n")
+// gives "", true, true. A file of zero bytes is not: the kernel prints a
+// newline even for an empty value, so nothing at all is a truncated or
+// foreign file, and gives "", true, false like any text.
+func TextOrEmpty(f hostfs.FS, name string, required bool, fail func(error)) (text string, read, empty bool) {
 	b, err := f.ReadFile(name)
 	if err != nil {
 		if required || !errors.Is(err, fs.ErrNotExist) {
 			fail(err)
 		}
-		return "", false
+		return "", false, false
 	}
-	return strings.TrimSpace(string(b)), true
+	text = strings.TrimSpace(string(b))
+	return text, true, text == "" && len(b) > 0 && b[len(b)-1] == '\n'
 }
 
 // Parse turns an attribute's text into a value. read false (the file was
@@ -62,6 +82,15 @@ func Parse[T any](text string, read bool, parse func(string) (T, error), fail fu
 		return Opt[T]{}
 	}
 	return Some(v)
+}
+
+// ParseOrEmpty is Parse for text from TextOrEmpty: an attribute empty by
+// design is an Opt with Empty set, without calling parse or fail.
+func ParseOrEmpty[T any](text string, read, empty bool, parse func(string) (T, error), fail func(error), path func() string) Opt[T] {
+	if empty {
+		return Opt[T]{Empty: true}
+	}
+	return Parse(text, read, parse, fail, path)
 }
 
 // Dir reads the attributes of one directory (a device, a port, a PCI
@@ -87,4 +116,13 @@ func Get[T any](d *Dir, name string, required bool, parse func(string) (T, error
 	p := d.Path + "/" + name
 	s, ok := Text(d.FS, p, required, d.Fail)
 	return Parse(s, ok, parse, d.Fail, func() string { return p })
+}
+
+// GetOrEmpty is Get for an attribute that a driver may leave empty by
+// design (TextOrEmpty): such a file gives an Opt with Empty set and no
+// error; anything else is read and parsed as by Get.
+func GetOrEmpty[T any](d *Dir, name string, required bool, parse func(string) (T, error)) Opt[T] {
+	p := d.Path + "/" + name
+	s, read, empty := TextOrEmpty(d.FS, p, required, d.Fail)
+	return ParseOrEmpty(s, read, empty, parse, d.Fail, func() string { return p })
 }

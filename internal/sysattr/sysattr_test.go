@@ -82,3 +82,49 @@ func TestDir(t *testing.T) {
 		t.Errorf("errors %v", d.Errs)
 	}
 }
+
+// An attribute that reads as a bare newline is empty by design: the
+// OrEmpty readers give Empty and no error, telling it from a missing,
+// unreadable or zero-byte file; Get still hands it to the parser.
+func TestEmptyByDesign(t *testing.T) {
+	root := t.TempDir()
+	for name, v := range map[string]string{"fw": "28.39.1002\n", "fw_empty": "\n", "fw_blank": " \n", "fw_zero": ""} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nonEmpty := func(s string) (string, error) {
+		if s == "" {
+			return "", errors.New("empty file")
+		}
+		return s, nil
+	}
+	f := &hostfstest.Faulty{Base: hostfs.Dir(root), Errors: map[string]error{"./fw_eio": syscall.EIO}}
+	for _, tc := range []struct {
+		name     string
+		required bool
+		want     Opt[string]
+		errs     int
+	}{
+		{"fw", true, Some("28.39.1002"), 0},
+		{"fw_empty", true, Opt[string]{Empty: true}, 0},
+		{"fw_blank", true, Opt[string]{Empty: true}, 0},
+		{"fw_zero", true, Opt[string]{}, 1}, // nothing at all: not what the kernel prints
+		{"fw_missing", false, Opt[string]{}, 0},
+		{"fw_missing", true, Opt[string]{}, 1},
+		{"fw_eio", false, Opt[string]{}, 1},
+	} {
+		d := &Dir{FS: f, Path: "."}
+		if got := GetOrEmpty(d, tc.name, tc.required, nonEmpty); got != tc.want || len(d.Errs) != tc.errs {
+			t.Errorf("GetOrEmpty(%s, required %v) = %+v, errors %v; want %+v, %d errors", tc.name, tc.required, got, d.Errs, tc.want, tc.errs)
+		}
+	}
+	d := &Dir{FS: f, Path: "."}
+	if got := Get(d, "fw_empty", true, nonEmpty); got.OK || got.Empty || len(d.Errs) != 1 {
+		t.Errorf("Get of an empty-by-design file = %+v, %v; want the parser's error", got, d.Errs)
+	}
+	s, read, empty := TextOrEmpty(f, "./fw_empty", true, func(err error) { t.Errorf("TextOrEmpty: %v", err) })
+	if s != "" || !read || !empty {
+		t.Errorf("TextOrEmpty(fw_empty) = %q, %v, %v", s, read, empty)
+	}
+}
