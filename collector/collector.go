@@ -111,6 +111,10 @@ var (
 		"rdma_doctor: duration of a collector scrape.", []string{"collector"}, nil)
 	errorsDesc = prometheus.NewDesc(Namespace+"_scrape_collector_errors",
 		"rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", []string{"collector"}, nil)
+	stuckDesc = prometheus.NewDesc(Namespace+"_host_reads_stuck",
+		"rdma_doctor: host files whose read has not returned for 2 s or more (a wedged driver or firmware); each holds one thread, and the file is skipped until its read returns.", nil, nil)
+	refusedDesc = prometheus.NewDesc(Namespace+"_host_reads_refused_total",
+		"rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.", nil, nil)
 	ageDesc = prometheus.NewDesc(Namespace+"_snapshot_age_seconds",
 		"rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", []string{"source"}, nil)
 )
@@ -129,6 +133,8 @@ func (b bound) Describe(ch chan<- *prometheus.Desc) {
 	ch <- durationDesc
 	ch <- errorsDesc
 	ch <- ageDesc
+	ch <- stuckDesc
+	ch <- refusedDesc
 }
 
 func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
@@ -225,22 +231,35 @@ func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
+	// The host is read under a deadline a tenth earlier than the
+	// collectors': a source cut short by a wedged read returns what it
+	// has, and the collector still sends it in time, so one stuck file
+	// costs its own series, not every device's.
+	readCtx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		readCtx, cancel = context.WithDeadline(ctx, dl.Add(-time.Until(dl)/10))
+		defer cancel()
+	}
 	snap := a.host.Snapshot()
 	var wg sync.WaitGroup
 	for _, name := range a.names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.run(ctx, snap, name, a.collectors[name], ch)
+			a.run(ctx, readCtx, snap, name, a.collectors[name], ch)
 		}()
 	}
 	wg.Wait()
 	for source, age := range a.host.Ages() {
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, age.Seconds(), source)
 	}
+	st := a.host.FS().ReadStats()
+	ch <- prometheus.MustNewConstMetric(stuckDesc, prometheus.GaugeValue, float64(st.Stuck))
+	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(st.Refused))
 }
 
-func (a *Aggregator) run(ctx context.Context, snap *host.Snapshot, name string, c Collector, ch chan<- prometheus.Metric) {
+func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, ch chan<- prometheus.Metric) {
 	begin := time.Now()
 	metrics := make(chan prometheus.Metric, 64)
 	var buf []prometheus.Metric
@@ -253,7 +272,7 @@ func (a *Aggregator) run(ctx context.Context, snap *host.Snapshot, name string, 
 	}()
 	done := make(chan error, 1)
 	go func() {
-		err := c.Update(ctx, snap, metrics)
+		err := c.Update(readCtx, snap, metrics)
 		close(metrics)
 		done <- err
 	}()

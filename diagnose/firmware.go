@@ -70,6 +70,12 @@ func checkFWVersion(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 			continue
 		}
 		fw := d.FirmwareVer.V
+		if fw == "" {
+			// Empty by design (qib, rxe, siw): nothing to judge.
+			out = append(out, Finding{Severity: Skip, Target: d.Name,
+				Evidence: "/sys/class/infiniband/" + d.Name + "/fw_ver is empty: the driver reports no firmware version"})
+			continue
+		}
 		p, sel, ok := fwPolicy(cfg, d)
 		if !ok {
 			model := []string{}
@@ -127,14 +133,14 @@ func checkFWUniform(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 		d := &s.IB.Devices[i]
 		var model string
 		switch {
-		case d.HCAType.OK:
+		case d.HCAType.OK && d.HCAType.V != "":
 			model = "hca_type " + d.HCAType.V
-		case d.BoardID.OK:
+		case d.BoardID.OK && d.BoardID.V != "":
 			model = "board_id " + d.BoardID.V
 		default:
 			continue
 		}
-		if !d.FirmwareVer.OK {
+		if !d.FirmwareVer.OK || d.FirmwareVer.V == "" {
 			continue
 		}
 		if _, seen := groups[model]; !seen {

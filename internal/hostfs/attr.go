@@ -3,11 +3,6 @@
 
 package hostfs
 
-import (
-	"io/fs"
-	"syscall"
-)
-
 // AttrReader is an FS that reads a small attribute into the caller's
 // buffer. Dir's FS is one.
 type AttrReader interface {
@@ -34,37 +29,17 @@ func ReadAttr(f FS, name string, buf []byte) ([]byte, error) {
 // buffer holds is the whole attribute: sysfs produces an attribute in one
 // show() call of at most a page and hands it out in the first read, and a
 // regular file (a fixture tree) only reads short at its end. A read that
-// fills the buffer goes on until end of file, as ReadFile does.
-func (d dirFS) ReadAttr(name string, buf []byte) ([]byte, error) {
+// fills the buffer goes on until end of file, as ReadFile does. Stuck and
+// special files are refused as ReadFile refuses them.
+func (d *dirFS) ReadAttr(name string, buf []byte) ([]byte, error) {
 	if cap(buf) < 64 {
 		buf = make([]byte, 0, 4096)
 	}
 	p := d.path(name)
-	fd, err := open(p)
+	start, err := d.enter("read", p)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+		return nil, err
 	}
-	defer syscall.Close(fd)
-	buf = buf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) >= MaxFileSize {
-				return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
-			}
-			grown := make([]byte, len(buf), 2*cap(buf))
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
-		}
-		buf = buf[:len(buf)+n]
-		if n == 0 || len(buf) < cap(buf) {
-			return buf, nil
-		}
-	}
+	defer d.reads.end(p, start)
+	return readInto(p, buf, true)
 }

@@ -99,14 +99,25 @@ func (d *dirFS) ReadFile(name string) ([]byte, error) {
 // every attribute as 4096 bytes long, so os.ReadFile would allocate a page per
 // attribute, and a scrape reads hundreds of them.
 func readFile(p string) ([]byte, error) {
+	var stack [128]byte
+	buf, err := readInto(p, stack[:0], false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, len(buf))
+	copy(out, buf)
+	return out, nil
+}
+
+// readInto reads p into buf, grown as needed. short ends the read at the
+// first read() that returns less than the buffer holds (ReadAttr).
+func readInto(p string, buf []byte, short bool) ([]byte, error) {
 	fd, err := open(p)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
 	defer syscall.Close(fd)
-
-	var stack [128]byte
-	buf := stack[:0]
+	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			// Checked before growing: the buffer never holds more than
@@ -134,13 +145,13 @@ func readFile(p string) ([]byte, error) {
 			}
 		}
 		if n == 0 {
-			break
+			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+		if short && len(buf) < cap(buf) {
+			return buf, nil
+		}
 	}
-	out := make([]byte, len(buf))
-	copy(out, buf)
-	return out, nil
 }
 
 // grow doubles a full buffer: /proc/interrupts on a large host is

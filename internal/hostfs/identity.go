@@ -35,7 +35,7 @@ func IdentityOf(f FS, name string) (Identity, bool, error) {
 }
 
 // Identity implements Identifier.
-func (d dirFS) Identity(name string) (Identity, error) {
+func (d *dirFS) Identity(name string) (Identity, error) {
 	var st syscall.Stat_t
 	p := d.path(name)
 	for {
