@@ -237,6 +237,8 @@ func TestPortChecks(t *testing.T) {
 		ibDev("armed", ibPort(1, 3, 5, "200 Gb/sec (4X HDR)")),
 		ibDev("eth", eth),
 	)
+	// These ports went down after having been up: they must be up.
+	s.WasActive = func(d string, _ int) bool { return d == "polling" || d == "disabled" || d == "flaky" }
 	run := func(c func(*Snapshot, *History, *config.Config) ([]Finding, error)) []Finding {
 		fs, err := c(s, NewHistory(0, 2), cfg)
 		if err != nil {
@@ -603,5 +605,69 @@ func TestDevPresentBusHint(t *testing.T) {
 		if strings.Contains(f.Observed, "0000:1a:00.0") {
 			t.Errorf("%s: a function with its RDMA device is listed: %q", tc.name, f.Observed)
 		}
+	}
+}
+
+// TestSparePorts: a down port nobody needs (never ACTIVE, not in the
+// config) never fails, while the same port fails once the config names it,
+// once it was ACTIVE, or when no port of the host is up; a down Ethernet
+// port gets Ethernet remedies, never ibportstate.
+func TestSparePorts(t *testing.T) {
+	cx := func() *Snapshot {
+		return snapWith(ibDev("mlx4_0", ibPort(1, 4, 5, "20 Gb/sec (4X DDR)"), ibPort(2, 1, 2, "10 Gb/sec (4X SDR)")))
+	}
+	judge := func(s *Snapshot, cfg *config.Config, check func(*Snapshot, *History, *config.Config) ([]Finding, error), target string) Finding {
+		t.Helper()
+		fs, err := check(s, NewHistory(0, 2), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return findingOf(t, fs, target)
+	}
+	none := &config.Config{}
+	for _, check := range []func(*Snapshot, *History, *config.Config) ([]Finding, error){checkPortPhys, checkPortState} {
+		if f := judge(cx(), none, check, "mlx4_0/2"); f.Severity != Skip || !strings.Contains(f.Evidence, "spare port") {
+			t.Errorf("never-cabled second port: %s %q, want a skip saying spare port", f.Severity, f.Evidence)
+		}
+		named := &config.Config{}
+		named.Diagnose.Ports.Required = []config.PortRef{{Device: "mlx4_0", Port: 2}}
+		if f := judge(cx(), named, check, "mlx4_0/2"); f.Severity != Fail {
+			t.Errorf("a required port down: %s, want fail", f.Severity)
+		}
+		was := cx()
+		was.WasActive = func(d string, p int) bool { return d == "mlx4_0" && p == 2 }
+		if f := judge(was, none, check, "mlx4_0/2"); f.Severity != Fail {
+			t.Errorf("a port down after being ACTIVE: %s, want fail", f.Severity)
+		}
+		allDown := snapWith(ibDev("mlx4_0", ibPort(1, 1, 2, "10 Gb/sec (4X SDR)"), ibPort(2, 1, 2, "10 Gb/sec (4X SDR)")))
+		if f := judge(allDown, none, check, "mlx4_0/2"); f.Severity != Fail {
+			t.Errorf("no port up on the host: %s, want fail", f.Severity)
+		}
+	}
+
+	// RoCE: port 1 up, port 2 Disabled because its netdev is set down.
+	roce := func(adminUp bool) *Snapshot {
+		up, down := ibPort(1, 4, 5, "25 Gb/sec (1X EDR)"), ibPort(2, 1, 3, "40 Gb/sec (4X QDR)")
+		up.LinkLayer.V, down.LinkLayer.V = "Ethernet", "Ethernet"
+		up.Netdev, down.Netdev = "enp1s0f0np0", "enp1s0f1np1"
+		s := snapWith(ibDev("mlx5_1", up, down))
+		s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+			{Name: "enp1s0f1np1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 2,
+				AdminUp: netdev.Opt[bool]{V: adminUp, OK: true}, OperState: netdev.Opt[string]{V: "down", OK: true}},
+		}}
+		s.WasActive = func(string, int) bool { return true }
+		return s
+	}
+	if f := judge(roce(false), none, checkPortPhys, "mlx5_1/2"); f.Severity != Fail ||
+		!strings.Contains(f.Remedy, "ip link set enp1s0f1np1 up") || strings.Contains(f.Remedy, "ibportstate") {
+		t.Errorf("admin-down RoCE port: %s %q, want fail with ip link set and no ibportstate", f.Severity, f.Remedy)
+	}
+	if f := judge(roce(true), none, checkPortPhys, "mlx5_1/2"); !strings.Contains(f.Remedy, "no carrier") || !strings.Contains(f.Remedy, "ethtool -m enp1s0f1np1") {
+		t.Errorf("RoCE port up without carrier: %q, want cable and transceiver remedies", f.Remedy)
+	}
+	spare := roce(false)
+	spare.WasActive = nil
+	if f := judge(spare, none, checkPortPhys, "mlx5_1/2"); f.Severity != Skip {
+		t.Errorf("admin-down RoCE port never ACTIVE: %s, want skip", f.Severity)
 	}
 }

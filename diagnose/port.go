@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
 
 func init() {
@@ -17,7 +18,10 @@ func init() {
 		Title: "Physical link up",
 		Reads: []Source{SourceInfiniband},
 		Doc: "ports/N/phys_state is 5: LinkUp. 2: Polling means no peer (cable unplugged, peer port down), " +
-			"3: Disabled an administratively disabled port, 6: LinkErrorRecovery an unstable link.",
+			"3: Disabled an administratively disabled port, 6: LinkErrorRecovery an unstable link. On Ethernet (RoCE) " +
+			"ports 3: Disabled means the netdev is set down or has no carrier, judged by its flags and carrier. " +
+			"Only a required port fails (diagnose.ports): one the config names, one ACTIVE since rdma_doctor " +
+			"started, or any port of a host with none up; a spare port (never cabled, admin-down) skips.",
 		Remedy: "Check cable and transceiver and the peer switch port; mlxlink -d <pci> -p <port> shows the Troubleshooting Info.",
 		Run:    checkPortPhys,
 	})
@@ -26,7 +30,7 @@ func init() {
 		Title: "Logical port state ACTIVE",
 		Reads: []Source{SourceInfiniband},
 		Doc: "ports/N/state is 4: ACTIVE. INIT with the physical link up means no subnet manager has configured " +
-			"the port (warn, see sm.present); DOWN and ARMED fail.",
+			"the port (warn, see sm.present); DOWN and ARMED fail, DOWN only on a required port (as port.phys).",
 		Remedy: "Fix the physical link first (port.phys); for INIT start a subnet manager; for ARMED check the SM log and partitions.",
 		Run:    checkPortState,
 	})
@@ -76,7 +80,7 @@ func portOrNone(s *Snapshot, fn func(d *infiniband.Device, p *infiniband.Port) [
 	return out
 }
 
-func checkPortPhys(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPortPhys(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
 	return portOrNone(s, func(d *infiniband.Device, p *infiniband.Port) []Finding {
 		t := portTarget(d, p)
 		if !p.PhysState.OK {
@@ -84,6 +88,14 @@ func checkPortPhys(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 		}
 		f := Finding{Target: t, Observed: enumText(p.PhysState.V), Expected: "5: LinkUp",
 			Evidence: fmt.Sprintf("/sys/class/infiniband/%s/ports/%d/phys_state", d.Name, p.Num)}
+		if p.PhysState.V.Value != infiniband.PhysStateLinkUp {
+			if spare, ok := sparePort(s, cfg, d, p, f); ok {
+				return []Finding{spare}
+			}
+			if !p.IsInfiniBand() {
+				return []Finding{ethernetDown(s, d, p, f)}
+			}
+		}
 		mlx := fmt.Sprintf("mlxlink -d %s -p %d (Troubleshooting Info, Module Info)", mlxlinkDev(d), p.Num)
 		switch p.PhysState.V.Value {
 		case infiniband.PhysStateLinkUp:
@@ -109,13 +121,84 @@ func checkPortPhys(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 	}), nil
 }
 
+// portActive reports an ACTIVE (or ACTIVE_DEFER) port.
+func portActive(p *infiniband.Port) bool {
+	return p.State.OK && (p.State.V.Value == infiniband.StateActive || p.State.V.Value == infiniband.StateActiveDefer)
+}
+
+// sparePort turns the finding of a down port into a skip when the port is
+// not required to be up (config.PortPolicy): the unused second port of a
+// dual-port card, or an admin-down Ethernet port, is not a node failure.
+// A port the config names, a port that was ACTIVE since rdma_doctor
+// started, and every port of a host none of whose ports is up are
+// required.
+func sparePort(s *Snapshot, cfg *config.Config, d *infiniband.Device, p *infiniband.Port, f Finding) (Finding, bool) {
+	switch {
+	case cfg.Diagnose.Ports.Requires(d.Name, p.Num):
+		return f, false
+	case s.WasActive != nil && s.WasActive(d.Name, p.Num):
+		return f, false
+	case !anyPortActive(s):
+		return f, false
+	}
+	f.Severity = Skip
+	f.Evidence += fmt.Sprintf("; a spare port: not ACTIVE since rdma_doctor started and not in diagnose.ports.required "+
+		"(list it there, as {device: %s, port: %d}, if it must be up)", d.Name, p.Num)
+	return f, true
+}
+
+func anyPortActive(s *Snapshot) bool {
+	any := false
+	forEachPort(s, func(_ *infiniband.Device, p *infiniband.Port) { any = any || portActive(p) })
+	return any
+}
+
+// ethernetDown judges a required Ethernet (RoCE, iWARP) port whose link
+// is not up by its netdev: 3: Disabled there means the interface is down
+// or has no carrier, not an InfiniBand port disabled by the SM, and the
+// remedies are Ethernet ones.
+func ethernetDown(s *Snapshot, d *infiniband.Device, p *infiniband.Port, f Finding) Finding {
+	t := portTarget(d, p)
+	f.Severity = Fail
+	nd := findNetdev(s, p.Netdev)
+	mlx := fmt.Sprintf("mlxlink -d %s -p %d", mlxlinkDev(d), p.Num)
+	switch {
+	case nd == nil:
+		f.Remedy = fmt.Sprintf("%s (Ethernet) has no link: find its netdev (rdma link show %s/%d), bring it up (ip link set <netdev> up), "+
+			"then check cable, transceiver and switch port (ethtool <netdev>, %s)", t, d.Name, p.Num, mlx)
+	case nd.AdminUp.OK && !nd.AdminUp.V, !nd.AdminUp.OK && !nd.Carrier.OK && nd.OperState.OK && nd.OperState.V == "down":
+		f.Observed += ", netdev " + nd.Name + " administratively down"
+		f.Evidence += ", /sys/class/net/" + nd.Name + "/flags"
+		f.Remedy = fmt.Sprintf("%s is set down: ip link set %s up (and in the host's network configuration so it stays up)", nd.Name, nd.Name)
+	default:
+		f.Observed += ", netdev " + nd.Name + " up without carrier"
+		f.Evidence += ", /sys/class/net/" + nd.Name + "/carrier"
+		f.Remedy = fmt.Sprintf("%s is up but has no carrier: check the cable and transceiver (ethtool %s, ethtool -m %s), "+
+			"the switch port and its speed/FEC settings; %s shows the link's troubleshooting info", nd.Name, nd.Name, nd.Name, mlx)
+	}
+	return f
+}
+
+// findNetdev returns the netdev snapshot of a name, nil when unknown.
+func findNetdev(s *Snapshot, name string) *netdev.Netdev {
+	if s.Netdev == nil || name == "" {
+		return nil
+	}
+	for i := range s.Netdev.Netdevs {
+		if s.Netdev.Netdevs[i].Name == name {
+			return &s.Netdev.Netdevs[i]
+		}
+	}
+	return nil
+}
+
 // portStateArgs are ibportstate's arguments for a local port: it takes a
 // LID and a port, or -D 0 for the local port via direct route.
 func portStateArgs(d *infiniband.Device, p *infiniband.Port) string {
 	return fmt.Sprintf("-C %s -P %d -D 0 %d", d.Name, p.Num, p.Num)
 }
 
-func checkPortState(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPortState(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
 	return portOrNone(s, func(d *infiniband.Device, p *infiniband.Port) []Finding {
 		t := portTarget(d, p)
 		if !p.State.OK {
@@ -125,6 +208,11 @@ func checkPortState(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 			Evidence: fmt.Sprintf("/sys/class/infiniband/%s/ports/%d/state", d.Name, p.Num)}
 		if p.PhysState.OK {
 			f.Evidence += ", phys_state " + enumText(p.PhysState.V)
+		}
+		if !portActive(p) && !linkUp(p) {
+			if spare, ok := sparePort(s, cfg, d, p, f); ok {
+				return []Finding{spare}
+			}
 		}
 		switch p.State.V.Value {
 		case infiniband.StateActive, infiniband.StateActiveDefer:

@@ -84,6 +84,10 @@ type Snapshot struct {
 	TuningErr error
 	Netdev    *netdev.Snapshot
 	NetdevErr error
+	// WasActive reports whether a port was ACTIVE at any sample since
+	// rdma_doctor started (nil: unknown, as in tests); such a port must
+	// stay up.
+	WasActive func(device string, port int) bool
 	// Bus is the Mellanox/NVIDIA network functions of the PCI bus with
 	// their drivers, which tell dev.present why a device is missing;
 	// BusErr is a partial or failed read.
@@ -224,7 +228,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 	if r == nil {
 		r = &Reader{}
 	}
-	s := &Snapshot{Time: hs.Time, Hostname: hs.Hostname(ctx)}
+	s := &Snapshot{Time: hs.Time, Hostname: hs.Hostname(ctx), WasActive: hs.Host().WasActive}
 	// The sources are independent; the slow ones (process scans) run next
 	// to the class read.
 	var wg sync.WaitGroup

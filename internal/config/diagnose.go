@@ -40,6 +40,8 @@ type Diagnose struct {
 	ExpectedDevices int `yaml:"expected_devices"`
 	// LinkLayers says which link layer ports must run (port.layer).
 	LinkLayers []LinkLayerRule `yaml:"link_layers"`
+	// Ports says which ports must be up (port.phys, port.state).
+	Ports PortPolicy `yaml:"ports"`
 	// Firmware is the firmware policy per board_id or hca_type (fw.version).
 	Firmware []FirmwarePolicy `yaml:"firmware"`
 	// Thresholds are the limits the checks judge against.
@@ -146,6 +148,55 @@ type LinkLayerRule struct {
 	BoardID   string    `yaml:"board_id"`
 	HCAType   string    `yaml:"hca_type"`
 	LinkLayer LinkLayer `yaml:"link_layer"`
+}
+
+// PortPolicy says which ports must be up. By default a port must be up
+// when the config names it, when it was ACTIVE at any sample since
+// rdma_doctor started, or when no port of the host is up at all; any other
+// down port (the unused second port of a dual-port card, an admin-down
+// Ethernet port) is a spare and never fails a check.
+type PortPolicy struct {
+	// Required are ports that must be up; port 0 means every port of the
+	// device.
+	Required []PortRef `yaml:"required"`
+	// All makes every port required (the behaviour before spare ports).
+	All bool `yaml:"all"`
+}
+
+// PortRef names a port of a device (port 0: every port).
+type PortRef struct {
+	Device string `yaml:"device"`
+	Port   int    `yaml:"port"`
+}
+
+// Requires reports whether the config requires device/port to be up.
+func (p *PortPolicy) Requires(device string, port int) bool {
+	if p.All {
+		return true
+	}
+	for _, r := range p.Required {
+		if r.Device == device && (r.Port == 0 || r.Port == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// UnmarshalYAML decodes one port reference strictly.
+func (r *PortRef) UnmarshalYAML(n *yaml.Node) error {
+	type plain PortRef
+	var p plain
+	if err := decodeStrict(n, &p); err != nil {
+		return err
+	}
+	switch {
+	case p.Device == "":
+		return lineErr(n, "diagnose.ports.required: device is required")
+	case p.Port < 0:
+		return lineErr(n, "diagnose.ports.required: port must be 1 or more (0 or none: every port)")
+	}
+	*r = PortRef(p)
+	return nil
 }
 
 // LinkLayer is "InfiniBand" or "Ethernet", as ports/N/link_layer prints it.

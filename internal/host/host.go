@@ -109,9 +109,16 @@ type Host struct {
 	hostname  slow[string]
 
 	// latest is the newest class read, which a snapshot that accepts an
-	// older class (the sampler) reuses.
+	// older class (the sampler) reuses; active holds every port seen
+	// ACTIVE since start (device/port), which diagnose requires to stay up.
 	latestMu sync.Mutex
 	latest   timed[*infiniband.Class]
+	active   map[portKey]bool
+}
+
+type portKey struct {
+	device string
+	port   int
 }
 
 type timed[T any] struct {
@@ -176,6 +183,34 @@ func (h *Host) SnapshotReusing(maxAge time.Duration) *Snapshot {
 	return s
 }
 
+// record keeps the ports seen ACTIVE and, when whole, the class itself.
+func (h *Host) record(c *infiniband.Class, err error, at time.Time, whole bool) {
+	h.latestMu.Lock()
+	defer h.latestMu.Unlock()
+	if whole {
+		h.latest = timed[*infiniband.Class]{v: c, err: err, at: at, ok: true}
+	}
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		for j := range d.Ports {
+			if p := &d.Ports[j]; p.State.OK && (p.State.V.Value == infiniband.StateActive || p.State.V.Value == infiniband.StateActiveDefer) {
+				if h.active == nil {
+					h.active = map[portKey]bool{}
+				}
+				h.active[portKey{d.Name, p.Num}] = true
+			}
+		}
+	}
+}
+
+// WasActive reports whether a port was ACTIVE in any class read since the
+// Host was made: such a port going down is a fault, not a spare.
+func (h *Host) WasActive(device string, port int) bool {
+	h.latestMu.Lock()
+	defer h.latestMu.Unlock()
+	return h.active[portKey{device, port}]
+}
+
 // Ages reports how old each slow source's cached value is (absent: never
 // read), for rdma_snapshot_age_seconds.
 func (h *Host) Ages() map[string]time.Duration {
@@ -215,10 +250,8 @@ func (s *Snapshot) FS() hostfs.Host { return s.h.fs }
 func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
 	return s.class.get(func() (*infiniband.Class, error) {
 		c, err := s.h.ib.Read(ctx)
-		if c != nil && ctx.Err() == nil {
-			s.h.latestMu.Lock()
-			s.h.latest = timed[*infiniband.Class]{v: c, err: err, at: s.Time, ok: true}
-			s.h.latestMu.Unlock()
+		if c != nil {
+			s.h.record(c, err, s.Time, ctx.Err() == nil)
 		}
 		return c, err
 	})

@@ -45,6 +45,9 @@ const (
 // ARPHRD_INFINIBAND, the type of IPoIB interfaces.
 const typeInfiniband = 32
 
+// IFF_UP in a netdev's flags.
+const iffUp = 0x1
+
 // Netdev is one network device that carries RDMA traffic or IPoIB.
 type Netdev struct {
 	Name string
@@ -56,11 +59,14 @@ type Netdev struct {
 	Port   int
 	// PCIAddress is the PCI function of the netdev ("" for virtual ones:
 	// a bond carrying a RoCE LAG).
-	PCIAddress   string
-	IfIndex      Opt[uint64]
-	MTU          Opt[uint64]
-	OperState    Opt[string]
-	Carrier      Opt[bool]
+	PCIAddress string
+	IfIndex    Opt[uint64]
+	MTU        Opt[uint64]
+	OperState  Opt[string]
+	Carrier    Opt[bool]
+	// AdminUp is IFF_UP of flags: the interface was set up (ip link set
+	// up). Down by the admin is a choice; up without carrier is a fault.
+	AdminUp      Opt[bool]
 	IPv6Disabled Opt[bool]
 	// IPoIB is set for IPoIB interfaces.
 	IPoIB *IPoIB
@@ -357,6 +363,9 @@ func (r *reader) netdev(name string, kind Kind) Netdev {
 	nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
 	nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
 	nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
+	if f := parsed(r, dir+"/flags", infiniband.ParseHex); f.OK {
+		nd.AdminUp = some(f.V&iffUp != 0)
+	}
 	// /proc/sys/net/ipv6/conf/<if> is missing when IPv6 is disabled for
 	// the whole kernel (ipv6.disable=1); then the value is unknown here.
 	if b, err := r.host.Proc.ReadFile("sys/net/ipv6/conf/" + name + "/disable_ipv6"); err == nil {
