@@ -42,7 +42,7 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, degradedOnly bool) *Fa
 		links:        desc("rdma_fabric_links", "Links in the fabric (each counted once, not once per end)."),
 		degraded:     desc("rdma_fabric_links_degraded", "Links iblinkinfo says could run wider or faster than they do (\"Could be ...\")."),
 		switches:     desc("rdma_fabric_switches", "Switches in the fabric."),
-		cas:          desc("rdma_fabric_cas", "Channel adapters in the fabric, counted by node description."),
+		cas:          desc("rdma_fabric_cas", "Channel adapters in the fabric, counted by GUID (node descriptions are not unique)."),
 		ports:        desc("rdma_fabric_ports", "Ports iblinkinfo reported."),
 		down:         desc("rdma_fabric_ports_down", "Ports iblinkinfo reported Down."),
 		malformed:    desc("rdma_fabric_malformed_lines", "iblinkinfo output lines skipped because they were not in its format."),

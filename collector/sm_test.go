@@ -168,7 +168,7 @@ rdma_fabric_links 8
 # HELP rdma_fabric_switches Switches in the fabric.
 # TYPE rdma_fabric_switches gauge
 rdma_fabric_switches 3
-# HELP rdma_fabric_cas Channel adapters in the fabric, counted by node description.
+# HELP rdma_fabric_cas Channel adapters in the fabric, counted by GUID (node descriptions are not unique).
 # TYPE rdma_fabric_cas gauge
 rdma_fabric_cas 4
 # HELP rdma_fabric_link_could_be_info What iblinkinfo says a degraded link could run at (empty when only the other one is below); always 1.

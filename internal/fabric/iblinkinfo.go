@@ -61,7 +61,7 @@ func (l *Link) Degraded() bool { return l.CouldBeWidth != "" || l.CouldBeSpeed !
 // Rate is the link's active data rate as the kernel's rate file counts it
 // (4X HDR is 200 Gb/s); ok is false when the speed is unknown.
 func (l *Link) Rate() (infiniband.Rate, bool) {
-	g, ok := laneGbps[l.Speed]
+	g, ok := infiniband.LaneGbps(l.Speed)
 	if !ok {
 		return infiniband.Rate{}, false
 	}
@@ -75,8 +75,10 @@ type Fabric struct {
 	// Switches is the number of switches: GUIDs that iblinkinfo prints on
 	// more than one port line (a switch's ports share its port 0 GUID).
 	Switches int
-	// CAs is the number of channel adapters, counted by node description
-	// of the non-switch ports (a dual-port HCA shares one description).
+	// CAs is the number of channel adapters, counted by the GUID iblinkinfo
+	// prints: descriptions are not unique (SHARP aggregation nodes, hosts
+	// without rdma-ndd share one). Each mlx5 port is a CA of its own; the
+	// two ports of a ConnectX-3 count twice.
 	CAs int
 	// CAPorts is the number of non-switch ports seen.
 	CAPorts int
@@ -440,25 +442,17 @@ var speeds = map[string]string{
 	"212.5 Gbps":        "XDR",
 }
 
-// laneGbps is the per-lane data rate as the kernel's rate file counts it
-// (the same table as internal/infiniband's), so a fabric link and the local
-// port it ends on report the same rate.
-var laneGbps = map[string]float64{
-	"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR10": 10, "FDR": 14,
-	"EDR": 25, "HDR": 50, "NDR": 100, "XDR": 200,
-}
-
 func speedName(s string) string { return speeds[s] }
 
 func (p *parser) finish() *Fabric {
 	f := &p.f
-	cas := map[string]struct{}{}
-	for _, ns := range p.nodes {
+	cas := map[uint64]struct{}{}
+	for guid, ns := range p.nodes {
 		if ns.lines > 1 {
 			f.Switches++
 		} else {
 			f.CAPorts++
-			cas[ns.desc] = struct{}{}
+			cas[guid] = struct{}{}
 		}
 	}
 	f.CAs = len(cas)

@@ -34,6 +34,14 @@ var laneGbps = map[string]float64{
 	"EDR": 25, "HDR": 50, "NDR": 100, "XDR": 200,
 }
 
+// LaneGbps is the per-lane data rate of a speed name ("HDR": 50), as the
+// kernel's rate file counts it: the one table, shared with the fabric
+// parser so a fabric link and the local port it ends on agree.
+func LaneGbps(speed string) (float64, bool) {
+	g, ok := laneGbps[speed]
+	return g, ok
+}
+
 var validWidths = map[int]bool{1: true, 2: true, 4: true, 8: true, 12: true}
 
 // ParseRate parses every form the kernel has printed for ports/N/rate:
