@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
 // portTarget is the target name of a port: "mlx5_0/1".
@@ -33,12 +34,8 @@ func mlxlinkDev(d *infiniband.Device) string {
 func fileErr(d *infiniband.Device, rel string) error {
 	suffix := "infiniband/" + d.Name + "/" + rel
 	for _, err := range d.Errors {
-		var pe *infiniband.ParseError
-		var fe *fs.PathError
-		switch {
-		case errors.As(err, &pe) && strings.HasSuffix(pe.Path, suffix):
-			return err
-		case errors.As(err, &fe) && strings.HasSuffix(fe.Path, suffix):
+		// The path is below the sysfs root the reader was given.
+		if strings.HasSuffix(sysattr.ErrorPath(err), suffix) {
 			return err
 		}
 	}

@@ -71,16 +71,7 @@ func (f *Function) LinkDegraded() (degraded, ok bool) {
 func (f *Function) ErrorsFor(files ...string) []error {
 	var out []error
 	for _, err := range f.Errors {
-		var p string
-		var pe *ParseError
-		var fe *fs.PathError
-		switch {
-		case errors.As(err, &pe):
-			p = pe.Path
-		case errors.As(err, &fe):
-			p = fe.Path
-		}
-		if slices.Contains(files, path.Base(p)) {
+		if slices.Contains(files, path.Base(sysattr.ErrorPath(err))) {
 			out = append(out, err)
 		}
 	}

@@ -126,3 +126,19 @@ func GetOrEmpty[T any](d *Dir, name string, required bool, parse func(string) (T
 	s, read, empty := TextOrEmpty(d.FS, p, required, d.Fail)
 	return ParseOrEmpty(s, read, empty, parse, d.Fail, func() string { return p })
 }
+
+// ErrorPath is the file an error names: a *ParseError's or an
+// *fs.PathError's path, "" for any other error. The one place that knows
+// how the readers spell an error's file, so a check can find the error of
+// the value it judges.
+func ErrorPath(err error) string {
+	var pe *ParseError
+	var fe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Path
+	case errors.As(err, &fe):
+		return fe.Path
+	}
+	return ""
+}
