@@ -144,7 +144,9 @@ func TestSlowStuckRead(t *testing.T) {
 		t.Errorf("waiter with an ended context: %d %v, want the previous value 1", v, err)
 	}
 	var empty slow[int]
-	go func() { _, _ = empty.get(context.Background(), later, time.Second, func(context.Context) (int, error) { <-release; return 3, nil }) }()
+	go func() {
+		_, _ = empty.get(context.Background(), later, time.Second, func(context.Context) (int, error) { <-release; return 3, nil })
+	}()
 	for {
 		empty.mu.Lock()
 		inFlight := empty.flight != nil
