@@ -94,31 +94,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
 		defer cancel()
 	}
-	// Standard output is a pipe of our own rather than exec's StdoutPipe,
-	// which Wait closes: here the consumer reads to the end even while
-	// the program is being reaped.
-	rd, wr, err := os.Pipe()
+	g := &group{}
+	begin := time.Now()
+	cmd, rd, stderr, err := start(path, spec, g)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", spec.Path, err)
 	}
 	defer rd.Close()
-	cmd := exec.Command(path, spec.Args...)
-	cmd.Env = spec.Env
-	cmd.Stdout = wr
-	// Its own process group, so the kill reaches anything it forked.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = waitDelay
-	g := &group{}
-	stderr := &capWriter{keep: stderrKeep, limit: limitOr(spec.MaxStderr, DefaultMaxStderr), over: g.kill}
-	cmd.Stderr = stderr
-
-	begin := time.Now()
-	err = cmd.Start()
-	wr.Close() // the child holds its own copy; ours would keep EOF away
-	if err != nil {
-		return res, fmt.Errorf("%s: %w", spec.Path, err)
-	}
-	g.started(cmd.Process.Pid)
 	gone := g.watch(ctx, rd, cmd.Process.Pid)
 
 	stdout := &capReader{r: rd, limit: limitOr(spec.MaxOutput, DefaultMaxOutput), over: g.kill}
@@ -137,6 +119,34 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	res.Duration = time.Since(begin)
 	res.Stderr = stderr.Bytes()
 	return res, runError(ctx, spec, stdout, stderr, consumeErr, waitErr, res)
+}
+
+// start starts the program in a process group of its own, with standard
+// output on a pipe whose read end it returns, and standard error capped.
+func start(path string, spec Spec, g *group) (*exec.Cmd, *os.File, *capWriter, error) {
+	// A pipe of our own rather than exec's StdoutPipe, which Wait closes:
+	// here the consumer reads to the end even while the program is being
+	// reaped.
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.Command(path, spec.Args...)
+	cmd.Env = spec.Env
+	cmd.Stdout = wr
+	// Its own process group, so the kill reaches anything it forked.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = waitDelay
+	stderr := &capWriter{keep: stderrKeep, limit: limitOr(spec.MaxStderr, DefaultMaxStderr), over: g.kill}
+	cmd.Stderr = stderr
+	err = cmd.Start()
+	wr.Close() // the child holds its own copy; ours would keep EOF away
+	if err != nil {
+		rd.Close()
+		return nil, nil, nil, err
+	}
+	g.started(cmd.Process.Pid)
+	return cmd, rd, stderr, nil
 }
 
 // consume reads standard output: into res.Stdout, or through the
