@@ -74,6 +74,11 @@ var ErrTimeout = errors.New("timed out")
 // MaxOutput to standard output or MaxStderr to standard error.
 var ErrOutputTooLarge = errors.New("output larger than limit")
 
+// ErrEscaped is returned (wrapped) when a process the program started
+// left its process group, so the group kill missed it, and kept the output
+// open after the program exited.
+var ErrEscaped = errors.New("a child escaped the process group")
+
 const stderrKeep = 4 << 10
 
 // waitDelay bounds how long output pipes are drained after the group was
@@ -173,6 +178,8 @@ func runError(ctx context.Context, spec Spec, stdout *capReader, stderr *capWrit
 		return fmt.Errorf("%s: %w: more than %d bytes on standard output, process group killed", spec.Path, ErrOutputTooLarge, stdout.limit)
 	case stderr.exceeded():
 		return fmt.Errorf("%s: %w: more than %d bytes on standard error, process group killed", spec.Path, ErrOutputTooLarge, stderr.limit)
+	case errors.Is(consumeErr, os.ErrDeadlineExceeded) || errors.Is(waitErr, exec.ErrWaitDelay):
+		return fmt.Errorf("%s: %w: its output was still held open %s after it exited, by a process that left its process group", spec.Path, ErrEscaped, waitDelay)
 	case consumeErr != nil:
 		return fmt.Errorf("%s: %w", spec.Path, consumeErr)
 	case waitErr != nil:

@@ -304,3 +304,19 @@ func TestOutputCapKills(t *testing.T) {
 		})
 	}
 }
+
+// TestEscapedChildDoesNotHoldRun: a child that left the group (setsid)
+// cannot be killed with it and keeps the output pipes open; Run still
+// returns (after draining for waitDelay) instead of waiting for it, with
+// an error, and the hour-long timeout plays no part.
+func TestEscapedChildDoesNotHoldRun(t *testing.T) {
+	dir := t.TempDir()
+	// The leader waits until the child has escaped, or the group kill
+	// would catch it still in the group.
+	p := script(t, "setsid sh -c 'echo $$ >"+dir+"/child; exec sleep 1000' &\nuntil [ -s "+dir+"/child ]; do sleep 0.01; done\necho out\n")
+	t.Cleanup(func() { _ = syscall.Kill(waitPid(t, dir+"/child"), syscall.SIGKILL) })
+	_, err := Run(context.Background(), Spec{Path: p, Timeout: time.Hour})
+	if !errors.Is(err, ErrEscaped) {
+		t.Fatalf("err = %v, want ErrEscaped", err)
+	}
+}
