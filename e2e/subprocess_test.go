@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,16 +102,23 @@ func TestSminfoLeavesNoOrphans(t *testing.T) {
 	root := subUmadHost(t)
 	dir := t.TempDir()
 	children := filepath.Join(dir, "children")
-	fake := smFakeTool(t, "sminfo", `sleep 1000 &
+	// The children run as dir/orphan, so that strays (if this test fails,
+	// or of a run cut short by the exporter's kill at the end) can be
+	// found and killed.
+	orphan := filepath.Join(dir, "orphan")
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sleep, orphan); err != nil {
+		t.Fatal(err)
+	}
+	fake := smFakeTool(t, "sminfo", orphan+` 1000 &
 echo $! >>`+children+`
-sleep 1000 >/dev/null 2>&1 </dev/null &
+`+orphan+` 1000 >/dev/null 2>&1 </dev/null &
 echo $! >>`+children+`
 cat `+smToolFixture(t, "sminfo-master-ibsim.txt")+"\n")
-	t.Cleanup(func() {
-		for _, pid := range subPids(t, children) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	t.Cleanup(func() { subKillStrays(t, fake, orphan) })
 	e := start(t, "--path.rootfs="+root, "--collector.sm.sminfo-path="+fake, "--collector.sm.sminfo-interval=200ms")
 	const rounds = 4
 	pids := subWaitPids(t, children, 2*rounds)
@@ -160,6 +168,35 @@ cat `+smToolFixture(t, "iblinkinfo-l-generated-hdr-fdr-downgrade.txt")+"\n")
 	if peak > 1<<30 {
 		t.Errorf("the exporter's peak RSS is %d MiB for a scan capped at 64 MiB", peak>>20)
 	}
+}
+
+// subKillStrays kills what a test left running: once no process runs
+// script (a fake tool) any more, every process whose command line holds
+// marker.
+func subKillStrays(t *testing.T, script, marker string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); len(subProcs(script)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, pid := range subProcs(marker) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// subProcs lists the processes whose command line contains s.
+func subProcs(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) && subAlive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // subPeakRSS is a process's peak resident set (VmHWM), in bytes.
