@@ -247,11 +247,13 @@ func subResponder(t *testing.T) (*exporter, string) {
 	return e, addr
 }
 
-// subIdle opens a connection that says nothing and reports whether the
-// responder greeted it (false: closed at once, refused).
-func subIdle(t *testing.T, addr string) (net.Conn, bool) {
+// subIdle opens a connection from the loopback address src (all of 127/8
+// is local: each stands for a client) that says nothing, and reports
+// whether the responder greeted it (false: closed at once, refused).
+func subIdle(t *testing.T, addr, src string) (net.Conn, bool) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,16 +275,19 @@ func subClosed(c net.Conn) bool {
 	return !(errors.As(err, &ne) && ne.Timeout())
 }
 
+// subClient is the i-th stand-in client address.
+func subClient(i int) string { return fmt.Sprintf("127.0.1.%d", 1+i) }
+
 // TestResponderIdleConnections: more idle, unauthenticated connections
-// than the responder has sessions do not keep an authenticated probe out,
-// and the responder closes them at its handshake deadline. Then, with
-// every handshake slot held, 2,000 more connections are refused with a
-// line or two of log, not one each.
+// than the responder has sessions, from a few clients, do not keep an
+// authenticated probe out, and the responder closes them at its handshake
+// deadline. Then, with every handshake slot held, 2,000 more connections
+// are refused with a line or two of log, not one each.
 func TestResponderIdleConnections(t *testing.T) {
 	e, addr := subResponder(t)
 	var idle []net.Conn
 	for i := 0; i < 20; i++ {
-		c, ok := subIdle(t, addr)
+		c, ok := subIdle(t, addr, subClient(i%3))
 		if !ok {
 			t.Fatalf("idle connection %d refused", i)
 		}
@@ -303,13 +308,13 @@ func TestResponderIdleConnections(t *testing.T) {
 
 	began := time.Now()
 	for i := 0; i < control.DefaultMaxHandshakes; i++ {
-		if _, ok := subIdle(t, addr); !ok {
+		if _, ok := subIdle(t, addr, subClient(i/control.DefaultMaxHandshakesPerClient)); !ok {
 			t.Fatalf("idle connection %d of %d refused", i, control.DefaultMaxHandshakes)
 		}
 	}
 	refused := 0
 	for i := 0; i < 2000; i++ {
-		c, ok := subIdle(t, addr)
+		c, ok := subIdle(t, addr, "127.0.2.1")
 		if !ok {
 			refused++
 		}

@@ -60,11 +60,15 @@ func attr(r slog.Record, key string) string {
 	return v
 }
 
-// idle opens a connection that reads the greeting and then says nothing.
-// A refused one (closed before the greeting) is returned too.
-func idle(t *testing.T, addr string) net.Conn {
+// idle opens a connection that says nothing.
+func idle(t *testing.T, addr string) net.Conn { t.Helper(); return idleFrom(t, addr, "127.0.0.1") }
+
+// idleFrom is idle from the loopback address src (all of 127/8 is local),
+// to stand for another client.
+func idleFrom(t *testing.T, addr, src string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +101,14 @@ func closedByServer(t *testing.T, c net.Conn) bool {
 
 // TestIdleConnectionsDoNotHoldSessions: more idle, unauthenticated
 // connections than there are session slots are open (and stay open: the
-// handshake timeout is an hour), and an authenticated probe still runs.
+// handshake timeout is an hour), from two clients within their share of
+// the handshake pool, and an authenticated probe still runs.
 func TestIdleConnectionsDoNotHoldSessions(t *testing.T) {
 	e := startServer(t, nil, nil, func(s *Server) { s.HandshakeTimeout = time.Hour })
 	for i := 0; i < maxSessions+4; i++ {
-		if c := idle(t, e.addr); !greeted(t, c) {
-			t.Fatalf("idle connection %d refused before the handshake pool was full", i)
+		src := []string{"127.0.0.2", "127.0.0.3"}[i%2]
+		if c := idleFrom(t, e.addr, src); !greeted(t, c) {
+			t.Fatalf("idle connection %d (from %s) refused before the handshake pool was full", i, src)
 		}
 	}
 	res, err := client().TCP(context.Background(), e.addr, Request{Test: "tcp_lat", Iterations: 100})
@@ -111,6 +117,23 @@ func TestIdleConnectionsDoNotHoldSessions(t *testing.T) {
 	}
 	if res.Latency == nil || res.Latency.Samples != 100 {
 		t.Errorf("latency %+v", res.Latency)
+	}
+}
+
+// TestOneClientCannotFillHandshakes: one client gets its share of the
+// handshake pool and no more; another client is still served.
+func TestOneClientCannotFillHandshakes(t *testing.T) {
+	e := startServer(t, nil, nil, func(s *Server) { s.HandshakeTimeout = time.Hour })
+	for i := 0; i < DefaultMaxHandshakesPerClient; i++ {
+		if !greeted(t, idleFrom(t, e.addr, "127.0.0.2")) {
+			t.Fatalf("idle connection %d refused within the client's share", i)
+		}
+	}
+	if c := idleFrom(t, e.addr, "127.0.0.2"); greeted(t, c) {
+		t.Errorf("connection %d from one client greeted: the per-client limit is %d", DefaultMaxHandshakesPerClient+1, DefaultMaxHandshakesPerClient)
+	}
+	if _, err := client().TCP(context.Background(), e.addr, Request{Test: "tcp_lat", Iterations: 100}); err != nil {
+		t.Fatalf("probe from another client: %v", err)
 	}
 }
 

@@ -33,6 +33,9 @@ const (
 	// junk connections never take a session's place, and each of them
 	// costs at most a goroutine and a socket for the handshake timeout.
 	DefaultMaxHandshakes = 64
+	// DefaultMaxHandshakesPerClient bounds them per client address, so a
+	// single host cannot take the whole pool.
+	DefaultMaxHandshakesPerClient = 8
 	// maxSessions bounds concurrent authenticated sessions; perftest runs
 	// are serialised per device anyway.
 	maxSessions = 8
@@ -64,13 +67,17 @@ type Server struct {
 	// MaxHandshakes bounds connections not yet authenticated (default
 	// DefaultMaxHandshakes); more are closed at once.
 	MaxHandshakes int
+	// MaxHandshakesPerClient bounds them per client address (default
+	// DefaultMaxHandshakesPerClient).
+	MaxHandshakesPerClient int
 
 	portsMu sync.Mutex
 	ports   map[int]bool // perftest ports in use by this responder
 	// handshakes and sessions are the two pools of slots: a connection
 	// holds a handshake slot until it has authenticated, then a session
 	// slot.
-	handshakes, sessions chan struct{}
+	handshakes *handshakePool
+	sessions   chan struct{}
 	// crowded and refusals log what unauthenticated peers cause, which
 	// anyone who can connect can repeat at will: the first of each kind,
 	// then one count a minute.
@@ -139,10 +146,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("responder: %w", err)
 		}
-		select {
-		case s.handshakes <- struct{}{}:
-		default:
-			s.crowded.log("remote", c.RemoteAddr().String(), "max_handshakes", cap(s.handshakes))
+		if ok, full := s.handshakes.take(c.RemoteAddr()); !ok {
+			s.crowded.log("remote", c.RemoteAddr().String(), "limit", full,
+				"max_handshakes", s.MaxHandshakes, "max_handshakes_per_client", s.MaxHandshakesPerClient)
 			c.Close()
 			continue
 		}
@@ -174,10 +180,13 @@ func (s *Server) init() {
 	if s.MaxHandshakes <= 0 {
 		s.MaxHandshakes = DefaultMaxHandshakes
 	}
+	if s.MaxHandshakesPerClient <= 0 {
+		s.MaxHandshakesPerClient = DefaultMaxHandshakesPerClient
+	}
 	if s.logEvery <= 0 {
 		s.logEvery = time.Minute
 	}
-	s.handshakes = make(chan struct{}, s.MaxHandshakes)
+	s.handshakes = newHandshakePool(s.MaxHandshakes, s.MaxHandshakesPerClient)
 	s.sessions = make(chan struct{}, maxSessions)
 	s.crowded = &rateLog{logger: s.logger(), level: slog.LevelWarn, every: s.logEvery,
 		msg:     "responder: too many unauthenticated connections, refusing",
@@ -249,7 +258,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 // HandshakeTimeout, and then gives back its handshake slot; ok is false
 // when the connection is done with (refused or gone).
 func (s *Server) handshake(ctx context.Context, c net.Conn) (*session, Request, bool) {
-	defer func() { <-s.handshakes }()
+	defer s.handshakes.give(c.RemoteAddr())
 	ss := &session{s: s, conn: c, r: bufio.NewReader(c), log: s.logger().With("remote", c.RemoteAddr().String())}
 	_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 	// Shutting down ends a handshake at once, not at its deadline.
