@@ -31,6 +31,11 @@ type Client struct {
 // does not hold our secret.
 var ErrBadResponder = errors.New("responder's answer failed authentication (different probe.secret_file?)")
 
+// greetingTimeout bounds the wait for the responder's greeting, which it
+// sends as soon as it accepts; longer than the responder's own handshake
+// timeout, so a slow network is the responder's call to make.
+const greetingTimeout = 10 * time.Second
+
 // conn is an authenticated session.
 type conn struct {
 	c     net.Conn
@@ -87,7 +92,7 @@ func (cl *Client) open(ctx context.Context, address string, req Request) (*conn,
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(greetingTimeout))
 	// The greeting, or a refusal sent instead of it (address not
 	// allowed).
 	var hello struct {

@@ -37,6 +37,13 @@ type env struct {
 // the config before the server is built.
 func start(t *testing.T, script map[string]perftesttest.Sides, mutate func(*config.Probe)) *env {
 	t.Helper()
+	return startServer(t, script, mutate, nil)
+}
+
+// startServer is start with edit applied to the built server before it
+// serves.
+func startServer(t *testing.T, script map[string]perftesttest.Sides, mutate func(*config.Probe), edit func(*Server)) *env {
+	t.Helper()
 	fake := perftesttest.Install(t, script)
 	p := &config.Probe{
 		SecretFile: "unused",
@@ -57,6 +64,9 @@ func start(t *testing.T, script map[string]perftesttest.Sides, mutate func(*conf
 	srv, err := NewServer(p, secret, runner, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(srv)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

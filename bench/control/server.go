@@ -23,11 +23,21 @@ import (
 
 // Responder limits.
 const (
-	// handshakeTimeout bounds the wait for a request after accepting:
-	// an idle connection must not hold a slot.
-	handshakeTimeout = 10 * time.Second
-	// maxSessions bounds concurrent sessions; perftest runs are serialised
-	// per device anyway.
+	// DefaultHandshakeTimeout bounds an unauthenticated connection: the
+	// time from accepting it to its authenticated request. A prober sends
+	// its request at once, in one round trip, so a few seconds is ample;
+	// an idle connection is closed then.
+	DefaultHandshakeTimeout = 3 * time.Second
+	// DefaultMaxHandshakes bounds the connections not yet authenticated.
+	// They have a pool of their own, larger than the sessions', so idle or
+	// junk connections never take a session's place, and each of them
+	// costs at most a goroutine and a socket for the handshake timeout.
+	DefaultMaxHandshakes = 64
+	// DefaultMaxHandshakesPerClient bounds them per client address, so a
+	// single host cannot take the whole pool.
+	DefaultMaxHandshakesPerClient = 8
+	// maxSessions bounds concurrent authenticated sessions; perftest runs
+	// are serialised per device anyway.
 	maxSessions = 8
 	// lockWait is how long a request waits for a device busy with another
 	// probe before it is refused as busy.
@@ -51,10 +61,29 @@ type Server struct {
 	MaxDuration    time.Duration
 	Runner         *perftest.Runner
 	Logger         *slog.Logger
+	// HandshakeTimeout is how long a connection may take to authenticate
+	// (default DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds connections not yet authenticated (default
+	// DefaultMaxHandshakes); more are closed at once.
+	MaxHandshakes int
+	// MaxHandshakesPerClient bounds them per client address (default
+	// DefaultMaxHandshakesPerClient).
+	MaxHandshakesPerClient int
 
 	portsMu sync.Mutex
 	ports   map[int]bool // perftest ports in use by this responder
-	slots   chan struct{}
+	// handshakes and sessions are the two pools of slots: a connection
+	// holds a handshake slot until it has authenticated, then a session
+	// slot.
+	handshakes *handshakePool
+	sessions   chan struct{}
+	// crowded and refusals log what unauthenticated peers cause, which
+	// anyone who can connect can repeat at will: the first of each kind,
+	// then one count a minute.
+	crowded, refusals *rateLog
+	// logEvery is the rate logs' interval (tests shorten it).
+	logEvery time.Duration
 }
 
 // NewServer builds a responder from the config's probe section.
@@ -97,13 +126,12 @@ func (s *Server) logger() *slog.Logger {
 // Serve accepts sessions on ln until ctx ends, then closes ln and waits for
 // the sessions, which ctx also ends (their perftest servers are killed).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.portsMu.Lock()
-	if s.slots == nil {
-		s.slots = make(chan struct{}, maxSessions)
-	}
-	s.portsMu.Unlock()
+	s.init()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	// Counts still pending are logged when the responder stops.
+	defer s.refusals.stop()
+	defer s.crowded.stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -118,17 +146,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("responder: %w", err)
 		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			s.logger().Warn("responder: too many sessions, refusing", "remote", c.RemoteAddr())
+		if ok, full := s.handshakes.take(c.RemoteAddr()); !ok {
+			s.crowded.log("remote", c.RemoteAddr().String(), "limit", full,
+				"max_handshakes", s.MaxHandshakes, "max_handshakes_per_client", s.MaxHandshakesPerClient)
 			c.Close()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-s.slots }()
 			defer c.Close()
 			// A bug in one session must not take the exporter down.
 			defer func() {
@@ -139,6 +165,35 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.handle(ctx, c)
 		}()
 	}
+}
+
+// init fills in the defaults of the fields a caller may leave zero.
+func (s *Server) init() {
+	s.portsMu.Lock()
+	defer s.portsMu.Unlock()
+	if s.handshakes != nil {
+		return
+	}
+	if s.HandshakeTimeout <= 0 {
+		s.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if s.MaxHandshakes <= 0 {
+		s.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if s.MaxHandshakesPerClient <= 0 {
+		s.MaxHandshakesPerClient = DefaultMaxHandshakesPerClient
+	}
+	if s.logEvery <= 0 {
+		s.logEvery = time.Minute
+	}
+	s.handshakes = newHandshakePool(s.MaxHandshakes, s.MaxHandshakesPerClient)
+	s.sessions = make(chan struct{}, maxSessions)
+	s.crowded = &rateLog{logger: s.logger(), level: slog.LevelWarn, every: s.logEvery,
+		msg:     "responder: too many unauthenticated connections, refusing",
+		summary: "responder: more connections refused while too many were unauthenticated"}
+	s.refusals = &rateLog{logger: s.logger(), level: slog.LevelInfo, every: s.logEvery,
+		msg:     "responder: unauthenticated request refused",
+		summary: "responder: more unauthenticated requests refused"}
 }
 
 // session is one connection's state.
@@ -160,12 +215,14 @@ func (ss *session) reply(resp Response) error {
 
 func (ss *session) refuse(kind, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	ss.log.Info("responder: request refused", "kind", kind, "reason", msg)
 	if ss.nonce == "" {
-		// Unauthenticated: say no without a MAC, and nothing more.
+		// Unauthenticated: say no without a MAC, and nothing more; and
+		// log it rate-limited, since anyone who can connect can repeat it.
+		ss.s.refusals.log("remote", ss.conn.RemoteAddr().String(), "kind", kind, "reason", msg)
 		_ = writeLine(ss.conn, envelope{Body: mustJSON(Response{Kind: kind, Error: msg})})
 		return
 	}
+	ss.log.Info("responder: request refused", "kind", kind, "reason", msg)
 	_ = ss.reply(Response{Kind: kind, Error: msg})
 }
 
@@ -174,33 +231,20 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
+// handle runs one connection: the handshake under its deadline and in a
+// handshake slot, then the session in a session slot.
 func (s *Server) handle(ctx context.Context, c net.Conn) {
-	ss := &session{s: s, conn: c, r: bufio.NewReader(c), log: s.logger().With("remote", c.RemoteAddr().String())}
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	if !s.clientAllowed(c.RemoteAddr()) {
-		ss.refuse(KindForbidden, "client address not in probe.responder.allowed_clients")
+	ss, req, ok := s.handshake(ctx, c)
+	if !ok {
 		return
 	}
-	challenge := randomHex()
-	if err := writeLine(c, Hello{V: Version, Challenge: challenge}); err != nil {
+	select {
+	case s.sessions <- struct{}{}:
+	default:
+		ss.refuse(KindBusy, "too many probe sessions at once (%d)", maxSessions)
 		return
 	}
-	var env envelope
-	if err := readLine(ss.r, &env); err != nil {
-		ss.log.Debug("responder: no request", "err", err)
-		return
-	}
-	req, kind, err := decodeRequest(s.Secret, challenge, env)
-	if err != nil {
-		ss.refuse(kind, "%v", err)
-		return
-	}
-	ss.nonce = req.Nonce
-	ss.log = ss.log.With("test", req.Test)
-	if !s.AllowedTests[req.Test] {
-		ss.refuse(KindForbidden, "test %q is not in probe.responder.allowed_tests", req.Test)
-		return
-	}
+	defer func() { <-s.sessions }()
 	_ = c.SetDeadline(time.Time{})
 	switch req.Test {
 	case "tcp_lat", "tcp_bw":
@@ -208,6 +252,42 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	default:
 		s.servePerftest(ctx, ss, req)
 	}
+}
+
+// handshake challenges the peer and reads its request, all within
+// HandshakeTimeout, and then gives back its handshake slot; ok is false
+// when the connection is done with (refused or gone).
+func (s *Server) handshake(ctx context.Context, c net.Conn) (*session, Request, bool) {
+	defer s.handshakes.give(c.RemoteAddr())
+	ss := &session{s: s, conn: c, r: bufio.NewReader(c), log: s.logger().With("remote", c.RemoteAddr().String())}
+	_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
+	// Shutting down ends a handshake at once, not at its deadline.
+	defer context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })()
+	if !s.clientAllowed(c.RemoteAddr()) {
+		ss.refuse(KindForbidden, "client address not in probe.responder.allowed_clients")
+		return nil, Request{}, false
+	}
+	challenge := randomHex()
+	if err := writeLine(c, Hello{V: Version, Challenge: challenge}); err != nil {
+		return nil, Request{}, false
+	}
+	var env envelope
+	if err := readLine(ss.r, &env); err != nil {
+		ss.log.Debug("responder: no request", "err", err)
+		return nil, Request{}, false
+	}
+	req, kind, err := decodeRequest(s.Secret, challenge, env)
+	if err != nil {
+		ss.refuse(kind, "%v", err)
+		return nil, Request{}, false
+	}
+	ss.nonce = req.Nonce
+	ss.log = ss.log.With("test", req.Test)
+	if !s.AllowedTests[req.Test] {
+		ss.refuse(KindForbidden, "test %q is not in probe.responder.allowed_tests", req.Test)
+		return nil, Request{}, false
+	}
+	return ss, req, true
 }
 
 // decodeRequest authenticates and decodes a request envelope. On error,

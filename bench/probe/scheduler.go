@@ -86,6 +86,33 @@ func (s *Scheduler) next() time.Duration {
 	return time.Duration(float64(s.Interval) * f)
 }
 
+// waitGuard waits until no scrape has begun for the guard's Quiet. When
+// scrapes come so often that a probe is held back past its patience (one
+// Interval, and at least two guard periods), that is said once, as a
+// warning, and again when the probe finally runs: otherwise scrapes more
+// frequent than probe.scrape_guard starve every probe without a word.
+func (s *Scheduler) waitGuard(ctx context.Context, logger *slog.Logger, pair Pair) error {
+	if s.Guard == nil {
+		return ctx.Err()
+	}
+	patience := max(s.Interval, 2*s.Guard.Quiet)
+	began := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, patience)
+	err := s.Guard.Wait(wctx)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	logger.Warn("probe postponed: a scrape began less than probe.scrape_guard ago all the time; scrapes more frequent than the guard starve the probes",
+		"waited", patience, "scrape_guard", s.Guard.Quiet, "peer", pair.Target.Name, "test", pair.Test)
+	if err := s.Guard.Wait(ctx); err != nil {
+		return err
+	}
+	logger.Info("probe runs after being postponed by scrapes", "waited", time.Since(began).Round(time.Millisecond),
+		"peer", pair.Target.Name, "test", pair.Test)
+	return nil
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -116,12 +143,10 @@ func (s *Scheduler) Run(ctx context.Context) {
 		return
 	}
 	for i := 0; ; i = (i + 1) % len(s.Pairs) {
-		if s.Guard != nil {
-			if err := s.Guard.Wait(ctx); err != nil {
-				return
-			}
-		}
 		pair := s.Pairs[i]
+		if err := s.waitGuard(ctx, logger, pair); err != nil {
+			return
+		}
 		res := s.Prober.Run(ctx, pair.Target, pair.Test)
 		if ctx.Err() != nil {
 			// Shutting down: a run cut short says nothing about the

@@ -24,9 +24,23 @@ type RunnerConfig struct {
 	Interval time.Duration
 	// Timeout of one scan (default 2m).
 	Timeout time.Duration
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// MaxOutput bounds iblinkinfo's standard output (default
+	// DefaultMaxOutput); past it the scan is killed and fails.
+	MaxOutput int
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
+
+// DefaultMaxOutput is the default cap on one scan's output: 64 MiB. A
+// fabric of 40,000 links, each printed from both ends with node
+// descriptions of the maximum 64 bytes, is about 22 MB of --line output
+// (TestDefaultMaxOutputFitsLargeFabric), so the cap leaves three times
+// that. It bounds memory too: a scan of nothing but distinct links,
+// killed at the cap, peaked at about 370 MiB of RSS
+// (e2e TestIblinkinfoEndlessOutput), where 1 GB of links had reached
+// 4.4 GB. The fabric collector is off by default and meant for one host
+// per fabric; a smaller cap can be set in RunnerConfig.
+const DefaultMaxOutput = 64 << 20
 
 // Status is the latest scan result.
 type Status struct {
@@ -64,6 +78,9 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Minute
 	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -83,9 +100,10 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	defer r.runMu.Unlock()
 	var fab *Fabric
 	res, err := subprocess.Run(ctx, subprocess.Spec{
-		Path:    r.cfg.Path,
-		Args:    r.cfg.Args,
-		Timeout: r.cfg.Timeout,
+		Path:      r.cfg.Path,
+		Args:      r.cfg.Args,
+		Timeout:   r.cfg.Timeout,
+		MaxOutput: r.cfg.MaxOutput,
 		Stdout: func(rd io.Reader) error {
 			var perr error
 			fab, perr = Parse(rd)

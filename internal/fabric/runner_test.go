@@ -4,8 +4,10 @@
 package fabric
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,4 +101,76 @@ func TestRealIblinkinfoNoDevice(t *testing.T) {
 	if st.OK || st.Err == nil || !strings.Contains(st.Err.Error(), "exit status 1: Failed to open (null) port 0") {
 		t.Errorf("real iblinkinfo: %+v (err %v)", st, st.Err)
 	}
+}
+
+// TestRunnerEndlessOutputKilled: an iblinkinfo that prints valid links
+// without end is killed at the output cap (its hour-long timeout plays no
+// part), the scan fails saying so, and the previous scan's fabric stays.
+func TestRunnerEndlessOutputKilled(t *testing.T) {
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "endless")
+	fixture := fixturePath("iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
+	p := fakeIblinkinfo(t, `echo $$ >`+dir+`/pid
+if [ -e `+flag+` ]; then while :; do cat `+fixture+`; done; fi
+cat `+fixture+"\n")
+	r := NewRunner(RunnerConfig{Path: p, Timeout: time.Hour, MaxOutput: 256 << 10})
+	r.RunOnce(context.Background())
+	if st := r.Status(); !st.OK || st.Fabric == nil || len(st.Fabric.Links) != 8 {
+		t.Fatalf("first scan: %+v", st)
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.RunOnce(context.Background())
+	st := r.Status()
+	if st.OK || !errors.Is(st.Err, subprocess.ErrOutputTooLarge) || !strings.Contains(st.Err.Error(), "more than 262144 bytes on standard output") {
+		t.Errorf("endless scan: ok %v, err %v", st.OK, st.Err)
+	}
+	if st.Fabric == nil || len(st.Fabric.Links) != 8 || st.Failures != 1 {
+		t.Errorf("the failed scan must keep the last fabric: %+v", st)
+	}
+	b, _ := os.ReadFile(dir + "/pid")
+	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(b))); err == nil {
+		t.Errorf("endless iblinkinfo %s still exists", b)
+	}
+}
+
+// TestDefaultMaxOutputFitsLargeFabric: the default cap holds a 40,000-link
+// fabric in --line format with every link printed from both ends and node
+// descriptions at their 64-byte maximum, with at least twice that to
+// spare; and the parser reads all of it.
+func TestDefaultMaxOutputFitsLargeFabric(t *testing.T) {
+	const links = 40000
+	out := largeFabric(links)
+	if 2*len(out) > DefaultMaxOutput {
+		t.Errorf("a %d-link fabric is %d bytes: less than twice that fits in DefaultMaxOutput %d", links, len(out), DefaultMaxOutput)
+	}
+	fab, err := Parse(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fab.Links) != links || fab.Malformed != 0 {
+		t.Errorf("parsed %d links (%d malformed lines), want %d", len(fab.Links), fab.Malformed, links)
+	}
+}
+
+// largeFabric is iblinkinfo --line output for n switch-to-switch links,
+// 32 per switch pair, each printed once from each end.
+func largeFabric(n int) []byte {
+	desc := func(kind string, i int) string {
+		s := fmt.Sprintf("MF0;%s%05d:MQM9790/U1", kind, i)
+		return s + strings.Repeat("x", 64-len(s))
+	}
+	line := func(b *bytes.Buffer, guid uint64, d string, lid, port int, rguid uint64, rlid, rport int, rd string) {
+		fmt.Fprintf(b, "0x%016x %q %6d %4d[  ] ==( 4X        106.25 Gbps Active/  LinkUp)==>  0x%016x %6d %4d[  ] %q ( )\n",
+			guid, d, lid, port, rguid, rlid, rport, rd)
+	}
+	var b bytes.Buffer
+	for i := 0; i < n; i++ {
+		leaf, spine, port := i/32, i/32, i%32+1
+		lg, sg := uint64(0x1070fd0300000000)+uint64(leaf), uint64(0x1070fd0400000000)+uint64(spine)
+		line(&b, lg, desc("leaf", leaf), 1+leaf, port, sg, 40000+spine, port, desc("spine", spine))
+		line(&b, sg, desc("spine", spine), 40000+spine, port, lg, 1+leaf, port, desc("leaf", leaf))
+	}
+	return b.Bytes()
 }

@@ -2,9 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package subprocess runs the diagnostic programs rdma_doctor depends on
-// (sminfo, iblinkinfo) the one safe way: no shell, a hard timeout, the whole
-// process group killed when it expires, and always reaped, so a hung MAD
-// query can neither hold a scrape nor leave a zombie behind.
+// (sminfo, iblinkinfo) the one safe way: no shell, a hard timeout, output
+// capped, the whole process group killed whenever the program ends (on
+// success too: a child it forked must not outlive it), and always reaped,
+// so a hung MAD query can neither hold a scrape nor leave a process behind.
 package subprocess
 
 import (
@@ -13,11 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Spec is one run of a program.
@@ -32,12 +37,25 @@ type Spec struct {
 	// It must read until EOF or return an error; on error the process group
 	// is killed.
 	Stdout func(io.Reader) error
-	// MaxOutput bounds the standard output kept when Stdout is nil
-	// (default 1 MiB); more is an error.
+	// MaxOutput bounds standard output (default DefaultMaxOutput), whether
+	// it is kept (Stdout nil) or streamed to Stdout: past it the process
+	// group is killed at once and Run returns ErrOutputTooLarge, so a
+	// runaway program costs neither memory nor the time to its timeout.
 	MaxOutput int
+	// MaxStderr bounds standard error the same way (default
+	// DefaultMaxStderr). Only its first 4 KiB are kept.
+	MaxStderr int
 	// Env replaces the environment when non-nil.
 	Env []string
 }
+
+// Default output limits. sminfo prints a few hundred bytes and its
+// failures a few lines, so 1 MiB is far past anything a working tool
+// writes; a caller that expects more (iblinkinfo) sets its own.
+const (
+	DefaultMaxOutput = 1 << 20
+	DefaultMaxStderr = 1 << 20
+)
 
 // Result is what a finished run produced.
 type Result struct {
@@ -52,10 +70,20 @@ type Result struct {
 // was killed.
 var ErrTimeout = errors.New("timed out")
 
-// ErrOutputTooLarge is returned (wrapped) when the output exceeded MaxOutput.
+// ErrOutputTooLarge is returned (wrapped) when the program wrote more than
+// MaxOutput to standard output or MaxStderr to standard error.
 var ErrOutputTooLarge = errors.New("output larger than limit")
 
-const stderrMax = 4 << 10
+// ErrEscaped is returned (wrapped) when a process the program started
+// left its process group, so the group kill missed it, and kept the output
+// open after the program exited.
+var ErrEscaped = errors.New("a child escaped the process group")
+
+const stderrKeep = 4 << 10
+
+// waitDelay bounds how long output pipes are drained after the group was
+// killed: only a process that left the group (setsid) can still hold them.
+const waitDelay = 2 * time.Second
 
 // Run runs spec to completion. A non-zero exit status is an error that
 // carries the last line of standard error, which is where the
@@ -71,71 +99,178 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, path, spec.Args...)
-	cmd.Env = spec.Env
-	// Its own process group, so the kill reaches anything it forked.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// Before Wait has reaped the leader, its pid is still the group id.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	// An orphan that inherited the pipes must not keep Wait waiting.
-	cmd.WaitDelay = 2 * time.Second
-	stderr := &headBuffer{max: stderrMax}
-	cmd.Stderr = stderr
-
-	var stdout *headBuffer
-	var pipe io.ReadCloser
-	if spec.Stdout == nil {
-		max := spec.MaxOutput
-		if max <= 0 {
-			max = 1 << 20
-		}
-		stdout = &headBuffer{max: max}
-		cmd.Stdout = stdout
-	} else if pipe, err = cmd.StdoutPipe(); err != nil {
-		return res, fmt.Errorf("%s: %w", spec.Path, err)
-	}
-
+	g := &group{}
 	begin := time.Now()
-	if err := cmd.Start(); err != nil {
+	cmd, rd, stderr, err := start(path, spec, g)
+	if err != nil {
 		return res, fmt.Errorf("%s: %w", spec.Path, err)
 	}
-	var consumeErr error
-	if pipe != nil {
-		consumeErr = spec.Stdout(pipe)
-		if consumeErr != nil {
-			// Stop the program now rather than letting it block on a
-			// full pipe until the timeout.
-			_ = cmd.Cancel()
-		}
-		// Wait closes the pipe; drain first so a consumer that stopped
-		// early cannot block the writer.
-		_, _ = io.Copy(io.Discard, pipe)
+	defer rd.Close()
+	gone := g.watch(ctx, rd, cmd.Process.Pid)
+
+	stdout := &capReader{r: rd, limit: limitOr(spec.MaxOutput, DefaultMaxOutput), over: g.kill}
+	consumeErr := consume(spec.Stdout, stdout, &res)
+	if consumeErr != nil {
+		// Stop the program now rather than letting it block on a full
+		// pipe until the timeout.
+		g.kill()
 	}
+	// A consumer that stopped early must not leave the program blocked
+	// on a full pipe; the cap still holds while draining.
+	_, _ = io.Copy(io.Discard, stdout)
+	<-gone
+	g.reaping()
 	waitErr := cmd.Wait()
 	res.Duration = time.Since(begin)
 	res.Stderr = stderr.Bytes()
-	if stdout != nil {
-		res.Stdout = stdout.Bytes()
-	}
+	return res, runError(ctx, spec, stdout, stderr, consumeErr, waitErr, res)
+}
 
+// start starts the program in a process group of its own, with standard
+// output on a pipe whose read end it returns, and standard error capped.
+func start(path string, spec Spec, g *group) (*exec.Cmd, *os.File, *capWriter, error) {
+	// A pipe of our own rather than exec's StdoutPipe, which Wait closes:
+	// here the consumer reads to the end even while the program is being
+	// reaped.
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd := exec.Command(path, spec.Args...)
+	cmd.Env = spec.Env
+	cmd.Stdout = wr
+	// Its own process group, so the kill reaches anything it forked.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = waitDelay
+	stderr := &capWriter{keep: stderrKeep, limit: limitOr(spec.MaxStderr, DefaultMaxStderr), over: g.kill}
+	cmd.Stderr = stderr
+	err = cmd.Start()
+	wr.Close() // the child holds its own copy; ours would keep EOF away
+	if err != nil {
+		rd.Close()
+		return nil, nil, nil, err
+	}
+	g.started(cmd.Process.Pid)
+	return cmd, rd, stderr, nil
+}
+
+// consume reads standard output: into res.Stdout, or through the
+// caller's consumer.
+func consume(f func(io.Reader) error, r *capReader, res *Result) error {
+	if f != nil {
+		return f(r)
+	}
+	b, err := io.ReadAll(r)
+	res.Stdout = b
+	return err
+}
+
+// runError is the error of a finished run, most telling cause first: a
+// timeout or cancellation explains everything after it, an exceeded limit
+// explains the consumer's error and the kill.
+func runError(ctx context.Context, spec Spec, stdout *capReader, stderr *capWriter, consumeErr, waitErr error, res Result) error {
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return res, fmt.Errorf("%s: %w after %s, process group killed", spec.Path, ErrTimeout, spec.Timeout)
+		return fmt.Errorf("%s: %w after %s, process group killed", spec.Path, ErrTimeout, spec.Timeout)
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("%s: %w", spec.Path, ctx.Err())
+		return fmt.Errorf("%s: %w", spec.Path, ctx.Err())
+	case stdout.exceeded():
+		return fmt.Errorf("%s: %w: more than %d bytes on standard output, process group killed", spec.Path, ErrOutputTooLarge, stdout.limit)
+	case stderr.exceeded():
+		return fmt.Errorf("%s: %w: more than %d bytes on standard error, process group killed", spec.Path, ErrOutputTooLarge, stderr.limit)
+	case errors.Is(consumeErr, os.ErrDeadlineExceeded) || errors.Is(waitErr, exec.ErrWaitDelay):
+		return fmt.Errorf("%s: %w: its output was still held open %s after it exited, by a process that left its process group", spec.Path, ErrEscaped, waitDelay)
 	case consumeErr != nil:
-		return res, fmt.Errorf("%s: %w", spec.Path, consumeErr)
+		return fmt.Errorf("%s: %w", spec.Path, consumeErr)
 	case waitErr != nil:
 		if msg := failureLine(res.Stdout, res.Stderr); msg != "" {
-			return res, fmt.Errorf("%s: %w: %s", spec.Path, waitErr, msg)
+			return fmt.Errorf("%s: %w: %s", spec.Path, waitErr, msg)
 		}
-		return res, fmt.Errorf("%s: %w", spec.Path, waitErr)
-	case stdout != nil && stdout.over:
-		return res, fmt.Errorf("%s: %w (%d bytes)", spec.Path, ErrOutputTooLarge, stdout.max)
+		return fmt.Errorf("%s: %w", spec.Path, waitErr)
 	}
-	return res, nil
+	return nil
+}
+
+func limitOr(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// group is a started program's process group. Its id is the leader's pid,
+// which stays reserved for the group only until the leader is reaped: kill
+// is a no-op from then on, so it can never hit an unrelated process that
+// was given the same number.
+type group struct {
+	mu  sync.Mutex
+	pid int
+	// early is a kill asked for before the pid was known: standard error
+	// is copied from inside cmd.Start, so its limit can pass first.
+	early  bool
+	reaped bool
+}
+
+func (g *group) started(pid int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pid = pid
+	if g.early {
+		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+	}
+}
+
+func (g *group) kill() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.reaped:
+	case g.pid == 0:
+		g.early = true
+	default:
+		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+	}
+}
+
+// reaping marks the point after which the leader may be reaped.
+func (g *group) reaping() {
+	g.mu.Lock()
+	g.reaped = true
+	g.mu.Unlock()
+}
+
+// watch kills the group when the leader exits, whatever its status, and
+// when ctx ends; the returned channel is closed once the leader has exited
+// (it is not reaped yet). After the kill, output pipes get waitDelay to
+// drain, which only a process that escaped the group can hold up.
+func (g *group) watch(ctx context.Context, stdout *os.File, pid int) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		awaitExit(pid)
+		g.kill()
+		_ = stdout.SetReadDeadline(time.Now().Add(waitDelay))
+		close(gone)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			g.kill()
+		case <-gone:
+		}
+	}()
+	return gone
+}
+
+// awaitExit blocks until pid has exited, leaving it a zombie (WNOWAIT):
+// until Wait reaps it, its pid, and so its group id, cannot be reused.
+func awaitExit(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
 }
 
 // failureLine is the line that says what failed: the last "iberror:" line
@@ -179,25 +314,81 @@ func lastLine(b []byte) string {
 	return s
 }
 
-// headBuffer keeps the first max bytes written and notes whether more came.
-// It never fails a write, so the program is never killed by SIGPIPE.
-type headBuffer struct {
-	buf  bytes.Buffer
-	max  int
-	over bool
+// capReader passes at most limit bytes through; on the first byte past it
+// it calls over (the group kill) and from then on fails every read.
+type capReader struct {
+	r     io.Reader
+	limit int
+	n     int
+	over  func()
+	mu    sync.Mutex
+	past  bool
 }
 
-func (h *headBuffer) Write(p []byte) (int, error) {
-	room := h.max - h.buf.Len()
-	if room < len(p) {
-		h.over = true
-		if room > 0 {
-			h.buf.Write(p[:room])
-		}
-		return len(p), nil
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.exceeded() {
+		return 0, fmt.Errorf("%w (%d bytes)", ErrOutputTooLarge, c.limit)
 	}
-	h.buf.Write(p)
+	n, err := c.r.Read(p)
+	if c.n+n <= c.limit {
+		c.n += n
+		return n, err
+	}
+	keep := c.limit - c.n
+	c.n = c.limit
+	c.mu.Lock()
+	c.past = true
+	c.mu.Unlock()
+	c.over()
+	if keep > 0 {
+		return keep, nil // the error comes with the next read
+	}
+	return 0, fmt.Errorf("%w (%d bytes)", ErrOutputTooLarge, c.limit)
+}
+
+func (c *capReader) exceeded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.past
+}
+
+// capWriter keeps the first keep bytes written and counts the rest; past
+// limit it calls over (the group kill) once. It never fails a write, so
+// the program is never killed by SIGPIPE instead.
+type capWriter struct {
+	keep, limit int
+	over        func()
+	mu          sync.Mutex
+	buf         bytes.Buffer
+	n           int
+	past        bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	if room := w.keep - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(room, len(p))])
+	}
+	w.n += len(p)
+	first := w.n > w.limit && !w.past
+	if first {
+		w.past = true
+	}
+	w.mu.Unlock()
+	if first {
+		w.over()
+	}
 	return len(p), nil
 }
 
-func (h *headBuffer) Bytes() []byte { return h.buf.Bytes() }
+func (w *capWriter) exceeded() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.past
+}
+
+func (w *capWriter) Bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Bytes()
+}

@@ -69,6 +69,7 @@ func TestRunOutputAndExitStatus(t *testing.T) {
 		{name: "pid in the message is masked", body: "echo 'ibwarn: [31250] mad_rpc_open_port: cannot open UMAD port' >&2; exit 1",
 			wantErr: "exit status 1: ibwarn: [pid] mad_rpc_open_port"},
 		{name: "too large", body: "head -c 5000 /dev/zero", wantErrType: ErrOutputTooLarge},
+		{name: "exactly the limit", body: "head -c 4096 /dev/zero | tr '\\0' x", wantOut: strings.Repeat("x", 4096)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,5 +183,140 @@ func TestStreamingReadsAll(t *testing.T) {
 	}
 	if n != 20000 {
 		t.Errorf("read %d lines, want 20000", n)
+	}
+}
+
+// waitPid reads the pid a fake tool wrote to path, waiting for the file
+// (the failure guard is generous: this is not a timing assertion).
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			return readPid(t, path)
+		}
+	}
+	t.Fatalf("%s never written", path)
+	return 0
+}
+
+// assertGone polls until pid no longer runs; a survivor fails the test
+// (after a generous guard) and is killed.
+func assertGone(t *testing.T, what string, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("%s %d survived Run", what, pid)
+	}
+}
+
+// TestChildrenKilledOnEveryExit: whatever way the program ends (success,
+// failure, cancellation, kept or streamed output), a child it forked and
+// left sleeping is killed with its group. The child either keeps the
+// output pipes (then Run must not wait for it) or has let go of them
+// (then nothing but the group kill ends it). The timeout is an hour, so
+// only the kill on exit can end the child in time.
+func TestChildrenKilledOnEveryExit(t *testing.T) {
+	for _, tc := range []struct {
+		name, exit string
+		streaming  bool
+		cancel     bool
+		wantErr    string
+	}{
+		{name: "success", exit: "exit 0"},
+		{name: "success streaming", exit: "exit 0", streaming: true},
+		{name: "failure", exit: "exit 3", wantErr: "exit status 3"},
+		{name: "failure streaming", exit: "exit 3", streaming: true, wantErr: "exit status 3"},
+		{name: "cancel", exit: "exec sleep 1000", cancel: true, wantErr: context.Canceled.Error()},
+	} {
+		for _, redirect := range []string{"", ">/dev/null 2>&1 </dev/null"} {
+			name := tc.name + map[string]string{"": ", child keeps the pipes"}[redirect]
+			t.Run(name, func(t *testing.T) {
+				dir := t.TempDir()
+				p := script(t, "sleep 1000 "+redirect+" &\necho $! >"+dir+"/child\necho out\n"+tc.exit+"\n")
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if tc.cancel {
+					go func() { waitPid(t, dir+"/child"); cancel() }()
+				}
+				spec := Spec{Path: p, Timeout: time.Hour}
+				var streamed string
+				if tc.streaming {
+					spec.Stdout = func(r io.Reader) error { b, err := io.ReadAll(r); streamed = string(b); return err }
+				}
+				res, err := Run(ctx, spec)
+				switch {
+				case tc.wantErr == "" && err != nil:
+					t.Fatal(err)
+				case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				if got := string(res.Stdout) + streamed; got != "out\n" {
+					t.Errorf("output %q, want %q", got, "out\n")
+				}
+				assertGone(t, "child", waitPid(t, dir+"/child"))
+			})
+		}
+	}
+}
+
+// TestOutputCapKills: a program that writes without end, on standard
+// output (kept or streamed) or on standard error, is killed when it passes
+// its limit, long before its hour-long timeout, with an error that says
+// so; no more than the limit reaches the consumer.
+func TestOutputCapKills(t *testing.T) {
+	const limit = 64 << 10
+	for _, tc := range []struct {
+		name, body, want string
+		streaming        bool
+	}{
+		{name: "stdout kept", body: "exec yes", want: "more than 65536 bytes on standard output"},
+		{name: "stdout streamed", body: "exec yes", streaming: true, want: "more than 65536 bytes on standard output"},
+		{name: "stderr", body: "exec yes >&2", want: "more than 65536 bytes on standard error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := script(t, "echo $$ >"+dir+"/pid\n"+tc.body+"\n")
+			streamed := 0
+			spec := Spec{Path: p, Timeout: time.Hour, MaxOutput: limit, MaxStderr: limit}
+			if tc.streaming {
+				spec.Stdout = func(r io.Reader) error {
+					n, err := io.Copy(io.Discard, r)
+					streamed = int(n)
+					return err
+				}
+			}
+			res, err := Run(context.Background(), spec)
+			if !errors.Is(err, ErrOutputTooLarge) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrOutputTooLarge saying %q", err, tc.want)
+			}
+			if len(res.Stdout) > limit || streamed > limit {
+				t.Errorf("%d bytes kept, %d streamed: more than the limit %d", len(res.Stdout), streamed, limit)
+			}
+			if len(res.Stderr) > stderrKeep {
+				t.Errorf("%d bytes of standard error kept, want at most %d", len(res.Stderr), stderrKeep)
+			}
+			if pid := readPid(t, dir+"/pid"); exists(pid) {
+				t.Errorf("program %d still exists after Run returned", pid)
+			}
+		})
+	}
+}
+
+// TestEscapedChildDoesNotHoldRun: a child that left the group (setsid)
+// cannot be killed with it and keeps the output pipes open; Run still
+// returns (after draining for waitDelay) instead of waiting for it, with
+// an error, and the hour-long timeout plays no part.
+func TestEscapedChildDoesNotHoldRun(t *testing.T) {
+	dir := t.TempDir()
+	// The leader waits until the child has escaped, or the group kill
+	// would catch it still in the group.
+	p := script(t, "setsid sh -c 'echo $$ >"+dir+"/child; exec sleep 1000' &\nuntil [ -s "+dir+"/child ]; do sleep 0.01; done\necho out\n")
+	t.Cleanup(func() { _ = syscall.Kill(waitPid(t, dir+"/child"), syscall.SIGKILL) })
+	_, err := Run(context.Background(), Spec{Path: p, Timeout: time.Hour})
+	if !errors.Is(err, ErrEscaped) {
+		t.Fatalf("err = %v, want ErrEscaped", err)
 	}
 }
