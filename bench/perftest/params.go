@@ -6,10 +6,8 @@ package perftest
 import (
 	"errors"
 	"fmt"
-	"net"
-	"regexp"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -59,13 +57,8 @@ type Params struct {
 	TCPPort int
 }
 
-// deviceName is what the kernel allows in an RDMA device name in practice
-// (mlx5_0, rocep1s0f1, mlx5_bond_0, rxe0, siw_eth0); it never starts with
-// '-', so it cannot be read as an option.
-var deviceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
-
 // ValidDevice reports whether s is a plausible RDMA device name.
-func ValidDevice(s string) bool { return deviceName.MatchString(s) }
+func ValidDevice(s string) bool { return names.Device(s) }
 
 // Validate checks every field against the limits, so nothing odd reaches a
 // command line.
@@ -102,22 +95,11 @@ func (p Params) Validate() error {
 	return errors.Join(errs...)
 }
 
-// hostLabel is one DNS label (RFC 1123: letters, digits, inner hyphens).
-var hostLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
-
 // ValidateHost accepts an IP address or a DNS host name, nothing else: the
 // value becomes the last argument of a perftest client.
 func ValidateHost(h string) error {
-	if net.ParseIP(h) != nil {
-		return nil
-	}
-	if h == "" || len(h) > 253 {
-		return fmt.Errorf("peer %q: not a host name or IP address", h)
-	}
-	for _, l := range strings.Split(strings.TrimSuffix(h, "."), ".") {
-		if !hostLabel.MatchString(l) {
-			return fmt.Errorf("peer %q: not a host name or IP address", h)
-		}
+	if err := names.Host(h); err != nil {
+		return fmt.Errorf("peer %w", err)
 	}
 	return nil
 }

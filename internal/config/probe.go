@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	rdmanames "github.com/rdma-doctor/rdma_doctor/internal/names"
 	"net"
 	"regexp"
 	"strconv"
@@ -168,9 +169,7 @@ var (
 // probeName is a label value: letters, digits and ._:/- (a host name, an
 // "a/b" pair), never empty.
 var (
-	probeName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$`)
-	deviceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
-	hostLabel  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	probeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$`)
 )
 
 // Effective helpers: the configured value or its default.
@@ -350,7 +349,7 @@ func (p *Probe) UnmarshalYAML(n *yaml.Node) error {
 		if err := checkDevice(at, where, pe.Device, pe.Port, pe.GIDIndex, true); err != nil {
 			return err
 		}
-		if pe.RemoteDevice != "" && !deviceName.MatchString(pe.RemoteDevice) {
+		if pe.RemoteDevice != "" && !rdmanames.Device(pe.RemoteDevice) {
 			return lineErr(at, "%s.remote_device %q: not an RDMA device name", where, pe.RemoteDevice)
 		}
 		if err := checkTests(keyNode(at, "tests"), where+".tests", pe.Tests, false); err != nil {
@@ -478,7 +477,7 @@ func checkDevice(n *yaml.Node, where, device string, port int, gid *int, require
 	if device == "" && required {
 		return lineErr(n, "%s.device: required (the metrics are labelled with it)", where)
 	}
-	if device != "" && !deviceName.MatchString(device) {
+	if device != "" && !rdmanames.Device(device) {
 		return lineErr(n, "%s.device %q: not an RDMA device name", where, device)
 	}
 	if port < 0 || port > 255 {
@@ -507,20 +506,7 @@ func checkAddress(a string) error {
 }
 
 // checkHost accepts an IP address or an RFC 1123 host name.
-func checkHost(h string) error {
-	if net.ParseIP(h) != nil {
-		return nil
-	}
-	if len(h) > 253 {
-		return fmt.Errorf("%q: not a host name or IP address", h)
-	}
-	for _, l := range strings.Split(strings.TrimSuffix(h, "."), ".") {
-		if !hostLabel.MatchString(l) {
-			return fmt.Errorf("%q: not a host name or IP address", h)
-		}
-	}
-	return nil
-}
+func checkHost(h string) error { return rdmanames.Host(h) }
 
 func parsePortRange(s string) (lo, hi int, err error) {
 	a, b, ok := strings.Cut(s, "-")

@@ -4,6 +4,7 @@
 package config
 
 import (
+	rdmanames "github.com/rdma-doctor/rdma_doctor/internal/names"
 	"os"
 	"strings"
 	"testing"
@@ -151,7 +152,7 @@ func FuzzProbeSection(f *testing.F) {
 			}
 		}
 		for _, l := range p.Loopback {
-			if !deviceName.MatchString(l.Device) {
+			if !rdmanames.Device(l.Device) {
 				t.Fatalf("loopback device %q", l.Device)
 			}
 		}
