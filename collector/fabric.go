@@ -20,6 +20,13 @@ type FabricCollector struct {
 	degradedOnly bool
 	start        sync.Once
 
+	// links is the per-link block of the latest scan, built once per scan
+	// (40k links are 160k series: building them every scrape cost a second
+	// of CPU); const metrics are immutable, so every scrape resends them.
+	blockMu   sync.Mutex
+	blockScan *fabric.Fabric
+	block     []prometheus.Metric
+
 	success, scans, failures, duration, lastSuccess *prometheus.Desc
 	links, degraded, switches, cas, ports, down     *prometheus.Desc
 	malformed                                       *prometheus.Desc
@@ -84,6 +91,24 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, ch chan<- 
 	gauge(ch, c.ports, float64(f.Ports))
 	gauge(ch, c.down, float64(f.DownPorts))
 	gauge(ch, c.malformed, float64(f.Malformed))
+	for _, m := range c.linkMetrics(f) {
+		ch <- m
+	}
+	return nil
+}
+
+// linkMetrics returns the per-link series of a scan, built on its first
+// scrape.
+func (c *FabricCollector) linkMetrics(f *fabric.Fabric) []prometheus.Metric {
+	c.blockMu.Lock()
+	defer c.blockMu.Unlock()
+	if c.blockScan == f {
+		return c.block
+	}
+	var out []prometheus.Metric
+	add := func(d *prometheus.Desc, v float64, labels ...string) {
+		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
+	}
 	for i := range f.Links {
 		l := &f.Links[i]
 		if c.degradedOnly && !l.Degraded() && l.State == 4 {
@@ -94,15 +119,16 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, ch chan<- 
 		if speed == "" {
 			speed = l.SpeedText // a speed this version does not name
 		}
-		gauge(ch, c.linkInfo, 1, append(lv, strconv.Itoa(l.Width)+"X", speed)...)
+		add(c.linkInfo, 1, append(lv, strconv.Itoa(l.Width)+"X", speed)...)
 		if r, ok := l.Rate(); ok {
-			gauge(ch, c.linkRate, r.BytesPerSecond(), lv...)
+			add(c.linkRate, r.BytesPerSecond(), lv...)
 		}
-		gauge(ch, c.linkState, float64(l.State), lv...)
-		gauge(ch, c.linkDegraded, b2f(l.Degraded()), lv...)
+		add(c.linkState, float64(l.State), lv...)
+		add(c.linkDegraded, b2f(l.Degraded()), lv...)
 		if l.Degraded() {
-			gauge(ch, c.linkCouldBe, 1, append(lv, l.CouldBeWidth, l.CouldBeSpeed)...)
+			add(c.linkCouldBe, 1, append(lv, l.CouldBeWidth, l.CouldBeSpeed)...)
 		}
 	}
-	return nil
+	c.blockScan, c.block = f, out
+	return out
 }

@@ -183,6 +183,15 @@ rdma_fabric_link_could_be_info{guid="0x1070fd0300a1b400",node="MF0;leaf2:MQM8700
 	if n, _ := testutil.GatherAndCount(g, "rdma_fabric_link_degraded", "rdma_fabric_link_info", "rdma_fabric_link_state", "rdma_fabric_link_rate_bytes_per_second"); n != 4*8 {
 		t.Errorf("%d per-link series, want 32", n)
 	}
+	// The per-link block is built once per scan and resent by each scrape.
+	first := c.linkMetrics(c.Runner().Status().Fabric)
+	if again := c.linkMetrics(c.Runner().Status().Fabric); len(first) != 32 || &again[0] != &first[0] {
+		t.Errorf("per-link block rebuilt for the same scan (%d series)", len(first))
+	}
+	c.Runner().RunOnce(context.Background())
+	if next := c.linkMetrics(c.Runner().Status().Fabric); &next[0] == &first[0] {
+		t.Error("a new scan reused the previous scan's block")
+	}
 	c = mk(true)
 	c.Runner().RunOnce(context.Background())
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_link_degraded"); n != 2 {
