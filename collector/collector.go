@@ -21,11 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
-
-// Namespace prefixes every metric.
-const Namespace = "rdma"
 
 // Collector produces metrics for one concern from a host snapshot.
 type Collector interface {
@@ -105,18 +103,12 @@ func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, col
 func (a *Aggregator) Names() []string { return a.names }
 
 var (
-	successDesc = prometheus.NewDesc(Namespace+"_scrape_collector_success",
-		"rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", []string{"collector"}, nil)
-	durationDesc = prometheus.NewDesc(Namespace+"_scrape_collector_duration_seconds",
-		"rdma_doctor: duration of a collector scrape.", []string{"collector"}, nil)
-	errorsDesc = prometheus.NewDesc(Namespace+"_scrape_collector_errors",
-		"rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", []string{"collector"}, nil)
-	stuckDesc = prometheus.NewDesc(Namespace+"_host_reads_stuck",
-		"rdma_doctor: host files whose read has not returned for 2 s or more (a wedged driver or firmware); each holds one thread, and the file is skipped until its read returns.", nil, nil)
-	refusedDesc = prometheus.NewDesc(Namespace+"_host_reads_refused_total",
-		"rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.", nil, nil)
-	ageDesc = prometheus.NewDesc(Namespace+"_snapshot_age_seconds",
-		"rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", []string{"source"}, nil)
+	successDesc  = expo.NewDesc("rdma_scrape_collector_success", "rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", "collector")
+	durationDesc = expo.NewDesc("rdma_scrape_collector_duration_seconds", "rdma_doctor: duration of a collector scrape.", "collector")
+	errorsDesc   = expo.NewDesc("rdma_scrape_collector_errors", "rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", "collector")
+	stuckDesc    = expo.NewDesc("rdma_host_reads_stuck", "rdma_doctor: host files whose read has not returned for 2 s or more (a wedged driver or firmware); each holds one thread, and the file is skipped until its read returns.")
+	refusedDesc  = expo.NewDesc("rdma_host_reads_refused_total", "rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.")
+	ageDesc      = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", "source")
 )
 
 // Bind returns a prometheus.Collector that scrapes under ctx, whose deadline
@@ -129,12 +121,9 @@ type bound struct {
 }
 
 func (b bound) Describe(ch chan<- *prometheus.Desc) {
-	ch <- successDesc
-	ch <- durationDesc
-	ch <- errorsDesc
-	ch <- ageDesc
-	ch <- stuckDesc
-	ch <- refusedDesc
+	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, ageDesc, stuckDesc, refusedDesc} {
+		ch <- d.Prometheus()
+	}
 }
 
 func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
@@ -148,6 +137,15 @@ func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
 // failed rather than waiting past its deadline. Constant metrics are
 // immutable, so sharing them between responses is safe.
 func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
+	for _, m := range a.Metrics(ctx) {
+		ch <- m
+	}
+}
+
+// Metrics returns the metrics of one collection, shared as Collect
+// shares it; the caller must not change the slice. The metrics handler's
+// text path writes them directly (internal/expo).
+func (a *Aggregator) Metrics(ctx context.Context) []prometheus.Metric {
 	a.flightMu.Lock()
 	f := a.flight
 	if f != nil {
@@ -156,8 +154,7 @@ func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			a.missed(ctx, ch)
-			return
+			return a.missed(ctx)
 		}
 	} else {
 		f = &flight{done: make(chan struct{})}
@@ -171,9 +168,7 @@ func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		a.flightMu.Unlock()
 		close(f.done)
 	}
-	for _, m := range f.metrics {
-		ch <- m
-	}
+	return f.metrics
 }
 
 // waiters reports how many scrapes share the collection in progress.
@@ -197,12 +192,13 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // missed reports every collector failed for a scrape that gave up waiting
 // for the shared collection.
-func (a *Aggregator) missed(ctx context.Context, ch chan<- prometheus.Metric) {
+func (a *Aggregator) missed(ctx context.Context) []prometheus.Metric {
+	var out []prometheus.Metric
 	for _, name := range a.names {
 		a.errLog.log(name, fmt.Errorf("collector %s: scrape deadline passed while waiting for the shared collection: %w", name, ctx.Err()))
-		ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, 0, name)
-		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.GaugeValue, 1, name)
+		out = append(out, expo.Gauge(successDesc, 0, name), expo.Gauge(errorsDesc, 1, name))
 	}
+	return out
 }
 
 // collectOnce runs one collection and returns its metrics.
@@ -252,11 +248,11 @@ func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	}
 	wg.Wait()
 	for source, age := range a.host.Ages() {
-		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, age.Seconds(), source)
+		ch <- expo.Gauge(ageDesc, age.Seconds(), source)
 	}
 	st := a.host.FS().ReadStats()
-	ch <- prometheus.MustNewConstMetric(stuckDesc, prometheus.GaugeValue, float64(st.Stuck))
-	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(st.Refused))
+	ch <- expo.Gauge(stuckDesc, float64(st.Stuck))
+	ch <- expo.Counter(refusedDesc, float64(st.Refused))
 }
 
 func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, ch chan<- prometheus.Metric) {
@@ -297,9 +293,9 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 			a.errLog.log(name, e)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, success, name)
-	ch <- prometheus.MustNewConstMetric(durationDesc, prometheus.GaugeValue, duration, name)
-	ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.GaugeValue, float64(len(errs)), name)
+	ch <- expo.Gauge(successDesc, success, name)
+	ch <- expo.Gauge(durationDesc, duration, name)
+	ch <- expo.Gauge(errorsDesc, float64(len(errs)), name)
 }
 
 // flatten unpacks errors.Join trees into their leaves.
@@ -352,6 +348,6 @@ func (o *onceLogger) log(collector string, err error) {
 
 // desc is the one metric descriptor helper; name is the full metric name,
 // so every name is greppable in the source.
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(name, help, labels, nil)
+func desc(name, help string, labels ...string) *expo.Desc {
+	return expo.NewDesc(name, help, labels...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
@@ -27,11 +28,11 @@ type FabricCollector struct {
 	blockScan *fabric.Fabric
 	block     []prometheus.Metric
 
-	success, scans, failures, duration, lastSuccess *prometheus.Desc
-	links, degraded, switches, cas, ports, down     *prometheus.Desc
-	malformed                                       *prometheus.Desc
-	linkInfo, linkRate, linkState, linkDegraded     *prometheus.Desc
-	linkCouldBe                                     *prometheus.Desc
+	success, scans, failures, duration, lastSuccess *expo.Desc
+	links, degraded, switches, cas, ports, down     *expo.Desc
+	malformed                                       *expo.Desc
+	linkInfo, linkRate, linkState, linkDegraded     *expo.Desc
+	linkCouldBe                                     *expo.Desc
 }
 
 // NewFabricCollector builds the fabric collector; Start starts its runner.
@@ -106,8 +107,8 @@ func (c *FabricCollector) linkMetrics(f *fabric.Fabric) []prometheus.Metric {
 		return c.block
 	}
 	var out []prometheus.Metric
-	add := func(d *prometheus.Desc, v float64, labels ...string) {
-		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
+	add := func(d *expo.Desc, v float64, labels ...string) {
+		out = append(out, expo.Gauge(d, v, labels...))
 	}
 	for i := range f.Links {
 		l := &f.Links[i]

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
@@ -19,14 +20,14 @@ import (
 type infinibandCollector struct {
 	cfg *config.Config
 
-	deviceInfo, nodeDesc, hwCounterDevice             *prometheus.Desc
-	portInfo, state, physState, rate, width, expected *prometheus.Desc
-	degraded, lid, smLID, smSL, lmc, capMask          *prometheus.Desc
-	hwCounterPort, otherCounter, saturated            *prometheus.Desc
-	counters                                          map[string]*prometheus.Desc
+	deviceInfo, nodeDesc, hwCounterDevice             *expo.Desc
+	portInfo, state, physState, rate, width, expected *expo.Desc
+	degraded, lid, smLID, smSL, lmc, capMask          *expo.Desc
+	hwCounterPort, otherCounter, saturated            *expo.Desc
+	counters                                          map[string]*expo.Desc
 	// hasSM is the subnet manager family's sysfs part: it is derived from
 	// the state, phys_state, sm_lid and link_layer read here (sm.go).
-	hasSM *prometheus.Desc
+	hasSM *expo.Desc
 }
 
 // NewInfinibandCollector builds the infiniband collector.
@@ -57,7 +58,7 @@ func NewInfinibandCollector(env Env) Collector {
 			[]string{"device", "port", "counter"}...),
 		saturated: desc("rdma_port_counter_saturated", "1 when a fixed-width PMA counter is pinned at its maximum and has stopped counting.",
 			[]string{"device", "port", "counter"}...),
-		counters: map[string]*prometheus.Desc{},
+		counters: map[string]*expo.Desc{},
 		hasSM:    desc("rdma_sm_port_has_sm", "1 when a subnet manager has swept this InfiniBand port (ARMED or ACTIVE with a non-zero SM LID), 0 when the link is up but the port is stuck in INIT or knows no SM LID. Absent on RoCE/iWARP ports (no SM) and on ports whose link is not up.", pl...),
 	}
 	for _, s := range infiniband.Counters {
@@ -82,15 +83,15 @@ func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, c
 	return errors.Join(append(class.Errors(), err)...)
 }
 
-func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+func gauge(ch chan<- prometheus.Metric, d *expo.Desc, v float64, labels ...string) {
+	ch <- expo.Gauge(d, v, labels...)
 }
 
-func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+func counter(ch chan<- prometheus.Metric, d *expo.Desc, v float64, labels ...string) {
+	ch <- expo.Counter(d, v, labels...)
 }
 
-func optGauge[T uint64 | int](ch chan<- prometheus.Metric, d *prometheus.Desc, o infiniband.Opt[T], labels ...string) {
+func optGauge[T uint64 | int](ch chan<- prometheus.Metric, d *expo.Desc, o infiniband.Opt[T], labels ...string) {
 	if o.OK {
 		gauge(ch, d, float64(o.V), labels...)
 	}

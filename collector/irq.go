@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
@@ -18,8 +19,8 @@ import (
 type irqCollector struct {
 	perIRQ bool
 
-	irqs, offNode, cpus, irqbalance *prometheus.Desc
-	irqInfo, irqTotal, irqOffNode   *prometheus.Desc
+	irqs, offNode, cpus, irqbalance *expo.Desc
+	irqInfo, irqTotal, irqOffNode   *expo.Desc
 }
 
 // NewIRQCollector builds the irq collector; perIRQ adds the per-IRQ series.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -25,9 +26,9 @@ func LiveSysfs(sys hostfs.FS) bool {
 }
 
 type netdevCollector struct {
-	info, mtu, up, carrier, ipv6Disabled                         *prometheus.Desc
-	ipoibInfo, connected, connectedSupported, enhanced, roceGIDs *prometheus.Desc
-	ethtoolInfo, speed, ethtoolStat, charDevice                  *prometheus.Desc
+	info, mtu, up, carrier, ipv6Disabled                         *expo.Desc
+	ipoibInfo, connected, connectedSupported, enhanced, roceGIDs *expo.Desc
+	ethtoolInfo, speed, ethtoolStat, charDevice                  *expo.Desc
 }
 
 // NewNetdevCollector builds the netdev collector; the ethtool query and
@@ -106,7 +107,7 @@ func (c *netdevCollector) netdev(ch chan<- prometheus.Metric, n *netdev.Netdev) 
 	}
 }
 
-func optBool(ch chan<- prometheus.Metric, d *prometheus.Desc, o netdev.Opt[bool], labels ...string) {
+func optBool(ch chan<- prometheus.Metric, d *expo.Desc, o netdev.Opt[bool], labels ...string) {
 	if o.OK {
 		gauge(ch, d, b2f(o.V), labels...)
 	}

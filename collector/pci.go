@@ -9,14 +9,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
 type pciCollector struct {
-	numaNode, info                   *prometheus.Desc
-	speed, width, maxSpeed, maxWidth *prometheus.Desc
-	degraded                         *prometheus.Desc
+	numaNode, info                   *expo.Desc
+	speed, width, maxSpeed, maxWidth *expo.Desc
+	degraded                         *expo.Desc
 }
 
 // NewPCICollector builds the pci collector. Its data is the snapshot's

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
@@ -33,12 +34,12 @@ type SMCollector struct {
 	logger *slog.Logger
 	start  sync.Once
 
-	success, runs, failures, duration, lastSuccess  *prometheus.Desc
-	info, lid, priority, state, activity, stalled   *prometheus.Desc
-	running, processes, process                     *prometheus.Desc
-	confInfo, confPrio, confSweep, confLMC, confBad *prometheus.Desc
-	defaults                                        *prometheus.Desc
-	logSubnetUp, logState, logErrors                *prometheus.Desc
+	success, runs, failures, duration, lastSuccess  *expo.Desc
+	info, lid, priority, state, activity, stalled   *expo.Desc
+	running, processes, process                     *expo.Desc
+	confInfo, confPrio, confSweep, confLMC, confBad *expo.Desc
+	defaults                                        *expo.Desc
+	logSubnetUp, logState, logErrors                *expo.Desc
 }
 
 // NewSMCollector builds the sm collector; Start starts its sminfo runner.
@@ -168,7 +169,7 @@ func (c *SMCollector) local(ctx context.Context, snap *host.Snapshot, ch chan<- 
 		errs = append(errs, gerr, perr)
 		gauge(ch, c.confInfo, 1, cf.Path, guid, prefix, engine)
 		for _, o := range []struct {
-			desc *prometheus.Desc
+			desc *expo.Desc
 			name string
 		}{{c.confPrio, "sm_priority"}, {c.confSweep, "sweep_interval"}, {c.confLMC, "lmc"}} {
 			v, ok, err := cf.Int(o.name)

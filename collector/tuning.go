@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
@@ -21,9 +22,9 @@ type tuningCollector struct {
 	// series names a device the operator excluded.
 	keep func(string) bool
 
-	hugepages, hugepagesFree, nodeHugepages, nodeHugepagesFree *prometheus.Desc
-	sysctl, governor, thp, kernel, selinux, module             *prometheus.Desc
-	memlock, memlockProcs, cgroupRDMA                          *prometheus.Desc
+	hugepages, hugepagesFree, nodeHugepages, nodeHugepagesFree *expo.Desc
+	sysctl, governor, thp, kernel, selinux, module             *expo.Desc
+	memlock, memlockProcs, cgroupRDMA                          *expo.Desc
 }
 
 // NewTuningCollector builds the tuning collector; modules are the module

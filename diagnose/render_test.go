@@ -239,12 +239,13 @@ func TestSampler(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := t0
-	s := &Sampler{Reader: &Reader{Host: hostAt("../fixtures/hosts/cx6-hdr-fdr", nil, func() time.Time { now = now.Add(time.Minute); return now })},
+	s := &Sampler{Reader: &Reader{Host: hostAt("../fixtures/hosts/cx6-hdr-fdr", nil, func() time.Time { return now })},
 		Eval: e, History: HistoryFor(10*time.Minute, time.Minute), Interval: time.Minute}
 	if s.Latest() != nil {
 		t.Fatal("report before the first sample")
 	}
 	r1 := s.Sample(t.Context())
+	now = now.Add(time.Minute)
 	r2 := s.Sample(t.Context())
 	if s.Latest() != r2 || r1.Samples != 1 || r2.Samples != 2 {
 		t.Errorf("samples %d %d", r1.Samples, r2.Samples)

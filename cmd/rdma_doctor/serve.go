@@ -4,11 +4,15 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -16,12 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their
@@ -180,12 +186,82 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, m.timeout))
 	defer cancel()
+	if format := expfmt.Negotiate(r.Header); format.FormatType() == expfmt.TypeTextPlain {
+		m.serveText(ctx, w, r, format)
+		return
+	}
+	// Protobuf (or another format a client insists on): client_golang's
+	// path, which takes the same metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.agg.Bind(ctx))
 	promhttp.HandlerFor(prometheus.Gatherers{m.exporterReg, reg}, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
+}
+
+// serveText writes the text format as promhttp would, but the collectors'
+// samples go straight to the response (internal/expo): building
+// client_golang's metric families cost most of a scrape. The exporter's
+// own registry (go_*, process_*, probe, diagnose) is gathered as usual.
+func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
+	fams, other := expo.Group(m.agg.Metrics(ctx))
+	extra := prometheus.NewRegistry()
+	if len(other) > 0 {
+		extra.MustRegister(metricList(other))
+	}
+	gathered, err := prometheus.Gatherers{m.exporterReg, extra}.Gather()
+	if err != nil {
+		// As promhttp.ContinueOnError: log, serve what was gathered.
+		m.logger.Error("gathering the exporter's own metrics", "err", err)
+	}
+	w.Header().Set("Content-Type", string(format))
+	var out io.Writer = w
+	if acceptsGzip(r) {
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzipWriters.Get().(*gzip.Writer)
+		gz.Reset(w)
+		defer func() {
+			gz.Close()
+			gzipWriters.Put(gz)
+		}()
+		out = gz
+	}
+	if r.Method == http.MethodHead {
+		return
+	}
+	if err := expo.WriteText(out, fams, gathered); err != nil {
+		m.logger.Debug("writing /metrics", "err", err) // the client went away
+	}
+}
+
+// gzipWriters are reused: a gzip.Writer's compressor state is most of a
+// megabyte, and a new one per scrape was the scrape's largest allocation.
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+
+// acceptsGzip reports whether Accept-Encoding offers gzip (with a q other
+// than 0).
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+			q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		}
+	}
+	return false
+}
+
+// metricList is a collector of ready metrics (those that are not expo
+// samples), for the text path's registry.
+type metricList []prometheus.Metric
+
+func (l metricList) Describe(chan<- *prometheus.Desc) {}
+
+func (l metricList) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range l {
+		ch <- m
+	}
 }
 
 // scrapeTimeout leaves Prometheus half a second to receive the answer

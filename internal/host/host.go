@@ -86,6 +86,7 @@ type Options struct {
 // Source names, as rdma_snapshot_age_seconds labels them.
 const (
 	SourcePCI      = "pci"
+	SourceNetdev   = "netdev"
 	SourceIRQ      = "irq"
 	SourceTuning   = "tuning"
 	SourceOpenSM   = "opensm"
@@ -102,6 +103,7 @@ type Host struct {
 	slowT time.Duration
 
 	pci       slow[[]pci.Device]
+	netdevs   slow[*netdev.Snapshot]
 	placement slow[*irq.Snapshot]
 	tuning    slow[*tuning.Snapshot]
 	opensm    slow[*opensm.State]
@@ -217,7 +219,7 @@ func (h *Host) Ages() map[string]time.Duration {
 	now := h.now()
 	out := map[string]time.Duration{}
 	for name, at := range map[string]time.Time{
-		SourcePCI: h.pci.readAt(), SourceIRQ: h.placement.readAt(), SourceTuning: h.tuning.readAt(),
+		SourcePCI: h.pci.readAt(), SourceIRQ: h.placement.readAt(), SourceNetdev: h.netdevs.readAt(), SourceTuning: h.tuning.readAt(),
 		SourceOpenSM: h.opensm.readAt(), SourceTopology: h.topology.readAt(), SourceHostname: h.hostname.readAt(),
 	} {
 		if !at.IsZero() {
@@ -300,13 +302,23 @@ func (s *Snapshot) OpenSM(ctx context.Context) (*opensm.State, error) {
 	})
 }
 
-// Netdevs are the IPoIB and RoCE netdevs of the RDMA ports (live).
+// Netdevs are the IPoIB and RoCE netdevs of the RDMA ports: which they
+// are, their kind, port, GID types and IPoIB settings are slow; operstate,
+// carrier, flags, MTU and the ethtool query are read by every snapshot.
 func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
 	return s.netdevs.get(func() (*netdev.Snapshot, error) {
-		// The ports and their link layers are the class's: read once.
-		class, _ := s.Class(ctx)
-		return netdev.Read(ctx, s.h.fs, netdev.Options{Keep: s.h.Keep, Mapper: s.h.opts.Mapper,
-			Ethtool: s.h.opts.Ethtool, CharDevices: true, Class: class})
+		fresh := false
+		base, err := s.h.netdevs.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*netdev.Snapshot, error) {
+			fresh = true
+			// The ports and their link layers are the class's: read once.
+			class, _ := s.Class(ctx)
+			return netdev.Read(ctx, s.h.fs, netdev.Options{Keep: s.h.Keep, Mapper: s.h.opts.Mapper,
+				Ethtool: s.h.opts.Ethtool, CharDevices: true, Class: class})
+		})
+		if fresh || base == nil {
+			return base, err
+		}
+		return netdev.Refresh(ctx, s.h.fs, base, s.h.opts.Ethtool)
 	})
 }
 

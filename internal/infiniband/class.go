@@ -168,10 +168,38 @@ type static struct {
 
 type portFiles struct {
 	dir          string
+	live         [len(liveAttrs)]*hostfs.Attr
 	counters, hw []counterFile
 }
 
-type counterFile struct{ name, path string }
+// liveAttrs are a port's attributes read on every collection, in the
+// order port() parses them.
+var liveAttrs = [...]string{"state", "phys_state", "rate", "lid", "sm_lid", "sm_sl", "lid_mask_count", "cap_mask"}
+
+type counterFile struct {
+	name, path string
+	attr       *hostfs.Attr
+}
+
+// close closes every kept file of a static entry that is replaced or
+// dropped (a read still using it goes on without keeping them).
+func (st *static) close() {
+	for _, c := range st.hw {
+		c.attr.Close()
+	}
+	for i := range st.ports {
+		pf := &st.ports[i]
+		for _, a := range pf.live {
+			a.Close()
+		}
+		for _, c := range pf.counters {
+			c.attr.Close()
+		}
+		for _, c := range pf.hw {
+			c.attr.Close()
+		}
+	}
+}
 
 // Read reads every device that keep accepts, concurrently, one goroutine
 // per device. A device that keep rejects is never read at all: on some
@@ -239,8 +267,9 @@ func (r *Reader) forget(names []string) {
 	for _, n := range names {
 		keep[n] = true
 	}
-	for n := range r.static {
+	for n, st := range r.static {
 		if !keep[n] {
+			st.close()
 			delete(r.static, n)
 		}
 	}
@@ -264,6 +293,9 @@ func (r *Reader) staticOf(name string) *static {
 	st = readStatic(r.sys, dir, name)
 	st.id, st.hasID, st.at = id, hasID, now
 	r.mu.Lock()
+	if old := r.static[name]; old != nil {
+		old.close()
+	}
 	r.static[name] = st
 	r.mu.Unlock()
 	return st
@@ -311,8 +343,11 @@ func readStatic(sys hostfs.FS, dir, name string) *static {
 			p.Netdev = netdevs[n]
 		}
 		d.Ports = append(d.Ports, p)
-		st.ports = append(st.ports, portFiles{dir: pdir,
-			counters: counterFiles(r, pdir+"/counters", true), hw: counterFiles(r, pdir+"/hw_counters", false)})
+		pf := portFiles{dir: pdir, counters: counterFiles(r, pdir+"/counters", true), hw: counterFiles(r, pdir+"/hw_counters", false)}
+		for i, name := range liveAttrs {
+			pf.live[i] = hostfs.NewAttr(sys, pdir+"/"+name)
+		}
+		st.ports = append(st.ports, pf)
 	}
 	sort.Sort(byPort{d.Ports, st.ports})
 	st.errs = r.Errs
@@ -346,7 +381,8 @@ func counterFiles(r *sysattr.Dir, dir string, pma bool) []counterFile {
 		if e.IsDir() || e.Name() == "lifespan" && !pma {
 			continue
 		}
-		out = append(out, counterFile{name: e.Name(), path: dir + "/" + e.Name()})
+		p := dir + "/" + e.Name()
+		out = append(out, counterFile{name: e.Name(), path: p, attr: hostfs.NewAttr(r.FS, p)})
 	}
 	return out
 }
@@ -354,6 +390,9 @@ func counterFiles(r *sysattr.Dir, dir string, pma bool) []counterFile {
 // device reads one device: its static part (cached) and its live part.
 func (r *Reader) device(ctx context.Context, name string) Device {
 	st := r.staticOf(name)
+	if r.maxAge <= 0 {
+		defer st.close() // no cache: nothing is kept open either
+	}
 	d := st.dev
 	d.Errors = append([]error(nil), st.errs...)
 	bp := r.bufs.Get().(*[]byte)
@@ -383,8 +422,8 @@ type live struct {
 
 // read returns an attribute's content trimmed of white space, valid until
 // the next read. A missing file that is not required is no error.
-func (l *live) read(p string, required bool) ([]byte, bool) {
-	b, err := hostfs.ReadAttr(l.sys, p, l.buf)
+func (l *live) read(a *hostfs.Attr, required bool) ([]byte, bool) {
+	b, err := a.Read(l.buf)
 	if err != nil {
 		if required || !errors.Is(err, fs.ErrNotExist) {
 			l.errs = append(l.errs, err)
@@ -395,22 +434,22 @@ func (l *live) read(p string, required bool) ([]byte, bool) {
 	return bytes.TrimSpace(b), true
 }
 
-func liveGet[T any](l *live, dir, name string, required bool, parse func(string) (T, error)) Opt[T] {
-	p := dir + "/" + name
-	b, ok := l.read(p, required)
-	return sysattr.Parse(string(b), ok, parse, func(err error) { l.errs = append(l.errs, err) }, func() string { return p })
+func liveGet[T any](l *live, a *hostfs.Attr, required bool, parse func(string) (T, error)) Opt[T] {
+	b, ok := l.read(a, required)
+	return sysattr.Parse(string(b), ok, parse, func(err error) { l.errs = append(l.errs, err) }, a.Name)
 }
 
 func (l *live) port(p Port, f *portFiles) Port {
-	p.State = liveGet(l, f.dir, "state", true, ParseEnum)
-	p.PhysState = liveGet(l, f.dir, "phys_state", true, ParseEnum)
-	p.Rate = liveGet(l, f.dir, "rate", true, ParseRate)
-	p.LID = liveGet(l, f.dir, "lid", false, ParseHex)
-	p.SMLID = liveGet(l, f.dir, "sm_lid", false, ParseHex)
-	p.SMSL = liveGet(l, f.dir, "sm_sl", false, ParseUint)
-	p.LIDMaskCount = liveGet(l, f.dir, "lid_mask_count", false, ParseUint)
+	a := &f.live // in liveAttrs order
+	p.State = liveGet(l, a[0], true, ParseEnum)
+	p.PhysState = liveGet(l, a[1], true, ParseEnum)
+	p.Rate = liveGet(l, a[2], true, ParseRate)
+	p.LID = liveGet(l, a[3], false, ParseHex)
+	p.SMLID = liveGet(l, a[4], false, ParseHex)
+	p.SMSL = liveGet(l, a[5], false, ParseUint)
+	p.LIDMaskCount = liveGet(l, a[6], false, ParseUint)
 	// Live: opensm starting or stopping on this host flips IsSM.
-	p.CapMask = liveGet(l, f.dir, "cap_mask", false, ParseHex)
+	p.CapMask = liveGet(l, a[7], false, ParseHex)
 	p.Counters = l.counters(f.counters)
 	p.HWCounters = l.counters(f.hw)
 	return p
@@ -424,7 +463,7 @@ func (l *live) counters(files []counterFile) []Counter {
 	}
 	out := make([]Counter, 0, len(files))
 	for _, f := range files {
-		b, ok := l.read(f.path, true)
+		b, ok := l.read(f.attr, true)
 		if !ok {
 			continue
 		}

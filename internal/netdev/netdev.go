@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"net"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -248,21 +249,7 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 		}
 	}
 
-	if opts.Ethtool != nil && len(s.Netdevs) > 0 {
-		// One netlink dump of the kernel's interfaces, not one per netdev.
-		kernel := map[string]int{}
-		if ifs, err := net.Interfaces(); err == nil {
-			for _, ifi := range ifs {
-				kernel[ifi.Name] = ifi.Index
-			}
-		}
-		for i := range s.Netdevs {
-			if ctx.Err() != nil {
-				break
-			}
-			r.ethtool(&s.Netdevs[i], opts.Ethtool, kernel)
-		}
-	}
+	r.ethtoolAll(ctx, s, opts.Ethtool)
 
 	if opts.CharDevices {
 		charDevices := opts.Mapper.CharDevices
@@ -352,6 +339,65 @@ func (r *reader) ports(ctx context.Context, class *infiniband.Class, keep func(s
 	return devs, out
 }
 
+// ethtoolAll queries every netdev of s the running kernel has.
+func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool) {
+	if et == nil || len(s.Netdevs) == 0 {
+		return
+	}
+	// One netlink dump of the kernel's interfaces, not one per netdev.
+	kernel := map[string]int{}
+	if ifs, err := net.Interfaces(); err == nil {
+		for _, ifi := range ifs {
+			kernel[ifi.Name] = ifi.Index
+		}
+	}
+	for i := range s.Netdevs {
+		if ctx.Err() != nil {
+			break
+		}
+		r.ethtool(&s.Netdevs[i], et, kernel)
+	}
+}
+
+// liveFiles are the attributes of a netdev that change between scrapes;
+// the rest (which netdevs carry RDMA, their kind, port, PCI function, GID
+// types, IPoIB mode and pkey) changes only when the admin reconfigures.
+var liveFiles = []string{"operstate", "carrier", "flags", "mtu"}
+
+// Refresh re-reads the live part of a snapshot: each netdev's operstate,
+// carrier, flags and MTU, and the ethtool query (statistics are
+// counters). base, read by Read a while ago, is not changed; the result
+// shares its other attributes. Its errors are base's other errors and the
+// live reads'.
+func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool) (*Snapshot, error) {
+	r := &reader{host: host}
+	for _, err := range base.Errors {
+		if !slices.Contains(liveFiles, path.Base(sysattr.ErrorPath(err))) {
+			r.fail(err)
+		}
+	}
+	s := &Snapshot{Netdevs: slices.Clone(base.Netdevs), CharDevices: base.CharDevices}
+	for i := range s.Netdevs {
+		nd := &s.Netdevs[i]
+		dir := "class/net/" + nd.Name
+		nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
+		nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
+		nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
+		nd.AdminUp = adminUp(r, dir)
+		nd.Ethtool = nil
+	}
+	r.ethtoolAll(ctx, s, et)
+	s.Errors = r.errs
+	return s, ctx.Err()
+}
+
+func adminUp(r *reader, dir string) Opt[bool] {
+	if f := parsed(r, dir+"/flags", infiniband.ParseHex); f.OK {
+		return some(f.V&iffUp != 0)
+	}
+	return Opt[bool]{}
+}
+
 // netdev reads the attributes every kind shares, and the IPoIB ones.
 func (r *reader) netdev(name string, kind Kind) Netdev {
 	dir := "class/net/" + name
@@ -363,9 +409,7 @@ func (r *reader) netdev(name string, kind Kind) Netdev {
 	nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
 	nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
 	nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
-	if f := parsed(r, dir+"/flags", infiniband.ParseHex); f.OK {
-		nd.AdminUp = some(f.V&iffUp != 0)
-	}
+	nd.AdminUp = adminUp(r, dir)
 	// /proc/sys/net/ipv6/conf/<if> is missing when IPv6 is disabled for
 	// the whole kernel (ipv6.disable=1); then the value is unknown here.
 	if b, err := r.host.Proc.ReadFile("sys/net/ipv6/conf/" + name + "/disable_ipv6"); err == nil {

@@ -1,0 +1,268 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package expo is the scrape's fast path: metric samples that are
+// prometheus.Metrics (so a registry, promhttp's protobuf path and the
+// tests' testutil take them as they are) but that a scrape in the text
+// format writes straight to the response, without client_golang's label
+// pairs, dto conversion and per-family encoding, which cost most of a
+// scrape (2.5 of 3.4 ms on dgx-h100, measured with pprof). The output is
+// the text format 0.0.4 byte for byte as promhttp writes it: families
+// sorted by name, series by their label values in label-name order.
+package expo
+
+import (
+	"bufio"
+	"cmp"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
+)
+
+// Desc describes a metric family: what prometheus.Desc holds, readable.
+type Desc struct {
+	Name, Help string
+	Labels     []string
+	// order is the label indexes sorted by label name, as client_golang
+	// orders label pairs.
+	order []int
+	prom  *prometheus.Desc
+}
+
+// NewDesc returns the Desc of a family with variable labels.
+func NewDesc(name, help string, labels ...string) *Desc {
+	d := &Desc{Name: name, Help: help, Labels: labels, prom: prometheus.NewDesc(name, help, labels, nil)}
+	d.order = make([]int, len(labels))
+	for i := range d.order {
+		d.order[i] = i
+	}
+	sort.SliceStable(d.order, func(i, j int) bool { return labels[d.order[i]] < labels[d.order[j]] })
+	return d
+}
+
+// Prometheus is the client_golang Desc (Describe).
+func (d *Desc) Prometheus() *prometheus.Desc { return d.prom }
+
+// Sample is one series' value. It is immutable, so a collection's samples
+// can be shared by concurrent scrapes.
+type Sample struct {
+	desc   *Desc
+	typ    dto.MetricType
+	value  float64
+	labels []string
+}
+
+// Gauge and Counter make samples; labels are in the Desc's order. A
+// label count that does not match the Desc is a bug in the collector, and
+// is reported as prometheus does, by Write.
+func Gauge(d *Desc, v float64, labels ...string) *Sample {
+	return &Sample{desc: d, typ: dto.MetricType_GAUGE, value: v, labels: labels}
+}
+
+// Counter makes a counter sample.
+func Counter(d *Desc, v float64, labels ...string) *Sample {
+	return &Sample{desc: d, typ: dto.MetricType_COUNTER, value: v, labels: labels}
+}
+
+// Desc implements prometheus.Metric.
+func (s *Sample) Desc() *prometheus.Desc { return s.desc.prom }
+
+// Write implements prometheus.Metric: the slow path (protobuf, tests).
+func (s *Sample) Write(m *dto.Metric) error {
+	vt := prometheus.GaugeValue
+	if s.typ == dto.MetricType_COUNTER {
+		vt = prometheus.CounterValue
+	}
+	c, err := prometheus.NewConstMetric(s.desc.prom, vt, s.value, s.labels...)
+	if err != nil {
+		return err
+	}
+	return c.Write(m)
+}
+
+// Family is the samples of one metric name.
+type Family struct {
+	desc    *Desc
+	typ     dto.MetricType
+	samples []*Sample
+}
+
+// Group sorts samples into families by name; metrics that are not
+// Samples are returned apart (they take the slow path).
+func Group(metrics []prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
+	fams = map[string]*Family{}
+	for _, m := range metrics {
+		s, ok := m.(*Sample)
+		if !ok {
+			other = append(other, m)
+			continue
+		}
+		f := fams[s.desc.Name]
+		if f == nil {
+			f = &Family{desc: s.desc, typ: s.typ}
+			fams[s.desc.Name] = f
+		}
+		f.samples = append(f.samples, s)
+	}
+	return fams, other
+}
+
+// WriteText writes the families and the gathered ones (the exporter's own
+// registry) as one text exposition sorted by family name. A gathered
+// family with the name of one of ours is skipped (promhttp would report
+// the duplicate; the registry never has one of ours).
+func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	names := make([]string, 0, len(fams)+len(gathered))
+	byName := make(map[string]*dto.MetricFamily, len(gathered))
+	for n := range fams {
+		names = append(names, n)
+	}
+	for _, mf := range gathered {
+		if _, dup := fams[mf.GetName()]; dup || len(mf.Metric) == 0 {
+			continue
+		}
+		byName[mf.GetName()] = mf
+		names = append(names, mf.GetName())
+	}
+	slices.Sort(names)
+	var buf []byte
+	for _, n := range names {
+		if mf := byName[n]; mf != nil {
+			if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
+				return err
+			}
+			continue
+		}
+		buf = fams[n].appendText(buf[:0])
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// Gathered converts families to dto (the protobuf path).
+func Gathered(fams map[string]*Family) ([]*dto.MetricFamily, error) {
+	var out []*dto.MetricFamily
+	for _, f := range fams {
+		mf := &dto.MetricFamily{Name: proto.String(f.desc.Name), Help: proto.String(f.desc.Help), Type: f.typ.Enum()}
+		for _, s := range f.sorted() {
+			m := &dto.Metric{}
+			if err := s.Write(m); err != nil {
+				return nil, err
+			}
+			mf.Metric = append(mf.Metric, m)
+		}
+		out = append(out, mf)
+	}
+	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	return out, nil
+}
+
+// sorted orders the samples as client_golang does: by label values, in
+// label-name order.
+func (f *Family) sorted() []*Sample {
+	order := f.desc.order
+	slices.SortStableFunc(f.samples, func(a, b *Sample) int {
+		for _, i := range order {
+			if i >= len(a.labels) || i >= len(b.labels) {
+				break
+			}
+			if c := strings.Compare(a.labels[i], b.labels[i]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return f.samples
+}
+
+func (f *Family) appendText(b []byte) []byte {
+	d := f.desc
+	b = append(b, "# HELP "...)
+	b = append(b, d.Name...)
+	b = append(b, ' ')
+	b = appendEscaped(b, d.Help, false)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, d.Name...)
+	if f.typ == dto.MetricType_COUNTER {
+		b = append(b, " counter\n"...)
+	} else {
+		b = append(b, " gauge\n"...)
+	}
+	for _, s := range f.sorted() {
+		b = append(b, d.Name...)
+		if len(d.order) > 0 {
+			b = append(b, '{')
+			for k, i := range d.order {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, d.Labels[i]...)
+				b = append(b, `="`...)
+				if i < len(s.labels) {
+					// client_golang refuses a label value that is not
+					// UTF-8; free text from sysfs (node_desc) can be.
+					v := s.labels[i]
+					if !utf8.ValidString(v) {
+						v = strings.ToValidUTF8(v, "\uFFFD")
+					}
+					b = appendEscaped(b, v, true)
+				}
+				b = append(b, '"')
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ' ')
+		b = appendFloat(b, s.value)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// appendEscaped escapes as the text format does: backslash and newline in
+// HELP, and the double quote too in label values.
+func appendEscaped(b []byte, s string, quote bool) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			b = append(b, `\\`...)
+		case c == '\n':
+			b = append(b, `\n`...)
+		case c == '"' && quote:
+			b = append(b, `\"`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// appendFloat formats a value as expfmt does.
+func appendFloat(b []byte, f float64) []byte {
+	switch {
+	case f == 1:
+		return append(b, '1')
+	case f == 0:
+		return append(b, '0')
+	case f == -1:
+		return append(b, "-1"...)
+	case math.IsNaN(f):
+		return append(b, "NaN"...)
+	case math.IsInf(f, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
+}

@@ -1,0 +1,109 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package expo
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+type list []prometheus.Metric
+
+func (l list) Describe(chan<- *prometheus.Desc) {}
+func (l list) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range l {
+		ch <- m
+	}
+}
+
+// The fast path writes exactly what client_golang's registry and expfmt
+// write for the same samples: order of families, series and labels,
+// escaping, special values; and a gathered family slots in by name.
+func TestWriteTextMatchesClientGolang(t *testing.T) {
+	port := NewDesc("rdma_port_info", "Port \\ attributes;\nalways 1.", "device", "port", "link_layer", "netdev")
+	ctr := NewDesc("rdma_port_symbol_errors_total", "Symbol errors.", "port", "device")
+	plain := NewDesc("rdma_host_reads_stuck", "Stuck reads.")
+	samples := []prometheus.Metric{
+		Gauge(port, 1, "mlx5_1", "1", "InfiniBand", ""),
+		Gauge(port, 1, "mlx5_0", "2", "Ethernet", `en"p\1`+"\n"),
+		Gauge(port, 1, "mlx5_0", "10", "InfiniBand", "ib0"),
+		Counter(ctr, 4127, "1", "mlx5_0"),
+		Counter(ctr, 1.5e19, "1", "mlx5_10"),
+		Counter(ctr, math.Inf(1), "2", "mlx5_0"),
+		Counter(ctr, math.NaN(), "1", "mlx5_2"),
+		Gauge(plain, -1),
+	}
+	extraDesc := prometheus.NewDesc("rdma_diagnose_status", "Diagnose.", []string{"check"}, nil)
+	extra := prometheus.MustNewConstMetric(extraDesc, prometheus.GaugeValue, 2, "port.phys")
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(list(append(append([]prometheus.Metric{}, samples...), extra)))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&want, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	fams, other := Group(samples)
+	if len(other) != 0 {
+		t.Fatalf("%d samples not grouped", len(other))
+	}
+	var m dto.Metric
+	if err := extra.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	gathered := []*dto.MetricFamily{{Name: strp("rdma_diagnose_status"), Help: strp("Diagnose."), Type: dto.MetricType_GAUGE.Enum(), Metric: []*dto.Metric{&m}}}
+	var got bytes.Buffer
+	if err := WriteText(&got, fams, gathered); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("fast path differs from client_golang:\n--- got\n%s\n--- want\n%s", got.String(), want.String())
+	}
+
+	// The protobuf path gives the same families.
+	dtos, err := Gathered(fams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaDTO bytes.Buffer
+	all := append(dtos, gathered...)
+	slices.SortFunc(all, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	for _, mf := range all {
+		if _, err := expfmt.MetricFamilyToText(&viaDTO, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if viaDTO.String() != want.String() {
+		t.Errorf("Gathered differs:\n%s\nwant\n%s", viaDTO.String(), want.String())
+	}
+}
+
+// A label value that is not UTF-8 (free text from sysfs) is written
+// valid, never as broken bytes.
+func TestWriteTextInvalidUTF8(t *testing.T) {
+	d := NewDesc("rdma_device_node_description_info", "node_desc.", "device", "node_desc")
+	fams, _ := Group([]prometheus.Metric{Gauge(d, 1, "mlx5_0", "host\xff")})
+	var b bytes.Buffer
+	if err := WriteText(&b, fams, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b.Bytes(), []byte(`node_desc="host`+"\uFFFD"+`"`)) {
+		t.Errorf("invalid UTF-8 written as %q", b.String())
+	}
+}
+
+func strp(s string) *string { return &s }

@@ -1,0 +1,190 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hostfs
+
+import (
+	"errors"
+	"io/fs"
+	"sync"
+	"syscall"
+)
+
+// Attr is one attribute file kept open and re-read in place with pread at
+// offset 0: one system call per scrape instead of open, read and close.
+// sysfs and procfs produce the content anew on every read at offset 0
+// (seq_file resets its iterator there), so nothing is served stale; a
+// file whose kernel object went away answers ENODEV and is reopened by
+// path once, which fails when it is really gone. A file that did not
+// exist stays absent without a system call until the Attr is replaced
+// (its device's static attributes are re-read).
+//
+// An Attr of an FS that is not Dir's reads through ReadAttr. Safe for
+// concurrent use.
+type Attr struct {
+	fs   FS
+	name string
+	// toEOF reads until end of file: a procfs table (seq_file with many
+	// records) may read short before its end. A sysfs attribute is one
+	// record and comes whole in the first read.
+	toEOF bool
+
+	mu      sync.Mutex
+	fd      int // -1: not open
+	missing error
+	closed  bool
+}
+
+// NewAttr returns the Attr of a sysfs attribute name below f; nothing is
+// opened yet.
+func NewAttr(f FS, name string) *Attr { return &Attr{fs: f, name: name, fd: -1} }
+
+// NewTable returns the Attr of a file of many records (a procfs table such
+// as /proc/interrupts), read until end of file every time.
+func NewTable(f FS, name string) *Attr { return &Attr{fs: f, name: name, fd: -1, toEOF: true} }
+
+// Name is the attribute's name below its FS root.
+func (a *Attr) Name() string { return a.name }
+
+// Read reads the attribute into buf (grown as needed), as ReadAttr does.
+func (a *Attr) Read(buf []byte) ([]byte, error) {
+	d, ok := a.fs.(*dirFS)
+	if !ok {
+		return ReadAttr(a.fs, a.name, buf)
+	}
+	return d.readKept(a, buf)
+}
+
+// Close closes the file. A later Read reads without keeping it open.
+func (a *Attr) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	a.release()
+}
+
+// release closes the descriptor and returns it to the FS's budget.
+func (a *Attr) release() {
+	if a.fd >= 0 {
+		syscall.Close(a.fd)
+		a.fd = -1
+		if d, ok := a.fs.(*dirFS); ok {
+			d.kept.Add(-1)
+		}
+	}
+}
+
+// keptMax bounds the descriptors an FS keeps open: a 64-device host keeps
+// about 3,500. Go raises the soft RLIMIT_NOFILE to the hard limit at
+// start; a quarter of it is left for these, and the rest for sockets and
+// everything else. Past it, attributes are read with open/read/close.
+var keptMax = sync.OnceValue(func() int64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 256
+	}
+	return int64(min(rl.Cur/4, 16384))
+})
+
+func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
+	if cap(buf) < 64 {
+		buf = make([]byte, 0, 4096)
+	}
+	p := d.path(a.name)
+	start, err := d.enter("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.reads.end(p, start)
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.missing != nil {
+		return nil, a.missing
+	}
+	if a.fd < 0 {
+		if a.closed || d.kept.Add(1) > keptMax() {
+			if !a.closed {
+				d.kept.Add(-1)
+			}
+			return readInto(p, buf, !a.toEOF)
+		}
+		if err := a.open(p); err != nil {
+			return nil, err
+		}
+	}
+	b, err := preadInto(a.fd, p, buf, a.toEOF)
+	if err != nil && reopen(err) {
+		// The kernel object behind the descriptor went away (a driver
+		// reload): open the path again, which fails if it is gone.
+		a.release()
+		d.kept.Add(1)
+		if err := a.open(p); err != nil {
+			return nil, err
+		}
+		b, err = preadInto(a.fd, p, buf, a.toEOF)
+	}
+	return b, err
+}
+
+// open opens p into a.fd; the caller has taken a budget slot, which a
+// failure returns. A missing file is remembered.
+func (a *Attr) open(p string) error {
+	fd, err := open(p)
+	if err != nil {
+		a.fs.(*dirFS).kept.Add(-1)
+		perr := &fs.PathError{Op: "open", Path: p, Err: err}
+		if errors.Is(err, fs.ErrNotExist) {
+			a.missing = perr
+		}
+		return perr
+	}
+	a.fd = fd
+	return nil
+}
+
+// reopen reports the errors of a descriptor whose file went away under
+// it: sysfs answers ENODEV once its kobject is removed.
+func reopen(err error) bool {
+	return errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.ESTALE) || errors.Is(err, syscall.EBADF)
+}
+
+// preadInto reads a whole file from offset 0 into buf, stopping at the
+// first short read (an attribute comes whole in one) unless toEOF.
+func preadInto(fd int, p string, buf []byte, toEOF bool) ([]byte, error) {
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > MaxFileSize {
+				return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
+			}
+			buf = grow(buf)
+		}
+		n, err := syscall.Pread(fd, buf[len(buf):cap(buf)], int64(len(buf)))
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN || err == syscall.ESPIPE:
+			// A FIFO, socket or device: not a file to read in place.
+			return nil, special(fd, p, err)
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		case n == 0 && len(buf) == 0:
+			if err := special(fd, p, nil); err != nil {
+				return nil, err
+			}
+		}
+		buf = buf[:len(buf)+n]
+		if n == 0 || !toEOF && len(buf) < cap(buf) {
+			return buf, nil
+		}
+	}
+}
+
+// keptCount is the number of descriptors d keeps open (tests).
+func keptCount(f FS) int64 {
+	if d, ok := f.(*dirFS); ok {
+		return d.kept.Load()
+	}
+	return 0
+}

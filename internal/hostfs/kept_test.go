@@ -1,0 +1,146 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hostfs
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// On this machine's real kernel files, a kept descriptor re-read at
+// offset 0 gives the current value, not the first one: the loopback
+// receive counter grows after a packet, /proc/interrupts' timer counts
+// after a moment.
+func TestAttrRereadsRealKernelFiles(t *testing.T) {
+	sys, proc := Dir("/sys"), Dir("/proc")
+	rx := NewAttr(sys, "class/net/lo/statistics/rx_bytes")
+	intr := NewTable(proc, "interrupts")
+	defer rx.Close()
+	defer intr.Close()
+	value := func() uint64 {
+		t.Helper()
+		b, err := rx.Read(nil)
+		if err != nil {
+			t.Fatalf("rx_bytes: %v (this test needs the real /sys of a Linux host)", err)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := value()
+	c, err := net.Dial("udp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		_, _ = c.Write(make([]byte, 512))
+	}
+	c.Close()
+	if after := value(); after < before+5120 {
+		t.Errorf("rx_bytes %d then %d after 5 KiB on lo: the kept descriptor served a stale value", before, after)
+	}
+
+	first, err := intr.Read(make([]byte, 0, 512)) // smaller than the file: read on to its end
+	if err != nil {
+		t.Fatal(err)
+	}
+	first = bytes.Clone(first)
+	var second []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if second, err = intr.Read(make([]byte, 0, 512)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, second) {
+			break
+		}
+	}
+	if bytes.Equal(first, second) {
+		t.Error("/proc/interrupts read the same for 10 s through a kept descriptor")
+	}
+	whole, err := os.ReadFile("/proc/interrupts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := bytes.Count(second, []byte("\n")), bytes.Count(whole, []byte("\n")); got != want {
+		t.Errorf("/proc/interrupts re-read has %d lines, os.ReadFile %d: not the whole file", got, want)
+	}
+	if n := keptCount(sys) + keptCount(proc); n != 2 {
+		t.Errorf("%d descriptors kept, want 2", n)
+	}
+}
+
+// On a regular file (a fixture tree) a kept descriptor sees content
+// rewritten in place; a missing file stays absent without a system call
+// until a new Attr; a FIFO is refused; a closed Attr still reads, without
+// keeping a descriptor.
+func TestAttrRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := Dir(dir)
+	write := func(name, v string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("state", "4: ACTIVE\n")
+	a := NewAttr(f, "state")
+	if b, err := a.Read(nil); err != nil || string(b) != "4: ACTIVE\n" {
+		t.Fatalf("%q %v", b, err)
+	}
+	write("state", "1: DOWN\n")
+	if b, err := a.Read(nil); err != nil || string(b) != "1: DOWN\n" {
+		t.Errorf("after a rewrite: %q %v", b, err)
+	}
+	big := strings.Repeat("x", 10000) + "\n"
+	write("big", big)
+	if b, err := NewAttr(f, "big").Read(make([]byte, 0, 64)); err != nil || string(b) != big {
+		t.Errorf("a file larger than the buffer: %d bytes, %v", len(b), err)
+	}
+
+	missing := NewAttr(f, "lid")
+	if _, err := missing.Read(nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+	write("lid", "0x1\n")
+	if _, err := missing.Read(nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file reappeared in the same Attr: %v", err)
+	}
+	if b, err := NewAttr(f, "lid").Read(nil); err != nil || string(b) != "0x1\n" {
+		t.Errorf("a new Attr: %q %v", b, err)
+	}
+
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := NewAttr(f, "fifo").Read(nil); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegular) {
+			t.Errorf("fifo: %v, want ErrNotRegular", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a FIFO read through an Attr blocked")
+	}
+
+	kept := keptCount(f)
+	a.Close()
+	if keptCount(f) != kept-1 {
+		t.Errorf("Close kept the descriptor: %d then %d", kept, keptCount(f))
+	}
+	write("state", "4: ACTIVE\n")
+	if b, err := a.Read(nil); err != nil || string(b) != "4: ACTIVE\n" || keptCount(f) != kept-1 {
+		t.Errorf("a closed Attr: %q %v, %d kept", b, err, keptCount(f))
+	}
+}
