@@ -237,7 +237,13 @@ func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r 
 
 // gzipWriters are reused: a gzip.Writer's compressor state is most of a
 // megabyte, and a new one per scrape was the scrape's largest allocation.
-var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+// BestSpeed: compression was half of a scrape's CPU at the default level;
+// level 1 costs about a third less for a 15% larger response (dgx-h100:
+// 14.4 kB instead of 12.5 kB of 105 kB).
+var gzipWriters = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
+	return w
+}}
 
 // acceptsGzip reports whether Accept-Encoding offers gzip (with a q other
 // than 0).
