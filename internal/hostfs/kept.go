@@ -24,6 +24,7 @@ import (
 type Attr struct {
 	fs   FS
 	name string
+	path string // the host path of name (Dir's FS only)
 	// toEOF reads until end of file: a procfs table (seq_file with many
 	// records) may read short before its end. A sysfs attribute is one
 	// record and comes whole in the first read.
@@ -37,11 +38,19 @@ type Attr struct {
 
 // NewAttr returns the Attr of a sysfs attribute name below f; nothing is
 // opened yet.
-func NewAttr(f FS, name string) *Attr { return &Attr{fs: f, name: name, fd: -1} }
+func NewAttr(f FS, name string) *Attr { return newAttr(f, name, false) }
 
 // NewTable returns the Attr of a file of many records (a procfs table such
 // as /proc/interrupts), read until end of file every time.
-func NewTable(f FS, name string) *Attr { return &Attr{fs: f, name: name, fd: -1, toEOF: true} }
+func NewTable(f FS, name string) *Attr { return newAttr(f, name, true) }
+
+func newAttr(f FS, name string, toEOF bool) *Attr {
+	a := &Attr{fs: f, name: name, fd: -1, toEOF: toEOF}
+	if d, ok := f.(*dirFS); ok {
+		a.path = d.path(name)
+	}
+	return a
+}
 
 // Name is the attribute's name below its FS root.
 func (a *Attr) Name() string { return a.name }
@@ -90,7 +99,9 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 	if cap(buf) < 64 {
 		buf = make([]byte, 0, 4096)
 	}
-	p := d.path(a.name)
+	// The stuck-read registry is asked before a.mu is taken: a read stuck
+	// in the kernel holds a.mu, and the next one must not wait for it.
+	p := a.path
 	start, err := d.enter("read", p)
 	if err != nil {
 		return nil, err

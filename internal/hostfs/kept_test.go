@@ -144,3 +144,46 @@ func TestAttrRegularFiles(t *testing.T) {
 		t.Errorf("a closed Attr: %q %v, %d kept", b, err, keptCount(f))
 	}
 }
+
+// A kept attribute whose read is stuck in the kernel costs one thread: the
+// next read of it is refused at once (ErrStuck), not queued behind the
+// stuck one, and reads again once that one returns.
+func TestAttrStuckRead(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "state"), []byte("4: ACTIVE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := Dir(dir)
+	d := f.(*dirFS)
+	SetStuckAfter(f, 0)
+	entered, release := make(chan struct{}), make(chan struct{})
+	first := true
+	d.hook = func(string) {
+		if first {
+			first = false
+			close(entered)
+			<-release
+		}
+	}
+	a := NewAttr(f, "state")
+	done := make(chan error, 1)
+	go func() { _, err := a.Read(nil); done <- err }()
+	<-entered
+	refused := make(chan error, 1)
+	go func() { _, err := a.Read(nil); refused <- err }()
+	select {
+	case err := <-refused:
+		if !errors.Is(err, ErrStuck) {
+			t.Errorf("second read of a stuck attribute: %v, want ErrStuck", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the second read waited for the stuck one")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the stuck read: %v", err)
+	}
+	if b, err := a.Read(nil); err != nil || string(b) != "4: ACTIVE\n" {
+		t.Errorf("after the stuck read returned: %q %v", b, err)
+	}
+}
