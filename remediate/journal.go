@@ -57,6 +57,9 @@ type Entry struct {
 	Gone bool `json:"-"`
 }
 
+// restorableMode are the mode bits a journal keeps of a file and restores.
+const restorableMode = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
 func (j *Journal) has(a Area, path, key string) bool {
 	for _, e := range j.Entries {
 		if e.Area == a && e.Path == path && e.Key == key {
@@ -129,12 +132,15 @@ func (j *Journal) save(w Writer) error {
 	return nil
 }
 
-// removeState removes the journal and the state directories when empty:
+// removeState removes the journal (and a temp file of it a killed run
+// left) and the state directories when empty:
 // they are the journal's own (var/lib/rdma_doctor, and var/lib and var on
 // a tree that had none), so a rollback leaves the tree as it was.
 func removeState(w Writer) error {
-	if err := w.Remove(AreaRoot, JournalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	for _, p := range []string{tempName(JournalPath), JournalPath} {
+		if err := w.Remove(AreaRoot, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	parts := strings.Split(StateDir, "/")
 	for i := len(parts); i > 0; i-- {

@@ -200,17 +200,18 @@ func applyOne(w Writer, j *Journal, c Change) error {
 		return applyRecord(w, j, c)
 	}
 	var old []byte
-	var mode fs.FileMode = 0o644
+	// mode is what the drop-in is written with, was the mode journaled
+	// to restore: both from Lstat of the path itself, never a link's.
+	mode, was := DropInMode, fs.FileMode(0)
 	if exists {
-		if old, err = w.ReadFile(c.Area, c.Path); err != nil {
-			return err
-		}
 		if !c.InPlace {
-			fi, err := w.Lstat(c.Area, c.Path)
-			if err != nil {
+			if was, err = dropInMode(w, c); err != nil {
 				return err
 			}
-			mode = fi.Mode().Perm()
+			mode = was.Perm() &^ 0o022
+		}
+		if old, err = w.ReadFile(c.Area, c.Path); err != nil {
+			return err
 		}
 		if bytes.Equal(old, []byte(c.Desired)) {
 			return nil
@@ -244,7 +245,7 @@ func applyOne(w Writer, j *Journal, c Change) error {
 		}
 	}
 	if !j.has(c.Area, c.Path, "") {
-		j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: c.Path, Kind: "file", Existed: exists, Old: old, Mode: mode})
+		j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: c.Path, Kind: "file", Existed: exists, Old: old, Mode: was})
 		if err := j.save(w); err != nil {
 			return err
 		}
@@ -253,6 +254,27 @@ func applyOne(w Writer, j *Journal, c Change) error {
 		return w.WriteInPlace(c.Area, c.Path, []byte(c.Desired))
 	}
 	return w.WriteAtomic(c.Area, c.Path, []byte(c.Desired), mode)
+}
+
+// DropInMode is the mode of a drop-in remediate creates.
+const DropInMode fs.FileMode = 0o644
+
+// dropInMode is the restorable mode of an existing drop-in. A symbolic
+// link there is refused: writing through it would change the file it
+// points to (with the link's 0777 taken for its mode), and replacing it
+// would undo what whoever made it meant; the operator decides.
+func dropInMode(w Writer, c Change) (fs.FileMode, error) {
+	fi, err := w.Lstat(c.Area, c.Path)
+	if err != nil {
+		return 0, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return 0, fmt.Errorf("the drop-in %w", ErrSymlink)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("the drop-in %w (%v)", ErrNotRegular, fi.Mode().Type())
+	}
+	return fi.Mode() & restorableMode, nil
 }
 
 // applyRecord writes one record of a keyed kernel attribute, journaling
@@ -300,6 +322,12 @@ func Rollback(w Writer) (restored []Entry, err error) {
 	}
 	for i := len(j.Entries) - 1; i >= 0; i-- {
 		e := j.Entries[i]
+		if e.Area == AreaRoot && e.Kind == "file" {
+			// A temp file a killed apply (or rollback) left beside it.
+			if err := w.Remove(e.Area, tempName(e.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return restored, fmt.Errorf("restore %s:%s (action %s): %w; the journal is kept, run rollback again", e.Area, e.Path, e.Action, err)
+			}
+		}
 		var err error
 		switch {
 		case e.Kind == "dir":
