@@ -106,21 +106,9 @@ func parseJournal(b []byte) (*Journal, error) {
 	return &j, nil
 }
 
-// save writes the journal atomically, creating its directory first.
+// save writes the journal atomically. Its directory exists: the lock
+// beside it is taken first.
 func (j *Journal) save(w Writer) error {
-	dir := ""
-	for _, part := range strings.Split(StateDir, "/") {
-		dir = strings.TrimPrefix(dir+"/"+part, "/")
-		ok, err := w.Exists(AreaRoot, dir)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if err := w.Mkdir(AreaRoot, dir); err != nil {
-				return fmt.Errorf("create /%s: %w", dir, err)
-			}
-		}
-	}
 	j.Version, j.Complete = JournalVersion, true
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -132,22 +120,12 @@ func (j *Journal) save(w Writer) error {
 	return nil
 }
 
-// removeState removes the journal (and a temp file of it a killed run
-// left) and the state directories when empty:
-// they are the journal's own (var/lib/rdma_doctor, and var/lib and var on
-// a tree that had none), so a rollback leaves the tree as it was.
-func removeState(w Writer) error {
+// removeJournal removes the journal and a temp file of it a killed run
+// left; the state directories go with the lock (DirWriter.unlock).
+func removeJournal(w Writer) error {
 	for _, p := range []string{tempName(JournalPath), JournalPath} {
 		if err := w.Remove(AreaRoot, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
-		}
-	}
-	parts := strings.Split(StateDir, "/")
-	for i := len(parts); i > 0; i-- {
-		dir := strings.Join(parts[:i], "/")
-		if err := w.Remove(AreaRoot, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			// Not empty: the directory is someone else's too.
-			break
 		}
 	}
 	return nil

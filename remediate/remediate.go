@@ -166,10 +166,21 @@ type Result struct {
 }
 
 // Apply makes the changes in order, journaling each path's undo data
-// before its first change. It stops at the first failure: the error names
-// the change, and Result says what was and was not applied.
-func Apply(w Writer, changes []Change) (Result, error) {
-	var r Result
+// before its first change. It holds the journal's lock for the whole run:
+// another apply or rollback running on the tree is a *LockedError and
+// nothing is changed. It stops at the first failure: the error names the
+// change, and Result says what was and was not applied.
+func Apply(w Writer, changes []Change) (r Result, err error) {
+	release, err := w.Lock()
+	if err != nil {
+		r.NotApplied = changes
+		return r, err
+	}
+	defer func() {
+		if rerr := release(); err == nil {
+			err = rerr
+		}
+	}()
 	j, err := LoadJournal(w)
 	if errors.Is(err, ErrNoJournal) {
 		j, err = &Journal{}, nil
@@ -303,66 +314,97 @@ func applyRecord(w Writer, j *Journal, c Change) error {
 	return w.WriteRecord(c.Area, c.Path, c.Key, []byte(c.Desired))
 }
 
-// Rollback restores every journaled path, newest first: the old content
-// written back, files and directories the apply created removed. Then it
-// removes the journal. A kernel attribute (or record) that no longer
+// Rollback restores every journaled path, newest first: the old
+// content written back, files, temp files and directories the apply
+// created removed. Then it removes the journal. It holds the journal's
+// lock for the whole run. A kernel attribute (or record) that no longer
 // exists took its setting with it: its entry comes back with Gone set and
 // the rest goes on. It is idempotent: run again after an interrupted
 // rollback it restores the same values; with no journal it returns
-// ErrNoJournal and changes nothing.
+// ErrNoJournal and changes nothing but the state an apply killed before
+// its first journal left.
 func Rollback(w Writer) (restored []Entry, err error) {
+	release, err := w.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := release(); err == nil {
+			err = rerr
+		}
+	}()
 	j, err := LoadJournal(w)
 	if errors.Is(err, ErrNoJournal) {
-		// An apply killed between creating the state directory and
-		// writing the first journal left them empty: they are ours.
-		_ = removeState(w)
+		// An apply killed before its first journal left at most a temp
+		// file of it; the empty state directories go with the lock.
+		if rerr := removeJournal(w); rerr != nil {
+			return nil, fmt.Errorf("remove journal temp file: %w", rerr)
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	for i := len(j.Entries) - 1; i >= 0; i-- {
 		e := j.Entries[i]
-		if e.Area == AreaRoot && e.Kind == "file" {
-			// A temp file a killed apply (or rollback) left beside it.
-			if err := w.Remove(e.Area, tempName(e.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return restored, fmt.Errorf("restore %s:%s (action %s): %w; the journal is kept, run rollback again", e.Area, e.Path, e.Action, err)
-			}
-		}
-		var err error
-		switch {
-		case e.Kind == "dir":
-			err = w.Remove(e.Area, e.Path)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
-			}
-			// Someone else put a file into a directory the apply made:
-			// it is theirs now too, and stays.
-			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
-				err = nil
-				continue
-			}
-		case !e.Existed:
-			err = w.Remove(e.Area, e.Path)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
-			}
-		case e.Area == AreaRoot:
-			err = w.WriteAtomic(e.Area, e.Path, e.Old, e.Mode)
-		case e.Kind == "record":
-			err = w.WriteRecord(e.Area, e.Path, e.Key, e.Old)
-		default:
-			err = w.WriteInPlace(e.Area, e.Path, e.Old)
-		}
-		if e.Area != AreaRoot && e.Existed && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNoRecord) || errors.Is(err, syscall.ENODEV)) {
-			e.Gone, err = true, nil
-		}
+		out, err := restore(w, e)
 		if err != nil {
 			return restored, fmt.Errorf("restore %s:%s (action %s): %w; the journal is kept, run rollback again", e.Area, e.Path, e.Action, err)
 		}
+		if out == kept {
+			continue
+		}
+		e.Gone = out == gone
 		restored = append(restored, e)
 	}
-	if err := removeState(w); err != nil {
+	if err := removeJournal(w); err != nil {
 		return restored, fmt.Errorf("remove journal: %w", err)
 	}
 	return restored, nil
+}
+
+// outcome is what restore did with one entry.
+type outcome int
+
+const (
+	restoredIt outcome = iota
+	gone               // a kernel attribute (or record) that no longer exists: nothing to restore
+	kept               // a directory the apply made that holds someone else's file now
+)
+
+// restore undoes one entry.
+func restore(w Writer, e Entry) (outcome, error) {
+	if e.Area == AreaRoot && e.Kind == "file" {
+		// A temp file a killed apply (or rollback) left beside it.
+		if err := w.Remove(e.Area, tempName(e.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return restoredIt, err
+		}
+	}
+	var err error
+	switch {
+	case e.Kind == "dir":
+		err = w.Remove(e.Area, e.Path)
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return kept, nil // theirs now too, and stays
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return restoredIt, err
+	case !e.Existed:
+		err = w.Remove(e.Area, e.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return restoredIt, err
+	case e.Area == AreaRoot:
+		return restoredIt, w.WriteAtomic(e.Area, e.Path, e.Old, e.Mode)
+	case e.Kind == "record":
+		err = w.WriteRecord(e.Area, e.Path, e.Key, e.Old)
+	default:
+		err = w.WriteInPlace(e.Area, e.Path, e.Old)
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNoRecord) || errors.Is(err, syscall.ENODEV) {
+		return gone, nil
+	}
+	return restoredIt, err
 }

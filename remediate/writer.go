@@ -51,6 +51,11 @@ type Writer interface {
 	// the record's first field: rdma.max takes "mlx5_0 hca_handle=8
 	// hca_object=max" and leaves the other devices' lines alone.
 	WriteRecord(a Area, name, key string, line []byte) error
+	// Lock takes the exclusive lock of the tree's journal for an apply or
+	// rollback, or fails at once with a *LockedError naming the holder.
+	// release unlocks it, removing the state directories when no journal
+	// is left in them.
+	Lock() (release func() error, err error)
 }
 
 // Roots are the directories the areas resolve to.
@@ -460,6 +465,10 @@ func (f *Faulty) WriteRecord(a Area, name, key string, line []byte) error {
 	}
 	return f.W.WriteRecord(a, name, key, line)
 }
+
+// Lock implements Writer. It is not a write of the apply's and never
+// fails by injection.
+func (f *Faulty) Lock() (func() error, error) { return f.W.Lock() }
 
 // Mkdir implements Writer.
 func (f *Faulty) Mkdir(a Area, name string) error {

@@ -27,6 +27,7 @@ const (
 	remediateOK     = 0
 	remediateFailed = 1 // apply or rollback stopped on an error
 	remediateUsage  = 2 // refused: bad flag, unknown action, no confirmation, not root
+	remediateBusy   = 3 // refused: another apply or rollback holds the journal's lock
 )
 
 func init() {
@@ -119,6 +120,10 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 		}
 	}
 	res, err := remediate.Apply(w, changes)
+	if errors.Is(err, remediate.ErrLocked) {
+		fmt.Fprintf(os.Stderr, "%s: remediate apply: %v\n", name, err)
+		return remediateBusy
+	}
 	for _, c := range res.Applied {
 		fmt.Printf("applied     %-14s %s\n", c.Action, c.Target)
 	}
@@ -135,6 +140,10 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 
 func runRollback(w remediate.Writer) int {
 	restored, err := remediate.Rollback(w)
+	if errors.Is(err, remediate.ErrLocked) {
+		fmt.Fprintf(os.Stderr, "%s: remediate rollback: %v\n", name, err)
+		return remediateBusy
+	}
 	if errors.Is(err, remediate.ErrNoJournal) {
 		// Idempotent: a second rollback has nothing left to undo.
 		fmt.Printf("nothing to roll back: %v\n", err)
