@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -314,7 +315,22 @@ func applyRecord(w Writer, j *Journal, c Change) error {
 	return w.WriteRecord(c.Area, c.Path, c.Key, []byte(c.Desired))
 }
 
-// Rollback restores every journaled path, newest first: the old
+// RollbackOptions change how Rollback treats a damaged journal.
+type RollbackOptions struct {
+	// Force restores the entries that can be read whole from a damaged
+	// journal (empty, cut short, data after its end, no entries) and
+	// removes it. Another version or an invalid entry is still refused.
+	Force bool
+	// Log, when set, gets one line about what Force dropped.
+	Log io.Writer
+}
+
+// Rollback is RollbackWith without options: a damaged journal is refused.
+func Rollback(w Writer) ([]Entry, error) {
+	return RollbackWith(w, RollbackOptions{})
+}
+
+// RollbackWith restores every journaled path, newest first: the old
 // content written back, files, temp files and directories the apply
 // created removed. Then it removes the journal. It holds the journal's
 // lock for the whole run. A kernel attribute (or record) that no longer
@@ -323,7 +339,7 @@ func applyRecord(w Writer, j *Journal, c Change) error {
 // rollback it restores the same values; with no journal it returns
 // ErrNoJournal and changes nothing but the state an apply killed before
 // its first journal left.
-func Rollback(w Writer) (restored []Entry, err error) {
+func RollbackWith(w Writer, o RollbackOptions) (restored []Entry, err error) {
 	release, err := w.Lock()
 	if err != nil {
 		return nil, err
@@ -333,7 +349,7 @@ func Rollback(w Writer) (restored []Entry, err error) {
 			err = rerr
 		}
 	}()
-	j, err := LoadJournal(w)
+	j, err := loadForRollback(w, o)
 	if errors.Is(err, ErrNoJournal) {
 		// An apply killed before its first journal left at most a temp
 		// file of it; the empty state directories go with the lock.
@@ -360,6 +376,28 @@ func Rollback(w Writer) (restored []Entry, err error) {
 		return restored, fmt.Errorf("remove journal: %w", err)
 	}
 	return restored, nil
+}
+
+// loadForRollback is LoadJournal, or with Force what can be salvaged
+// from a damaged journal.
+func loadForRollback(w Writer, o RollbackOptions) (*Journal, error) {
+	j, err := LoadJournal(w)
+	if !o.Force || !errors.Is(err, ErrJournalDamaged) {
+		return j, err
+	}
+	b, rerr := readJournal(w)
+	if rerr != nil {
+		return nil, rerr
+	}
+	j, read, serr := salvageJournal(b)
+	if serr != nil {
+		return nil, serr
+	}
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "remediate rollback --force: %v; restoring the %d entries read whole (bytes 0-%d of %d), then removing it\n",
+			err, len(j.Entries), read, len(b))
+	}
+	return j, nil
 }
 
 // outcome is what restore did with one entry.

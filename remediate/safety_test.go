@@ -4,11 +4,14 @@
 package remediate
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -142,4 +145,205 @@ func TestRemediateSafetyStaleLockFile(t *testing.T) {
 		t.Fatalf("rollback: %v", err)
 	}
 	diffTrees(t, orig, tree(t, root))
+}
+
+// writeJournal puts content where the journal goes.
+func writeJournal(t *testing.T, root string, content []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, StateDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, JournalPath), content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// governorJournal applies the governor action to a copy of numa-remote
+// and returns the copy's root, the original tree, the changes and the
+// journal the apply wrote.
+func governorJournal(t *testing.T) (string, map[string]string, []Change, []byte) {
+	t.Helper()
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	orig := tree(t, root)
+	changes := plan(t, root, w, []Action{governorAction{}}).Changes()
+	if len(changes) < 4 {
+		t.Fatalf("numa-remote plans %d governor changes, want 4 or more", len(changes))
+	}
+	if _, err := Apply(w, changes); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, JournalPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, orig, changes, b
+}
+
+// cutAfterEntries returns the journal cut inside its entry n (0-based):
+// entries 0..n-1 are whole.
+func cutAfterEntries(t *testing.T, b []byte, n int) []byte {
+	t.Helper()
+	off := 0
+	for i := 0; i <= n; i++ {
+		k := bytes.Index(b[off:], []byte(`"action"`))
+		if k < 0 {
+			t.Fatalf("journal has fewer than %d entries", n+1)
+		}
+		off += k + 1
+	}
+	return b[:off+12]
+}
+
+// A journal apply never writes (empty, blank, no entries, cut short,
+// with data after its end) is refused by apply and rollback with an
+// error naming it and --force, and nothing changes.
+func TestRemediateSafetyDamagedJournalRefused(t *testing.T) {
+	_, _, _, real := governorJournal(t)
+	for name, content := range map[string][]byte{
+		"empty":          nil,
+		"blank":          []byte("\n \n"),
+		"no entries":     []byte(`{"version": 2, "entries": [], "complete": true}`),
+		"null entries":   []byte(`{"version": 2, "entries": null, "complete": true}`),
+		"trailing bytes": append(append([]byte{}, real...), "garbage"...),
+		"second object":  append(append([]byte{}, real...), `{"version": 2}`...),
+		"cut":            cutAfterEntries(t, real, 2),
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := copyHost(t, "numa-remote")
+			w := writer(root)
+			writeJournal(t, root, content)
+			before := tree(t, root)
+			for _, run := range []func() error{
+				func() error { _, err := Rollback(w); return err },
+				func() error {
+					res, err := Apply(w, plan(t, root, w, Actions()).Changes())
+					if len(res.Applied) != 0 {
+						t.Errorf("apply over a damaged journal applied %d", len(res.Applied))
+					}
+					return err
+				},
+			} {
+				err := run()
+				if !errors.Is(err, ErrJournalDamaged) || !strings.Contains(err.Error(), JournalPath) || !strings.Contains(err.Error(), "--force") {
+					t.Errorf("%v, want a damaged-journal error naming %s and --force", err, JournalPath)
+				}
+			}
+			diffTrees(t, before, tree(t, root))
+		})
+	}
+}
+
+// rollback --force on a journal with nothing to restore removes it and
+// the state it was in: the tree is as before the journal was written.
+func TestRemediateSafetyForceEmptyJournal(t *testing.T) {
+	for name, content := range map[string]string{
+		"empty":      "",
+		"no entries": `{"version": 2, "entries": [], "complete": true}`,
+		"cut early":  `{"version": 2, "entr`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := copyHost(t, "numa-remote")
+			orig := tree(t, root)
+			writeJournal(t, root, []byte(content))
+			var log bytes.Buffer
+			restored, err := RollbackWith(writer(root), RollbackOptions{Force: true, Log: &log})
+			if err != nil || len(restored) != 0 {
+				t.Fatalf("rollback --force: %d restored, %v", len(restored), err)
+			}
+			if !strings.Contains(log.String(), "restoring the 0 entries") {
+				t.Errorf("log %q does not say what was restored", log.String())
+			}
+			diffTrees(t, orig, tree(t, root))
+		})
+	}
+}
+
+// rollback --force restores a whole journal followed by garbage exactly,
+// and of a journal cut inside entry 2, entries 0 and 1 (the first two
+// CPUs' governors) and nothing else.
+func TestRemediateSafetyForceSalvages(t *testing.T) {
+	root, orig, _, real := governorJournal(t)
+	w := writer(root)
+	writeJournal(t, root, append(append([]byte{}, real...), "\x00garbage"...))
+	restored, err := RollbackWith(w, RollbackOptions{Force: true})
+	if err != nil || len(restored) == 0 {
+		t.Fatalf("rollback --force over trailing garbage: %d restored, %v", len(restored), err)
+	}
+	diffTrees(t, orig, tree(t, root))
+
+	root, _, changes, real := governorJournal(t)
+	w = writer(root)
+	writeJournal(t, root, cutAfterEntries(t, real, 2))
+	var log bytes.Buffer
+	restored, err = RollbackWith(w, RollbackOptions{Force: true, Log: &log})
+	if err != nil || len(restored) != 2 {
+		t.Fatalf("rollback --force of a cut journal: %d restored, %v; want 2", len(restored), err)
+	}
+	if !strings.Contains(log.String(), "is truncated") || !strings.Contains(log.String(), "restoring the 2 entries") {
+		t.Errorf("log %q", log.String())
+	}
+	for i, c := range changes {
+		want := c.Current
+		if i >= 2 {
+			want = c.Desired
+		}
+		if b, err := os.ReadFile(filepath.Join(root, "sys", c.Path)); err != nil || string(b) != want {
+			t.Errorf("%s after the forced rollback: %q, %v; want %q", c.Target, b, err, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(root, "var")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("state left after the forced rollback: %v", err)
+	}
+}
+
+// What --force cannot make safe is refused with it too, and the journal
+// is kept: another version, an invalid entry, a journal that is a
+// symbolic link or a FIFO (which no longer blocks the read).
+func TestRemediateSafetyForceStillRefuses(t *testing.T) {
+	for name, make := range map[string]func(root, p string) error{
+		"other version": func(_, p string) error {
+			return os.WriteFile(p, []byte(`{"version": 3, "entries": [{"action":"a","area":"root","path":"x","kind":"file"}], "complete": true}`), 0o600)
+		},
+		"invalid entry": func(_, p string) error {
+			return os.WriteFile(p, []byte(`{"version": 2, "entries": [{"action":"a","area":"root","path":"../x","kind":"file"}]`), 0o600)
+		},
+		"symlink": func(root, p string) error {
+			if err := os.WriteFile(filepath.Join(root, "elsewhere.json"), []byte(`{"version": 2, "entries": [], "complete": true}`), 0o600); err != nil {
+				return err
+			}
+			return os.Symlink("../../../elsewhere.json", p)
+		},
+		"fifo": func(_, p string) error { return syscall.Mkfifo(p, 0o600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := copyHost(t, "numa-remote")
+			if err := os.MkdirAll(filepath.Join(root, StateDir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := make(root, filepath.Join(root, JournalPath)); err != nil {
+				t.Fatal(err)
+			}
+			if name == "fifo" {
+				// tree() would read the FIFO, and block.
+				_, err := RollbackWith(writer(root), RollbackOptions{Force: true})
+				if !errors.Is(err, ErrNotRegular) {
+					t.Fatalf("rollback --force of a FIFO journal: %v, want %v", err, ErrNotRegular)
+				}
+				if fi, err := os.Lstat(filepath.Join(root, JournalPath)); err != nil || fi.Mode().Type() != fs.ModeNamedPipe {
+					t.Errorf("the FIFO journal after the rollback: %v, %v", fi, err)
+				}
+				return
+			}
+			before := tree(t, root)
+			_, err := RollbackWith(writer(root), RollbackOptions{Force: true})
+			if err == nil || errors.Is(err, ErrNoJournal) {
+				t.Fatalf("rollback --force: %v, want a refusal", err)
+			}
+			if name == "symlink" && !errors.Is(err, ErrSymlink) {
+				t.Errorf("rollback --force of a symlinked journal: %v, want %v", err, ErrSymlink)
+			}
+			diffTrees(t, before, tree(t, root))
+		})
+	}
 }

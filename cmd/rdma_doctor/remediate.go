@@ -41,6 +41,7 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	only := cmd.Flag("only", "Only these action ids (comma-separated or repeated): "+strings.Join(actionIDs(), ", ")+".").PlaceHolder("ID").Strings()
 	format := cmd.Flag("format", "Plan output format: text or json.").Default("text").Enum("text", "json")
 	yes := cmd.Flag("yes", "Apply without asking.").Bool()
+	force := cmd.Flag("force", "rollback: restore the entries that can be read whole from a damaged journal (empty, cut short, data after its end, no entries), then remove it.").Bool()
 	return func(ctx context.Context, a *App) int {
 		var ids []string
 		for _, o := range *only {
@@ -61,7 +62,7 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			return remediateUsage
 		}
 		if *mode == "rollback" {
-			return runRollback(w)
+			return runRollback(w, *force)
 		}
 		keep, err := deviceKeep(a)
 		if err != nil {
@@ -138,8 +139,8 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 	return remediateOK
 }
 
-func runRollback(w remediate.Writer) int {
-	restored, err := remediate.Rollback(w)
+func runRollback(w remediate.Writer, force bool) int {
+	restored, err := remediate.RollbackWith(w, remediate.RollbackOptions{Force: force, Log: os.Stderr})
 	if errors.Is(err, remediate.ErrLocked) {
 		fmt.Fprintf(os.Stderr, "%s: remediate rollback: %v\n", name, err)
 		return remediateBusy
