@@ -8,11 +8,14 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
 )
 
 // gate holds the first write made through it until proceed is closed,
@@ -344,6 +347,322 @@ func TestRemediateSafetyForceStillRefuses(t *testing.T) {
 				t.Errorf("rollback --force of a symlinked journal: %v, want %v", err, ErrSymlink)
 			}
 			diffTrees(t, before, tree(t, root))
+		})
+	}
+}
+
+// dropInCase is one of remediate's drop-ins on a host whose config makes
+// the action write it.
+type dropInCase struct {
+	host, path string
+	action     Action
+	cfg        func(*config.Config)
+}
+
+func dropInCases() []dropInCase {
+	memlock := func(c *config.Config) { c.Tuning.MemlockProcesses = []string{"slurmd"} }
+	return []dropInCase{
+		{"numa-remote", SysctlDropIn, sysctlAction{}, func(*config.Config) {}},
+		{"cx6-hdr-fdr", MemlockLimitsDropIn, memlockAction{}, memlock},
+		{"cx6-hdr-fdr", MemlockUnitDropIn("slurmd"), memlockAction{}, memlock},
+	}
+}
+
+func (dc dropInCase) config(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.cfg(cfg)
+	return cfg
+}
+
+// plantLink makes path (below root) a relative symbolic link to a site
+// file elsewhere in the tree, and returns that file.
+func plantLink(t *testing.T, root, path string) string {
+	t.Helper()
+	site := filepath.Join(root, "site", "managed.conf")
+	if err := os.MkdirAll(filepath.Dir(site), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(site, []byte("net.core.rmem_max = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, path)
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(link), site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rel, link); err != nil {
+		t.Fatal(err)
+	}
+	return site
+}
+
+// A drop-in that is a symbolic link (High 3 of issue 15) is never read
+// or written through: planned with the link there, the action reports an
+// error naming it; with the link made after the plan, apply refuses it.
+// The link and the file it points to stay exactly as they were, and no
+// file with the link's 0777 appears.
+func TestRemediateSafetySymlinkedDropIn(t *testing.T) {
+	for _, dc := range dropInCases() {
+		t.Run(dc.host+"/"+dc.path+"/at-plan", func(t *testing.T) {
+			root := copyHost(t, dc.host)
+			w := writer(root)
+			plantLink(t, root, dc.path)
+			before := tree(t, root)
+			ap := MakePlan(inputWith(t, root, w, dc.config(t)), []Action{dc.action}).Actions[0]
+			if !strings.Contains(ap.Error, "symbolic link") || !strings.Contains(ap.Error, dc.path) || len(ap.Changes) != 0 {
+				t.Fatalf("plan: error %q, %d changes; want an error naming %s", ap.Error, len(ap.Changes), dc.path)
+			}
+			diffTrees(t, before, tree(t, root))
+		})
+		t.Run(dc.host+"/"+dc.path+"/at-apply", func(t *testing.T) {
+			root := copyHost(t, dc.host)
+			w := writer(root)
+			orig := tree(t, root)
+			changes := MakePlan(inputWith(t, root, w, dc.config(t)), []Action{dc.action}).Changes()
+			plantLink(t, root, dc.path)
+			linked := tree(t, root)
+			res, err := Apply(w, changes)
+			if !errors.Is(err, ErrSymlink) || !strings.Contains(err.Error(), dc.path) {
+				t.Fatalf("apply: %v, want %v naming %s", err, ErrSymlink, dc.path)
+			}
+			for _, c := range res.Applied {
+				if c.Path == dc.path {
+					t.Errorf("applied the symlinked drop-in: %+v", c)
+				}
+			}
+			if _, err := Rollback(w); err != nil && !errors.Is(err, ErrNoJournal) {
+				t.Fatalf("rollback: %v", err)
+			}
+			diffTrees(t, linked, tree(t, root))
+			if err := os.RemoveAll(filepath.Join(root, "site")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(root, dc.path)); err != nil {
+				t.Fatal(err)
+			}
+			removeEmptyParents(t, root, path.Dir(dc.path), orig)
+			diffTrees(t, orig, tree(t, root))
+		})
+	}
+}
+
+// removeEmptyParents removes the directories plantLink made that the
+// original tree did not have.
+func removeEmptyParents(t *testing.T, root, dir string, orig map[string]string) {
+	t.Helper()
+	for ; dir != "." && dir != "/"; dir = path.Dir(dir) {
+		if _, ok := orig[filepath.FromSlash(dir)]; ok {
+			return
+		}
+		if err := os.Remove(filepath.Join(root, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A drop-in directory that is a symbolic link is not written below
+// either: the plan names it, and an apply planned before the link was
+// made writes nothing into the directory it points to.
+func TestRemediateSafetySymlinkedDropInDir(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	w := writer(root)
+	changes := plan(t, root, w, []Action{sysctlAction{}}).Changes()
+	site := filepath.Join(root, "site-sysctl")
+	if err := os.MkdirAll(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../site-sysctl", filepath.Join(root, "etc/sysctl.d")); err != nil {
+		t.Fatal(err)
+	}
+	if ap := plan(t, root, w, []Action{sysctlAction{}}).Actions[0]; !strings.Contains(ap.Error, "etc/sysctl.d") || !strings.Contains(ap.Error, "symbolic link") {
+		t.Errorf("plan: error %q, want one naming etc/sysctl.d", ap.Error)
+	}
+	if _, err := Apply(w, changes); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("apply: %v, want %v", err, ErrSymlink)
+	}
+	if ents, err := os.ReadDir(site); err != nil || len(ents) != 0 {
+		t.Errorf("written below the link: %v, %v", ents, err)
+	}
+}
+
+// Modes (High 3 of issue 15): a new drop-in is 0644 and a new directory
+// 0755 whatever the umask; an existing drop-in keeps its mode from Lstat
+// less group and other write; rollback restores content and mode exactly.
+func TestRemediateSafetyDropInModes(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	for _, tc := range []struct {
+		name       string
+		existing   fs.FileMode // 0: no drop-in before
+		want, dirs fs.FileMode
+	}{
+		{"new", 0, 0o644, 0o755},
+		{"world-writable", 0o666, 0o644, 0},
+		{"private", 0o600, 0o600, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyHost(t, "numa-remote")
+			w := writer(root)
+			p := filepath.Join(root, SysctlDropIn)
+			if tc.existing != 0 {
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte("net.core.rmem_max = 1\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(p, tc.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := tree(t, root)
+			if _, err := Apply(w, plan(t, root, w, []Action{sysctlAction{}}).Changes()); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Lstat(p); err != nil || fi.Mode() != tc.want {
+				t.Errorf("drop-in after apply: %v, %v; want %v", fi.Mode(), err, tc.want)
+			}
+			if tc.dirs != 0 {
+				for _, d := range []string{"etc", "etc/sysctl.d"} {
+					if fi, err := os.Lstat(filepath.Join(root, d)); err != nil || fi.Mode().Perm() != tc.dirs {
+						t.Errorf("%s after apply: %v, %v; want %v", d, fi.Mode(), err, tc.dirs)
+					}
+				}
+			}
+			if _, err := Rollback(w); err != nil {
+				t.Fatal(err)
+			}
+			diffTrees(t, before, tree(t, root))
+		})
+	}
+}
+
+// errKilled is the failure of every write after the kill.
+var errKilled = errors.New("killed")
+
+// killer is a process killed at its write number At: a WriteAtomic then
+// leaves its temp file half written (a kill skips the cleanup), and no
+// write after it happens.
+type killer struct {
+	Writer
+	d      DirWriter
+	At     int
+	writes int
+	// Left is whether the kill left a temp file.
+	Left bool
+}
+
+func (k *killer) next() bool {
+	k.writes++
+	return k.writes > k.At
+}
+
+func (k *killer) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error {
+	if !k.next() {
+		return k.Writer.WriteAtomic(a, name, data, perm)
+	}
+	if k.writes == k.At+1 {
+		tmp, err := k.d.path(a, tempName(name))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(tmp, data[:len(data)/2], 0o600); err != nil {
+			return err
+		}
+		k.Left = true
+	}
+	return errKilled
+}
+
+func (k *killer) WriteInPlace(a Area, name string, data []byte) error {
+	if k.next() {
+		return errKilled
+	}
+	return k.Writer.WriteInPlace(a, name, data)
+}
+
+func (k *killer) WriteRecord(a Area, name, key string, line []byte) error {
+	if k.next() {
+		return errKilled
+	}
+	return k.Writer.WriteRecord(a, name, key, line)
+}
+
+func (k *killer) Mkdir(a Area, name string) error {
+	if k.next() {
+		return errKilled
+	}
+	return k.Writer.Mkdir(a, name)
+}
+
+func (k *killer) Remove(a Area, name string) error {
+	if k.next() {
+		return errKilled
+	}
+	return k.Writer.Remove(a, name)
+}
+
+// leaveKilledState puts back what the kill left and the apply's own
+// unlock removed: the state directories and the lock file (its flock
+// died with the process).
+func leaveKilledState(t *testing.T, root string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, StateDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, LockPath), []byte("999999999\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An apply killed at any write (Medium 8 of issue 15) leaves temp files,
+// directories it made, the state directories and its lock file; one
+// rollback removes all of them and restores the original tree.
+func TestRemediateSafetyKilledApply(t *testing.T) {
+	for _, host := range []string{"numa-remote", "dgx-h100"} {
+		t.Run(host, func(t *testing.T) {
+			root := copyHost(t, host)
+			w := writer(root)
+			orig := tree(t, root)
+			changes := MakePlan(inputWith(t, root, w, hostConfig(t, root)), Actions()).Changes()
+			counter := &Faulty{W: w, FailAfter: 1 << 30}
+			if _, err := Apply(counter, changes); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Rollback(w); err != nil {
+				t.Fatal(err)
+			}
+			total, temps := counter.Writes(), 0
+			for n := 0; n < total; n++ {
+				k := &killer{Writer: w, d: w, At: n}
+				if _, err := Apply(k, changes); !errors.Is(err, errKilled) {
+					t.Fatalf("apply killed at write %d: %v", n, err)
+				}
+				leaveKilledState(t, root)
+				if k.Left {
+					temps++
+				}
+				if _, err := Rollback(w); err != nil && !errors.Is(err, ErrNoJournal) {
+					t.Fatalf("rollback after a kill at write %d: %v", n, err)
+				}
+				diffTrees(t, orig, tree(t, root))
+				if t.Failed() {
+					t.Fatalf("killed at write %d of %d", n, total)
+				}
+			}
+			if temps < 2 {
+				t.Errorf("only %d kills left a temp file: the test does not reach the drop-ins and journal writes", temps)
+			}
 		})
 	}
 }
