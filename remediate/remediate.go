@@ -340,6 +340,11 @@ func Rollback(w Writer) ([]Entry, error) {
 // ErrNoJournal and changes nothing but the state an apply killed before
 // its first journal left.
 func RollbackWith(w Writer, o RollbackOptions) (restored []Entry, err error) {
+	// Without a state directory no apply left anything: nothing to lock
+	// (the lock would create it, and fail on a read-only tree).
+	if ok, err := w.Exists(AreaRoot, StateDir); err == nil && !ok {
+		return nil, fmt.Errorf("%w at /%s", ErrNoJournal, JournalPath)
+	}
 	release, err := w.Lock()
 	if err != nil {
 		return nil, err

@@ -666,3 +666,20 @@ func TestRemediateSafetyKilledApply(t *testing.T) {
 		})
 	}
 }
+
+// noLock is a tree where the lock cannot be taken (read-only).
+type noLock struct{ Writer }
+
+func (noLock) Lock() (func() error, error) { return nil, errors.New("read-only file system") }
+
+// Rollback on a tree no apply touched says there is nothing to roll back
+// without taking the lock, which would create the state directory: on a
+// read-only tree it still ends cleanly.
+func TestRemediateSafetyRollbackNothingReadOnly(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	orig := tree(t, root)
+	if _, err := Rollback(noLock{writer(root)}); !errors.Is(err, ErrNoJournal) {
+		t.Fatalf("rollback: %v, want %v", err, ErrNoJournal)
+	}
+	diffTrees(t, orig, tree(t, root))
+}
