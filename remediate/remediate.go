@@ -399,8 +399,12 @@ func loadForRollback(w Writer, o RollbackOptions) (*Journal, error) {
 		return nil, serr
 	}
 	if o.Log != nil {
-		fmt.Fprintf(o.Log, "remediate rollback --force: %v; restoring the %d entries read whole (bytes 0-%d of %d), then removing it\n",
-			err, len(j.Entries), read, len(b))
+		what := err.Error()
+		if de := (*DamagedError)(nil); errors.As(err, &de) {
+			what = "journal /" + JournalPath + " " + de.What
+		}
+		fmt.Fprintf(o.Log, "remediate rollback --force: %s; restoring the %d entries read whole (bytes 0-%d of %d), then removing it\n",
+			what, len(j.Entries), read, len(b))
 	}
 	return j, nil
 }
