@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 )
@@ -66,10 +67,39 @@ func (j *Journal) has(a Area, path, key string) bool {
 	return false
 }
 
+// ErrJournalDamaged is the error of a journal that is empty, cut short,
+// has data after its end or holds no entry (an apply never writes one
+// without): neither apply nor rollback trusts it, and rollback --force
+// restores the entries that can be read whole and removes it.
+var ErrJournalDamaged = errors.New("damaged remediate journal")
+
+// DamagedError says how the journal is damaged.
+type DamagedError struct{ What string }
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("journal /%s %s: the host was not changed by this run; "+
+		"`rdma_doctor remediate rollback --force` restores the entries that can be read whole and removes it", JournalPath, e.What)
+}
+
+// Unwrap makes errors.Is(err, ErrJournalDamaged) hold.
+func (e *DamagedError) Unwrap() error { return ErrJournalDamaged }
+
+func damaged(format string, args ...any) error {
+	return &DamagedError{What: fmt.Sprintf(format, args...)}
+}
+
 // LoadJournal reads the journal; ErrNoJournal when there is none. A
-// truncated or corrupt journal, or one of another version, is an error
-// naming the file.
+// damaged journal is a *DamagedError, one of another version or with an
+// invalid entry another error, each naming the file.
 func LoadJournal(w Writer) (*Journal, error) {
+	b, err := readJournal(w)
+	if err != nil {
+		return nil, err
+	}
+	return parseJournal(b)
+}
+
+func readJournal(w Writer) ([]byte, error) {
 	b, err := w.ReadFile(AreaRoot, JournalPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w at /%s", ErrNoJournal, JournalPath)
@@ -77,47 +107,120 @@ func LoadJournal(w Writer) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read journal /%s: %w", JournalPath, err)
 	}
-	return parseJournal(b)
+	return b, nil
 }
 
+// parseJournal accepts only a journal exactly as save writes it.
 func parseJournal(b []byte) (*Journal, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, damaged("is empty (%d bytes)", len(b))
+	}
 	var j Journal
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return nil, fmt.Errorf("journal /%s is truncated or corrupt (%v): the host was not changed by this run; restore it by hand from the file", JournalPath, err)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, damaged("is truncated (%v)", err)
+		}
+		return nil, damaged("is corrupt (%v)", err)
 	}
-	if j.Version != 1 && j.Version != JournalVersion {
-		return nil, fmt.Errorf("journal /%s has version %d, this rdma_doctor reads versions 1 and %d: roll back with the version that wrote it", JournalPath, j.Version, JournalVersion)
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, damaged("has data after its end (from byte %d)", dec.InputOffset())
+	}
+	if err := checkJournal(&j); err != nil {
+		return nil, err
 	}
 	if !j.Complete {
-		return nil, fmt.Errorf("journal /%s is truncated (no end marker)", JournalPath)
+		return nil, damaged("is truncated (no end marker)")
 	}
-	for i, e := range j.Entries {
-		record := e.Kind == "record" && j.Version >= 2 && e.Key != "" && e.Area != AreaRoot && e.Existed
-		if (e.Kind != "file" && e.Kind != "dir" && !record) || (e.Key != "" && !record) || e.Path == "" || strings.Contains(e.Path, "..") ||
-			(e.Area != AreaRoot && e.Area != AreaSys && e.Area != AreaProc) {
-			return nil, fmt.Errorf("journal /%s: entry %d is invalid (%s %s:%s)", JournalPath, i, e.Kind, e.Area, e.Path)
-		}
+	if len(j.Entries) == 0 {
+		return nil, damaged("holds no entries (an apply never writes such a journal: edited by hand?)")
 	}
 	return &j, nil
 }
 
-// save writes the journal atomically, creating its directory first.
-func (j *Journal) save(w Writer) error {
-	dir := ""
-	for _, part := range strings.Split(StateDir, "/") {
-		dir = strings.TrimPrefix(dir+"/"+part, "/")
-		ok, err := w.Exists(AreaRoot, dir)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if err := w.Mkdir(AreaRoot, dir); err != nil {
-				return fmt.Errorf("create /%s: %w", dir, err)
-			}
+// checkJournal refuses what no --force makes safe to restore: another
+// version (its entries might mean something else) or an invalid entry.
+func checkJournal(j *Journal) error {
+	if j.Version != 1 && j.Version != JournalVersion {
+		return fmt.Errorf("journal /%s has version %d, this rdma_doctor reads versions 1 and %d: roll back with the version that wrote it", JournalPath, j.Version, JournalVersion)
+	}
+	for i, e := range j.Entries {
+		record := e.Kind == "record" && j.Version >= 2 && e.Key != "" && e.Area != AreaRoot && e.Existed
+		if (e.Kind != "file" && e.Kind != "dir" && !record) || (e.Key != "" && !record) || e.Path == "" || strings.Contains(e.Path, "..") ||
+			(e.Area != AreaRoot && e.Area != AreaSys && e.Area != AreaProc) || e.Mode&^restorableMode != 0 {
+			return fmt.Errorf("journal /%s: entry %d is invalid (%s %s:%s)", JournalPath, i, e.Kind, e.Area, e.Path)
 		}
 	}
+	return nil
+}
+
+// restorableMode are the mode bits a journal keeps of a file and restores.
+const restorableMode = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// salvageJournal reads what --force restores from a damaged journal: the
+// entries that decode whole from its start, in order. Reading stops at
+// the first damage (a cut, garbage); what follows a complete journal is
+// ignored. Another version or an invalid entry is still refused.
+func salvageJournal(b []byte) (j *Journal, read int64, err error) {
+	j = &Journal{}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	read = salvageObject(dec, j)
+	if len(j.Entries) == 0 {
+		return j, read, nil // nothing to restore, whatever the rest says
+	}
+	if err := checkJournal(j); err != nil {
+		return nil, read, err
+	}
+	return j, read, nil
+}
+
+// salvageObject decodes the journal's fields into j until the first
+// error, and returns the offset up to which it read cleanly.
+func salvageObject(dec *json.Decoder, j *Journal) int64 {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			break
+		}
+		var ok bool
+		switch key {
+		case "version":
+			ok = dec.Decode(&j.Version) == nil
+		case "complete":
+			ok = dec.Decode(&j.Complete) == nil
+		case "entries":
+			ok = salvageEntries(dec, j)
+		}
+		if !ok {
+			break
+		}
+	}
+	return dec.InputOffset()
+}
+
+func salvageEntries(dec *json.Decoder, j *Journal) bool {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return false
+	}
+	for dec.More() {
+		var e Entry
+		if err := dec.Decode(&e); err != nil {
+			return false
+		}
+		j.Entries = append(j.Entries, e)
+	}
+	_, err := dec.Token()
+	return err == nil
+}
+
+// save writes the journal atomically. Its directory exists: the lock
+// beside it is taken first.
+func (j *Journal) save(w Writer) error {
 	j.Version, j.Complete = JournalVersion, true
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -129,19 +232,12 @@ func (j *Journal) save(w Writer) error {
 	return nil
 }
 
-// removeState removes the journal and the state directories when empty:
-// they are the journal's own (var/lib/rdma_doctor, and var/lib and var on
-// a tree that had none), so a rollback leaves the tree as it was.
-func removeState(w Writer) error {
-	if err := w.Remove(AreaRoot, JournalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	parts := strings.Split(StateDir, "/")
-	for i := len(parts); i > 0; i-- {
-		dir := strings.Join(parts[:i], "/")
-		if err := w.Remove(AreaRoot, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			// Not empty: the directory is someone else's too.
-			break
+// removeJournal removes the journal and a temp file of it a killed run
+// left; the state directories go with the lock (DirWriter.unlock).
+func removeJournal(w Writer) error {
+	for _, p := range []string{tempName(JournalPath), JournalPath} {
+		if err := w.Remove(AreaRoot, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	return nil

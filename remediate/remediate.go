@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -166,10 +167,21 @@ type Result struct {
 }
 
 // Apply makes the changes in order, journaling each path's undo data
-// before its first change. It stops at the first failure: the error names
-// the change, and Result says what was and was not applied.
-func Apply(w Writer, changes []Change) (Result, error) {
-	var r Result
+// before its first change. It holds the journal's lock for the whole run:
+// another apply or rollback running on the tree is a *LockedError and
+// nothing is changed. It stops at the first failure: the error names the
+// change, and Result says what was and was not applied.
+func Apply(w Writer, changes []Change) (r Result, err error) {
+	release, err := w.Lock()
+	if err != nil {
+		r.NotApplied = changes
+		return r, err
+	}
+	defer func() {
+		if rerr := release(); err == nil {
+			err = rerr
+		}
+	}()
 	j, err := LoadJournal(w)
 	if errors.Is(err, ErrNoJournal) {
 		j, err = &Journal{}, nil
@@ -200,17 +212,18 @@ func applyOne(w Writer, j *Journal, c Change) error {
 		return applyRecord(w, j, c)
 	}
 	var old []byte
-	var mode fs.FileMode = 0o644
+	// mode is what the drop-in is written with, was the mode journaled
+	// to restore: both from Lstat of the path itself, never a link's.
+	mode, was := DropInMode, fs.FileMode(0)
 	if exists {
-		if old, err = w.ReadFile(c.Area, c.Path); err != nil {
-			return err
-		}
 		if !c.InPlace {
-			fi, err := w.Lstat(c.Area, c.Path)
-			if err != nil {
+			if was, err = dropInMode(w, c); err != nil {
 				return err
 			}
-			mode = fi.Mode().Perm()
+			mode = was.Perm() &^ 0o022
+		}
+		if old, err = w.ReadFile(c.Area, c.Path); err != nil {
+			return err
 		}
 		if bytes.Equal(old, []byte(c.Desired)) {
 			return nil
@@ -244,7 +257,7 @@ func applyOne(w Writer, j *Journal, c Change) error {
 		}
 	}
 	if !j.has(c.Area, c.Path, "") {
-		j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: c.Path, Kind: "file", Existed: exists, Old: old, Mode: mode})
+		j.Entries = append(j.Entries, Entry{Action: c.Action, Area: c.Area, Path: c.Path, Kind: "file", Existed: exists, Old: old, Mode: was})
 		if err := j.save(w); err != nil {
 			return err
 		}
@@ -253,6 +266,27 @@ func applyOne(w Writer, j *Journal, c Change) error {
 		return w.WriteInPlace(c.Area, c.Path, []byte(c.Desired))
 	}
 	return w.WriteAtomic(c.Area, c.Path, []byte(c.Desired), mode)
+}
+
+// DropInMode is the mode of a drop-in remediate creates.
+const DropInMode fs.FileMode = 0o644
+
+// dropInMode is the restorable mode of an existing drop-in. A symbolic
+// link there is refused: writing through it would change the file it
+// points to (with the link's 0777 taken for its mode), and replacing it
+// would undo what whoever made it meant; the operator decides.
+func dropInMode(w Writer, c Change) (fs.FileMode, error) {
+	fi, err := w.Lstat(c.Area, c.Path)
+	if err != nil {
+		return 0, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return 0, fmt.Errorf("the drop-in %w", ErrSymlink)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("the drop-in %w (%v)", ErrNotRegular, fi.Mode().Type())
+	}
+	return fi.Mode() & restorableMode, nil
 }
 
 // applyRecord writes one record of a keyed kernel attribute, journaling
@@ -281,60 +315,143 @@ func applyRecord(w Writer, j *Journal, c Change) error {
 	return w.WriteRecord(c.Area, c.Path, c.Key, []byte(c.Desired))
 }
 
-// Rollback restores every journaled path, newest first: the old content
-// written back, files and directories the apply created removed. Then it
-// removes the journal. A kernel attribute (or record) that no longer
+// RollbackOptions change how Rollback treats a damaged journal.
+type RollbackOptions struct {
+	// Force restores the entries that can be read whole from a damaged
+	// journal (empty, cut short, data after its end, no entries) and
+	// removes it. Another version or an invalid entry is still refused.
+	Force bool
+	// Log, when set, gets one line about what Force dropped.
+	Log io.Writer
+}
+
+// Rollback is RollbackWith without options: a damaged journal is refused.
+func Rollback(w Writer) ([]Entry, error) {
+	return RollbackWith(w, RollbackOptions{})
+}
+
+// RollbackWith restores every journaled path, newest first: the old
+// content written back, files, temp files and directories the apply
+// created removed. Then it removes the journal. It holds the journal's
+// lock for the whole run. A kernel attribute (or record) that no longer
 // exists took its setting with it: its entry comes back with Gone set and
 // the rest goes on. It is idempotent: run again after an interrupted
 // rollback it restores the same values; with no journal it returns
-// ErrNoJournal and changes nothing.
-func Rollback(w Writer) (restored []Entry, err error) {
-	j, err := LoadJournal(w)
+// ErrNoJournal and changes nothing but the state an apply killed before
+// its first journal left.
+func RollbackWith(w Writer, o RollbackOptions) (restored []Entry, err error) {
+	// Without a state directory no apply left anything: nothing to lock
+	// (the lock would create it, and fail on a read-only tree).
+	if ok, err := w.Exists(AreaRoot, StateDir); err == nil && !ok {
+		return nil, fmt.Errorf("%w at /%s", ErrNoJournal, JournalPath)
+	}
+	release, err := w.Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := release(); err == nil {
+			err = rerr
+		}
+	}()
+	j, err := loadForRollback(w, o)
 	if errors.Is(err, ErrNoJournal) {
-		// An apply killed between creating the state directory and
-		// writing the first journal left them empty: they are ours.
-		_ = removeState(w)
+		// An apply killed before its first journal left at most a temp
+		// file of it; the empty state directories go with the lock.
+		if rerr := removeJournal(w); rerr != nil {
+			return nil, fmt.Errorf("remove journal temp file: %w", rerr)
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	for i := len(j.Entries) - 1; i >= 0; i-- {
 		e := j.Entries[i]
-		var err error
-		switch {
-		case e.Kind == "dir":
-			err = w.Remove(e.Area, e.Path)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
-			}
-			// Someone else put a file into a directory the apply made:
-			// it is theirs now too, and stays.
-			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
-				err = nil
-				continue
-			}
-		case !e.Existed:
-			err = w.Remove(e.Area, e.Path)
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
-			}
-		case e.Area == AreaRoot:
-			err = w.WriteAtomic(e.Area, e.Path, e.Old, e.Mode)
-		case e.Kind == "record":
-			err = w.WriteRecord(e.Area, e.Path, e.Key, e.Old)
-		default:
-			err = w.WriteInPlace(e.Area, e.Path, e.Old)
-		}
-		if e.Area != AreaRoot && e.Existed && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNoRecord) || errors.Is(err, syscall.ENODEV)) {
-			e.Gone, err = true, nil
-		}
+		out, err := restore(w, e)
 		if err != nil {
 			return restored, fmt.Errorf("restore %s:%s (action %s): %w; the journal is kept, run rollback again", e.Area, e.Path, e.Action, err)
 		}
+		if out == kept {
+			continue
+		}
+		e.Gone = out == gone
 		restored = append(restored, e)
 	}
-	if err := removeState(w); err != nil {
+	if err := removeJournal(w); err != nil {
 		return restored, fmt.Errorf("remove journal: %w", err)
 	}
 	return restored, nil
+}
+
+// loadForRollback is LoadJournal, or with Force what can be salvaged
+// from a damaged journal.
+func loadForRollback(w Writer, o RollbackOptions) (*Journal, error) {
+	j, err := LoadJournal(w)
+	if !o.Force || !errors.Is(err, ErrJournalDamaged) {
+		return j, err
+	}
+	b, rerr := readJournal(w)
+	if rerr != nil {
+		return nil, rerr
+	}
+	j, read, serr := salvageJournal(b)
+	if serr != nil {
+		return nil, serr
+	}
+	if o.Log != nil {
+		what := err.Error()
+		if de := (*DamagedError)(nil); errors.As(err, &de) {
+			what = "journal /" + JournalPath + " " + de.What
+		}
+		fmt.Fprintf(o.Log, "remediate rollback --force: %s; restoring the %d entries read whole (bytes 0-%d of %d), then removing it\n",
+			what, len(j.Entries), read, len(b))
+	}
+	return j, nil
+}
+
+// outcome is what restore did with one entry.
+type outcome int
+
+const (
+	restoredIt outcome = iota
+	gone               // a kernel attribute (or record) that no longer exists: nothing to restore
+	kept               // a directory the apply made that holds someone else's file now
+)
+
+// restore undoes one entry.
+func restore(w Writer, e Entry) (outcome, error) {
+	if e.Area == AreaRoot && e.Kind == "file" {
+		// A temp file a killed apply (or rollback) left beside it.
+		if err := w.Remove(e.Area, tempName(e.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return restoredIt, err
+		}
+	}
+	var err error
+	switch {
+	case e.Kind == "dir":
+		err = w.Remove(e.Area, e.Path)
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return kept, nil // theirs now too, and stays
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return restoredIt, err
+	case !e.Existed:
+		err = w.Remove(e.Area, e.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return restoredIt, err
+	case e.Area == AreaRoot:
+		return restoredIt, w.WriteAtomic(e.Area, e.Path, e.Old, e.Mode)
+	case e.Kind == "record":
+		err = w.WriteRecord(e.Area, e.Path, e.Key, e.Old)
+	default:
+		err = w.WriteInPlace(e.Area, e.Path, e.Old)
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNoRecord) || errors.Is(err, syscall.ENODEV) {
+		return gone, nil
+	}
+	return restoredIt, err
 }

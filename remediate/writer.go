@@ -6,11 +6,14 @@ package remediate
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,6 +51,11 @@ type Writer interface {
 	// the record's first field: rdma.max takes "mlx5_0 hca_handle=8
 	// hca_object=max" and leaves the other devices' lines alone.
 	WriteRecord(a Area, name, key string, line []byte) error
+	// Lock takes the exclusive lock of the tree's journal for an apply or
+	// rollback, or fails at once with a *LockedError naming the holder.
+	// release unlocks it, removing the state directories when no journal
+	// is left in them.
+	Lock() (release func() error, err error)
 }
 
 // Roots are the directories the areas resolve to.
@@ -80,13 +88,102 @@ func (w DirWriter) path(a Area, name string) (string, error) {
 	return filepath.Join(root, clean), nil
 }
 
-// ReadFile implements Writer.
-func (w DirWriter) ReadFile(a Area, name string) ([]byte, error) {
+// ErrSymlink is the error of a read or write that would go through a
+// symbolic link: a link where remediate writes its own file would send the
+// write (and the mode of the file it makes) wherever the link points.
+var ErrSymlink = errors.New("is a symbolic link: remediate never reads or writes through one; make it a regular file (or remove it) and plan again")
+
+// SymlinkError names the link and where it points.
+type SymlinkError struct{ Path, Target string }
+
+func (e *SymlinkError) Error() string {
+	return fmt.Sprintf("%s (-> %s) %v", e.Path, e.Target, ErrSymlink)
+}
+
+// Unwrap makes errors.Is(err, ErrSymlink) hold.
+func (e *SymlinkError) Unwrap() error { return ErrSymlink }
+
+// ErrNotRegular is the error of a read or write of something that is not
+// a regular file: a FIFO or device there would block or do something else.
+var ErrNotRegular = errors.New("is not a regular file")
+
+func symlinkError(p string) error {
+	target, _ := os.Readlink(p)
+	return &SymlinkError{Path: p, Target: target}
+}
+
+// resolve is path, and below the root area (where remediate writes its
+// drop-ins and the journal) it refuses a directory on the way that is a
+// symbolic link: writing below it would land wherever it points. sysfs
+// paths go through links by design (class/net/ib0), so there only the
+// last component is refused, when it is opened.
+func (w DirWriter) resolve(a Area, name string) (string, error) {
 	p, err := w.path(a, name)
+	if err != nil || a != AreaRoot {
+		return p, err
+	}
+	parts := strings.Split(strings.Trim(path.Clean("/"+name), "/"), "/")
+	dir := w.Roots.Root
+	for _, part := range parts[:len(parts)-1] {
+		dir = filepath.Join(dir, part)
+		fi, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return p, nil // nothing below exists either
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return "", symlinkError(dir)
+		}
+	}
+	return p, nil
+}
+
+// openNoFollow opens p without following a symbolic link at its end,
+// without blocking on a FIFO, and only if it is a regular file.
+func openNoFollow(p string, flag int, perm fs.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, symlinkError(p)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s %w (%v)", p, ErrNotRegular, fi.Mode().Type())
+	}
+	return f, nil
+}
+
+func readRegular(p string) ([]byte, error) {
+	f, err := openNoFollow(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return b, nil
+}
+
+// ReadFile implements Writer.
+func (w DirWriter) ReadFile(a Area, name string) ([]byte, error) {
+	p, err := w.resolve(a, name)
+	if err != nil {
+		return nil, err
+	}
+	return readRegular(p)
 }
 
 // Exists implements Writer.
@@ -114,11 +211,11 @@ func (w DirWriter) Lstat(a Area, name string) (fs.FileInfo, error) {
 // WriteInPlace implements Writer. It never creates the file: a vanished
 // attribute (an IRQ gone, a netdev renamed) is an error, not a new file.
 func (w DirWriter) WriteInPlace(a Area, name string, data []byte) error {
-	p, err := w.path(a, name)
+	p, err := w.resolve(a, name)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := openNoFollow(p, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}
@@ -129,36 +226,64 @@ func (w DirWriter) WriteInPlace(a Area, name string, data []byte) error {
 	return f.Close()
 }
 
-// WriteAtomic implements Writer.
-func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error {
-	p, err := w.path(a, name)
+// tempName is the temp file WriteAtomic writes name through. Its name is
+// fixed, not random, so the journal entry of name (written before the
+// write) also names the temp file a killed apply leaves, and rollback
+// removes it.
+func tempName(name string) string {
+	return path.Join(path.Dir(name), "."+path.Base(name)+".rdma-doctor-tmp")
+}
+
+// WriteAtomic implements Writer. The mode is set on the temp file, so
+// the file never has another one, whatever the umask. A symbolic link at
+// name is replaced, never followed (the rename replaces the link itself).
+func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) (err error) {
+	p, err := w.resolve(a, name)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(p)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp*")
+	tmp, err := w.path(a, tempName(name))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
+	// A temp file left by a killed run is ours (the lock is held).
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if err := writeSynced(f, data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
 		return err
 	}
+	return syncDir(filepath.Dir(p))
+}
+
+// writeSynced writes data, sets the mode, fsyncs and closes f.
+func writeSynced(f *os.File, data []byte, perm fs.FileMode) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -170,22 +295,29 @@ func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMod
 	return nil
 }
 
-// Remove implements Writer.
+// Remove implements Writer. A symbolic link at name is removed itself.
 func (w DirWriter) Remove(a Area, name string) error {
-	p, err := w.path(a, name)
+	p, err := w.resolve(a, name)
 	if err != nil {
 		return err
 	}
 	return os.Remove(p)
 }
 
+// DirMode is the mode of every directory remediate creates, whatever the
+// umask: drop-in directories are read by services and logins.
+const DirMode fs.FileMode = 0o755
+
 // Mkdir implements Writer.
 func (w DirWriter) Mkdir(a Area, name string) error {
-	p, err := w.path(a, name)
+	p, err := w.resolve(a, name)
 	if err != nil {
 		return err
 	}
-	return os.Mkdir(p, 0o755)
+	if err := os.Mkdir(p, DirMode); err != nil {
+		return err
+	}
+	return os.Chmod(p, DirMode)
 }
 
 // ErrNoRecord is WriteRecord's error for a key the file has no record of
@@ -199,7 +331,7 @@ var ErrNoRecord = errors.New("no record with that key")
 // afterwards. A key the file has no record of is ErrNoRecord there, as the
 // kernel refuses an unknown device.
 func (w DirWriter) WriteRecord(a Area, name, key string, line []byte) error {
-	p, err := w.path(a, name)
+	p, err := w.resolve(a, name)
 	if err != nil {
 		return err
 	}
@@ -214,7 +346,7 @@ func (w DirWriter) WriteRecord(a Area, name, key string, line []byte) error {
 	if kernel {
 		return w.WriteInPlace(a, name, line)
 	}
-	old, err := os.ReadFile(p)
+	old, err := readRegular(p)
 	if err != nil {
 		return err
 	}
@@ -333,6 +465,10 @@ func (f *Faulty) WriteRecord(a Area, name, key string, line []byte) error {
 	}
 	return f.W.WriteRecord(a, name, key, line)
 }
+
+// Lock implements Writer. It is not a write of the apply's and never
+// fails by injection.
+func (f *Faulty) Lock() (func() error, error) { return f.W.Lock() }
 
 // Mkdir implements Writer.
 func (f *Faulty) Mkdir(a Area, name string) error {

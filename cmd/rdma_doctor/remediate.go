@@ -26,6 +26,7 @@ const (
 	remediateOK     = 0
 	remediateFailed = 1 // apply or rollback stopped on an error
 	remediateUsage  = 2 // refused: bad flag, unknown action, no confirmation, not root
+	remediateBusy   = 3 // refused: another apply or rollback holds the journal's lock
 )
 
 func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
@@ -33,6 +34,7 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	only := cmd.Flag("only", "Only these action ids (comma-separated or repeated): "+strings.Join(actionIDs(), ", ")+".").PlaceHolder("ID").Strings()
 	format := cmd.Flag("format", "Plan output format: text or json.").Default("text").Enum("text", "json")
 	yes := cmd.Flag("yes", "Apply without asking.").Bool()
+	force := cmd.Flag("force", "rollback: restore the entries that can be read whole from a damaged journal (empty, cut short, data after its end, no entries), then remove it.").Bool()
 	return func(ctx context.Context, a *App) int {
 		var ids []string
 		for _, o := range *only {
@@ -53,7 +55,7 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			return remediateUsage
 		}
 		if *mode == "rollback" {
-			return runRollback(w)
+			return runRollback(w, *force)
 		}
 		reader := &diagnose.Reader{Host: a.Host, ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
 		in := &remediate.Input{Snap: reader.Read(ctx), Config: a.Config, W: w}
@@ -106,6 +108,10 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 		}
 	}
 	res, err := remediate.Apply(w, changes)
+	if errors.Is(err, remediate.ErrLocked) {
+		fmt.Fprintf(os.Stderr, "%s: remediate apply: %v\n", name, err)
+		return remediateBusy
+	}
 	for _, c := range res.Applied {
 		fmt.Printf("applied     %-14s %s\n", c.Action, c.Target)
 	}
@@ -120,8 +126,12 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 	return remediateOK
 }
 
-func runRollback(w remediate.Writer) int {
-	restored, err := remediate.Rollback(w)
+func runRollback(w remediate.Writer, force bool) int {
+	restored, err := remediate.RollbackWith(w, remediate.RollbackOptions{Force: force, Log: os.Stderr})
+	if errors.Is(err, remediate.ErrLocked) {
+		fmt.Fprintf(os.Stderr, "%s: remediate rollback: %v\n", name, err)
+		return remediateBusy
+	}
 	if errors.Is(err, remediate.ErrNoJournal) {
 		// Idempotent: a second rollback has nothing left to undo.
 		fmt.Printf("nothing to roll back: %v\n", err)
