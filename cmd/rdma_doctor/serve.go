@@ -210,7 +210,7 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, m.timeout))
 	defer cancel()
-	if format := expfmt.Negotiate(r.Header); format.FormatType() == expfmt.TypeTextPlain {
+	if format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...); format.FormatType() == expfmt.TypeTextPlain {
 		m.serveText(ctx, w, r, format)
 		return
 	}
