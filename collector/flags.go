@@ -35,7 +35,11 @@ var Table = []Spec{
 	{"irq", true, "completion IRQs of each RDMA device, where they may and do run against the device's NUMA-local CPUs, and whether irqbalance runs",
 		func(env Env, f *Flags) (Collector, error) { return NewIRQCollector(env, f.IRQPerIRQ), nil }},
 	{"tuning", true, "host tuning from /proc and /sys: hugepages, sysctls, CPU governors, transparent hugepages, kernel, SELinux, RDMA modules, memlock limits, rdma cgroup limits",
-		func(env Env, f *Flags) (Collector, error) { return NewTuningCollector(env, f.Modules()), nil }},
+		func(env Env, f *Flags) (Collector, error) {
+			c := NewTuningCollector(env, f.Modules())
+			c.(*tuningCollector).cgroups = f.CgroupLimits
+			return c, nil
+		}},
 	{"netdev", true, "IPoIB and RoCE netdevs of RDMA ports from /sys/class/net (mode, MTU, state, pkey children, GID types), RDMA character devices, and ethtool driver information and statistics",
 		func(env Env, _ *Flags) (Collector, error) { return NewNetdevCollector(env), nil }},
 	{"sm", true, "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
@@ -72,6 +76,9 @@ type Flags struct {
 	// TuningModules are the modules rdma_host_module_loaded reports
 	// (comma-separated).
 	TuningModules string
+	// CgroupLimits exports rdma_host_cgroup_rdma_limit: one series per
+	// cgroup, which on a Slurm or Kubernetes node means per job or pod.
+	CgroupLimits bool
 	// Ethtool queries each RDMA netdev with the ethtool ioctl; EthtoolStats
 	// selects the statistics exported.
 	Ethtool      bool
@@ -107,6 +114,9 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.tuning.modules",
 		"Comma-separated kernel modules reported by rdma_host_module_loaded (1 loaded, 0 not).").
 		Default(strings.Join(tuning.DefaultModules, ",")).StringVar(&f.TuningModules)
+	app.Flag("collector.tuning.cgroup-limits",
+		"Export rdma_host_cgroup_rdma_limit, one series per cgroup with a finite rdma.max: per job step or pod on a Slurm or Kubernetes node, so off by default (diagnose's cgroup.rdma judges them either way).").
+		BoolVar(&f.CgroupLimits)
 	app.Flag("collector.netdev.ethtool",
 		"Query each RDMA netdev with the ethtool ioctl (driver, firmware, speed, statistics). Only netdevs the running kernel has under the same name and ifindex as the sysfs tree are queried.").
 		Default("true").BoolVar(&f.Ethtool)

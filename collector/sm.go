@@ -62,8 +62,8 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 		stalled:   desc("rdma_sm_activity_stalled", "1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).", pl...),
 		running:   desc("rdma_sm_opensm_running", "1 when an opensm process runs on this host (comm \"opensm\" under --path.procfs)."),
 		processes: desc("rdma_sm_opensm_processes", "Number of opensm processes (Debian runs one per port)."),
-		process: desc("rdma_sm_opensm_process_info", "A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given.",
-			"pid", "guid", "priority", "config_file"),
+		process: desc("rdma_sm_opensm_process_info", "A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given. No PID label: a restart must not make a new series.",
+			"guid", "priority", "config_file"),
 		confInfo: desc("rdma_sm_opensm_config_info", "The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.",
 			"path", "guid", "subnet_prefix", "routing_engine"),
 		confPrio:  desc("rdma_sm_opensm_config_sm_priority", "sm_priority in opensm.conf (0-15; highest wins, a tie goes to the lower GUID).", "path"),
@@ -157,7 +157,7 @@ func (c *SMCollector) local(ctx context.Context, snap *host.Snapshot, ch chan<- 
 		if p.Priority >= 0 {
 			prio = strconv.Itoa(p.Priority)
 		}
-		gauge(ch, c.process, 1, strconv.Itoa(p.PID), p.GUID, prio, p.ConfigFile)
+		gauge(ch, c.process, 1, p.GUID, prio, p.ConfigFile)
 	}
 	if cf := st.Config; cf != nil {
 		guid, _, gerr := cf.GUID("guid")

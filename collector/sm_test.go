@@ -52,9 +52,9 @@ rdma_sm_opensm_config_sm_priority{path="/etc/rdma/opensm.conf"} 14
 # HELP rdma_sm_opensm_config_sweep_interval_seconds sweep_interval in opensm.conf (0 disables sweeping).
 # TYPE rdma_sm_opensm_config_sweep_interval_seconds gauge
 rdma_sm_opensm_config_sweep_interval_seconds{path="/etc/rdma/opensm.conf"} 15
-# HELP rdma_sm_opensm_process_info A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given.
+# HELP rdma_sm_opensm_process_info A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given. No PID label: a restart must not make a new series.
 # TYPE rdma_sm_opensm_process_info gauge
-rdma_sm_opensm_process_info{config_file="/etc/rdma/opensm.conf",guid="0x946dae0300cdf100",pid="2417",priority="14"} 1
+rdma_sm_opensm_process_info{config_file="/etc/rdma/opensm.conf",guid="0x946dae0300cdf100",priority="14"} 1
 # HELP rdma_sm_opensm_running 1 when an opensm process runs on this host (comm "opensm" under --path.procfs).
 # TYPE rdma_sm_opensm_running gauge
 rdma_sm_opensm_running 1

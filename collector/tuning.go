@@ -21,6 +21,9 @@ type tuningCollector struct {
 	// keep hides the rdma cgroup limits of excluded devices, so that no
 	// series names a device the operator excluded.
 	keep func(string) bool
+	// cgroups exports the per-cgroup rdma limits
+	// (--collector.tuning.cgroup-limits).
+	cgroups bool
 
 	hugepages, hugepagesFree, nodeHugepages, nodeHugepagesFree *expo.Desc
 	sysctl, governor, thp, kernel, selinux, module             *expo.Desc
@@ -123,7 +126,7 @@ func (c *tuningCollector) Update(ctx context.Context, snap *host.Snapshot, ch ch
 		gauge(ch, c.memlockProcs, float64(n), name)
 	}
 	for _, l := range s.RDMACgroups {
-		if !l.Limited() || !c.keep(l.Device) {
+		if !c.cgroups || !l.Limited() || !c.keep(l.Device) {
 			continue
 		}
 		gauge(ch, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")

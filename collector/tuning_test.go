@@ -25,7 +25,9 @@ func tuningOn(t *testing.T, host string, cfg *config.Config, with ...func(*rdmah
 	if cfg != nil {
 		env.Config = cfg
 	}
-	return on(env, NewTuningCollector(env, tuning.DefaultModules))
+	c := NewTuningCollector(env, tuning.DefaultModules)
+	c.(*tuningCollector).cgroups = true // --collector.tuning.cgroup-limits
+	return on(env, c)
 }
 
 // The slurm host: memlock of the exporter, of slurmd, and of the worst of
@@ -155,6 +157,18 @@ func BenchmarkScrapeTuning(b *testing.B) {
 	env := benchEnv(b, "dgx-h100")
 	c := on(env, NewTuningCollector(env, tuning.DefaultModules))
 	benchCollector(b, c)
+}
+
+// Per-cgroup series (per job or pod) are off by default.
+func TestTuningCgroupLimitsOffByDefault(t *testing.T) {
+	env := hostEnv(t, "../fixtures/hosts/dgx-h100")
+	c, err := Table[3].New(env, DefaultFlags())
+	if err != nil || Table[3].Name != "tuning" {
+		t.Fatal(Table[3].Name, err)
+	}
+	if n, err := testutil.GatherAndCount(gatherOne(t, "tuning", on(env, c)), "rdma_host_cgroup_rdma_limit"); err != nil || n != 0 {
+		t.Errorf("%d cgroup limit series by default, %v; want 0", n, err)
+	}
 }
 
 // The device filter also hides rdma cgroup limits of excluded devices.

@@ -183,7 +183,14 @@ func checkSMLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 	}
 	var out []Finding
 	for _, p := range st.Processes {
-		f := Finding{Target: fmt.Sprintf("opensm (pid %d)", p.PID), Severity: Pass,
+		// The target is stable across restarts (no PID): the process name,
+		// and the port GUID it binds when it names one (Debian runs one
+		// opensm per port). The PID is evidence.
+		target := "opensm"
+		if p.GUID != "" {
+			target += " " + p.GUID
+		}
+		f := Finding{Target: target, Severity: Pass,
 			Expected: "sweeping, bound to a port on a multi-port host", Evidence: "/proc/" + fmt.Sprint(p.PID) + "/cmdline; " + confPath}
 		guid, where := p.GUID, "-g"
 		if guid == "" {

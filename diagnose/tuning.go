@@ -235,12 +235,33 @@ func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 			out = append(out, Finding{Severity: Skip, Target: name, Evidence: "no process named " + name + " runs"})
 		}
 	}
-	for _, m := range s.Tuning.Memlock {
+	// One finding per process name, judged by its lowest limit: a
+	// target per process (slurmstepd for every job step) would make a new
+	// series for every PID. The PIDs are evidence.
+	worst := map[string]int{}
+	pids := map[string][]int{}
+	var names []string
+	for i, m := range s.Tuning.Memlock {
 		if m.Process == "self" {
 			continue // rdma_doctor itself registers no memory
 		}
-		f := Finding{Target: fmt.Sprintf("%s (pid %d)", m.Process, m.PID), Observed: fmt.Sprintf("soft %s, hard %s", memlockText(m.Soft), memlockText(m.Hard)),
-			Expected: wantText, Evidence: fmt.Sprintf("/proc/%d/limits Max locked memory", m.PID), Severity: Pass}
+		w, seen := worst[m.Process]
+		if !seen {
+			names = append(names, m.Process)
+		}
+		if !seen || m.Soft < s.Tuning.Memlock[w].Soft {
+			worst[m.Process] = i
+		}
+		pids[m.Process] = append(pids[m.Process], m.PID)
+	}
+	for _, name := range names {
+		m := s.Tuning.Memlock[worst[name]]
+		ev := fmt.Sprintf("/proc/%d/limits Max locked memory", m.PID)
+		if n := len(pids[name]); n > 1 {
+			ev += fmt.Sprintf(" (the lowest of %d %s processes: pids %s)", n, name, pidList(pids[name]))
+		}
+		f := Finding{Target: name, Observed: fmt.Sprintf("soft %s, hard %s", memlockText(m.Soft), memlockText(m.Hard)),
+			Expected: wantText, Evidence: ev, Severity: Pass}
 		if m.Soft < want {
 			f.Severity = Fail
 			f.Remedy = fmt.Sprintf("%s and the jobs it starts cannot pin enough memory for verbs: add LimitMEMLOCK=infinity to its systemd unit "+
@@ -417,4 +438,17 @@ func checkRDMACgroups(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, e
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// pidList lists at most 8 PIDs.
+func pidList(pids []int) string {
+	var parts []string
+	for i, p := range pids {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(pids)-8))
+			break
+		}
+		parts = append(parts, fmt.Sprint(p))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,9 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		noExporterMx = cmd.Flag("web.disable-exporter-metrics", "Exclude go_*, process_* and promhttp_* metrics about the exporter itself.").Bool()
 	)
 	return func(ctx context.Context, a *App) int {
+		if err := checkServeFlags(*metricsPath, *scrapeTO, *maxRequests); err != nil {
+			a.Kingpin.Fatalf("%v", err)
+		}
 		s, err := newServer(ctx, a, *metricsPath, *maxRequests, *scrapeTO, *noExporterMx)
 		if err != nil {
 			a.Kingpin.Fatalf("%v", err)
@@ -60,6 +64,26 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		}
 		return 0
 	}
+}
+
+// pages are the server's paths besides the metrics path and the landing page (which "/" as the metrics path replaces).
+var pages = []string{"/diagnose", "/probe"}
+
+// checkServeFlags refuses flag values that would make a broken server:
+// a metrics path that is empty, relative or another page's (a panic in
+// the mux before), and a scrape timeout that fails every collector.
+func checkServeFlags(metricsPath string, scrapeTO time.Duration, maxRequests int) error {
+	switch {
+	case !strings.HasPrefix(metricsPath, "/"):
+		return fmt.Errorf("--web.telemetry-path=%q: want an absolute path such as /metrics", metricsPath)
+	case slices.Contains(pages, metricsPath):
+		return fmt.Errorf("--web.telemetry-path=%q: that path is another page's (%s)", metricsPath, strings.Join(pages, ", "))
+	case scrapeTO <= 0:
+		return fmt.Errorf("--scrape.timeout=%v: want a positive duration such as 10s", scrapeTO)
+	case maxRequests < 0:
+		return fmt.Errorf("--web.max-requests=%d: want 0 (no limit) or more", maxRequests)
+	}
+	return nil
 }
 
 // newServer builds the whole server, in this order: the collectors and

@@ -252,6 +252,13 @@ type Paths struct {
 // checks that every root is a directory, so a typo stops start-up instead of
 // producing an empty scrape.
 func (p Paths) Resolve() (Paths, error) {
+	explicit := map[string]string{}
+	if p.Sysfs != "" {
+		explicit["--path.sysfs"] = p.Sysfs
+	}
+	if p.Procfs != "" {
+		explicit["--path.procfs"] = p.Procfs
+	}
 	if p.Rootfs == "" {
 		p.Rootfs = "/"
 	}
@@ -269,10 +276,15 @@ func (p Paths) Resolve() (Paths, error) {
 		return p, fmt.Errorf("--path.rootfs: %s is not a directory", p.Rootfs)
 	}
 	// sys and proc may legitimately be missing below a fixture root (a host
-	// tree with only /sys), but a path that exists and is not a directory is
-	// a mistake.
+	// tree with only /sys), but a path given explicitly must exist (a typo
+	// would otherwise read as "RDMA core not loaded", a false diagnosis),
+	// and one that exists must be a directory.
 	for flag, dir := range map[string]string{"--path.sysfs": p.Sysfs, "--path.procfs": p.Procfs} {
-		if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		fi, err := os.Stat(dir)
+		switch {
+		case err != nil && explicit[flag] != "":
+			return p, fmt.Errorf("%s: %w", flag, err)
+		case err == nil && !fi.IsDir():
 			return p, fmt.Errorf("%s: %s is not a directory", flag, dir)
 		}
 	}

@@ -171,9 +171,17 @@ func TestPathsResolve(t *testing.T) {
 	if p.Sysfs != filepath.Join(root, "sys") || p.Procfs != filepath.Join(root, "proc") {
 		t.Errorf("Resolve = %+v", p)
 	}
-	p, err = Paths{Rootfs: root, Sysfs: "/x/sys"}.Resolve()
-	if err != nil || p.Sysfs != "/x/sys" {
+	other := t.TempDir()
+	p, err = Paths{Rootfs: root, Sysfs: other}.Resolve()
+	if err != nil || p.Sysfs != other {
 		t.Errorf("explicit sysfs: %+v, %v", p, err)
+	}
+	// A missing sys below the root is a fixture's business; a missing
+	// --path.sysfs or --path.procfs given explicitly is a typo.
+	for _, p := range []Paths{{Rootfs: root, Sysfs: "/x/sys"}, {Rootfs: root, Procfs: filepath.Join(root, "prok")}} {
+		if _, err := p.Resolve(); err == nil || !strings.Contains(err.Error(), "--path.") {
+			t.Errorf("%+v: %v, want an error naming the flag", p, err)
+		}
 	}
 	if _, err := (Paths{Rootfs: filepath.Join(root, "nope")}).Resolve(); err == nil {
 		t.Error("missing rootfs: want error")
