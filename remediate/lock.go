@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -68,7 +69,13 @@ func (w DirWriter) Lock() (release func() error, err error) {
 			return nil, fmt.Errorf("lock /%s: %w", LockPath, err)
 		}
 		if !held {
+			// The holder writes its pid right after it takes the lock;
+			// give it a moment (a loaded host) so the refusal can name it.
 			pid := readPID(f)
+			for i := 0; pid == 0 && i < 100; i++ {
+				time.Sleep(5 * time.Millisecond)
+				pid = readPID(f)
+			}
 			f.Close()
 			return nil, &LockedError{PID: pid}
 		}

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -54,8 +53,6 @@ func Dir(root string) FS {
 type dirFS struct {
 	root  string
 	reads *registry
-	// kept counts the descriptors Attrs keep open (keptMax bounds it).
-	kept atomic.Int64
 	// hook, when set (by this package's tests only), runs inside every
 	// read once it is registered as in flight: a read that blocks there
 	// is a read stuck in the kernel.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -77,16 +78,15 @@ func (a *Attr) release() {
 	if a.fd >= 0 {
 		syscall.Close(a.fd)
 		a.fd = -1
-		if d, ok := a.fs.(*dirFS); ok {
-			d.kept.Add(-1)
-		}
+		kept.Add(-1)
 	}
 }
 
-// keptMax bounds the descriptors an FS keeps open: a 64-device host keeps
-// about 3,500. Go raises the soft RLIMIT_NOFILE to the hard limit at
-// start; a quarter of it is left for these, and the rest for sockets and
-// everything else. Past it, attributes are read with open/read/close.
+// keptMax bounds the descriptors the process keeps open, over every FS
+// (kept): a 64-device host keeps about 3,500. Go raises the soft
+// RLIMIT_NOFILE to the hard limit at start; a quarter of it is left for
+// these, and the rest for sockets and everything else. Past it,
+// attributes are read with open/read/close.
 var keptMax = sync.OnceValue(func() int64 {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
@@ -114,9 +114,9 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 		return nil, a.missing
 	}
 	if a.fd < 0 {
-		if a.closed || d.kept.Add(1) > keptMax() {
+		if a.closed || kept.Add(1) > keptMax() {
 			if !a.closed {
-				d.kept.Add(-1)
+				kept.Add(-1)
 			}
 			return readInto(p, buf, !a.toEOF)
 		}
@@ -129,7 +129,7 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 		// The kernel object behind the descriptor went away (a driver
 		// reload): open the path again, which fails if it is gone.
 		a.release()
-		d.kept.Add(1)
+		kept.Add(1)
 		if err := a.open(p); err != nil {
 			return nil, err
 		}
@@ -143,7 +143,7 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 func (a *Attr) open(p string) error {
 	fd, err := open(p)
 	if err != nil {
-		a.fs.(*dirFS).kept.Add(-1)
+		kept.Add(-1)
 		perr := &fs.PathError{Op: "open", Path: p, Err: err}
 		if errors.Is(err, fs.ErrNotExist) {
 			a.missing = perr
@@ -192,10 +192,8 @@ func preadInto(fd int, p string, buf []byte, toEOF bool) ([]byte, error) {
 	}
 }
 
-// keptCount is the number of descriptors d keeps open (tests).
-func keptCount(f FS) int64 {
-	if d, ok := f.(*dirFS); ok {
-		return d.kept.Load()
-	}
-	return 0
-}
+// kept counts the descriptors Attrs keep open in this process.
+var kept atomic.Int64
+
+// keptCount is the number of descriptors kept open (tests).
+func keptCount() int64 { return kept.Load() }
