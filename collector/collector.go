@@ -11,7 +11,6 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -103,12 +102,14 @@ func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, col
 func (a *Aggregator) Names() []string { return a.names }
 
 var (
-	successDesc  = expo.NewDesc("rdma_scrape_collector_success", "rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", "collector")
-	durationDesc = expo.NewDesc("rdma_scrape_collector_duration_seconds", "rdma_doctor: duration of a collector scrape.", "collector")
-	errorsDesc   = expo.NewDesc("rdma_scrape_collector_errors", "rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", "collector")
-	stuckDesc    = expo.NewDesc("rdma_host_reads_stuck", "rdma_doctor: host files whose read has not returned for 2 s or more (a wedged driver or firmware); each holds one thread, and the file is skipped until its read returns.")
-	refusedDesc  = expo.NewDesc("rdma_host_reads_refused_total", "rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.")
-	ageDesc      = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", "source")
+	successDesc    = expo.NewDesc("rdma_scrape_collector_success", "rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", "collector")
+	durationDesc   = expo.NewDesc("rdma_scrape_collector_duration_seconds", "rdma_doctor: duration of a collector scrape.", "collector")
+	errorsDesc     = expo.NewDesc("rdma_scrape_collector_errors", "rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", "collector")
+	stuckDesc      = expo.NewDesc("rdma_host_reads_stuck", "rdma_doctor: host files whose read has not returned for 2 s or more (a wedged driver or firmware); each holds one thread, and the file is skipped until its read returns.")
+	refusedDesc    = expo.NewDesc("rdma_host_reads_refused_total", "rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.")
+	suppressedDesc = expo.NewDesc("rdma_scrape_error_logs_suppressed_total",
+		"rdma_doctor: collector errors logged at debug level only, because the same message was logged at warning level before (each distinct error is logged once).")
+	ageDesc = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", "source")
 )
 
 // Bind returns a prometheus.Collector that scrapes under ctx, whose deadline
@@ -121,7 +122,7 @@ type bound struct {
 }
 
 func (b bound) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, ageDesc, stuckDesc, refusedDesc} {
+	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, ageDesc, stuckDesc, refusedDesc, suppressedDesc} {
 		ch <- d.Prometheus()
 	}
 }
@@ -253,6 +254,7 @@ func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	st := a.host.FS().ReadStats()
 	ch <- expo.Gauge(stuckDesc, float64(st.Stuck))
 	ch <- expo.Counter(refusedDesc, float64(st.Refused))
+	ch <- expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load()))
 }
 
 func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, ch chan<- prometheus.Metric) {
@@ -311,39 +313,6 @@ func flatten(err error) []error {
 		return out
 	}
 	return []error{err}
-}
-
-// onceLogger logs each distinct error message once at warning level, then
-// only at debug level: a broken file fails on every scrape, and the log must
-// stay readable.
-type onceLogger struct {
-	logger *slog.Logger
-	mu     sync.Mutex
-	seen   map[string]struct{}
-	max    int
-}
-
-func newOnceLogger(l *slog.Logger, max int) *onceLogger {
-	return &onceLogger{logger: l, seen: map[string]struct{}{}, max: max}
-}
-
-func (o *onceLogger) log(collector string, err error) {
-	msg := err.Error()
-	o.mu.Lock()
-	_, seen := o.seen[msg]
-	if !seen && len(o.seen) < o.max {
-		o.seen[msg] = struct{}{}
-	}
-	o.mu.Unlock()
-	level := slog.LevelWarn
-	if seen {
-		level = slog.LevelDebug
-	}
-	hint := "the series that depend on it are left out of the scrape; logged once"
-	if errors.Is(err, context.DeadlineExceeded) {
-		hint = "raise --scrape.timeout or exclude slow devices with --collector.infiniband.device-exclude"
-	}
-	o.logger.Log(context.Background(), level, "collector error", "collector", collector, "err", msg, "hint", hint)
 }
 
 // desc is the one metric descriptor helper; name is the full metric name,

@@ -122,3 +122,24 @@ func TestDeviceFilter(t *testing.T) {
 		t.Error("include and exclude together accepted")
 	}
 }
+
+// The once-logger remembers a bounded number of messages (most recent
+// kept): a message pushed out is logged at warning level again, a repeat
+// of a remembered one at debug level, and repeats are counted.
+func TestOnceLoggerLRU(t *testing.T) {
+	var logs bytes.Buffer
+	o := newOnceLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})), 2)
+	for _, m := range []string{"a", "b", "a", "c", "a", "b"} {
+		o.log("x", errors.New("err "+m))
+	}
+	// a b (a again: debug) c (evicts b) (a again: debug) b (new again)
+	if n := strings.Count(logs.String(), "level=WARN"); n != 4 {
+		t.Errorf("%d warnings, want 4:\n%s", n, logs.String())
+	}
+	if got := o.suppressed.Load(); got != 2 {
+		t.Errorf("suppressed %d, want 2", got)
+	}
+	if len(o.seen) != 2 || o.order.Len() != 2 {
+		t.Errorf("remembers %d/%d messages, want at most 2", len(o.seen), o.order.Len())
+	}
+}
