@@ -137,6 +137,20 @@ func hostArgs(t testing.TB, host string) []string {
 // firstSample is the log message of the server's first diagnosis.
 const firstSample = "first diagnosis ready"
 
+// waitFirstDiagnosis waits until the server logged its first diagnosis:
+// it listens before (a hung host read must not keep it from listening),
+// and the tests want that diagnosis.
+func waitFirstDiagnosis(t testing.TB, e *exporter) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(e.stderr.String(), firstSample); {
+		if time.Now().After(deadline) {
+			_ = e.cmd.Process.Kill()
+			t.Fatalf("rdma_doctor logged no %q within 60 s\n%s", firstSample, e.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // start runs the exporter with args on a free loopback port and waits until
 // it answers. It is stopped when the test ends.
 func start(t testing.TB, args ...string) *exporter {
@@ -171,15 +185,7 @@ func start(t testing.TB, args ...string) *exporter {
 			_ = e.cmd.Process.Kill()
 			t.Fatalf("rdma_doctor did not listen on %s\n%s", e.addr, e.stderr.String())
 		}
-		// The server listens before its first diagnosis (a hung host read
-		// must not keep it from listening); the tests want that diagnosis.
-		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(e.stderr.String(), firstSample); {
-			if time.Now().After(deadline) {
-				_ = e.cmd.Process.Kill()
-				t.Fatalf("rdma_doctor logged no %q within 30 s\n%s", firstSample, e.stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFirstDiagnosis(t, e)
 		t.Cleanup(func() {
 			_ = e.cmd.Process.Kill()
 			<-exited

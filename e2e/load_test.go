@@ -333,6 +333,7 @@ func startBinary(t *testing.T, bin string, args ...string) *exporter {
 		resp, err := client.Get("http://" + e.addr + "/")
 		if err == nil {
 			resp.Body.Close()
+			waitFirstDiagnosis(t, e)
 			return e
 		}
 		select {
