@@ -14,6 +14,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // Delays is how long a read waits before it is served, by file kind. On a
@@ -146,11 +147,32 @@ func (s *Server) wait(ctx context.Context) syscall.Errno {
 func (s *Server) delay(rel string) {
 	switch kindOf(rel) {
 	case kindCounter:
-		time.Sleep(s.delays.Counter)
+		sleep(s.delays.Counter)
 	case kindHW:
 		s.refreshHW(path.Dir(rel))
 	default:
-		time.Sleep(s.delays.Other)
+		sleep(s.delays.Other)
+	}
+}
+
+// sleep blocks the calling thread in nanosleep(2) for at least d. Not
+// time.Sleep: when the Go scheduler is idle its timers wake from
+// epoll_pwait, whose timeout is in milliseconds, so a 50 µs time.Sleep
+// lasts about 1 ms. The thread's timer slack (50 µs by default) is set to
+// 1 ns first, or every sleep would be stretched by it.
+func sleep(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	for {
+		var rem unix.Timespec
+		err := unix.Nanosleep(&ts, &rem)
+		if err != unix.EINTR {
+			return
+		}
+		ts = rem
 	}
 }
 
@@ -167,7 +189,7 @@ func (s *Server) refreshHW(dir string) {
 	if !d.last.IsZero() && time.Since(d.last) < s.delays.HWWindow {
 		return
 	}
-	time.Sleep(s.delays.HWRefresh)
+	sleep(s.delays.HWRefresh)
 	d.last = time.Now()
 }
 
@@ -180,7 +202,13 @@ type node struct {
 var (
 	_ fs.NodeWrapChilder = (*node)(nil)
 	_ fs.NodeOpener      = (*node)(nil)
+	_ fs.NodeFlusher     = (*node)(nil)
 )
+
+// Flush answers ENOSYS, which tells the kernel never to send FLUSH on
+// close again: a read-only file has nothing to flush, and a round trip per
+// close would be FUSE's cost, not the one slowfs stands for.
+func (n *node) Flush(context.Context, fs.FileHandle) syscall.Errno { return syscall.ENOSYS }
 
 // WrapChild makes every node the loopback creates below the root a node.
 func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
@@ -243,7 +271,11 @@ func Mount(src, mnt string, srv *Server) (*fuse.Server, error) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("slowfs needs FUSE (/dev/fuse) and root to mount: %w", err)
 	}
-	opts := &fs.Options{MountOptions: fuse.MountOptions{
+	// The tree does not change while served: the kernel may keep names,
+	// attributes and misses for as long as it likes, as it keeps sysfs
+	// dentries, so that a path walk costs no round trip per component.
+	forever := time.Hour
+	opts := &fs.Options{EntryTimeout: &forever, AttrTimeout: &forever, NegativeTimeout: &forever, MountOptions: fuse.MountOptions{
 		FsName: "slowfs", Name: "slowfs",
 		// mount(2) ourselves: no fusermount is needed when run as root.
 		DirectMountStrict: true,
