@@ -160,3 +160,30 @@ func TestIPoIBAddress(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+func TestListFloor(t *testing.T) {
+	l, err := listFloor(filepath.Join(dgx(t), "sys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// dgx-h100: 9 devices of one port each.
+	if len(l.devices) != 9 || l.ports != 9 {
+		t.Fatalf("%d devices, %d ports", len(l.devices), l.ports)
+	}
+	want := map[string]bool{"node_guid": false, "state": false, "link_downed": false, "out_of_buffer": false, "dev_port": false}
+	for _, files := range l.devices {
+		for _, f := range files {
+			if _, ok := want[filepath.Base(f)]; ok {
+				want[filepath.Base(f)] = true
+			}
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("no %s in the list", name)
+		}
+	}
+	if _, n, err := l.read(); err != nil || n == 0 {
+		t.Errorf("read %d bytes: %v", n, err)
+	}
+}
