@@ -136,7 +136,9 @@ func prepare(o options, work string) (binaries, error) {
 	b := binaries{rdmaDoctor: o.rdmaDoctor, nodeExporter: o.nodeExporter}
 	if b.rdmaDoctor == "" {
 		b.rdmaDoctor = filepath.Join(work, "rdma_doctor")
-		if err := goCmd(nil, "build", "-o", b.rdmaDoctor, "./cmd/rdma_doctor"); err != nil {
+		// The revision goes into --version, and so into the report.
+		ldflags := "-X github.com/prometheus/common/version.Revision=" + revision()
+		if err := goCmd(nil, "build", "-ldflags", ldflags, "-o", b.rdmaDoctor, "./cmd/rdma_doctor"); err != nil {
 			return b, err
 		}
 	}
@@ -164,6 +166,15 @@ func prepare(o options, work string) (binaries, error) {
 		*p = abs
 	}
 	return b, nil
+}
+
+// revision is the checkout's commit, "-dirty" when it has changes.
+func revision() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func goCmd(env []string, args ...string) error {

@@ -4,8 +4,8 @@
 package main
 
 import (
+	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 )
@@ -30,15 +30,36 @@ type results struct {
 func newResults(o options, b binaries) *results {
 	return &results{
 		Date:         time.Now().UTC().Format(time.RFC3339),
-		Command:      "go run ./tools/sidebyside " + strings.Join(os.Args[1:], " "),
+		Command:      rerunCommand(),
 		Machine:      thisMachine(),
 		RDMADoctor:   version(b.rdmaDoctor),
-		NodeExporter: version(b.nodeExporter),
+		NodeExporter: neVersion(o, b),
 		Skipped:      []string{"yuuki/rdma_exporter: not on the Go module proxy (go install cannot fetch it)"},
 		Scrapes:      o.scrapes, Warmup: o.warmup, Repeats: o.repeats, RSSAfter: o.rssAfter,
 		SlowDelays: "counters/ 50µs per file, hw_counters/ 1ms per directory refresh (10ms window), 5µs otherwise",
 		SlowGap:    o.slowGap.String(),
 	}
+}
+
+// rerunCommand is the command line that reruns this measurement: the
+// flags given, less where the results and the work files went.
+func rerunCommand() string {
+	args := []string{"go run ./tools/sidebyside"}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "o" && f.Name != "work" {
+			args = append(args, fmt.Sprintf("-%s=%s", f.Name, f.Value))
+		}
+	})
+	return strings.Join(args, " ") + " -o results.json"
+}
+
+// neVersion names node_exporter: the pinned version when this run
+// installed it (go install leaves --version without one).
+func neVersion(o options, b binaries) string {
+	if o.nodeExporter == "" {
+		return "node_exporter " + o.neVersion + " (go install github.com/prometheus/node_exporter@" + o.neVersion + ")"
+	}
+	return version(b.nodeExporter)
 }
 
 // stats is one contender over one repeat.
@@ -125,12 +146,17 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 			dur(rep.RD.MedianNS), dur(rep.NE.MedianNS), ratio(rep.RD.MedianNS, rep.NE.MedianNS),
 			dur(rep.RD.CPUNS), dur(rep.NE.CPUNS), ratio(rep.RD.CPUNS, rep.NE.CPUNS), dur(rep.Floor.MedianNS))
 	}
-	// Top up to rss-after scrapes of each exporter, then read VmRSS.
+	// Top up to rss-after scrapes of each exporter, then read VmRSS. Not
+	// on the slow sysfs: memory does not depend on how slow a read is, and
+	// the top-up would cost minutes there.
 	done := o.warmup + o.repeats*o.scrapes
-	if err := loop(cs[:2], o.rssAfter-done); err != nil {
-		return r, err
+	r.RSSScrapes = done
+	if !slow {
+		if err := loop(cs[:2], o.rssAfter-done); err != nil {
+			return r, err
+		}
+		r.RSSScrapes = max(done, o.rssAfter)
 	}
-	r.RSSScrapes = max(done, o.rssAfter)
 	if r.RSSRD, err = procRSS(rd.target.pid); err != nil {
 		return r, err
 	}
