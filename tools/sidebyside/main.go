@@ -38,7 +38,7 @@ type options struct {
 	hosts, configs, slowHosts                  []string
 	scrapes, warmup, repeats, rssAfter         int
 	slowGap                                    time.Duration
-	out, work                                  string
+	out, work, printFloor                      string
 }
 
 func parseFlags() options {
@@ -59,6 +59,7 @@ func parseFlags() options {
 	flag.IntVar(&o.rssAfter, "rss-after", 1000, "scrapes of each exporter (warm-up and timed included) after which VmRSS is read")
 	flag.DurationVar(&o.slowGap, "slow-gap", 25*time.Millisecond, "pause before each scrape on the slow sysfs, longer than its hw_counters window, so that neither exporter reads the other's refresh")
 	flag.StringVar(&o.out, "o", "", "results file (JSON) for tools/perfreport")
+	flag.StringVar(&o.printFloor, "print-floor", "", "print the raw floor's file list of this host tree's sys/ and exit (to compare with what a scrape opens, e.g. under strace)")
 	flag.StringVar(&o.work, "work", "", "work directory (default: a new temporary one, removed at the end)")
 	flag.Parse()
 	o.hosts, o.configs, o.slowHosts = split(*hosts), split(*configs), split(*slow)
@@ -90,6 +91,9 @@ func main() {
 }
 
 func run(o options) error {
+	if o.printFloor != "" {
+		return printFloorList(o.printFloor)
+	}
 	if o.scrapes < 1 || o.repeats < 1 || o.warmup < 0 {
 		return fmt.Errorf("-scrapes and -repeats must be at least 1, -warmup at least 0")
 	}
@@ -124,6 +128,19 @@ func run(o options) error {
 		return err
 	}
 	return os.WriteFile(o.out, append(b, '\n'), 0o644)
+}
+
+func printFloorList(root string) error {
+	l, err := listFloor(filepath.Join(root, "sys"))
+	if err != nil {
+		return err
+	}
+	for _, files := range l.devices {
+		for _, f := range files {
+			fmt.Println(f)
+		}
+	}
+	return nil
 }
 
 // binaries are the programs a run starts.
