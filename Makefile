@@ -60,10 +60,13 @@ generate:
 # node_exporter into ~/.cache/rdma_doctor-bench, generates hosts into a
 # temporary directory, mounts tools/slowfs: needs root and /dev/fuse), then
 # tools/perfreport. Not part of make test. SIDEBYSIDE_FLAGS passes flags,
-# e.g. SIDEBYSIDE_FLAGS='-rdma-doctor ./rdma_doctor -scrapes 300'.
+# e.g. SIDEBYSIDE_FLAGS='-rdma-doctor ./rdma_doctor -scrapes 300'. BENCH_RAW,
+# if set, is a directory that keeps the raw outputs (bench.txt, load.txt,
+# sidebyside.json) from which perfreport can rewrite the page.
 BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose
 LOAD_REQUESTS    ?= 20000
 SIDEBYSIDE_FLAGS ?=
+BENCH_RAW        ?=
 
 bench:
 	@set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
@@ -72,6 +75,7 @@ bench:
 		$(GO) test -count=1 -run '^TestLoad$$' -v ./e2e; \
 	$(GO) run ./tools/sidebyside $(SIDEBYSIDE_FLAGS) -o $$d/sidebyside.json; \
 	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -sidebyside $$d/sidebyside.json -o docs/performance.md; \
+	if [ -n "$(BENCH_RAW)" ]; then mkdir -p "$(BENCH_RAW)" && cp $$d/bench.txt $$d/load.txt $$d/sidebyside.json "$(BENCH_RAW)"/; fi; \
 	echo "wrote docs/performance.md"
 
 # Every benchmark of every package.

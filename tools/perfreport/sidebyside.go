@@ -192,7 +192,8 @@ func writeSBSIntro(p func(string, ...any), s *sideBySide) {
 	p("  (a MAD: the firmware works, the host waits), the rest spins. Each scrape waits %s\n", s.SlowGap)
 	p("  first, longer than the hw_counters window, so neither exporter is served the\n")
 	p("  other's refresh. FUSE itself adds tens of µs per file here (open and two reads are\n")
-	p("  round trips to slowfs on the same 2 CPUs), the same for both exporters.\n")
+	p("  round trips to slowfs on the same 2 CPUs), the same for both exporters: the raw\n")
+	p("  floor's time on slowfs below is what the files cost there in all.\n")
 	for _, sk := range s.Skipped {
 		p("- Skipped: %s.\n", sk)
 	}
@@ -293,28 +294,45 @@ func writeSBSGoals(p func(string, ...any), s *sideBySide) {
 const flatLimit = 1.25
 
 func writeSBSFlat(p func(string, ...any), s *sideBySide) {
+	p("Growth from 1 to 64 devices (generated hosts; medians over the repeats). Wall time\n")
+	p("also measures parallelism: rdma_doctor reads devices concurrently (on %d CPUs here),\n", s.Machine.NProc)
+	p("node_exporter one after another, so its wall ratio falls as the work grows; the CPU\n")
+	p("ratio is the cost each puts on the host.\n\n")
 	for _, c := range s.configs() {
-		var parts []string
-		var meds []float64
-		for _, r := range s.Runs {
-			if r.Config != c || r.Slow || !strings.HasPrefix(r.Host, "generated-") {
-				continue
+		for _, m := range []struct {
+			name string
+			f    func(sbsRepeat) (float64, float64)
+		}{{"wall", wallRatio}, {"CPU", cpuRatio}} {
+			if line, ok := s.flatness(c, m.f); ok {
+				p("- %s, %s ratio by devices %s.\n", c, m.name, line)
 			}
-			m := r.ratios(wallRatio).median()
-			meds = append(meds, m)
-			parts = append(parts, fmt.Sprintf("%d: %.2f×", r.Devices, m))
 		}
-		if len(meds) < 2 {
-			continue
-		}
-		spread := slices.Max(meds) / slices.Min(meds)
-		verdict := "flat"
-		if spread > flatLimit {
-			verdict = "**not flat**"
-		}
-		p("- Growth, %s: wall ratio by devices %s; largest / smallest %.2f: %s (limit %.2f).\n", c, strings.Join(parts, ", "), spread, verdict, flatLimit)
 	}
 	p("\n")
+}
+
+// flatness says how the ratio f of config c moves over the generated
+// hosts, and whether that is flat.
+func (s *sideBySide) flatness(c string, f func(sbsRepeat) (float64, float64)) (string, bool) {
+	var parts []string
+	var meds []float64
+	for _, r := range s.Runs {
+		if r.Config != c || r.Slow || !strings.HasPrefix(r.Host, "generated-") {
+			continue
+		}
+		m := r.ratios(f).median()
+		meds = append(meds, m)
+		parts = append(parts, fmt.Sprintf("%d: %.2f×", r.Devices, m))
+	}
+	if len(meds) < 2 || slices.Min(meds) == 0 {
+		return "", false
+	}
+	spread := slices.Max(meds) / slices.Min(meds)
+	verdict := "flat"
+	if spread > flatLimit {
+		verdict = "**not flat**"
+	}
+	return fmt.Sprintf("%s; largest / smallest %.2f: %s (limit %.2f)", strings.Join(parts, ", "), spread, verdict, flatLimit), true
 }
 
 func ms(ns float64) string {

@@ -47,7 +47,7 @@ func TestSideBySide(t *testing.T) {
 		"| dgx-h100 | 9 | infiniband | 0.20–0.30× | 0.20–0.30× | 15.0 MiB | 20.0 MiB | 2.00–3.00× | 0.10× | 0.10× |",
 		"| infiniband only, wall | 0.30× | ≤ 0.20× | no |",
 		"| slow sysfs, infiniband only, wall | 0.10× | ≤ 0.25× | yes |",
-		"wall ratio by devices 1: 0.10×, 64: 0.50×; largest / smallest 5.00: **not flat**",
+		"infiniband, wall ratio by devices 1: 0.10×, 64: 0.50×; largest / smallest 5.00: **not flat**",
 		"Skipped: yuuki/rdma_exporter",
 		"    go run ./tools/sidebyside -o results.json",
 	} {
