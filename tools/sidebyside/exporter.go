@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -41,7 +43,48 @@ func start(name, bin string, args []string, logDir string) (*process, error) {
 	}
 	p := &process{name: name, cmd: cmd, log: log, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
+	live.add(p)
 	return p, nil
+}
+
+// live are the processes started and not yet stopped. Each runs in its own
+// process group, out of reach of the terminal's ^C: an interrupted harness
+// stops them itself (stopAll), or a slowfs mount would outlive it.
+var live = &registry{procs: map[*process]bool{}}
+
+type registry struct {
+	mu    sync.Mutex
+	procs map[*process]bool
+}
+
+func (r *registry) add(p *process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.procs[p] = true
+}
+
+func (r *registry) remove(p *process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.procs, p)
+}
+
+// stopAll stops every live process: exporters first, slowfs last, so that
+// no reader keeps its mount busy.
+func (r *registry) stopAll() {
+	r.mu.Lock()
+	var first, last []*process
+	for p := range r.procs {
+		if strings.HasPrefix(p.name, "slowfs") {
+			last = append(last, p)
+		} else {
+			first = append(first, p)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range append(first, last...) {
+		_ = p.stop(5 * time.Second)
+	}
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
@@ -60,6 +103,7 @@ func (p *process) exited() error {
 
 // stop sends SIGTERM to the process group, then SIGKILL after grace.
 func (p *process) stop(grace time.Duration) error {
+	defer live.remove(p)
 	defer p.log.Close()
 	if err := p.exited(); err != nil {
 		return err

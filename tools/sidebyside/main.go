@@ -25,10 +25,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -84,10 +86,22 @@ func defaultCache() string {
 }
 
 func main() {
+	go stopOnSignal()
 	if err := run(parseFlags()); err != nil {
 		fmt.Fprintln(os.Stderr, "sidebyside:", err)
 		os.Exit(1)
 	}
+}
+
+// stopOnSignal stops the exporters and slowfs on SIGINT or SIGTERM, then
+// exits.
+func stopOnSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	sig := <-ch
+	fmt.Fprintf(os.Stderr, "sidebyside: %v: stopping what it started\n", sig)
+	live.stopAll()
+	os.Exit(130)
 }
 
 func run(o options) error {
