@@ -20,11 +20,18 @@ import (
 )
 
 // process is an exporter (or slowfs) this harness started and must stop.
+// stop may be called from two goroutines at once (the run's deferred stop
+// and the signal handler's): exit is closed when the process is reaped, so
+// every waiter sees it, and the first stop does the work.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan error
+	name    string
+	cmd     *exec.Cmd
+	log     *os.File
+	exit    chan struct{}
+	waitErr error // set before exit is closed
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // start runs bin with args in its own process group, its output in
@@ -41,8 +48,11 @@ func start(name, bin string, args []string, logDir string) (*process, error) {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: log, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := &process{name: name, cmd: cmd, log: log, exit: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exit)
+	}()
 	live.add(p)
 	return p, nil
 }
@@ -93,28 +103,36 @@ func (p *process) pid() int { return p.cmd.Process.Pid }
 // stops at once for a process that failed to start.
 func (p *process) exited() error {
 	select {
-	case err := <-p.done:
-		p.done <- err
-		return fmt.Errorf("%s exited: %v (see %s)", p.name, err, p.log.Name())
+	case <-p.exit:
+		return fmt.Errorf("%s exited: %v (see %s)", p.name, p.waitErr, p.log.Name())
 	default:
 		return nil
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after grace.
+// stop sends SIGTERM to the process group, then SIGKILL after grace. Every
+// call returns the first call's result.
 func (p *process) stop(grace time.Duration) error {
-	defer live.remove(p)
-	defer p.log.Close()
+	p.stopOnce.Do(func() {
+		defer live.remove(p)
+		defer p.log.Close()
+		p.stopErr = p.terminate(grace)
+	})
+	<-p.exit
+	return p.stopErr
+}
+
+func (p *process) terminate(grace time.Duration) error {
 	if err := p.exited(); err != nil {
 		return err
 	}
 	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.exit:
 		return nil
 	case <-time.After(grace):
 		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.done
+		<-p.exit
 		return fmt.Errorf("%s did not stop within %v of SIGTERM; killed", p.name, grace)
 	}
 }
