@@ -55,16 +55,27 @@ generate:
 
 # docs/performance.md: the benchmarks behind it (go test -bench: the scrape
 # against the raw floor and prometheus/procfs, growth with devices, IRQs,
-# diagnose) and the load test at LOAD_REQUESTS, then tools/perfreport.
-BENCH_PKGS    ?= ./internal/scrapebench ./internal/irq ./diagnose
-LOAD_REQUESTS ?= 20000
+# diagnose), the load test at LOAD_REQUESTS and the side-by-side run against
+# node_exporter (tools/sidebyside: builds rdma_doctor, installs the pinned
+# node_exporter into ~/.cache/rdma_doctor-bench, generates hosts into a
+# temporary directory, mounts tools/slowfs: needs root and /dev/fuse), then
+# tools/perfreport. Not part of make test. SIDEBYSIDE_FLAGS passes flags,
+# e.g. SIDEBYSIDE_FLAGS='-rdma-doctor ./rdma_doctor -scrapes 300'. BENCH_RAW,
+# if set, is a directory that keeps the raw outputs (bench.txt, load.txt,
+# sidebyside.json) from which perfreport can rewrite the page.
+BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose
+LOAD_REQUESTS    ?= 20000
+SIDEBYSIDE_FLAGS ?=
+BENCH_RAW        ?=
 
 bench:
 	@set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(BENCH_PKGS) | tee $$d/bench.txt; \
 	RDMA_DOCTOR_LOAD_REQUESTS=$(LOAD_REQUESTS) RDMA_DOCTOR_PERF_OUT=$$d/load.txt \
 		$(GO) test -count=1 -run '^TestLoad$$' -v ./e2e; \
-	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -o docs/performance.md; \
+	$(GO) run ./tools/sidebyside $(SIDEBYSIDE_FLAGS) -o $$d/sidebyside.json; \
+	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -sidebyside $$d/sidebyside.json -o docs/performance.md; \
+	if [ -n "$(BENCH_RAW)" ]; then mkdir -p "$(BENCH_RAW)" && cp $$d/bench.txt $$d/load.txt $$d/sidebyside.json "$(BENCH_RAW)"/; fi; \
 	echo "wrote docs/performance.md"
 
 # Every benchmark of every package.

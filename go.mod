@@ -6,6 +6,7 @@ require (
 	github.com/Mellanox/rdmamap v1.1.0
 	github.com/alecthomas/kingpin/v2 v2.4.0
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1

@@ -47,7 +47,7 @@ func TestWriteLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sb strings.Builder
-	write(&sb, map[string]result{}, "cpu", load)
+	write(&sb, map[string]result{}, "cpu", load, nil)
 	if !strings.Contains(sb.String(), "| 20000 | 32 |") || !strings.Contains(sb.String(), "42.4 MiB") || !strings.Contains(sb.String(), "10000, are /metrics") {
 		t.Errorf("load table:\n%s", sb.String())
 	}

@@ -1,0 +1,363 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// sideBySide is the part of tools/sidebyside's results file this report
+// reads.
+type sideBySide struct {
+	Date    string `json:"date"`
+	Command string `json:"command"`
+	Machine struct {
+		NProc  int    `json:"nproc"`
+		Kernel string `json:"kernel"`
+		CPU    string `json:"cpu"`
+		Go     string `json:"go"`
+	} `json:"machine"`
+	RDMADoctor   string   `json:"rdma_doctor"`
+	NodeExporter string   `json:"node_exporter"`
+	Skipped      []string `json:"skipped"`
+	Scrapes      int      `json:"scrapes"`
+	Warmup       int      `json:"warmup"`
+	Repeats      int      `json:"repeats"`
+	RSSAfter     int      `json:"rss_after"`
+	SlowDelays   string   `json:"slow_delays"`
+	SlowGap      string   `json:"slow_gap"`
+	Runs         []sbsRun `json:"runs"`
+}
+
+type sbsStats struct {
+	MedianNS float64 `json:"median_ns"`
+	P90NS    float64 `json:"p90_ns"`
+	CPUNS    float64 `json:"cpu_ns"`
+}
+
+type sbsRepeat struct {
+	RD    sbsStats `json:"rdma_doctor"`
+	NE    sbsStats `json:"node_exporter"`
+	Floor sbsStats `json:"floor"`
+}
+
+type sbsRun struct {
+	Host       string      `json:"host"`
+	Devices    int         `json:"devices"`
+	Ports      int         `json:"ports"`
+	FloorFiles int         `json:"floor_files"`
+	Config     string      `json:"config"`
+	Slow       bool        `json:"slow"`
+	Repeats    []sbsRepeat `json:"repeats"`
+	RSSRD      float64     `json:"rss_rdma_doctor"`
+	RSSNE      float64     `json:"rss_node_exporter"`
+	RSSScrapes int         `json:"rss_scrapes"`
+	FailedRD   []string    `json:"failed_rdma_doctor"`
+	FailedNE   []string    `json:"failed_node_exporter"`
+}
+
+func readSideBySide(name string) (*sideBySide, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var s sideBySide
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &s, nil
+}
+
+// ratios is one ratio per repeat.
+type ratios []float64
+
+func (r sbsRun) ratios(f func(sbsRepeat) (float64, float64)) ratios {
+	var out ratios
+	for _, p := range r.Repeats {
+		if a, b := f(p); b > 0 {
+			out = append(out, a/b)
+		}
+	}
+	return out
+}
+
+func wallRatio(p sbsRepeat) (float64, float64)  { return p.RD.MedianNS, p.NE.MedianNS }
+func cpuRatio(p sbsRepeat) (float64, float64)   { return p.RD.CPUNS, p.NE.CPUNS }
+func floorRatio(p sbsRepeat) (float64, float64) { return p.RD.MedianNS, p.Floor.MedianNS }
+
+// String is "lo–hi" over the repeats (one value when they agree).
+func (r ratios) String() string {
+	if len(r) == 0 {
+		return "–"
+	}
+	lo, hi := slices.Min(r), slices.Max(r)
+	if fmt.Sprintf("%.2f", lo) == fmt.Sprintf("%.2f", hi) {
+		return fmt.Sprintf("%.2f×", lo)
+	}
+	return fmt.Sprintf("%.2f–%.2f×", lo, hi)
+}
+
+func (r ratios) median() float64 {
+	if len(r) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(r))
+	return s[len(s)/2]
+}
+
+// median of one figure over the repeats.
+func (r sbsRun) median(f func(sbsRepeat) float64) float64 {
+	var v []float64
+	for _, p := range r.Repeats {
+		v = append(v, f(p))
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+// find is the run of host and config on the page cache or the slow sysfs.
+func (s *sideBySide) find(host, config string, slow bool) (sbsRun, bool) {
+	for _, r := range s.Runs {
+		if r.Host == host && r.Config == config && r.Slow == slow {
+			return r, true
+		}
+	}
+	return sbsRun{}, false
+}
+
+func writeSideBySide(w io.Writer, s *sideBySide) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## Side by side with node_exporter\n\n")
+	if s == nil {
+		p("Not measured in this run.\n")
+		return
+	}
+	writeSBSIntro(p, s)
+	writeSBSSummary(p, s)
+	writeSBSGoals(p, s)
+	writeSBSFlat(p, s)
+	writeSBSDetail(p, s)
+}
+
+func writeSBSIntro(p func(string, ...any), s *sideBySide) {
+	p("tools/sidebyside, %s. **%s** against **%s** run with\n", s.Date, s.RDMADoctor, s.NodeExporter)
+	p("`--collector.disable-defaults --collector.infiniband`, both serving the same\n")
+	p("host tree at once on loopback. They are scraped **interleaved** (rdma_doctor, node_exporter,\n")
+	p("raw floor, rdma_doctor, ...), each scrape as Prometheus 3 sends it (`Accept-Encoding: gzip`,\n")
+	p("its default `Accept` header, a keep-alive connection), %d untimed scrapes of each first,\n", s.Warmup)
+	p("then %d repeats of %d timed scrapes each. Wall time is per scrape, request to last\n", s.Repeats, s.Scrapes)
+	p("compressed byte; CPU is utime+stime from /proc/PID/stat over a repeat divided by its\n")
+	p("scrapes (10 ms ticks; it includes each exporter's own background work, e.g.\n")
+	p("rdma_doctor's diagnose sampler); RSS is VmRSS after %d scrapes of each. A ratio is\n", s.RSSAfter)
+	p("rdma_doctor / node_exporter of the repeat's median (wall) or CPU per scrape, given as\n")
+	p("the range over the repeats; below 1 rdma_doctor is cheaper.\n\n")
+	p("**Noise.** Machine: %d CPUs (%s), Linux %s, %s, **shared with other developers'\n", s.Machine.NProc, s.Machine.CPU, s.Machine.Kernel, s.Machine.Go)
+	p("builds and tests while measured**: absolute times are noisy and vary from run to run.\n")
+	p("The interleaving is what makes the ratios meaningful: load that slows one scrape\n")
+	p("falls on its neighbours of the other exporter alike.\n\n")
+	p("- `default`: rdma_doctor's default collectors (infiniband, pci, irq, tuning, netdev, sm).\n")
+	p("  `infiniband`: that collector alone (`--no-collector.pci --no-collector.irq\n")
+	p("  --no-collector.tuning --no-collector.netdev --no-collector.sm`: rdma_doctor has no\n")
+	p("  `--collector.disable-defaults`). node_exporter runs its infiniband collector alone in both.\n")
+	p("- Hosts: `fixtures/hosts/dgx-h100`, and `generated-N`: dgx-h100 with its RDMA devices\n")
+	p("  replaced by N clones of its `mlx5_0` (1 NDR port, 21 `counters/`, 26 `hw_counters/`)\n")
+	p("  with new names, PCI addresses and GUIDs, in the kernel's layout, generated into a\n")
+	p("  temporary directory at bench time (clones have no `msi_irqs/`, so the irq collector\n")
+	p("  finds no IRQs of theirs).\n")
+	p("- Raw floor: bare open/read/close (syscall, page-sized stack buffer, one goroutine per\n")
+	p("  device) of exactly the files an infiniband-only scrape reads, timed in the same loop\n")
+	p("  by the harness. The list is made by walking the class tree as the collector does:\n")
+	p("  each device's regular files and `hw_counters/*`, `device/net/*/dev_port`, each port's\n")
+	p("  regular files, `gid_attrs/ndevs/0` where present, `counters/*` and `hw_counters/*`\n")
+	p("  (less `lifespan`, a setting). Checked against `strace -e openat` of one infiniband-only\n")
+	p("  scrape of dgx-h100: the same 577 files opened; the scrape also tries 26 optional files\n")
+	p("  that do not exist there and opens 46 directories to list them, which the floor leaves\n")
+	p("  out (`go run ./tools/sidebyside -print-floor fixtures/hosts/dgx-h100` prints the list).\n")
+	p("  Floor ratio: rdma_doctor's median wall / the floor's, for each configuration (the\n")
+	p("  default one reads much more than these files).\n")
+	p("- Slow sysfs: tools/slowfs serves the same tree read-only over FUSE with a delay per\n")
+	p("  read at offset 0 (%s); a counter read sleeps\n", s.SlowDelays)
+	p("  (a MAD: the firmware works, the host waits), the rest spins. Each scrape waits %s\n", s.SlowGap)
+	p("  first, longer than the hw_counters window, so neither exporter is served the\n")
+	p("  other's refresh. FUSE itself adds tens of µs per file here (open and two reads are\n")
+	p("  round trips to slowfs on the same 2 CPUs), the same for both exporters: the raw\n")
+	p("  floor's time on slowfs below is what the files cost there in all.\n")
+	for _, sk := range s.Skipped {
+		p("- Skipped: %s.\n", sk)
+	}
+	p("\nRerun: `make bench` (all of this page), or this part alone:\n\n")
+	p("    %s\n\n", s.Command)
+}
+
+// hosts in the order they were run.
+func (s *sideBySide) hosts() []sbsRun {
+	var out []sbsRun
+	seen := map[string]bool{}
+	for _, r := range s.Runs {
+		if !seen[r.Host] {
+			seen[r.Host] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *sideBySide) configs() []string {
+	var out []string
+	for _, r := range s.Runs {
+		if !slices.Contains(out, r.Config) {
+			out = append(out, r.Config)
+		}
+	}
+	return out
+}
+
+func writeSBSSummary(p func(string, ...any), s *sideBySide) {
+	p("| host | devices | config | wall ratio | CPU ratio | RSS rdma_doctor | RSS node_exporter | floor ratio | slow-sysfs wall ratio | slow-sysfs CPU ratio |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, h := range s.hosts() {
+		for _, c := range s.configs() {
+			r, ok := s.find(h.Host, c, false)
+			if !ok {
+				continue
+			}
+			slowWall, slowCPU := "–", "–"
+			if sr, ok := s.find(h.Host, c, true); ok {
+				slowWall, slowCPU = sr.ratios(wallRatio).String(), sr.ratios(cpuRatio).String()
+			}
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Host, r.Devices, r.Config,
+				r.ratios(wallRatio), r.ratios(cpuRatio), mib(r.RSSRD), mib(r.RSSNE), r.ratios(floorRatio), slowWall, slowCPU)
+		}
+	}
+	p("\n")
+	failed := false
+	for _, r := range s.Runs {
+		if len(r.FailedRD)+len(r.FailedNE) > 0 {
+			failed = true
+			p("- %s %s: collectors reporting failure: rdma_doctor %v, node_exporter %v.\n", r.Host, r.Config, r.FailedRD, r.FailedNE)
+		}
+	}
+	if failed {
+		p("\n")
+	}
+}
+
+// writeSBSGoals compares dgx-h100 with issue 13's goals.
+func writeSBSGoals(p func(string, ...any), s *sideBySide) {
+	type goal struct {
+		what, config string
+		slow         bool
+		f            func(sbsRepeat) (float64, float64)
+		max          float64
+	}
+	goals := []goal{
+		{"default scrape, wall", "default", false, wallRatio, 0.3},
+		{"default scrape, CPU", "default", false, cpuRatio, 0.3},
+		{"infiniband only, wall", "infiniband", false, wallRatio, 0.2},
+		{"infiniband only, CPU", "infiniband", false, cpuRatio, 0.2},
+		{"infiniband only / raw floor, wall", "infiniband", false, floorRatio, 1.3},
+		{"slow sysfs, default, wall", "default", true, wallRatio, 0.25},
+		{"slow sysfs, infiniband only, wall", "infiniband", true, wallRatio, 0.25},
+	}
+	p("Issue 13's goals on dgx-h100 (medians over the repeats):\n\n")
+	p("| goal | measured | target | met |\n|---|---|---|---|\n")
+	for _, g := range goals {
+		r, ok := s.find("dgx-h100", g.config, g.slow)
+		if !ok {
+			continue
+		}
+		m := r.ratios(g.f).median()
+		p("| %s | %.2f× | ≤ %.2f× | %s |\n", g.what, m, g.max, map[bool]string{true: "yes", false: "no"}[m <= g.max])
+	}
+	if r, ok := s.find("dgx-h100", "default", false); ok {
+		p("| RSS after %d scrapes | %s | ≤ yuuki/rdma_exporter's (14.7–16.8 MiB, issue 13) | %s |\n", r.RSSScrapes, mib(r.RSSRD),
+			map[bool]string{true: "yes", false: "no"}[r.RSSRD <= 16.8*(1<<20)])
+	}
+	p("\n")
+}
+
+// flatLimit is how far apart the ratios of the generated hosts may be
+// (largest / smallest) to call them flat: noise on this machine alone moves
+// a ratio by about a tenth between repeats.
+const flatLimit = 1.25
+
+func writeSBSFlat(p func(string, ...any), s *sideBySide) {
+	p("Growth from 1 to 64 devices (generated hosts; medians over the repeats). Wall time\n")
+	p("also measures parallelism: rdma_doctor reads devices concurrently (on %d CPUs here),\n", s.Machine.NProc)
+	p("node_exporter one after another, so its wall ratio falls as the work grows; the CPU\n")
+	p("ratio is the cost each puts on the host.\n\n")
+	for _, c := range s.configs() {
+		for _, m := range []struct {
+			name string
+			f    func(sbsRepeat) (float64, float64)
+		}{{"wall", wallRatio}, {"CPU", cpuRatio}} {
+			if line, ok := s.flatness(c, m.f); ok {
+				p("- %s, %s ratio by devices %s.\n", c, m.name, line)
+			}
+		}
+	}
+	p("\n")
+}
+
+// flatness says how the ratio f of config c moves over the generated
+// hosts, and whether that is flat.
+func (s *sideBySide) flatness(c string, f func(sbsRepeat) (float64, float64)) (string, bool) {
+	var parts []string
+	var meds []float64
+	for _, r := range s.Runs {
+		if r.Config != c || r.Slow || !strings.HasPrefix(r.Host, "generated-") {
+			continue
+		}
+		m := r.ratios(f).median()
+		meds = append(meds, m)
+		parts = append(parts, fmt.Sprintf("%d: %.2f×", r.Devices, m))
+	}
+	if len(meds) < 2 || slices.Min(meds) == 0 {
+		return "", false
+	}
+	spread := slices.Max(meds) / slices.Min(meds)
+	verdict := "flat"
+	if spread > flatLimit {
+		verdict = "**not flat**"
+	}
+	return fmt.Sprintf("%s; largest / smallest %.2f: %s (limit %.2f)", strings.Join(parts, ", "), spread, verdict, flatLimit), true
+}
+
+func ms(ns float64) string {
+	if ns == 0 {
+		return "–"
+	}
+	return time.Duration(ns).Round(10 * time.Microsecond).String()
+}
+
+func writeSBSDetail(p func(string, ...any), s *sideBySide) {
+	p("Absolute figures (medians over the repeats of each repeat's median, p90 and CPU per scrape):\n\n")
+	p("| host | config | sysfs | floor files | rdma_doctor median | p90 | CPU | node_exporter median | p90 | CPU | floor median | floor CPU |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range s.Runs {
+		sysfs := "page cache"
+		if r.Slow {
+			sysfs = "slowfs"
+		}
+		med := func(f func(sbsRepeat) float64) string { return ms(r.median(f)) }
+		p("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Host, r.Config, sysfs, r.FloorFiles,
+			med(func(x sbsRepeat) float64 { return x.RD.MedianNS }), med(func(x sbsRepeat) float64 { return x.RD.P90NS }),
+			med(func(x sbsRepeat) float64 { return x.RD.CPUNS }),
+			med(func(x sbsRepeat) float64 { return x.NE.MedianNS }), med(func(x sbsRepeat) float64 { return x.NE.P90NS }),
+			med(func(x sbsRepeat) float64 { return x.NE.CPUNS }),
+			med(func(x sbsRepeat) float64 { return x.Floor.MedianNS }), med(func(x sbsRepeat) float64 { return x.Floor.CPUNS }))
+	}
+	p("\n")
+}

@@ -1,0 +1,175 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// floorList is the files an infiniband-only scrape reads, per device. It is
+// made by walking the class tree the way the infiniband collector does
+// (internal/infiniband.Read): for each class/infiniband/<dev>, the regular
+// files in the device directory (node_type, node_guid, fw_ver, ...) and in
+// its hw_counters/, the dev_port of each netdev of its PCI function
+// (device/net/*/dev_port, to map ports to netdevs), and for each ports/<n>
+// the regular files in the port directory (state, phys_state, rate, lid,
+// ...), gid_attrs/ndevs/0 where it exists, and every file in counters/ and
+// hw_counters/ (less lifespan, a setting). Directory listings and the opens
+// of optional files that do not exist are not in it: the floor is the cost
+// of the reads alone, so it is a little below what any scrape can reach.
+//
+// Checked once against strace -e openat of one infiniband-only scrape of
+// dgx-h100 (go run ./tools/sidebyside -print-floor fixtures/hosts/dgx-h100
+// prints the list): the same 577 files opened successfully; the scrape
+// also opened 26 optional files that do not exist there
+// (gid_attrs/ndevs/0, device/net/*/parent, device-level hw_counters/) and
+// opened 46 directories to list them.
+type floorList struct {
+	devices [][]string // absolute paths, one slice per device
+	ports   int
+}
+
+func (l floorList) files() int {
+	n := 0
+	for _, d := range l.devices {
+		n += len(d)
+	}
+	return n
+}
+
+func listFloor(sysfs string) (floorList, error) {
+	class := filepath.Join(sysfs, "class/infiniband")
+	devs, err := os.ReadDir(class)
+	if err != nil {
+		return floorList{}, fmt.Errorf("floor list: %w", err)
+	}
+	var l floorList
+	for _, d := range devs {
+		dir := filepath.Join(class, d.Name())
+		files := regular(dir)
+		files = append(files, regular(filepath.Join(dir, "hw_counters"))...)
+		nets, _ := os.ReadDir(filepath.Join(dir, "device/net"))
+		for _, n := range nets {
+			files = appendIfFile(files, filepath.Join(dir, "device/net", n.Name(), "dev_port"))
+		}
+		ports, err := os.ReadDir(filepath.Join(dir, "ports"))
+		if err != nil {
+			return floorList{}, fmt.Errorf("floor list: %s: %w", d.Name(), err)
+		}
+		for _, p := range ports {
+			pd := filepath.Join(dir, "ports", p.Name())
+			files = append(files, regular(pd)...)
+			files = appendIfFile(files, filepath.Join(pd, "gid_attrs/ndevs/0"))
+			files = append(files, regular(filepath.Join(pd, "counters"))...)
+			for _, f := range regular(filepath.Join(pd, "hw_counters")) {
+				// lifespan is the refresh setting, not a counter: the
+				// collector does not read it.
+				if filepath.Base(f) != "lifespan" {
+					files = append(files, f)
+				}
+			}
+			l.ports++
+		}
+		l.devices = append(l.devices, files)
+	}
+	if l.files() == 0 {
+		return l, fmt.Errorf("floor list: no files below %s", class)
+	}
+	return l, nil
+}
+
+// regular is the regular files directly in dir (none if dir is missing:
+// a driver without hw_counters/ has nothing to read there).
+func regular(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+func appendIfFile(files []string, p string) []string {
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		return append(files, p)
+	}
+	return files
+}
+
+// read reads every file of the list with bare open/read/close, one
+// goroutine per device as the collector reads devices in parallel, and
+// returns the wall time and the bytes read.
+func (l floorList) read() (time.Duration, int, error) {
+	start := time.Now()
+	bytes := make([]int, len(l.devices))
+	errs := make([]error, len(l.devices))
+	var wg sync.WaitGroup
+	for i, files := range l.devices {
+		wg.Go(func() {
+			for _, f := range files {
+				n, err := readFile(f)
+				if err != nil {
+					errs[i] = fmt.Errorf("floor: %s: %w", f, err)
+					return
+				}
+				bytes[i] += n
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	total := 0
+	for i := range bytes {
+		if errs[i] != nil {
+			return el, 0, errs[i]
+		}
+		total += bytes[i]
+	}
+	return el, total, nil
+}
+
+// readFile is open, read until EOF into a page-sized stack buffer (a sysfs
+// attribute is at most a page), close: the system calls any reader of the
+// file must make, and nothing else.
+func readFile(name string) (int, error) {
+	var buf [4096]byte
+	fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	total := 0
+	for {
+		n, err := syscall.Read(fd, buf[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			return total, nil
+		}
+		total += n
+	}
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}

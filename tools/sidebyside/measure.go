@@ -1,0 +1,320 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// results is what a run writes for tools/perfreport.
+type results struct {
+	Date         string      `json:"date"`
+	Command      string      `json:"command"`
+	Machine      machine     `json:"machine"`
+	RDMADoctor   string      `json:"rdma_doctor"`
+	NodeExporter string      `json:"node_exporter"`
+	Skipped      []string    `json:"skipped"`
+	Scrapes      int         `json:"scrapes"`
+	Warmup       int         `json:"warmup"`
+	Repeats      int         `json:"repeats"`
+	RSSAfter     int         `json:"rss_after"`
+	SlowDelays   string      `json:"slow_delays"`
+	SlowGap      string      `json:"slow_gap"`
+	Runs         []runResult `json:"runs"`
+}
+
+func newResults(o options, b binaries) *results {
+	return &results{
+		Date:         time.Now().UTC().Format(time.RFC3339),
+		Command:      rerunCommand(),
+		Machine:      thisMachine(),
+		RDMADoctor:   version(b.rdmaDoctor),
+		NodeExporter: neVersion(o, b),
+		Skipped:      []string{"yuuki/rdma_exporter: not on the Go module proxy (go install cannot fetch it)"},
+		Scrapes:      o.scrapes, Warmup: o.warmup, Repeats: o.repeats, RSSAfter: o.rssAfter,
+		SlowDelays: "counters/ 50µs per file, hw_counters/ 1ms per directory refresh (10ms window), 5µs otherwise",
+		SlowGap:    o.slowGap.String(),
+	}
+}
+
+// rerunCommand is the command line that reruns this measurement: the
+// flags given, less where the results and the work files went.
+func rerunCommand() string {
+	args := []string{"go run ./tools/sidebyside"}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "o" && f.Name != "work" {
+			args = append(args, fmt.Sprintf("-%s=%s", f.Name, f.Value))
+		}
+	})
+	return strings.Join(args, " ") + " -o results.json"
+}
+
+// neVersion names node_exporter: the pinned version when this run
+// installed it (go install leaves --version without one).
+func neVersion(o options, b binaries) string {
+	if o.nodeExporter == "" {
+		return "node_exporter " + o.neVersion + " (go install github.com/prometheus/node_exporter@" + o.neVersion + ")"
+	}
+	return version(b.nodeExporter)
+}
+
+// stats is one contender over one repeat.
+type stats struct {
+	MedianNS int64 `json:"median_ns"`
+	P90NS    int64 `json:"p90_ns"`
+	// CPUNS is CPU time per scrape: utime+stime from /proc/PID/stat over the
+	// repeat divided by its scrapes (the floor: this process's getrusage
+	// over its reads alone).
+	CPUNS int64 `json:"cpu_ns"`
+}
+
+type repeat struct {
+	RD    stats `json:"rdma_doctor"`
+	NE    stats `json:"node_exporter"`
+	Floor stats `json:"floor"`
+}
+
+// runResult is one host, one rdma_doctor configuration, page cache or
+// slow sysfs.
+type runResult struct {
+	Host        string   `json:"host"`
+	Devices     int      `json:"devices"`
+	Ports       int      `json:"ports"`
+	FloorFiles  int      `json:"floor_files"`
+	Config      string   `json:"config"`
+	Slow        bool     `json:"slow"`
+	Repeats     []repeat `json:"repeats"`
+	RSSRD       uint64   `json:"rss_rdma_doctor"`
+	RSSNE       uint64   `json:"rss_node_exporter"`
+	RSSScrapes  int      `json:"rss_scrapes"`
+	SamplesRD   int      `json:"samples_rdma_doctor"`
+	SamplesNE   int      `json:"samples_node_exporter"`
+	FailedRD    []string `json:"failed_rdma_doctor,omitempty"`
+	FailedNE    []string `json:"failed_node_exporter,omitempty"`
+	ContentType string   `json:"content_type"`
+}
+
+// contender is something timed in the interleaved loop.
+type contender struct {
+	name  string
+	step  func() (time.Duration, error)
+	cpu   func() (time.Duration, error) // cumulative CPU time
+	walls []time.Duration
+}
+
+// measure starts both exporters on root and runs the interleaved loop.
+func measure(o options, b binaries, work, host, root, config string, slow bool, floor floorList) (r runResult, err error) {
+	rdSpec := rdmaDoctor(b.rdmaDoctor, config == "infiniband")
+	if config != "default" && config != "infiniband" {
+		return r, fmt.Errorf("config %q: want default or infiniband", config)
+	}
+	r = runResult{Host: host, Devices: len(floor.devices), Ports: floor.ports, FloorFiles: floor.files(), Config: config, Slow: slow}
+	label := fmt.Sprintf("%s %s%s", host, config, map[bool]string{true: " slow-sysfs"}[slow])
+	fmt.Printf("sidebyside: %s: %d devices, %d ports, %d floor files\n", label, r.Devices, r.Ports, r.FloorFiles)
+	rd, err := rdSpec.start(root, work)
+	if err != nil {
+		return r, err
+	}
+	defer stopBoth(&err, rd)
+	ne, err := nodeExporter(b.nodeExporter).start(root, work)
+	if err != nil {
+		return r, err
+	}
+	defer stopBoth(&err, ne)
+	if err := r.inspect(rd.target, ne.target); err != nil {
+		return r, err
+	}
+	gap := time.Duration(0)
+	if slow {
+		gap = o.slowGap
+	}
+	cs := contenders(rd.target, ne.target, floor, gap)
+	if err := loop(cs, o.warmup); err != nil {
+		return r, err
+	}
+	for i := range o.repeats {
+		rep, err := timedRepeat(cs, o.scrapes)
+		if err != nil {
+			return r, err
+		}
+		r.Repeats = append(r.Repeats, rep)
+		fmt.Printf("sidebyside: %s: repeat %d: wall %s / %s = %.2f, CPU %s / %s = %.2f, floor %s\n", label, i+1,
+			dur(rep.RD.MedianNS), dur(rep.NE.MedianNS), ratio(rep.RD.MedianNS, rep.NE.MedianNS),
+			dur(rep.RD.CPUNS), dur(rep.NE.CPUNS), ratio(rep.RD.CPUNS, rep.NE.CPUNS), dur(rep.Floor.MedianNS))
+	}
+	// Top up to rss-after scrapes of each exporter, then read VmRSS. Not
+	// on the slow sysfs: memory does not depend on how slow a read is, and
+	// the top-up would cost minutes there.
+	done := o.warmup + o.repeats*o.scrapes
+	r.RSSScrapes = done
+	if !slow {
+		if err := loop(cs[:2], o.rssAfter-done); err != nil {
+			return r, err
+		}
+		r.RSSScrapes = max(done, o.rssAfter)
+	}
+	if r.RSSRD, err = procRSS(rd.target.pid); err != nil {
+		return r, err
+	}
+	if r.RSSNE, err = procRSS(ne.target.pid); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func stopBoth(err *error, x *running) {
+	if serr := x.proc.stop(10 * time.Second); serr != nil && *err == nil {
+		*err = serr
+	}
+}
+
+// inspect checks that both exporters answer gzip with samples, and keeps
+// which collectors fail (a generated host lacks what some collectors of
+// the default configuration look for; that is reported, not hidden).
+func (r *runResult) inspect(rd, ne *target) error {
+	for _, t := range []*target{rd, ne} {
+		e, err := t.inspect()
+		if err != nil {
+			return err
+		}
+		if !e.gzipped || e.samples == 0 {
+			return fmt.Errorf("%s answered gzip=%v with %d samples", t.name, e.gzipped, e.samples)
+		}
+		if t == rd {
+			r.SamplesRD, r.FailedRD, r.ContentType = e.samples, e.failed, e.contentType
+		} else {
+			r.SamplesNE, r.FailedNE = e.samples, e.failed
+		}
+		if len(e.failed) > 0 {
+			fmt.Printf("sidebyside: %s: failed collectors: %s\n", t.name, strings.Join(e.failed, ", "))
+		}
+	}
+	return nil
+}
+
+func contenders(rd, ne *target, floor floorList, gap time.Duration) []*contender {
+	scrape := func(t *target) *contender {
+		return &contender{name: t.name,
+			step: func() (time.Duration, error) {
+				if gap > 0 {
+					time.Sleep(gap)
+				}
+				return t.scrape()
+			},
+			cpu: func() (time.Duration, error) {
+				s, err := procCPU(t.pid)
+				return time.Duration(s * float64(time.Second)), err
+			}}
+	}
+	var floorCPU time.Duration
+	f := &contender{name: "floor",
+		step: func() (time.Duration, error) {
+			if gap > 0 {
+				time.Sleep(gap)
+			}
+			before, err := selfCPU()
+			if err != nil {
+				return 0, err
+			}
+			el, _, err := floor.read()
+			after, cerr := selfCPU()
+			if cerr != nil {
+				return 0, cerr
+			}
+			floorCPU += after - before
+			return el, err
+		},
+		cpu: func() (time.Duration, error) { return floorCPU, nil }}
+	return []*contender{scrape(rd), scrape(ne), f}
+}
+
+// loop runs n rounds of one step of each contender, in turn.
+func loop(cs []*contender, n int) error {
+	for range n {
+		for _, c := range cs {
+			if _, err := c.step(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// timedRepeat runs n interleaved rounds and returns each contender's
+// median and p90 wall time and its CPU per round.
+func timedRepeat(cs []*contender, n int) (repeat, error) {
+	cpu0 := make([]time.Duration, len(cs))
+	for i, c := range cs {
+		v, err := c.cpu()
+		if err != nil {
+			return repeat{}, err
+		}
+		cpu0[i] = v
+		c.walls = c.walls[:0]
+	}
+	for range n {
+		for _, c := range cs {
+			d, err := c.step()
+			if err != nil {
+				return repeat{}, err
+			}
+			c.walls = append(c.walls, d)
+		}
+	}
+	out := make([]stats, len(cs))
+	for i, c := range cs {
+		v, err := c.cpu()
+		if err != nil {
+			return repeat{}, err
+		}
+		out[i] = stats{MedianNS: int64(quantile(c.walls, 0.5)), P90NS: int64(quantile(c.walls, 0.9)), CPUNS: int64(v-cpu0[i]) / int64(n)}
+	}
+	return repeat{RD: out[0], NE: out[1], Floor: out[2]}, nil
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func dur(ns int64) string { return time.Duration(ns).Round(time.Microsecond).String() }
+
+// printSummary prints the ratios per run and whether they stay flat over
+// the generated hosts.
+func printSummary(res *results) {
+	fmt.Println("\nhost\tdevices\tconfig\tsysfs\twall ratio\tCPU ratio\tfloor ratio\tRSS rdma_doctor\tRSS node_exporter")
+	for _, r := range res.Runs {
+		fmt.Printf("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f MiB\t%.1f MiB\n", r.Host, r.Devices, r.Config, map[bool]string{true: "slow", false: "cache"}[r.Slow],
+			r.wallRange(), r.cpuRange(), r.floorRange(), float64(r.RSSRD)/(1<<20), float64(r.RSSNE)/(1<<20))
+	}
+}
+
+func (r runResult) wallRange() string {
+	return rangeOf(r.Repeats, func(p repeat) float64 { return ratio(p.RD.MedianNS, p.NE.MedianNS) })
+}
+
+func (r runResult) cpuRange() string {
+	return rangeOf(r.Repeats, func(p repeat) float64 { return ratio(p.RD.CPUNS, p.NE.CPUNS) })
+}
+
+func (r runResult) floorRange() string {
+	return rangeOf(r.Repeats, func(p repeat) float64 { return ratio(p.RD.MedianNS, p.Floor.MedianNS) })
+}
+
+// rangeOf is "lo–hi" of f over the repeats.
+func rangeOf(reps []repeat, f func(repeat) float64) string {
+	if len(reps) == 0 {
+		return "–"
+	}
+	lo, hi := f(reps[0]), f(reps[0])
+	for _, p := range reps[1:] {
+		lo, hi = min(lo, f(p)), max(hi, f(p))
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi)
+}
