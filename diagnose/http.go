@@ -11,8 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 )
 
 // NewHandler serves the latest report: ?format=text|json|html|nhc, else
@@ -96,25 +99,43 @@ func negotiate(r *http.Request) (string, bool) {
 }
 
 // statusCollector exports rdma_diagnose_status from the latest report.
+// The series of a report are built once, when a scrape first sees it (a
+// report lasts diagnose.interval; a DGX has 145 findings), and are expo
+// samples, which the text path writes directly.
 type statusCollector struct {
 	latest func() *Report
-	desc   *prometheus.Desc
+	desc   *expo.Desc
+
+	mu      sync.Mutex
+	report  *Report
+	samples []prometheus.Metric
 }
 
 // NewStatusCollector exports rdma_diagnose_status{check,target}: 0 pass,
 // 1 warn, 2 fail, from the latest report; skipped findings are absent.
 func NewStatusCollector(latest func() *Report) prometheus.Collector {
-	return &statusCollector{latest: latest, desc: prometheus.NewDesc("rdma_diagnose_status",
+	return &statusCollector{latest: latest, desc: expo.NewDesc("rdma_diagnose_status",
 		"Latest diagnose result per check and target: 0 pass, 1 warn, 2 fail (skipped checks are absent).",
-		[]string{"check", "target"}, nil)}
+		"check", "target")}
 }
 
-func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc.Prometheus() }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	r := c.latest()
+	for _, m := range c.series(c.latest()) {
+		ch <- m
+	}
+}
+
+// series are a report's samples, built on first use.
+func (c *statusCollector) series(r *Report) []prometheus.Metric {
 	if r == nil {
-		return
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r == c.report {
+		return c.samples
 	}
 	type key struct{ check, target string }
 	worst := map[key]Severity{}
@@ -132,6 +153,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			worst[k] = f.Severity
 		}
 	}
+	out := make([]prometheus.Metric, 0, len(order))
 	for _, k := range order {
 		v := 0.0
 		switch worst[k] {
@@ -140,6 +162,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		case Fail:
 			v = 2
 		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k.check, k.target)
+		out = append(out, expo.Gauge(c.desc, v, k.check, k.target))
 	}
+	c.report, c.samples = r, out
+	return out
 }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
@@ -56,9 +55,7 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 		sampler.Run(ctx)
 	}()
 
-	if err := s.Registry.Register(diagnose.NewStatusCollector(sampler.Latest)); err != nil {
-		return fmt.Errorf("diagnose: %w", err)
-	}
+	s.Parts = append(s.Parts, diagnose.NewStatusCollector(sampler.Latest))
 	s.Mux.Handle("/diagnose", diagnose.NewHandler(sampler.Latest))
 	s.Links = append(s.Links, web.LandingLinks{Address: "/diagnose", Text: "Diagnose",
 		Description: "The troubleshooting checklist: findings with remedies (text; ?format=json, html, nhc)"})

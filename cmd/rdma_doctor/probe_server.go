@@ -23,9 +23,7 @@ func addProbe(ctx context.Context, s *Server, store *probe.Store) error {
 	cfg := &s.App.Config.Probe
 	logger := s.App.Logger.With("component", "probe")
 	guard := &probe.ScrapeGuard{Quiet: cfg.ScrapeGuardOrDefault()}
-	if err := s.Registry.Register(&probe.Collector{Store: store, Guard: guard}); err != nil {
-		return fmt.Errorf("probe metrics: %w", err)
-	}
+	s.Parts = append(s.Parts, &probe.Collector{Store: store, Guard: guard})
 	s.Mux.Handle("/probe", probeHandler{store})
 	s.Links = append(s.Links, web.LandingLinks{Address: "/probe", Text: "Probe", Description: "Latest verbs probe results (JSON)"})
 	if !cfg.Enabled && !cfg.Responder.Enabled {

@@ -32,13 +32,15 @@ import (
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their
-// landing page Links) and the registry of the metrics beside the
-// collectors' (exporter, probe, diagnose).
+// landing page Links), the registry of the exporter's own metrics (go_*,
+// process_*, build info), and the collectors of the server's parts
+// (diagnose, probe), which every scrape collects beside the host's.
 type Server struct {
 	App      *App
 	Mux      *http.ServeMux
 	Links    []web.LandingLinks
 	Registry *prometheus.Registry
+	Parts    []prometheus.Collector
 }
 
 func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
@@ -112,7 +114,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	if err := addProbe(ctx, s, store); err != nil {
 		return nil, err
 	}
-	m := metricsHandler{agg: agg, logger: a.Logger, exporterReg: s.Registry, timeout: scrapeTO}
+	m := metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, exporterReg: s.Registry, timeout: scrapeTO}
 	if maxRequests > 0 {
 		m.inFlight = make(chan struct{}, maxRequests)
 	}
@@ -193,6 +195,7 @@ func readOnly(h http.Handler) http.Handler {
 type metricsHandler struct {
 	agg         *collector.Aggregator
 	logger      *slog.Logger
+	parts       []prometheus.Collector
 	exporterReg *prometheus.Registry
 	timeout     time.Duration
 	inFlight    chan struct{}
@@ -218,6 +221,7 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// path, which takes the same metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.agg.Bind(ctx))
+	reg.MustRegister(m.parts...)
 	promhttp.HandlerFor(prometheus.Gatherers{m.exporterReg, reg}, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
@@ -229,7 +233,11 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // client_golang's metric families cost most of a scrape. The exporter's
 // own registry (go_*, process_*, probe, diagnose) is gathered as usual.
 func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
-	fams, other := expo.Group(m.agg.Metrics(ctx))
+	metrics := m.agg.Metrics(ctx)
+	for _, c := range m.parts {
+		metrics = append(metrics, collect(c)...)
+	}
+	fams, other := expo.Group(metrics)
 	extra := prometheus.NewRegistry()
 	if len(other) > 0 {
 		extra.MustRegister(metricList(other))
@@ -280,6 +288,17 @@ func acceptsGzip(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// collect returns what a collector sends.
+func collect(c prometheus.Collector) []prometheus.Metric {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var out []prometheus.Metric
+	for m := range ch {
+		out = append(out, m)
+	}
+	return out
 }
 
 // metricList is a collector of ready metrics (those that are not expo

@@ -98,6 +98,8 @@ const (
 type Host struct {
 	opts  Options
 	fs    hostfs.Host
+	// netFS is fs with the netdevs' live attributes kept open.
+	netFS hostfs.Host
 	ib    *infiniband.Reader
 	now   func() time.Time
 	slowT time.Duration
@@ -141,6 +143,8 @@ func New(opts Options) *Host {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.netFS = h.fs
+	h.netFS.Sys = hostfs.Kept(h.fs.Sys)
 	switch {
 	case opts.SlowRefresh == 0:
 		h.slowT = DefaultSlowRefresh
@@ -318,7 +322,7 @@ func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
 		if fresh || base == nil {
 			return base, err
 		}
-		return netdev.Refresh(ctx, s.h.fs, base, s.h.opts.Ethtool)
+		return netdev.Refresh(ctx, s.h.netFS, base, s.h.opts.Ethtool)
 	})
 }
 

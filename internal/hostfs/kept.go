@@ -30,6 +30,9 @@ type Attr struct {
 	// records) may read short before its end. A sysfs attribute is one
 	// record and comes whole in the first read.
 	toEOF bool
+	// retryMissing opens a missing file again on every read (Kept's files
+	// come and go with their netdevs) instead of remembering it absent.
+	retryMissing bool
 
 	mu      sync.Mutex
 	fd      int // -1: not open
@@ -111,7 +114,10 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.missing != nil {
-		return nil, a.missing
+		if !a.retryMissing {
+			return nil, a.missing
+		}
+		a.missing = nil
 	}
 	if a.fd < 0 {
 		if a.closed || kept.Add(1) > keptMax() {
@@ -197,3 +203,34 @@ var kept atomic.Int64
 
 // keptCount is the number of descriptors kept open (tests).
 func keptCount() int64 { return kept.Load() }
+
+// Kept is f, but the files it reads are kept open as Attrs and re-read in
+// place: for a small set of sysfs attributes read on every scrape (the
+// netdevs' operstate, carrier, flags and MTU), named again and again. A
+// missing file is tried again on every read: its netdev may come back.
+// Directories and links are read as f reads them.
+func Kept(f FS) FS {
+	if _, ok := f.(*dirFS); !ok {
+		return f
+	}
+	return &keptFS{FS: f, attrs: map[string]*Attr{}}
+}
+
+type keptFS struct {
+	FS
+	mu    sync.Mutex
+	attrs map[string]*Attr
+}
+
+// ReadFile implements FS; the content is the caller's.
+func (k *keptFS) ReadFile(name string) ([]byte, error) {
+	k.mu.Lock()
+	a := k.attrs[name]
+	if a == nil {
+		a = newAttr(k.FS, name, false)
+		a.retryMissing = true
+		k.attrs[name] = a
+	}
+	k.mu.Unlock()
+	return a.Read(make([]byte, 0, 128))
+}

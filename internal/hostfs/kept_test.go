@@ -188,3 +188,28 @@ func TestAttrStuckRead(t *testing.T) {
 		t.Errorf("after the stuck read returned: %q %v", b, err)
 	}
 }
+
+// Kept re-reads a file in place, and reads a file that went and came back
+// (a netdev re-created under the same name) instead of remembering it
+// missing.
+func TestKept(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "operstate")
+	k := Kept(Dir(dir))
+	if _, err := k.ReadFile("operstate"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+	for _, v := range []string{"up\n", "down\n"} {
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := k.ReadFile("operstate"); err != nil || string(b) != v {
+			t.Errorf("read %q %v, want %q", b, err, v)
+		}
+	}
+	b1, _ := k.ReadFile("operstate")
+	b2, _ := k.ReadFile("operstate")
+	if &b1[0] == &b2[0] {
+		t.Error("two reads share a buffer: the content must be the caller's")
+	}
+}
