@@ -1,0 +1,150 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+)
+
+// The counter of mlx5_0 on dgx-h100 that the hang tests wedge, as the
+// FUSE server sees it (the class link resolved).
+const wedged = "sys/devices/pci0000:19/0000:19:01.0/0000:1a:00.0/infiniband/mlx5_0/ports/1/counters/symbol_error"
+
+// slowfsMount serves a fixture host through tools/slowfs with reads of
+// wedged blocked until released (SIGUSR1), as a sysfs read stuck in a
+// wedged driver would be. It returns the mount and the server process.
+func slowfsMount(t *testing.T, host string) (string, *exec.Cmd) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "the hang test mounts a FUSE tree: run as root (CI does)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		testenv.SkipOrFail(t, "the hang test needs /dev/fuse: "+err.Error())
+	}
+	bin := filepath.Join(t.TempDir(), "slowfs")
+	if out, err := exec.Command("go", "build", "-o", bin, "../tools/slowfs").CombinedOutput(); err != nil {
+		t.Fatalf("building slowfs: %v\n%s", err, out)
+	}
+	mnt := t.TempDir()
+	cmd := exec.Command(bin, "-tree", filepath.Join(repoRoot(t), "fixtures", "hosts", host), "-mount", mnt,
+		"-counter-delay", "0", "-hw-refresh-delay", "0", "-other-delay", "0", "-block", wedged)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGUSR1) // release what still waits
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			_ = exec.Command("umount", "-l", mnt).Run()
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(mnt, "sys", "class", "infiniband")); err == nil {
+			return mnt, cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("slowfs did not mount within 30 s")
+		}
+	}
+}
+
+// threads is the number of threads of a process.
+func threads(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatal("no Threads: line")
+	return 0
+}
+
+// TestHungReadCostsOneFile: with one counter's read stuck forever, the
+// server listens, every scrape answers with every other series (the
+// wedged counter absent, counted as stuck), the threads stay flat over
+// 150 scrapes instead of growing by one per scrape, and SIGTERM still
+// ends the process.
+func TestHungReadCostsOneFile(t *testing.T) {
+	mnt, _ := slowfsMount(t, "dgx-h100")
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  interval: 2s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, "--path.rootfs="+mnt, "--config.file="+cfg, "--scrape.timeout=2s", "--collector.sm.sminfo-path=/nonexistent/sminfo")
+
+	var first int
+	for i := 1; i <= 150; i++ {
+		code, body := e.get(t, "/metrics")
+		if code != 200 {
+			t.Fatalf("scrape %d: HTTP %d", i, code)
+		}
+		if i == 1 {
+			continue // the first may wait out the stuck read's device
+		}
+		for _, want := range []string{
+			`rdma_port_symbol_errors_total{device="mlx5_1",port="1"}`,
+			`rdma_port_link_downed_total{device="mlx5_0",port="1"}`,
+			`rdma_device_numa_node{device="mlx5_0"}`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Fatalf("scrape %d lost %s\n%s", i, want, e.stderr.String())
+			}
+		}
+		if strings.Contains(body, `rdma_port_symbol_errors_total{device="mlx5_0",port="1"}`) {
+			t.Fatalf("scrape %d: the wedged counter has a value", i)
+		}
+		if i == 30 {
+			first = threads(t, e.cmd.Process.Pid)
+		}
+		if i == 150 {
+			if !strings.Contains(body, "rdma_host_reads_stuck 1") {
+				t.Errorf("rdma_host_reads_stuck is not 1 after 150 scrapes")
+			}
+			if n := threads(t, e.cmd.Process.Pid); n > first+2 {
+				t.Errorf("threads %d after 30 scrapes, %d after 150: a thread per scrape leaks", first, n)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		for {
+			if err := e.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+				close(exited)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("SIGTERM did not end the server while a read was stuck\n%s", e.stderr.String())
+	}
+}
