@@ -131,6 +131,16 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 		}
 	}
 	b, err := preadInto(a.fd, p, buf, a.toEOF)
+	if err != nil && refused(err) {
+		// The driver refuses this attribute on every read (restricted
+		// ConnectX-7 functions answer EINVAL and log a kernel error each
+		// time): remember the answer until the Attr is replaced (its
+		// device's static attributes are re-read), so the host is not
+		// asked again on every scrape. The error is still reported.
+		a.missing = err
+		a.release()
+		return nil, err
+	}
 	if err != nil && reopen(err) {
 		// The kernel object behind the descriptor went away (a driver
 		// reload): open the path again, which fails if it is gone.
@@ -145,19 +155,31 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 }
 
 // open opens p into a.fd; the caller has taken a budget slot, which a
-// failure returns. A missing file is remembered.
+// failure returns. A missing or refused file is remembered.
 func (a *Attr) open(p string) error {
 	fd, err := open(p)
 	if err != nil {
 		kept.Add(-1)
 		perr := &fs.PathError{Op: "open", Path: p, Err: err}
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || refused(err) {
 			a.missing = perr
 		}
 		return perr
 	}
 	a.fd = fd
 	return nil
+}
+
+// refused reports the errors of an attribute the driver or the kernel
+// refuses for good: asking again changes nothing and may flood the kernel
+// log.
+func refused(err error) bool {
+	for _, e := range []error{syscall.EINVAL, syscall.EACCES, syscall.EPERM, syscall.EOPNOTSUPP, syscall.EISDIR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // reopen reports the errors of a descriptor whose file went away under

@@ -213,3 +213,32 @@ func TestKept(t *testing.T) {
 		t.Error("two reads share a buffer: the content must be the caller's")
 	}
 }
+
+// An attribute the kernel refuses for good (EINVAL from a restricted
+// function; here EISDIR, which a test can make) is asked once: later reads
+// return the same error without a system call, until a new Attr.
+func TestAttrRefusedOnce(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "fw_ver")
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := Dir(dir)
+	a := NewAttr(f, "fw_ver")
+	_, first := a.Read(nil)
+	if !errors.Is(first, syscall.EISDIR) {
+		t.Fatalf("first read: %v, want EISDIR", first)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("28.39.1002\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Read(nil); err != first {
+		t.Errorf("second read: %v, want the remembered %v (no new read)", err, first)
+	}
+	if b, err := NewAttr(f, "fw_ver").Read(nil); err != nil || string(b) != "28.39.1002\n" {
+		t.Errorf("a new Attr: %q %v", b, err)
+	}
+}
