@@ -30,6 +30,7 @@ package scrapebench
 
 import (
 	"context"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"log/slog"
 	"os"
 	"path"
@@ -159,7 +160,7 @@ func BenchmarkRawFloor(b *testing.B) {
 func BenchmarkSyscallFloor(b *testing.B) {
 	for _, h := range hosts(b) {
 		b.Run(h.name, func(b *testing.B) {
-			benchRaw(b, h, sysReadFile)
+			benchRaw(b, h, hostfstest.BareRead)
 		})
 	}
 }
@@ -388,30 +389,4 @@ func rawDevice(dir string, readFile func(string) (int, error)) (rawStats, error)
 func osReadFile(name string) (int, error) {
 	b, err := os.ReadFile(name)
 	return len(b), err
-}
-
-// sysReadFile reads name with open, read until EOF, and close, into a stack
-// buffer that holds any sysfs attribute (at most a page), and returns how
-// many bytes it read. It allocates nothing but the path's C string.
-func sysReadFile(name string) (int, error) {
-	var buf [4096]byte
-	fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer syscall.Close(fd)
-	total := 0
-	for {
-		n, err := syscall.Read(fd, buf[:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return total, err
-		}
-		if n == 0 {
-			return total, nil
-		}
-		total += n
-	}
 }

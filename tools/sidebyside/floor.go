@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -118,7 +119,7 @@ func (l floorList) read() (time.Duration, int, error) {
 	for i, files := range l.devices {
 		wg.Go(func() {
 			for _, f := range files {
-				n, err := readFile(f)
+				n, err := hostfstest.BareRead(f)
 				if err != nil {
 					errs[i] = fmt.Errorf("floor: %s: %w", f, err)
 					return
@@ -137,32 +138,6 @@ func (l floorList) read() (time.Duration, int, error) {
 		total += bytes[i]
 	}
 	return el, total, nil
-}
-
-// readFile is open, read until EOF into a page-sized stack buffer (a sysfs
-// attribute is at most a page), close: the system calls any reader of the
-// file must make, and nothing else.
-func readFile(name string) (int, error) {
-	var buf [4096]byte
-	fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer syscall.Close(fd)
-	total := 0
-	for {
-		n, err := syscall.Read(fd, buf[:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return total, err
-		}
-		if n == 0 {
-			return total, nil
-		}
-		total += n
-	}
 }
 
 // selfCPU is this process's user+system CPU time.
