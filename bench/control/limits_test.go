@@ -11,42 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
-
-// records is a slog handler that keeps every record, to count log lines.
-type records struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *records) WithGroup(string) slog.Handler            { return h }
-
-func (h *records) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.recs = append(h.recs, r.Clone())
-	return nil
-}
-
-// matching returns the records whose message contains substr.
-func (h *records) matching(substr string) []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []slog.Record
-	for _, r := range h.recs {
-		if strings.Contains(r.Message, substr) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 func attr(r slog.Record, key string) string {
 	var v string
@@ -165,7 +135,7 @@ func TestIdleConnectionsClosedAtDeadline(t *testing.T) {
 // responder stops, not 2,000 lines.
 func TestRefusedConnectionsLogRateLimited(t *testing.T) {
 	const refused = 2000
-	logs := &records{}
+	logs := &testenv.Records{}
 	e := startServer(t, nil, nil, func(s *Server) {
 		s.HandshakeTimeout = time.Hour
 		s.MaxHandshakes = 1
@@ -182,7 +152,7 @@ func TestRefusedConnectionsLogRateLimited(t *testing.T) {
 		}
 		c.Close()
 	}
-	if n := len(logs.matching("refus")); n != 1 {
+	if n := len(logs.Matching("refus")); n != 1 {
 		t.Errorf("%d log lines for %d refused connections, want 1 until the minute is up", n, refused)
 	}
 	e.cancel()
@@ -190,7 +160,7 @@ func TestRefusedConnectionsLogRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.done <- nil // for the cleanup
-	got := logs.matching("refus")
+	got := logs.Matching("refus")
 	if len(got) != 2 || attr(got[1], "count") != "1999" {
 		var lines []string
 		for _, r := range got {
@@ -207,7 +177,7 @@ func TestRefusedConnectionsLogRateLimited(t *testing.T) {
 // authentication (a client outside allowed_clients) are logged once and
 // then counted, so connecting in a loop does not flood the log.
 func TestUnauthenticatedRefusalsRateLimited(t *testing.T) {
-	logs := &records{}
+	logs := &testenv.Records{}
 	e := startServer(t, nil, func(p *config.Probe) { p.Responder.AllowedClients = []string{"192.0.2.0/24"} },
 		func(s *Server) { s.Logger = slog.New(logs); s.logEvery = time.Hour })
 	for i := 0; i < 50; i++ {
@@ -217,7 +187,7 @@ func TestUnauthenticatedRefusalsRateLimited(t *testing.T) {
 			t.Fatalf("connection %d: %v, want forbidden", i, err)
 		}
 	}
-	if n := len(logs.matching("refused")); n != 1 {
+	if n := len(logs.Matching("refused")); n != 1 {
 		t.Errorf("%d log lines for 50 refused requests, want 1", n)
 	}
 }
@@ -226,7 +196,7 @@ func TestUnauthenticatedRefusalsRateLimited(t *testing.T) {
 // while events keep coming; after an interval without any, the next is
 // logged in full again.
 func TestRateLog(t *testing.T) {
-	logs := &records{}
+	logs := &testenv.Records{}
 	l := &rateLog{logger: slog.New(logs), level: slog.LevelWarn, msg: "first", summary: "more", every: time.Hour}
 	defer l.stop()
 	for i := 0; i < 5; i++ {
@@ -238,7 +208,7 @@ func TestRateLog(t *testing.T) {
 	l.flush() // a quiet interval
 	l.log("i", 6)
 	var got []string
-	for _, r := range logs.matching("") {
+	for _, r := range logs.Matching("") {
 		got = append(got, r.Message+":"+attr(r, "count")+attr(r, "i"))
 	}
 	want := []string{"first:0", "more:4", "more:1", "first:6"}

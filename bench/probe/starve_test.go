@@ -6,42 +6,19 @@ package probe
 import (
 	"context"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
-// logRecords is a slog handler that keeps every record.
-type logRecords struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *logRecords) WithGroup(string) slog.Handler            { return h }
-
-func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.recs = append(h.recs, r.Clone())
-	return nil
-}
-
-// levels lists the level and message of the records whose message
-// contains substr.
-func (h *logRecords) levels(substr string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// levels lists the level of the records whose message contains substr.
+func levels(h *testenv.Records, substr string) []string {
 	var out []string
-	for _, r := range h.recs {
-		if strings.Contains(r.Message, substr) {
-			out = append(out, r.Level.String())
-		}
+	for _, r := range h.Matching(substr) {
+		out = append(out, r.Level.String())
 	}
 	return out
 }
@@ -54,7 +31,7 @@ func TestSchedulerSaysWhenScrapesStarveProbes(t *testing.T) {
 	cfg := &config.Probe{Loopback: []config.ProbeLoopback{{Device: "mlx5_0", Tests: []string{"ib_send_lat"}}}}
 	targets, _ := Targets(cfg)
 	store := NewStore()
-	logs := &logRecords{}
+	logs := &testenv.Records{}
 	guard := &ScrapeGuard{Quiet: 200 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -92,10 +69,10 @@ func TestSchedulerSaysWhenScrapesStarveProbes(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if got := logs.levels("probe postponed"); len(got) != 1 || got[0] != "WARN" {
+	if got := levels(logs, "probe postponed"); len(got) != 1 || got[0] != "WARN" {
 		t.Errorf("starvation logged as %v, want one WARN", got)
 	}
-	if got := logs.levels("probe runs after being postponed"); len(got) != 1 || got[0] != "INFO" {
+	if got := levels(logs, "probe runs after being postponed"); len(got) != 1 || got[0] != "INFO" {
 		t.Errorf("the end of the starvation logged as %v, want one INFO", got)
 	}
 	if es := store.Latest(); len(es) != 1 || !es[0].Last.Success {
@@ -105,10 +82,10 @@ func TestSchedulerSaysWhenScrapesStarveProbes(t *testing.T) {
 
 // waitLog waits for a record whose message contains substr (generous
 // failure guard, not a timing assertion).
-func waitLog(t *testing.T, logs *logRecords, substr string) {
+func waitLog(t *testing.T, logs *testenv.Records, substr string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if len(logs.levels(substr)) > 0 {
+		if len(levels(logs, substr)) > 0 {
 			return
 		}
 	}
