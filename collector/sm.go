@@ -86,8 +86,10 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 func NewSMRunner(h *host.Host, o SMOptions, logger *slog.Logger) *sm.Runner {
 	return sm.NewRunner(sm.RunnerConfig{
 		Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: logger,
+		// The ports' state comes from a class a scrape read within the
+		// interval when there is one: no class read of its own per round.
 		Targets: func(ctx context.Context) ([]sm.Target, error) {
-			return sm.TargetsOn(ctx, h.FS(), h.Snapshot().Class)
+			return sm.TargetsOn(ctx, h.FS(), h.SnapshotReusing(o.Interval).Class)
 		},
 	})
 }

@@ -96,8 +96,8 @@ const (
 
 // Host reads one host. It is safe for concurrent use.
 type Host struct {
-	opts  Options
-	fs    hostfs.Host
+	opts Options
+	fs   hostfs.Host
 	// netFS is fs with the netdevs' live attributes kept open.
 	netFS hostfs.Host
 	ib    *infiniband.Reader
