@@ -122,7 +122,9 @@ func TestHungReadCostsOneFile(t *testing.T) {
 			if !strings.Contains(body, "rdma_host_reads_stuck 1") {
 				t.Errorf("rdma_host_reads_stuck is not 1 after 150 scrapes")
 			}
-			if n := threads(t, e.cmd.Process.Pid); n > first+2 {
+			// A thread per scrape would be 120 more; the runtime may
+			// start a few for its own work on a loaded machine.
+			if n := threads(t, e.cmd.Process.Pid); n > first+20 {
 				t.Errorf("threads %d after 30 scrapes, %d after 150: a thread per scrape leaks", first, n)
 			}
 		}
