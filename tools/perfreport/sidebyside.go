@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
 	"io"
 	"os"
 	"slices"
@@ -13,55 +14,12 @@ import (
 	"time"
 )
 
-// sideBySide is the part of tools/sidebyside's results file this report
-// reads.
-type sideBySide struct {
-	Date    string `json:"date"`
-	Command string `json:"command"`
-	Machine struct {
-		NProc  int    `json:"nproc"`
-		Kernel string `json:"kernel"`
-		CPU    string `json:"cpu"`
-		Go     string `json:"go"`
-	} `json:"machine"`
-	RDMADoctor   string   `json:"rdma_doctor"`
-	NodeExporter string   `json:"node_exporter"`
-	Skipped      []string `json:"skipped"`
-	Scrapes      int      `json:"scrapes"`
-	Warmup       int      `json:"warmup"`
-	Repeats      int      `json:"repeats"`
-	RSSAfter     int      `json:"rss_after"`
-	SlowDelays   string   `json:"slow_delays"`
-	SlowGap      string   `json:"slow_gap"`
-	Runs         []sbsRun `json:"runs"`
-}
-
-type sbsStats struct {
-	MedianNS float64 `json:"median_ns"`
-	P90NS    float64 `json:"p90_ns"`
-	CPUNS    float64 `json:"cpu_ns"`
-}
-
-type sbsRepeat struct {
-	RD    sbsStats `json:"rdma_doctor"`
-	NE    sbsStats `json:"node_exporter"`
-	Floor sbsStats `json:"floor"`
-}
-
-type sbsRun struct {
-	Host       string      `json:"host"`
-	Devices    int         `json:"devices"`
-	Ports      int         `json:"ports"`
-	FloorFiles int         `json:"floor_files"`
-	Config     string      `json:"config"`
-	Slow       bool        `json:"slow"`
-	Repeats    []sbsRepeat `json:"repeats"`
-	RSSRD      float64     `json:"rss_rdma_doctor"`
-	RSSNE      float64     `json:"rss_node_exporter"`
-	RSSScrapes int         `json:"rss_scrapes"`
-	FailedRD   []string    `json:"failed_rdma_doctor"`
-	FailedNE   []string    `json:"failed_node_exporter"`
-}
+// The results file of tools/sidebyside.
+type (
+	sideBySide = sbsresult.Results
+	sbsRepeat  = sbsresult.Repeat
+	sbsRun     = sbsresult.Run
+)
 
 func readSideBySide(name string) (*sideBySide, error) {
 	b, err := os.ReadFile(name)
@@ -78,7 +36,7 @@ func readSideBySide(name string) (*sideBySide, error) {
 // ratios is one ratio per repeat.
 type ratios []float64
 
-func (r sbsRun) ratios(f func(sbsRepeat) (float64, float64)) ratios {
+func runRatios(r sbsRun, f func(sbsRepeat) (float64, float64)) ratios {
 	var out ratios
 	for _, p := range r.Repeats {
 		if a, b := f(p); b > 0 {
@@ -88,9 +46,11 @@ func (r sbsRun) ratios(f func(sbsRepeat) (float64, float64)) ratios {
 	return out
 }
 
-func wallRatio(p sbsRepeat) (float64, float64)  { return p.RD.MedianNS, p.NE.MedianNS }
-func cpuRatio(p sbsRepeat) (float64, float64)   { return p.RD.CPUNS, p.NE.CPUNS }
-func floorRatio(p sbsRepeat) (float64, float64) { return p.RD.MedianNS, p.Floor.MedianNS }
+func wallRatio(p sbsRepeat) (float64, float64) { return float64(p.RD.MedianNS), float64(p.NE.MedianNS) }
+func cpuRatio(p sbsRepeat) (float64, float64)  { return float64(p.RD.CPUNS), float64(p.NE.CPUNS) }
+func floorRatio(p sbsRepeat) (float64, float64) {
+	return float64(p.RD.MedianNS), float64(p.Floor.MedianNS)
+}
 
 // String is "lo–hi" over the repeats (one value when they agree).
 func (r ratios) String() string {
@@ -113,7 +73,7 @@ func (r ratios) median() float64 {
 }
 
 // median of one figure over the repeats.
-func (r sbsRun) median(f func(sbsRepeat) float64) float64 {
+func runMedian(r sbsRun, f func(sbsRepeat) float64) float64 {
 	var v []float64
 	for _, p := range r.Repeats {
 		v = append(v, f(p))
@@ -125,10 +85,10 @@ func (r sbsRun) median(f func(sbsRepeat) float64) float64 {
 	return v[len(v)/2]
 }
 
-func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // find is the run of host and config on the page cache or the slow sysfs.
-func (s *sideBySide) find(host, config string, slow bool) (sbsRun, bool) {
+func find(s *sideBySide, host, config string, slow bool) (sbsRun, bool) {
 	for _, r := range s.Runs {
 		if r.Host == host && r.Config == config && r.Slow == slow {
 			return r, true
@@ -202,7 +162,7 @@ func writeSBSIntro(p func(string, ...any), s *sideBySide) {
 }
 
 // hosts in the order they were run.
-func (s *sideBySide) hosts() []sbsRun {
+func hosts(s *sideBySide) []sbsRun {
 	var out []sbsRun
 	seen := map[string]bool{}
 	for _, r := range s.Runs {
@@ -214,7 +174,7 @@ func (s *sideBySide) hosts() []sbsRun {
 	return out
 }
 
-func (s *sideBySide) configs() []string {
+func configs(s *sideBySide) []string {
 	var out []string
 	for _, r := range s.Runs {
 		if !slices.Contains(out, r.Config) {
@@ -227,18 +187,18 @@ func (s *sideBySide) configs() []string {
 func writeSBSSummary(p func(string, ...any), s *sideBySide) {
 	p("| host | devices | config | wall ratio | CPU ratio | RSS rdma_doctor | RSS node_exporter | floor ratio | slow-sysfs wall ratio | slow-sysfs CPU ratio |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, h := range s.hosts() {
-		for _, c := range s.configs() {
-			r, ok := s.find(h.Host, c, false)
+	for _, h := range hosts(s) {
+		for _, c := range configs(s) {
+			r, ok := find(s, h.Host, c, false)
 			if !ok {
 				continue
 			}
 			slowWall, slowCPU := "–", "–"
-			if sr, ok := s.find(h.Host, c, true); ok {
-				slowWall, slowCPU = sr.ratios(wallRatio).String(), sr.ratios(cpuRatio).String()
+			if sr, ok := find(s, h.Host, c, true); ok {
+				slowWall, slowCPU = runRatios(sr, wallRatio).String(), runRatios(sr, cpuRatio).String()
 			}
 			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Host, r.Devices, r.Config,
-				r.ratios(wallRatio), r.ratios(cpuRatio), mib(r.RSSRD), mib(r.RSSNE), r.ratios(floorRatio), slowWall, slowCPU)
+				runRatios(r, wallRatio), runRatios(r, cpuRatio), mib(r.RSSRD), mib(r.RSSNE), runRatios(r, floorRatio), slowWall, slowCPU)
 		}
 	}
 	p("\n")
@@ -274,16 +234,16 @@ func writeSBSGoals(p func(string, ...any), s *sideBySide) {
 	p("Issue 13's goals on dgx-h100 (medians over the repeats):\n\n")
 	p("| goal | measured | target | met |\n|---|---|---|---|\n")
 	for _, g := range goals {
-		r, ok := s.find("dgx-h100", g.config, g.slow)
+		r, ok := find(s, "dgx-h100", g.config, g.slow)
 		if !ok {
 			continue
 		}
-		m := r.ratios(g.f).median()
+		m := runRatios(r, g.f).median()
 		p("| %s | %.2f× | ≤ %.2f× | %s |\n", g.what, m, g.max, map[bool]string{true: "yes", false: "no"}[m <= g.max])
 	}
-	if r, ok := s.find("dgx-h100", "default", false); ok {
+	if r, ok := find(s, "dgx-h100", "default", false); ok {
 		p("| RSS after %d scrapes | %s | ≤ yuuki/rdma_exporter's (14.7–16.8 MiB, issue 13) | %s |\n", r.RSSScrapes, mib(r.RSSRD),
-			map[bool]string{true: "yes", false: "no"}[r.RSSRD <= 16.8*(1<<20)])
+			map[bool]string{true: "yes", false: "no"}[float64(r.RSSRD) <= 16.8*(1<<20)])
 	}
 	p("\n")
 }
@@ -298,12 +258,12 @@ func writeSBSFlat(p func(string, ...any), s *sideBySide) {
 	p("also measures parallelism: rdma_doctor reads devices concurrently (on %d CPUs here),\n", s.Machine.NProc)
 	p("node_exporter one after another, so its wall ratio falls as the work grows; the CPU\n")
 	p("ratio is the cost each puts on the host.\n\n")
-	for _, c := range s.configs() {
+	for _, c := range configs(s) {
 		for _, m := range []struct {
 			name string
 			f    func(sbsRepeat) (float64, float64)
 		}{{"wall", wallRatio}, {"CPU", cpuRatio}} {
-			if line, ok := s.flatness(c, m.f); ok {
+			if line, ok := flatness(s, c, m.f); ok {
 				p("- %s, %s ratio by devices %s.\n", c, m.name, line)
 			}
 		}
@@ -313,14 +273,14 @@ func writeSBSFlat(p func(string, ...any), s *sideBySide) {
 
 // flatness says how the ratio f of config c moves over the generated
 // hosts, and whether that is flat.
-func (s *sideBySide) flatness(c string, f func(sbsRepeat) (float64, float64)) (string, bool) {
+func flatness(s *sideBySide, c string, f func(sbsRepeat) (float64, float64)) (string, bool) {
 	var parts []string
 	var meds []float64
 	for _, r := range s.Runs {
 		if r.Config != c || r.Slow || !strings.HasPrefix(r.Host, "generated-") {
 			continue
 		}
-		m := r.ratios(f).median()
+		m := runRatios(r, f).median()
 		meds = append(meds, m)
 		parts = append(parts, fmt.Sprintf("%d: %.2f×", r.Devices, m))
 	}
@@ -351,13 +311,13 @@ func writeSBSDetail(p func(string, ...any), s *sideBySide) {
 		if r.Slow {
 			sysfs = "slowfs"
 		}
-		med := func(f func(sbsRepeat) float64) string { return ms(r.median(f)) }
+		med := func(f func(sbsRepeat) float64) string { return ms(runMedian(r, f)) }
 		p("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Host, r.Config, sysfs, r.FloorFiles,
-			med(func(x sbsRepeat) float64 { return x.RD.MedianNS }), med(func(x sbsRepeat) float64 { return x.RD.P90NS }),
-			med(func(x sbsRepeat) float64 { return x.RD.CPUNS }),
-			med(func(x sbsRepeat) float64 { return x.NE.MedianNS }), med(func(x sbsRepeat) float64 { return x.NE.P90NS }),
-			med(func(x sbsRepeat) float64 { return x.NE.CPUNS }),
-			med(func(x sbsRepeat) float64 { return x.Floor.MedianNS }), med(func(x sbsRepeat) float64 { return x.Floor.CPUNS }))
+			med(func(x sbsRepeat) float64 { return float64(x.RD.MedianNS) }), med(func(x sbsRepeat) float64 { return float64(x.RD.P90NS) }),
+			med(func(x sbsRepeat) float64 { return float64(x.RD.CPUNS) }),
+			med(func(x sbsRepeat) float64 { return float64(x.NE.MedianNS) }), med(func(x sbsRepeat) float64 { return float64(x.NE.P90NS) }),
+			med(func(x sbsRepeat) float64 { return float64(x.NE.CPUNS) }),
+			med(func(x sbsRepeat) float64 { return float64(x.Floor.MedianNS) }), med(func(x sbsRepeat) float64 { return float64(x.Floor.CPUNS) }))
 	}
 	p("\n")
 }

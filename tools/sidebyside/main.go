@@ -323,13 +323,6 @@ func contains(list []string, s string) bool {
 }
 
 // machine describes where the numbers were taken.
-type machine struct {
-	NProc  int    `json:"nproc"`
-	Kernel string `json:"kernel"`
-	CPU    string `json:"cpu"`
-	Go     string `json:"go"`
-}
-
 func thisMachine() machine {
 	m := machine{NProc: runtime.NumCPU(), Go: runtime.Version()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {

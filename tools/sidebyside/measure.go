@@ -6,26 +6,20 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
 	"strings"
 	"time"
 )
 
-// results is what a run writes for tools/perfreport.
-type results struct {
-	Date         string      `json:"date"`
-	Command      string      `json:"command"`
-	Machine      machine     `json:"machine"`
-	RDMADoctor   string      `json:"rdma_doctor"`
-	NodeExporter string      `json:"node_exporter"`
-	Skipped      []string    `json:"skipped"`
-	Scrapes      int         `json:"scrapes"`
-	Warmup       int         `json:"warmup"`
-	Repeats      int         `json:"repeats"`
-	RSSAfter     int         `json:"rss_after"`
-	SlowDelays   string      `json:"slow_delays"`
-	SlowGap      string      `json:"slow_gap"`
-	Runs         []runResult `json:"runs"`
-}
+// The results file's types (tools/internal/sbsresult, read by
+// tools/perfreport).
+type (
+	results   = sbsresult.Results
+	machine   = sbsresult.Machine
+	stats     = sbsresult.Stats
+	repeat    = sbsresult.Repeat
+	runResult = sbsresult.Run
+)
 
 func newResults(o options, b binaries) *results {
 	return &results{
@@ -62,42 +56,6 @@ func neVersion(o options, b binaries) string {
 	return version(b.nodeExporter)
 }
 
-// stats is one contender over one repeat.
-type stats struct {
-	MedianNS int64 `json:"median_ns"`
-	P90NS    int64 `json:"p90_ns"`
-	// CPUNS is CPU time per scrape: utime+stime from /proc/PID/stat over the
-	// repeat divided by its scrapes (the floor: this process's getrusage
-	// over its reads alone).
-	CPUNS int64 `json:"cpu_ns"`
-}
-
-type repeat struct {
-	RD    stats `json:"rdma_doctor"`
-	NE    stats `json:"node_exporter"`
-	Floor stats `json:"floor"`
-}
-
-// runResult is one host, one rdma_doctor configuration, page cache or
-// slow sysfs.
-type runResult struct {
-	Host        string   `json:"host"`
-	Devices     int      `json:"devices"`
-	Ports       int      `json:"ports"`
-	FloorFiles  int      `json:"floor_files"`
-	Config      string   `json:"config"`
-	Slow        bool     `json:"slow"`
-	Repeats     []repeat `json:"repeats"`
-	RSSRD       uint64   `json:"rss_rdma_doctor"`
-	RSSNE       uint64   `json:"rss_node_exporter"`
-	RSSScrapes  int      `json:"rss_scrapes"`
-	SamplesRD   int      `json:"samples_rdma_doctor"`
-	SamplesNE   int      `json:"samples_node_exporter"`
-	FailedRD    []string `json:"failed_rdma_doctor,omitempty"`
-	FailedNE    []string `json:"failed_node_exporter,omitempty"`
-	ContentType string   `json:"content_type"`
-}
-
 // contender is something timed in the interleaved loop.
 type contender struct {
 	name  string
@@ -125,7 +83,7 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 		return r, err
 	}
 	defer stopBoth(&err, ne)
-	if err := r.inspect(rd.target, ne.target); err != nil {
+	if err := inspect(&r, rd.target, ne.target); err != nil {
 		return r, err
 	}
 	gap := time.Duration(0)
@@ -175,7 +133,7 @@ func stopBoth(err *error, x *running) {
 // inspect checks that both exporters answer gzip with samples, and keeps
 // which collectors fail (a generated host lacks what some collectors of
 // the default configuration look for; that is reported, not hidden).
-func (r *runResult) inspect(rd, ne *target) error {
+func inspect(r *runResult, rd, ne *target) error {
 	for _, t := range []*target{rd, ne} {
 		e, err := t.inspect()
 		if err != nil {
@@ -291,19 +249,19 @@ func printSummary(res *results) {
 	fmt.Println("\nhost\tdevices\tconfig\tsysfs\twall ratio\tCPU ratio\tfloor ratio\tRSS rdma_doctor\tRSS node_exporter")
 	for _, r := range res.Runs {
 		fmt.Printf("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f MiB\t%.1f MiB\n", r.Host, r.Devices, r.Config, map[bool]string{true: "slow", false: "cache"}[r.Slow],
-			r.wallRange(), r.cpuRange(), r.floorRange(), float64(r.RSSRD)/(1<<20), float64(r.RSSNE)/(1<<20))
+			wallRange(r), cpuRange(r), floorRange(r), float64(r.RSSRD)/(1<<20), float64(r.RSSNE)/(1<<20))
 	}
 }
 
-func (r runResult) wallRange() string {
+func wallRange(r runResult) string {
 	return rangeOf(r.Repeats, func(p repeat) float64 { return ratio(p.RD.MedianNS, p.NE.MedianNS) })
 }
 
-func (r runResult) cpuRange() string {
+func cpuRange(r runResult) string {
 	return rangeOf(r.Repeats, func(p repeat) float64 { return ratio(p.RD.CPUNS, p.NE.CPUNS) })
 }
 
-func (r runResult) floorRange() string {
+func floorRange(r runResult) string {
 	return rangeOf(r.Repeats, func(p repeat) float64 { return ratio(p.RD.MedianNS, p.Floor.MedianNS) })
 }
 

@@ -1,0 +1,69 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package sbsresult is the results file of tools/sidebyside, which
+// tools/perfreport turns into docs/performance.md: the one declaration of
+// its schema, written by the one and read by the other.
+package sbsresult
+
+// Results is one side-by-side run.
+type Results struct {
+	Date         string   `json:"date"`
+	Command      string   `json:"command"`
+	Machine      Machine  `json:"machine"`
+	RDMADoctor   string   `json:"rdma_doctor"`
+	NodeExporter string   `json:"node_exporter"`
+	Skipped      []string `json:"skipped"`
+	Scrapes      int      `json:"scrapes"`
+	Warmup       int      `json:"warmup"`
+	Repeats      int      `json:"repeats"`
+	RSSAfter     int      `json:"rss_after"`
+	SlowDelays   string   `json:"slow_delays"`
+	SlowGap      string   `json:"slow_gap"`
+	Runs         []Run    `json:"runs"`
+}
+
+// Machine is where it ran.
+type Machine struct {
+	NProc  int    `json:"nproc"`
+	Kernel string `json:"kernel"`
+	CPU    string `json:"cpu"`
+	Go     string `json:"go"`
+}
+
+// Stats is one contender over one repeat.
+type Stats struct {
+	MedianNS int64 `json:"median_ns"`
+	P90NS    int64 `json:"p90_ns"`
+	// CPUNS is CPU time per scrape: utime+stime from /proc/PID/stat over the
+	// repeat divided by its scrapes (the floor: the harness's getrusage
+	// over its reads alone).
+	CPUNS int64 `json:"cpu_ns"`
+}
+
+// Repeat is one repeat of the interleaved loop.
+type Repeat struct {
+	RD    Stats `json:"rdma_doctor"`
+	NE    Stats `json:"node_exporter"`
+	Floor Stats `json:"floor"`
+}
+
+// Run is one host, one rdma_doctor configuration, page cache or slow
+// sysfs.
+type Run struct {
+	Host        string   `json:"host"`
+	Devices     int      `json:"devices"`
+	Ports       int      `json:"ports"`
+	FloorFiles  int      `json:"floor_files"`
+	Config      string   `json:"config"`
+	Slow        bool     `json:"slow"`
+	Repeats     []Repeat `json:"repeats"`
+	RSSRD       uint64   `json:"rss_rdma_doctor"`
+	RSSNE       uint64   `json:"rss_node_exporter"`
+	RSSScrapes  int      `json:"rss_scrapes"`
+	SamplesRD   int      `json:"samples_rdma_doctor"`
+	SamplesNE   int      `json:"samples_node_exporter"`
+	FailedRD    []string `json:"failed_rdma_doctor,omitempty"`
+	FailedNE    []string `json:"failed_node_exporter,omitempty"`
+	ContentType string   `json:"content_type"`
+}
