@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 	"io"
 	"net"
 	"os"
@@ -34,18 +35,6 @@ func subUmadHost(t *testing.T) string {
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/port"), "1\n")
 	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
 	return root
-}
-
-// subAlive reports whether pid runs (a zombie does not: killed children
-// are reparented, and in a container nobody may reap them).
-func subAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // subPids reads the pids a fake tool appended to path, one a line.
@@ -85,10 +74,10 @@ func subAssertGone(t *testing.T, what string, pids []int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, pid := range pids {
-		for subAlive(pid) && time.Now().Before(deadline) {
+		for testenv.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if subAlive(pid) {
+		if testenv.Alive(pid) {
 			t.Errorf("%s %d survived its run", what, pid)
 		}
 	}
@@ -192,7 +181,7 @@ func subProcs(s string) []int {
 		if err != nil {
 			continue
 		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) && subAlive(pid) {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) && testenv.Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}

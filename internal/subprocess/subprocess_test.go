@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,17 +27,6 @@ func script(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // exists reports whether pid exists at all (a zombie counts).
@@ -128,10 +118,10 @@ wait
 		// The child was killed by the group kill; init reaps it, which
 		// may take a moment, but it must not be running.
 		deadline := time.Now().Add(10 * time.Second)
-		for alive(child) && time.Now().Before(deadline) {
+		for testenv.Alive(child) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if alive(child) {
+		if testenv.Alive(child) {
 			_ = syscall.Kill(child, syscall.SIGKILL)
 			t.Errorf("streaming=%v: child %d survived the group kill", streaming, child)
 		}
@@ -203,10 +193,10 @@ func waitPid(t *testing.T, path string) int {
 // (after a generous guard) and is killed.
 func assertGone(t *testing.T, what string, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); alive(pid) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); testenv.Alive(pid) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if alive(pid) {
+	if testenv.Alive(pid) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("%s %d survived Run", what, pid)
 	}
