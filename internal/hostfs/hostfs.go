@@ -110,7 +110,8 @@ func readFile(p string) ([]byte, error) {
 }
 
 // readInto reads p into buf, grown as needed. short ends the read at the
-// first read() that returns less than the buffer holds (ReadAttr).
+// first read() that returns less than the buffer holds (a sysfs attribute
+// comes whole in one; Attr reads kept past the descriptor budget).
 func readInto(p string, buf []byte, short bool) ([]byte, error) {
 	fd, err := open(p)
 	if err != nil {

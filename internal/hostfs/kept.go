@@ -20,7 +20,7 @@ import (
 // exist stays absent without a system call until the Attr is replaced
 // (its device's static attributes are re-read).
 //
-// An Attr of an FS that is not Dir's reads through ReadAttr. Safe for
+// An Attr of an FS that is not Dir's reads with its ReadFile. Safe for
 // concurrent use.
 type Attr struct {
 	fs   FS
@@ -59,11 +59,12 @@ func newAttr(f FS, name string, toEOF bool) *Attr {
 // Name is the attribute's name below its FS root.
 func (a *Attr) Name() string { return a.name }
 
-// Read reads the attribute into buf (grown as needed), as ReadAttr does.
+// Read reads the attribute into buf (grown as needed) and returns the
+// filled part, valid until buf is reused.
 func (a *Attr) Read(buf []byte) ([]byte, error) {
 	d, ok := a.fs.(*dirFS)
 	if !ok {
-		return ReadAttr(a.fs, a.name, buf)
+		return readAttrFS(a.fs, a.name, buf)
 	}
 	return d.readKept(a, buf)
 }

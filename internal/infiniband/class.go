@@ -397,7 +397,7 @@ func (r *Reader) device(ctx context.Context, name string) Device {
 	d.Errors = append([]error(nil), st.errs...)
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
-	lr := live{sys: r.sys, buf: *bp}
+	lr := live{buf: *bp}
 	defer func() { *bp = lr.buf[:0] }()
 
 	d.HWCounters = lr.counters(st.hw)
@@ -415,7 +415,6 @@ func (r *Reader) device(ctx context.Context, name string) Device {
 
 // live reads the attributes that change, into one reused buffer.
 type live struct {
-	sys  hostfs.FS
 	buf  []byte
 	errs []error
 }
