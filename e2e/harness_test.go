@@ -112,6 +112,26 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// settledLog returns the server's log once count(log) has reached want, or
+// once it has not changed for a moment. The log arrives through a pipe that
+// os/exec copies on its own goroutine, so a line the server wrote before it
+// answered a scrape can still be on its way when the answer is read.
+func (e *exporter) settledLog(want int, count func(log string) int) string {
+	last, since := e.stderr.String(), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		log := e.stderr.String()
+		if count(log) >= want && want > 0 {
+			return log
+		}
+		if log != last {
+			last, since = log, time.Now()
+		} else if time.Since(since) > 500*time.Millisecond {
+			return log
+		}
+	}
+	return e.stderr.String()
+}
+
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -319,7 +319,8 @@ func TestSminfoBackground(t *testing.T) {
 	if _, err := os.Stat("/proc/" + pid); err == nil {
 		t.Errorf("hung sminfo %s still exists after its timeout (alive or a zombie)", pid)
 	}
-	if n := strings.Count(e.stderr.String(), "sminfo failed"); n != 1 {
+	failed := func(log string) int { return strings.Count(log, "sminfo failed") }
+	if n := failed(e.settledLog(0, failed)); n != 1 {
 		t.Errorf("%d warnings for a failing sminfo, want 1:\n%s", n, e.stderr.String())
 	}
 }
@@ -338,7 +339,8 @@ func TestRealSminfoOnFixture(t *testing.T) {
 	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
 	e := start(t, "--path.rootfs="+root, "--collector.sm.sminfo-path="+real)
 	smWaitFor(t, e.addr, `rdma_sm_sminfo_failures_total{device="mlx5_0",port="1"} 1`)
-	if !strings.Contains(e.stderr.String(), "Failed to open 'mlx5_0' port '1'") {
+	opened := func(log string) int { return strings.Count(log, "Failed to open 'mlx5_0' port '1'") }
+	if opened(e.settledLog(1, opened)) == 0 {
 		t.Errorf("the log does not carry sminfo's message:\n%s", e.stderr.String())
 	}
 }

@@ -147,7 +147,8 @@ cat `+smToolFixture(t, "iblinkinfo-l-generated-hdr-fdr-downgrade.txt")+"\n")
 	if !hasSeries(body, "rdma_fabric_links 8") {
 		t.Errorf("the first scan's links are gone after a failed scan:\n%s", smGrep(body, "rdma_fabric_links"))
 	}
-	if want := "more than 67108864 bytes on standard output"; !strings.Contains(e.stderr.String(), want) {
+	want := "more than 67108864 bytes on standard output"
+	if !strings.Contains(e.settledLog(1, func(log string) int { return strings.Count(log, want) }), want) {
 		t.Errorf("the log does not say %q:\n%s", want, e.stderr.String())
 	}
 	ran := subPids(t, pids)
@@ -314,8 +315,10 @@ func TestResponderIdleConnections(t *testing.T) {
 	}
 	t.Logf("%d of 2000 connections refused", refused)
 	// One line, and at most one more per minute begun since.
-	lines := strings.Count(e.stderr.String(), "too many unauthenticated connections") +
-		strings.Count(e.stderr.String(), "more connections refused")
+	refusals := func(log string) int {
+		return strings.Count(log, "too many unauthenticated connections") + strings.Count(log, "more connections refused")
+	}
+	lines := refusals(e.settledLog(0, refusals))
 	if limit := 1 + int(time.Since(began)/time.Minute) + 1; lines < 1 || lines > limit {
 		t.Errorf("%d log lines for %d refused connections, want 1 to %d", lines, refused, limit)
 	}
