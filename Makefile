@@ -29,8 +29,10 @@ build:
 # on every fixture host (golden files, promtool, the real ibstat), and lint.
 test: lint unit
 
+# go test -json through tools/testsummary: the usual lines, the output of
+# failing tests, and at the end every skipped test with its reason.
 unit:
-	$(GO) test -race -count=1 ./...
+	@bash -o pipefail -c '$(GO) test -race -count=1 -json ./... | $(GO) run ./tools/testsummary'
 
 lint: fmt vet staticcheck
 
