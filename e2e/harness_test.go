@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
@@ -29,6 +30,19 @@ var (
 	binPath   string
 	buildErr  error
 )
+
+// TestMain removes what the tests built once for all of them (the binaries
+// and the fake perftest), which no single test's cleanup can.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, b := range []string{binPath, raceBin} {
+		if b != "" {
+			_ = os.RemoveAll(filepath.Dir(b))
+		}
+	}
+	perftesttest.RemoveBuilt()
+	os.Exit(code)
+}
 
 // repoRoot is the repository root, one level above this package.
 func repoRoot(t testing.TB) string {
@@ -66,7 +80,28 @@ func binary(t testing.TB) string {
 // test with a message; in CI (CI=true) it fails, so nothing skips silently.
 func requireTool(t testing.TB, name string) string {
 	t.Helper()
-	return testenv.RequireTool(t, name, fmt.Sprintf("%s not installed (Debian: apt-get install infiniband-diags prometheus; .ci/run does)", name))
+	pkg, ok := debianPackage[name]
+	if !ok {
+		t.Fatalf("no install hint for %s: add it to debianPackage", name)
+	}
+	return testenv.RequireTool(t, name, fmt.Sprintf("%s not installed (Debian: apt-get install %s; .ci/run does)", name, pkg))
+}
+
+// debianPackage is the Debian package that installs each peer program the
+// end-to-end tests run, for the skip message.
+var debianPackage = map[string]string{
+	"chromium":                "chromium",
+	"cp":                      "coreutils",
+	"ib_write_bw":             "perftest",
+	"ibstat":                  "infiniband-diags",
+	"ibstatus":                "infiniband-diags",
+	"ip":                      "iproute2",
+	"prometheus":              "prometheus",
+	"prometheus-alertmanager": "prometheus-alertmanager",
+	"promtool":                "prometheus",
+	"sminfo":                  "infiniband-diags",
+	"strace":                  "strace",
+	"unshare":                 "util-linux",
 }
 
 // hosts lists the fixture hosts.

@@ -370,11 +370,47 @@ func (o *Outcome) Kill() {
 // Done is closed when the process has been reaped and its output parsed.
 func (o *Outcome) Done() <-chan struct{} { return o.waitDone }
 
+// workDirPrefix begins the name of each run's work directory, followed by
+// the pid of the rdma_doctor that made it, so that a later start can tell
+// the directories of a killed process from those of a running one.
+const workDirPrefix = "rdma_doctor-perftest-"
+
+// RemoveStaleWorkDirs removes the run directories in the temporary
+// directory that a killed rdma_doctor left behind: those whose pid no longer
+// runs. It returns how many it removed; errors are not fatal to a probe.
+func RemoveStaleWorkDirs() (int, error) {
+	tmp := os.TempDir()
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), workDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue // not ours to judge, or ours
+		}
+		if _, err := os.Stat("/proc/" + pidText); err == nil {
+			continue // its process still runs
+		}
+		if err := os.RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
+}
+
 // start execs path in its own process group. A goroutine reaps it, kills
 // whatever is left of its group, and interprets its output; waitDone is
 // closed after that.
 func (r *Runner) start(ctx context.Context, o *Outcome, path string, args []string) error {
-	dir, err := os.MkdirTemp("", "rdma_doctor-perftest-")
+	dir, err := os.MkdirTemp("", workDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return fmt.Errorf("perftest %s: work directory: %w", o.Side, err)
 	}

@@ -373,7 +373,9 @@ func TestRunnerParentDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	helper := exec.Command(exe, "-test.run=^$")
-	helper.Env = append(os.Environ(), "RDMA_DOCTOR_RUNNER_HELPER="+string(d.Dir))
+	// The killed helper cannot remove its work directories: they go with
+	// the test's own temporary directory.
+	helper.Env = append(os.Environ(), "RDMA_DOCTOR_RUNNER_HELPER="+string(d.Dir), "TMPDIR="+t.TempDir())
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +394,36 @@ func TestRunnerParentDies(t *testing.T) {
 		if !waitGone(c.Pid) {
 			t.Errorf("%s pid %d outlived its killed parent", c.Side, c.Pid)
 			_ = syscallKill(c.Pid)
+		}
+	}
+}
+
+// TestRemoveStaleWorkDirs: the work directory of a process that is gone is
+// removed, this process's and a running one's are kept, and a name that is
+// not a work directory is left alone.
+func TestRemoveStaleWorkDirs(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	// A pid that does not run: above the kernel's pid_max ceiling (2^22).
+	gone := filepath.Join(tmp, workDirPrefix+"4194305-123")
+	ours := filepath.Join(tmp, workDirPrefix+strconv.Itoa(os.Getpid())+"-456")
+	running := filepath.Join(tmp, workDirPrefix+"1-789") // init
+	other := filepath.Join(tmp, workDirPrefix+"notapid")
+	for _, d := range []string{gone, ours, running, other} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := RemoveStaleWorkDirs()
+	if err != nil || n != 1 {
+		t.Fatalf("removed %d, err %v; want 1", n, err)
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("%s still there: %v", gone, err)
+	}
+	for _, d := range []string{ours, running, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", d, err)
 		}
 	}
 }

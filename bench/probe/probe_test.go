@@ -415,3 +415,10 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestMain removes the fake perftest the tests share once they are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	perftesttest.RemoveBuilt()
+	os.Exit(code)
+}

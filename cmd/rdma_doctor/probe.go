@@ -58,10 +58,10 @@ func setupProbe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	f := &probeFlags{}
 	cmd.Flag("test", "perftest test: ib_write_lat, ib_read_lat, ib_send_lat, ib_write_bw, ib_read_bw, ib_send_bw.").Default("ib_write_lat").StringVar(&f.test)
 	cmd.Flag("peer", "A peer from probe.peers, or HOST[:PORT] of a responder. Default: loopback on this host.").PlaceHolder("PEER").StringVar(&f.peer)
-	cmd.Flag("device", "Local RDMA device (default: the config target's).").PlaceHolder("mlx5_0").StringVar(&f.device)
+	cmd.Flag("device", "Local RDMA device (default: the config target's).").PlaceHolder("DEVICE").StringVar(&f.device)
 	cmd.Flag("port", "Local HCA port.").Default("0").IntVar(&f.port)
 	cmd.Flag("gid-index", "Local GID index (-x), for RoCE; -1: perftest's choice.").Default("-1").IntVar(&f.gid)
-	cmd.Flag("peer-device", "Loopback: the server side's device (another local HCA: the traffic crosses the cable).").PlaceHolder("mlx5_1").StringVar(&f.peerDevice)
+	cmd.Flag("peer-device", "Loopback: the server side's device (another local HCA: the traffic crosses the cable).").PlaceHolder("DEVICE").StringVar(&f.peerDevice)
 	cmd.Flag("peer-port", "Loopback: the server side's HCA port.").Default("0").IntVar(&f.peerPort)
 	cmd.Flag("peer-gid-index", "Loopback: the server side's GID index; -1: as --gid-index.").Default("-1").IntVar(&f.peerGID)
 	cmd.Flag("remote-device", "Peer: its device (one of its responder.devices).").StringVar(&f.remoteDevice)
@@ -82,6 +82,13 @@ func setupProbe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 // overrides probe.secret_file.
 func newProber(a *App, secretFile string) (*probe.Prober, error) {
 	cfg := &a.Config.Probe
+	// A probe killed mid-run (SIGKILL, OOM) leaves its perftest work
+	// directory; the next start removes those of processes that are gone.
+	if n, err := perftest.RemoveStaleWorkDirs(); err != nil {
+		a.Logger.Warn("removing perftest work directories of killed runs", "err", err)
+	} else if n > 0 {
+		a.Logger.Info("removed perftest work directories of killed runs", "count", n)
+	}
 	p := &probe.Prober{
 		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.FS().Proc, Logger: a.Logger.With("component", "perftest")},
 		Sys:    a.Host.FS().Sys,

@@ -74,6 +74,15 @@ func pkgDir() string {
 // SamplesDir holds the recorded perftest outputs.
 func SamplesDir() string { return filepath.Join(pkgDir(), "..", "testdata", "samples") }
 
+// RemoveBuilt removes the fake that Build compiled, if it did. A test
+// binary calls it from TestMain after m.Run: the fake is shared by all of
+// its tests, so no single test's cleanup can remove it.
+func RemoveBuilt() {
+	if bin != "" {
+		_ = os.RemoveAll(filepath.Dir(bin))
+	}
+}
+
 // Build compiles the fake once per test binary.
 func Build(t testing.TB) string {
 	t.Helper()
