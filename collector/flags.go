@@ -67,6 +67,11 @@ func lookup(name string) (Spec, bool) {
 // name.
 type Flags struct {
 	enabled map[string]*bool
+	// explicit records which --[no-]collector.NAME flags were given, and
+	// disableDefaults --collector.disable-defaults: then only those given
+	// as --collector.NAME run, as in node_exporter.
+	explicit        map[string]*bool
+	disableDefaults bool
 
 	// DeviceInclude and DeviceExclude select the RDMA devices every
 	// source reads (host.DeviceFilter).
@@ -98,12 +103,16 @@ type FabricOptions struct {
 
 // AddFlags declares every collector flag on app.
 func AddFlags(app *kingpin.Application) *Flags {
-	f := &Flags{enabled: map[string]*bool{}}
+	f := &Flags{enabled: map[string]*bool{}, explicit: map[string]*bool{}}
+	app.Flag("collector.disable-defaults",
+		"Run only the collectors enabled with --collector.NAME; the defaults are off.").BoolVar(&f.disableDefaults)
 	for _, s := range Table {
 		state := map[bool]string{true: "enabled", false: "disabled"}[s.Default]
+		given := new(bool)
+		f.explicit[s.Name] = given
 		f.enabled[s.Name] = app.Flag("collector."+s.Name,
 			fmt.Sprintf("Enable the %s collector: %s (default: %s).", s.Name, s.Help, state)).
-			Default(fmt.Sprint(s.Default)).Bool()
+			Default(fmt.Sprint(s.Default)).IsSetByUser(given).Bool()
 	}
 	app.Flag("collector.infiniband.device-include",
 		"Regexp of RDMA devices to read (default: all). Mutually exclusive with device-exclude.").PlaceHolder("REGEXP").StringVar(&f.DeviceInclude)
@@ -157,13 +166,17 @@ func DefaultFlags() *Flags {
 // Enabled reports whether a collector runs.
 func (f *Flags) Enabled(name string) bool {
 	e, ok := f.enabled[name]
+	if f.disableDefaults && (f.explicit[name] == nil || !*f.explicit[name]) {
+		return false
+	}
 	return ok && *e
 }
 
 // SetEnabled turns a collector on or off (tests).
 func (f *Flags) SetEnabled(name string, on bool) {
-	v := on
+	v, given := on, true
 	f.enabled[name] = &v
+	f.explicit[name] = &given
 }
 
 // Devices is the device filter the flags give.
@@ -190,8 +203,8 @@ func (f *Flags) EthtoolQuery() (*netdev.Ethtool, error) {
 	var stats *regexp.Regexp
 	if f.EthtoolStats != "" {
 		var err error
-		if stats, err = regexp.Compile("^(?:" + f.EthtoolStats + ")$"); err != nil {
-			return nil, fmt.Errorf("--collector.netdev.ethtool-stats: %w", err)
+		if stats, err = host.CompileAnchored("--collector.netdev.ethtool-stats", f.EthtoolStats); err != nil {
+			return nil, err
 		}
 	}
 	return &netdev.Ethtool{Stats: stats}, nil

@@ -121,6 +121,9 @@ func TestBadStartup(t *testing.T) {
 		{"missing config", []string{"--config.file=/nonexistent.yml"}, "config file"},
 		{"unknown config key", []string{"--config.file=" + badCfg}, "rate_gbs"},
 		{"unknown flag", []string{"--no-such-flag"}, "unknown long flag"},
+		{"config typo suggests the key", []string{"--config.file=" + badCfg}, `unknown key "rate_gbs"; valid here: board_id, rate_gbps (did you mean "rate_gbps"?)`},
+		{"regexp quoted as typed", []string{"--collector.infiniband.device-include=mlx5_(["}, `--collector.infiniband.device-include="mlx5_([": not a regular expression`},
+		{"listen address", []string{"--web.listen-address=bogus"}, `--web.listen-address="bogus": want [HOST]:PORT`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(binary(t), append([]string{"--web.listen-address=127.0.0.1:0"}, tc.args...)...)
@@ -129,11 +132,44 @@ func TestBadStartup(t *testing.T) {
 			if !ok || ee.ExitCode() != 1 {
 				t.Fatalf("exit %v, want exit code 1; output:\n%s", err, out)
 			}
+			// One line, the same prefix as every command's errors, and
+			// nothing logged before it: the error comes before anything starts.
 			msg := strings.TrimSpace(string(out))
-			if !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0 || strings.Contains(msg, "goroutine") {
-				t.Errorf("want one line naming %q, got:\n%s", tc.want, msg)
+			if !strings.HasPrefix(msg, "rdma_doctor: error: ") || !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0 || strings.Contains(msg, "goroutine") {
+				t.Errorf("want one line \"rdma_doctor: error: ...\" naming %q, got:\n%s", tc.want, msg)
 			}
 		})
+	}
+}
+
+// TestStartupExitCodes: a start-up error exits with the code of the command
+// it stopped (serve 1, diagnose 3 "could not run", probe and remediate 2,
+// their usage code) and the same one-line prefix; --config.check validates
+// and exits.
+func TestStartupExitCodes(t *testing.T) {
+	root := filepath.Join(repoRoot(t), "fixtures", "hosts", "cx6-hdr-fdr")
+	for cmdName, want := range map[string]int{"serve": 1, "diagnose": 3, "probe": 2, "remediate": 2} {
+		for _, bad := range [][]string{{"--config.file=/nonexistent.yml"}, {"--bogus-flag"}} {
+			out, err := exec.Command(binary(t), append([]string{cmdName, "--path.rootfs=" + root}, bad...)...).CombinedOutput()
+			if code := exitCode(t, err); code != want || !strings.HasPrefix(string(out), "rdma_doctor: error: ") {
+				t.Errorf("%s %v: exit %d, want %d with rdma_doctor: error: ...\n%s", cmdName, bad, code, want, out)
+			}
+		}
+	}
+	out, err := exec.Command(binary(t), "--path.rootfs="+root, "--config.check").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "etc/rdma_doctor/rdma_doctor.yml and the flags are valid") {
+		t.Errorf("--config.check on a host with its own config: %v\n%s", err, out)
+	}
+}
+
+// TestCLIReadsHostConfig: without --config.file, diagnose reads the host's
+// own etc/rdma_doctor/rdma_doctor.yml as the server does, so the expected
+// rate of cx6-hdr-fdr fails port.rate in the CLI too.
+func TestCLIReadsHostConfig(t *testing.T) {
+	root := filepath.Join(repoRoot(t), "fixtures", "hosts", "cx6-hdr-fdr")
+	out, err := exec.Command(binary(t), "--path.rootfs="+root, "diagnose", "--check=port.rate", "--format=nhc").CombinedOutput()
+	if code := exitCode(t, err); code != 2 || !strings.Contains(string(out), "FAIL port.rate") {
+		t.Errorf("diagnose --check=port.rate on cx6-hdr-fdr without --config.file: exit %d, want 2 (FAIL)\n%s", code, out)
 	}
 }
 
@@ -145,6 +181,23 @@ func TestVersionAndHelp(t *testing.T) {
 	out, err = exec.Command(binary(t), "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--path.rootfs") || !strings.Contains(string(out), "--collector.infiniband") {
 		t.Errorf("--help: %v\n%s", err, out)
+	}
+	// What matters first: the shared flags, then serve's (the default
+	// command's) web flags, the commands, and the collector flags last.
+	help := string(out)
+	order := []string{"--config.file=", "--path.rootfs=", "--web.listen-address=", "\n  diagnose\n", "\n  remediate\n",
+		"--[no-]collector.disable-defaults", "--[no-]collector.infiniband"}
+	for i := 1; i < len(order); i++ {
+		if a, b := strings.Index(help, order[i-1]), strings.Index(help, order[i]); a < 0 || b < 0 || a > b {
+			t.Errorf("--help: %s should come before %s", order[i-1], order[i])
+		}
+	}
+	// A command's help shows its own flags and points to the shared ones
+	// instead of repeating them.
+	out, err = exec.Command(binary(t), "diagnose", "--help").CombinedOutput()
+	if sub := string(out); err != nil || !strings.Contains(sub, "--format") || strings.Contains(sub, "--collector.infiniband") ||
+		strings.Contains(sub, "--path.rootfs=") || !strings.Contains(sub, "rdma_doctor --help") {
+		t.Errorf("diagnose --help: %v\n%s", err, out)
 	}
 }
 

@@ -103,7 +103,7 @@ func TestProbeCLI(t *testing.T) {
 		{"--compare=node9"}, // no secret
 	} {
 		out, errOut, code := runCmd(t, probeCmd(t, append(base, args...)...))
-		if code != 2 || !strings.Contains(errOut, "rdma_doctor probe") {
+		if code != 2 || !strings.HasPrefix(errOut, "rdma_doctor: error: probe") {
 			t.Errorf("%v: exit %d, want 2 with a message\n%s%s", args, code, out, errOut)
 		}
 	}

@@ -40,18 +40,6 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	only := cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
 		PlaceHolder("ID").Strings()
 	list := cmd.Flag("list-checks", "Print every check id with its title and exit.").Bool()
-	// Anything that stops this command before it judged the host, including
-	// a bad flag or config file, exits 3 ("could not run"), so a health
-	// checker can tell it from a failing host.
-	cmd.PreAction(func(*kingpin.ParseContext) error {
-		kingpin.CommandLine.Terminate(func(code int) {
-			if code != 0 {
-				code = exitCannotRun
-			}
-			os.Exit(code)
-		})
-		return nil
-	})
 	return func(ctx context.Context, a *App) int {
 		if *list {
 			for _, c := range diagnose.Checks() {
@@ -64,7 +52,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			return exitPass
 		}
 		if !slices.Contains(diagnose.Formats, *format) {
-			fmt.Fprintf(os.Stderr, "%s: --format=%q: want one of %s\n", name, *format, strings.Join(diagnose.Formats, ", "))
+			errorf(os.Stderr, "--format=%q: want one of %s", *format, strings.Join(diagnose.Formats, ", "))
 			return exitCannotRun
 		}
 		var patterns []string
@@ -77,15 +65,15 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		}
 		r, err := runDiagnose(ctx, a, *interval, patterns)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: diagnose: %v\n", name, err)
+			errorf(os.Stderr, "diagnose: %v", err)
 			return exitCannotRun
 		}
 		if err := diagnose.Render(os.Stdout, r.report, *format); err != nil {
-			fmt.Fprintf(os.Stderr, "%s: diagnose: %v\n", name, err)
+			errorf(os.Stderr, "diagnose: %v", err)
 			return exitCannotRun
 		}
 		if r.readErr != nil {
-			fmt.Fprintf(os.Stderr, "%s: diagnose: %v\n", name, r.readErr)
+			errorf(os.Stderr, "diagnose: %v", r.readErr)
 			return exitCannotRun
 		}
 		switch r.report.Status {

@@ -12,9 +12,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -50,17 +53,21 @@ type App struct {
 type command struct {
 	name, help string
 	isDefault  bool
-	setup      func(cmd *kingpin.CmdClause) func(ctx context.Context, a *App) int
+	// startupExit is the exit code when the command cannot start: a bad
+	// flag, config file or path (diagnose: 3, "could not run", so a health
+	// checker tells it from a failing host).
+	startupExit int
+	setup       func(cmd *kingpin.CmdClause) func(ctx context.Context, a *App) int
 }
 
 // commands are the subcommands, in --help order.
 var commands = []command{
-	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, setup: setupServe},
+	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, startupExit: 1, setup: setupServe},
 	{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
-		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", setup: setupDiagnose},
-	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", setup: setupProbe},
+		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: exitCannotRun, setup: setupDiagnose},
+	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probeExitUsage, setup: setupProbe},
 	{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
-		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", setup: setupRemediate},
+		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: 2, setup: setupRemediate},
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -73,9 +80,11 @@ func run(args []string) int {
 	app.Version(version.Print(name))
 	app.UsageWriter(os.Stdout)
 	app.HelpFlag.Short('h')
+	useHelpTemplate(app)
 
 	var paths hostfs.Paths
-	configFile := app.Flag("config.file", "YAML file with expectations (link rates) and thresholds. Optional: every default works without it.").PlaceHolder("FILE").String()
+	configFile := app.Flag("config.file", "YAML file with expectations (link rates) and thresholds (default: <path.rootfs>/etc/rdma_doctor/rdma_doctor.yml if it exists). Optional: every default works without it.").PlaceHolder("FILE").String()
+	configCheck := app.Flag("config.check", "Check --config.file and the flags, say whether they are valid, and exit (0 valid, 1 not).").Bool()
 	app.Flag("path.rootfs", "Root of the host file system: sys, proc, etc are read below it.").Default("/").StringVar(&paths.Rootfs)
 	app.Flag("path.sysfs", "sysfs mount point (default: <path.rootfs>/sys).").PlaceHolder("DIR").StringVar(&paths.Sysfs)
 	app.Flag("path.procfs", "procfs mount point (default: <path.rootfs>/proc).").PlaceHolder("DIR").StringVar(&paths.Procfs)
@@ -83,35 +92,60 @@ func run(args []string) int {
 	promslogflag.AddFlags(app, promslogConfig)
 	collectors := collector.AddFlags(app)
 
+	// Every start-up error is one line, "rdma_doctor: error: ...", before
+	// anything starts, with the exit code of the command it stopped.
+	startupExit := 1
+	fatal := func(err error) int {
+		errorf(os.Stderr, "%v", err)
+		return startupExit
+	}
 	runners := map[string]func(context.Context, *App) int{}
 	for _, c := range commands {
 		cmd := app.Command(c.name, c.help)
 		if c.isDefault {
 			cmd = cmd.Default()
 		}
+		cmd.PreAction(func(*kingpin.ParseContext) error {
+			startupExit = c.startupExit
+			return nil
+		})
 		runners[c.name] = c.setup(cmd)
 	}
 
 	selected, err := app.Parse(args)
 	if err != nil {
-		app.Fatalf("%v, try --help", err)
+		return fatal(fmt.Errorf("%v, try --help", err))
 	}
 	logger := promslog.New(promslogConfig)
 
 	resolved, err := paths.Resolve()
 	if err != nil {
-		app.Fatalf("%v", err)
+		return fatal(err)
+	}
+	if *configFile == "" {
+		*configFile = defaultConfigFile(resolved.Rootfs)
 	}
 	cfg, err := config.Load(*configFile)
 	if err != nil {
-		app.Fatalf("%v", err)
+		return fatal(err)
 	}
 	opts, err := hostOptions(resolved, cfg, collectors)
 	if err != nil {
-		app.Fatalf("%v", err)
+		return fatal(err)
+	}
+	if *configCheck {
+		what := "the flags"
+		if *configFile != "" {
+			what = "config file " + *configFile + " and the flags"
+		}
+		fmt.Printf("%s: %s are valid\n", name, what)
+		return 0
 	}
 	if opts.Mapper != nil {
 		logger.Debug("sysfs is the live /sys: RDMA device and character device mapping through rdmamap")
+	}
+	if *configFile != "" {
+		logger.Debug("config file", "path", *configFile)
 	}
 	a := &App{Paths: resolved, Host: host.New(opts), Config: cfg, Collectors: collectors, Logger: logger, Kingpin: app}
 
@@ -146,6 +180,24 @@ func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (ho
 		opts.Mapper = netdev.LiveMapper{}
 	}
 	return opts, nil
+}
+
+// defaultConfigFile is the config file every command reads when
+// --config.file is not given: etc/rdma_doctor/rdma_doctor.yml below the
+// root file system, if it exists. So serve, diagnose and remediate judge a
+// host (a fixture host included) by the same expectations.
+func defaultConfigFile(rootfs string) string {
+	p := filepath.Join(rootfs, "etc", "rdma_doctor", "rdma_doctor.yml")
+	if _, err := os.Lstat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// errorf prints a one-line error the way kingpin prints a usage error
+// ("rdma_doctor: error: ..."), so every command's errors start alike.
+func errorf(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, name+": error: "+format+"\n", args...)
 }
 
 func tuningOptions(cfg *config.Config) tuning.Options {

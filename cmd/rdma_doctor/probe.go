@@ -113,7 +113,7 @@ func newProber(a *App, secretFile string) (*probe.Prober, error) {
 
 func runProbe(ctx context.Context, a *App, f *probeFlags, stdout, stderr io.Writer) int {
 	usage := func(err error) int {
-		fmt.Fprintf(stderr, "rdma_doctor probe: %v\n", err)
+		errorf(stderr, "probe: %v", err)
 		return probeExitUsage
 	}
 	prober, err := newProber(a, f.secretFile)
@@ -314,7 +314,7 @@ func writeResult(w io.Writer, r *probe.Result) {
 
 func runCompare(ctx context.Context, a *App, f *probeFlags, prober *probe.Prober, stdout, stderr io.Writer) int {
 	usage := func(err error) int {
-		fmt.Fprintf(stderr, "rdma_doctor probe --compare: %v\n", err)
+		errorf(stderr, "probe --compare: %v", err)
 		return probeExitUsage
 	}
 	if f.compare == "loopback" {

@@ -46,12 +46,12 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		}
 		actions, err := remediate.Select(ids)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: remediate: %v\n", name, err)
+			errorf(os.Stderr, "remediate: %v", err)
 			return remediateUsage
 		}
 		w := remediate.DirWriter{Roots: remediate.Roots{Root: a.Paths.Rootfs, Sys: a.Paths.Sysfs, Proc: a.Paths.Procfs}}
 		if *mode != "plan" && onRealHost(a) && os.Geteuid() != 0 {
-			fmt.Fprintf(os.Stderr, "%s: remediate %s: changes the real host (--path.rootfs=/) and needs root\n", name, *mode)
+			errorf(os.Stderr, "remediate %s: changes the real host (--path.rootfs=/) and needs root", *mode)
 			return remediateUsage
 		}
 		if *mode == "rollback" {
@@ -62,7 +62,7 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		plan := remediate.MakePlan(in, actions)
 		if *mode == "plan" {
 			if err := renderPlan(os.Stdout, plan, *format); err != nil {
-				fmt.Fprintf(os.Stderr, "%s: remediate: %v\n", name, err)
+				errorf(os.Stderr, "remediate: %v", err)
 				return remediateFailed
 			}
 			return remediateOK
@@ -97,7 +97,7 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 	}
 	if !yes {
 		if !isTerminal(os.Stdin) {
-			fmt.Fprintf(os.Stderr, "%s: remediate apply: %d change(s) planned; pass --yes to apply them (stdin is not a terminal to ask)\n", name, len(changes))
+			errorf(os.Stderr, "remediate apply: %d change(s) planned; pass --yes to apply them (stdin is not a terminal to ask)", len(changes))
 			return remediateUsage
 		}
 		fmt.Printf("Apply %d change(s)? [y/N] ", len(changes))
@@ -109,7 +109,7 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 	}
 	res, err := remediate.Apply(w, changes)
 	if errors.Is(err, remediate.ErrLocked) {
-		fmt.Fprintf(os.Stderr, "%s: remediate apply: %v\n", name, err)
+		errorf(os.Stderr, "remediate apply: %v", err)
 		return remediateBusy
 	}
 	for _, c := range res.Applied {
@@ -119,7 +119,7 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 		for _, c := range res.NotApplied {
 			fmt.Printf("NOT applied %-14s %s\n", c.Action, c.Target)
 		}
-		fmt.Fprintf(os.Stderr, "%s: remediate apply stopped: %v\n(`rdma_doctor remediate rollback` undoes what was applied)\n", name, err)
+		errorf(os.Stderr, "remediate apply stopped: %v; `rdma_doctor remediate rollback` undoes what was applied", err)
 		return remediateFailed
 	}
 	fmt.Printf("%d change(s) applied; undo with `rdma_doctor remediate rollback`\n", len(res.Applied))
@@ -129,7 +129,7 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 func runRollback(w remediate.Writer, force bool) int {
 	restored, err := remediate.RollbackWith(w, remediate.RollbackOptions{Force: force, Log: os.Stderr})
 	if errors.Is(err, remediate.ErrLocked) {
-		fmt.Fprintf(os.Stderr, "%s: remediate rollback: %v\n", name, err)
+		errorf(os.Stderr, "remediate rollback: %v", err)
 		return remediateBusy
 	}
 	if errors.Is(err, remediate.ErrNoJournal) {
@@ -151,7 +151,7 @@ func runRollback(w remediate.Writer, force bool) int {
 		fmt.Printf("%s %-14s %s\n", verb, e.Action, what)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: remediate rollback: %v\n", name, err)
+		errorf(os.Stderr, "remediate rollback: %v", err)
 		return remediateFailed
 	}
 	gone := 0

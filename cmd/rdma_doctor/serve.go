@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,11 +55,17 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	)
 	return func(ctx context.Context, a *App) int {
 		if err := checkServeFlags(*metricsPath, *scrapeTO, *maxRequests); err != nil {
-			a.Kingpin.Fatalf("%v", err)
+			errorf(os.Stderr, "%v", err)
+			return 1
+		}
+		if err := checkListenAddresses(webFlags); err != nil {
+			errorf(os.Stderr, "%v", err)
+			return 1
 		}
 		s, err := newServer(ctx, a, *metricsPath, *maxRequests, *scrapeTO, *noExporterMx)
 		if err != nil {
-			a.Kingpin.Fatalf("%v", err)
+			errorf(os.Stderr, "%v", err)
+			return 1
 		}
 		a.Logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
 		if err := s.listenAndServe(ctx, webFlags, *metricsPath, *scrapeTO); err != nil {
@@ -84,6 +92,24 @@ func checkServeFlags(metricsPath string, scrapeTO time.Duration, maxRequests int
 		return fmt.Errorf("--scrape.timeout=%v: want a positive duration such as 10s", scrapeTO)
 	case maxRequests < 0:
 		return fmt.Errorf("--web.max-requests=%d: want 0 (no limit) or more", maxRequests)
+	}
+	return nil
+}
+
+// checkListenAddresses refuses a --web.listen-address that cannot be
+// listened on before anything starts, rather than after the collectors,
+// the sampler and four lines of log. A port already taken still shows
+// only when listening.
+func checkListenAddresses(f *web.FlagConfig) error {
+	if f.WebSystemdSocket != nil && *f.WebSystemdSocket {
+		return nil // systemd hands over the listeners
+	}
+	for _, addr := range *f.WebListenAddresses {
+		if _, port, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("--web.listen-address=%q: want [HOST]:PORT such as :9873 (%v)", addr, err)
+		} else if _, err := net.LookupPort("tcp", port); err != nil {
+			return fmt.Errorf("--web.listen-address=%q: %q is not a port", addr, port)
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -68,21 +69,43 @@ func Load(path string) (*Config, error) {
 	}
 	c, err := Parse(b)
 	if err != nil {
-		// yaml.v3 reports several problems on indented lines; one line
-		// reads better in a start-up error and a log.
-		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-		return nil, fmt.Errorf("config file %s: %s", path, msg)
+		return nil, fmt.Errorf("config file %s: %s", path, oneLine(err))
 	}
 	return c, nil
+}
+
+// oneLine renders a decoding error on one line for a start-up error and a
+// log: yaml.v3 puts each of several problems on an indented line after
+// "yaml: unmarshal errors:", and prefixes syntax errors with "yaml: ".
+func oneLine(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return strings.Join(te.Errors, "; ")
+	}
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
 }
 
 // Parse decodes and validates configuration YAML. Unknown keys are errors: a
 // misspelt expectation must not silently become no expectation.
 func Parse(b []byte) (*Config, error) {
 	c := &Config{}
+	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, nil // an empty file: the defaults
+		}
+		return nil, err
+	}
+	// Unknown keys first, with the valid ones and a suggestion; the
+	// sections that decode themselves check their own.
+	if len(doc.Content) > 0 {
+		if err := checkKnown(doc.Content[0], reflect.TypeOf(c)); err != nil {
+			return nil, err
+		}
+	}
+	if err := doc.Decode(c); err != nil {
 		return nil, err
 	}
 	return c, c.validate()

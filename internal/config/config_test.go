@@ -51,6 +51,36 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownKeyMessages: an unknown key names its line, the key as typed,
+// the keys valid at that level and the likely intended one; no Go type
+// names, no "unmarshal errors:" artefacts, one line from Load.
+func TestUnknownKeyMessages(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"expected:\n  port:\n    - {device: mlx5_0, port: 1, rate_gbps: 100}\n",
+			`line 2: unknown key "port"; valid here: boards, hca_types, ports (did you mean "ports"?)`},
+		{"expectd: {}\n", `line 1: unknown key "expectd"; valid here: diagnose, expected, probe, tuning (did you mean "expected"?)`},
+		{"expected:\n  ports:\n    - {device: mlx5_0, port: 1, speed: 100}\n", `line 3: unknown key "speed"; valid here: device, port, rate_gbps`},
+		{"tuning:\n  sysctl: {}\n", "line 2: unknown key \"sysctl\""},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q)\n= %v\nwant %s", tc.in, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "config.") || strings.Contains(err.Error(), "did you mean") != strings.Contains(tc.want, "did you mean")) {
+			t.Errorf("Parse(%q) = %v: a Go type name or a wrong suggestion", tc.in, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "c.yml")
+	if err := os.WriteFile(p, []byte("expected:\n  ports:\n    - {device: mlx5_0, port: one, rate_gbps: 1}\n    - {device: mlx5_1, port: two, rate_gbps: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || strings.Contains(err.Error(), "unmarshal errors") || strings.Contains(err.Error(), "yaml:") ||
+		!strings.Contains(err.Error(), "line 3:") || !strings.Contains(err.Error(), "; line 4:") {
+		t.Errorf("two type errors, want them joined on one line without yaml's preamble: %v", err)
+	}
+}
+
 func TestLoad(t *testing.T) {
 	if c, err := Load(""); err != nil || c == nil {
 		t.Errorf("Load(\"\") = %v, %v", c, err)

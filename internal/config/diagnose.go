@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -636,17 +637,19 @@ func checkKnown(n *yaml.Node, t reflect.Type) error {
 			return nil
 		}
 		fields := map[string]reflect.Type{}
+		var keys []string
 		for i := 0; i < t.NumField(); i++ {
 			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 			if tag != "" && tag != "-" {
 				fields[tag] = t.Field(i).Type
+				keys = append(keys, tag)
 			}
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			ft, ok := fields[k.Value]
 			if !ok {
-				return lineErr(k, "field %s not found in type %s", k.Value, t)
+				return unknownKey(k, keys)
 			}
 			if err := checkKnown(n.Content[i+1], ft); err != nil {
 				return err
@@ -670,6 +673,54 @@ func checkKnown(n *yaml.Node, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// unknownKey is the error for a mapping key the section does not have: the
+// line, the key as typed, the keys valid at that level and, when one is
+// close, the likely intended one.
+func unknownKey(k *yaml.Node, valid []string) error {
+	sorted := slices.Sorted(slices.Values(valid))
+	msg := fmt.Sprintf("unknown key %q; valid here: %s", k.Value, strings.Join(sorted, ", "))
+	if m := closest(k.Value, sorted); m != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", m)
+	}
+	return lineErr(k, "%s", msg)
+}
+
+// closest returns the candidate within a small edit distance of s (a typo,
+// a missing plural "s"), or "" when none is close enough to suggest.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 3 // suggest at distance 1 or 2 only
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if bestD > len(s)/2 {
+		return "" // a short key two edits away is not a typo of it
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // decodeStrict decodes n into v (a pointer to a type without its own

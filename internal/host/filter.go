@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 )
 
 // DeviceFilter selects RDMA devices by name. An excluded device is never
@@ -26,16 +27,31 @@ func NewDeviceFilter(include, exclude string) (DeviceFilter, error) {
 	}
 	var err error
 	if include != "" {
-		if f.include, err = regexp.Compile("^(?:" + include + ")$"); err != nil {
-			return f, fmt.Errorf("--collector.infiniband.device-include: %w", err)
+		if f.include, err = CompileAnchored("--collector.infiniband.device-include", include); err != nil {
+			return f, err
 		}
 	}
 	if exclude != "" {
-		if f.exclude, err = regexp.Compile("^(?:" + exclude + ")$"); err != nil {
-			return f, fmt.Errorf("--collector.infiniband.device-exclude: %w", err)
+		if f.exclude, err = CompileAnchored("--collector.infiniband.device-exclude", exclude); err != nil {
+			return f, err
 		}
 	}
 	return f, nil
+}
+
+// CompileAnchored compiles a flag's regexp anchored at both ends, as
+// node_exporter's include/exclude flags are. Its error quotes the value as
+// typed, not the anchored expression the user never wrote.
+func CompileAnchored(flag, value string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile("^(?:" + value + ")$")
+	if err != nil {
+		var se *syntax.Error
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%s=%q: not a regular expression: %s", flag, value, se.Code)
+		}
+		return nil, fmt.Errorf("%s=%q: %w", flag, value, err)
+	}
+	return re, nil
 }
 
 // Keep reports whether a device is read.
