@@ -73,10 +73,10 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 		defaults: desc("rdma_sm_opensm_defaults_info", "The init scripts' variables (/etc/sysconfig/opensm GUIDS and PRIORITY, /etc/default/opensm PORTS); always 1.",
 			"path", "guids", "priority", "ports"),
 		logSubnetUp: desc("rdma_sm_opensm_log_subnet_up_timestamp_seconds",
-			"When the running opensm last logged SUBNET UP (a heavy sweep finished), from the last 1 MiB of its log; opensm writes local time without a year.", "path"),
+			"When the running opensm last logged SUBNET UP (a heavy sweep finished), in its log as read so far (the last 1 MiB at the first read, then the lines added); opensm writes local time without a year.", "path"),
 		logState: desc("rdma_sm_opensm_log_state_info", "The SM state of the last \"Entering <STATE> state\" line in the running opensm's log; always 1.", "path", "state"),
 		logErrors: desc("rdma_sm_opensm_log_error_lines",
-			"Numbered error lines (\"ERR xxxx:\") in the last 1 MiB of the running opensm's log (traps are not counted).", "path"),
+			"Numbered error lines (\"ERR xxxx:\") in the running opensm's log as read so far: the last 1 MiB at the first read, then the lines added; from 0 again when the log is rotated (traps are not counted).", "path"),
 	}
 	return c
 }

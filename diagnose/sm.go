@@ -252,7 +252,7 @@ func judgeOpenSMLog(f *Finding, l *opensm.Log, now time.Time) {
 		obs = append(obs, "log: "+l.State+" since "+ts(l.StateTime))
 	}
 	if l.SubnetUp.IsZero() {
-		obs = append(obs, fmt.Sprintf("no SUBNET UP in the last %d KiB of the log", opensm.LogTail>>10))
+		obs = append(obs, fmt.Sprintf("no SUBNET UP in the log (its last %d KiB when first read, and the lines added since)", opensm.LogTail>>10))
 	} else {
 		obs = append(obs, "last SUBNET UP "+ts(l.SubnetUp))
 	}

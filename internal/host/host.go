@@ -109,8 +109,11 @@ type Host struct {
 	placement slow[*irq.Snapshot]
 	tuning    slow[*tuning.Snapshot]
 	opensm    slow[*opensm.State]
-	topology  slow[*pci.Topology]
-	hostname  slow[string]
+	// smLogs keeps where each OpenSM log was read to: a refresh parses
+	// only the lines added since.
+	smLogs   opensm.LogReader
+	topology slow[*pci.Topology]
+	hostname slow[string]
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen
@@ -302,7 +305,7 @@ func (s *Snapshot) Tuning(ctx context.Context) (*tuning.Snapshot, error) {
 // partial read (an unreadable file) still has the processes.
 func (s *Snapshot) OpenSM(ctx context.Context) (*opensm.State, error) {
 	return s.h.opensm.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*opensm.State, error) {
-		return opensm.Read(ctx, s.h.fs.Root, s.h.fs.Proc, s.h.opts.OpenSMConfig, s.h.now())
+		return opensm.Read(ctx, s.h.fs.Root, s.h.fs.Proc, s.h.opts.OpenSMConfig, s.h.now(), &s.h.smLogs)
 	})
 }
 

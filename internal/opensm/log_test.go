@@ -94,7 +94,7 @@ func TestReadLogs(t *testing.T) {
 		"var/log/sm/opensm.log":  string(recordedLog(t, "opensm-standby-ibsim.log")),
 		"var/log/opensm.log":     "not read: log_file names another\n",
 	})
-	st, err := Read(context.Background(), hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc")), "", logNow)
+	st, err := Read(context.Background(), hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc")), "", logNow, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestReadLogs(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "var/log/sm/opensm.log")); err != nil {
 		t.Fatal(err)
 	}
-	st, err = Read(context.Background(), hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc")), "", logNow)
+	st, err = Read(context.Background(), hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc")), "", logNow, nil)
 	if err != nil || len(st.Logs) != 1 {
 		t.Errorf("a missing log: %d logs, %v", len(st.Logs), err)
 	}
@@ -125,4 +125,64 @@ func FuzzParseLog(f *testing.F) {
 			t.Fatalf("a line placed in the future: %v", l.SubnetUp)
 		}
 	})
+}
+
+// TestLogReaderIncremental: a second read parses only the lines added
+// (their counts add to the first read's, the newest state and error win);
+// a rotated log is parsed afresh; a log no process names is forgotten.
+func TestLogReaderIncremental(t *testing.T) {
+	master := string(recordedLog(t, "opensm-master-ibsim.log"))
+	root := writeTree(t, map[string]string{
+		"proc/812/comm":      "opensm\n",
+		"proc/812/cmdline":   "/usr/sbin/opensm\x00-f\x00/var/log/opensm.log\x00",
+		"var/log/opensm.log": master,
+	})
+	rootFS, procFS := hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc"))
+	logs := &LogReader{}
+	read := func() *Log {
+		t.Helper()
+		st, err := Read(context.Background(), rootFS, procFS, "", logNow, logs)
+		if err != nil || len(st.Logs) != 1 {
+			t.Fatalf("%d logs, %v", len(st.Logs), err)
+		}
+		return st.Logs[0]
+	}
+	first := read()
+	whole := ParseLog("/var/log/opensm.log", []byte(master), logNow)
+	if *first != *whole {
+		t.Fatalf("first read %+v, want the tail's %+v", first, whole)
+	}
+	added := "Nov 30 19:58:01 000001 [A87D26C0] 0x01 -> osm_sm_mad_ctrl_rcv_callback: ERR 3111: Error from SM MAD key=0x1234\n" +
+		"Nov 30 19:58:02 000002 [A87D26C0] 0x02 -> Entering STANDBY state\n"
+	log := filepath.Join(root, "var/log/opensm.log")
+	fh, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteString(added); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	second := read()
+	if second.Lines != first.Lines+2 || second.Errors != first.Errors+1 || second.State != "STANDBY" ||
+		!strings.Contains(second.LastError, "ERR 3111") || second.SubnetUp != first.SubnetUp {
+		t.Errorf("after two lines appended: %+v (first %+v)", second, first)
+	}
+	if strings.Contains(second.LastError, "1234") {
+		t.Errorf("the key leaked: %q", second.LastError)
+	}
+	// Rotated: the new file alone.
+	if err := os.Rename(log, log+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, []byte(added), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if third := read(); third.Lines != 2 || third.Errors != 1 || !third.SubnetUp.IsZero() {
+		t.Errorf("after rotation: %+v, want only the new file's 2 lines", third)
+	}
+	logs.forget(nil)
+	if len(logs.cursors) != 0 {
+		t.Errorf("cursors kept for logs nobody names: %v", logs.cursors)
+	}
 }

@@ -193,7 +193,10 @@ func (s *State) Running() bool { return len(s.Processes) > 0 }
 // (both below --path.rootfs). configOverride, if set, is the opensm.conf
 // path to read instead of the search. now places the log's year-less
 // times (ParseLog).
-func Read(ctx context.Context, root, proc hostfs.FS, configOverride string, now time.Time) (*State, error) {
+//
+// logs, if not nil, keeps where each log was read to (see LogReader); nil
+// reads each log's tail afresh.
+func Read(ctx context.Context, root, proc hostfs.FS, configOverride string, now time.Time, logs *LogReader) (*State, error) {
 	st := &State{}
 	var errs []error
 	procs, err := FindProcesses(proc)
@@ -239,8 +242,11 @@ func Read(ctx context.Context, root, proc hostfs.FS, configOverride string, now 
 		}
 		st.Shell = append(st.Shell, ParseShell(path, b))
 	}
-	logs, err := readLogs(root, st, now)
-	st.Logs = logs
+	if logs == nil {
+		logs = &LogReader{}
+	}
+	parsed, err := readLogs(root, st, now, logs)
+	st.Logs = parsed
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -286,18 +292,20 @@ func (s *State) LogFiles() []string {
 	return out
 }
 
-// readLogs reads the end of every running process' log. A missing log is
+// readLogs reads every running process' log, from where r last stopped. A missing log is
 // not an error: opensm may log to syslog only.
-func readLogs(root hostfs.FS, st *State, now time.Time) ([]*Log, error) {
+func readLogs(root hostfs.FS, st *State, now time.Time, r *LogReader) ([]*Log, error) {
 	var logs []*Log
 	var errs []error
-	for _, path := range st.LogFiles() {
+	files := st.LogFiles()
+	r.forget(files)
+	for _, path := range files {
 		rel, err := hostRel(path)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("opensm log: %w", err))
 			continue
 		}
-		b, err := hostfs.ReadTail(root, rel, LogTail)
+		l, err := r.read(root, path, rel, now)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -305,7 +313,7 @@ func readLogs(root hostfs.FS, st *State, now time.Time) ([]*Log, error) {
 			errs = append(errs, fmt.Errorf("opensm log: %w", err))
 			continue
 		}
-		logs = append(logs, ParseLog(path, b, now))
+		logs = append(logs, l)
 	}
 	return logs, errors.Join(errs...)
 }

@@ -191,7 +191,7 @@ func TestRead(t *testing.T) {
 		"etc/opensm/opensm.conf.dpkg-": "x",
 	})
 	r, p := hostfs.Dir(root), hostfs.Dir(filepath.Join(root, "proc"))
-	st, err := Read(context.Background(), r, p, "", time.Now())
+	st, err := Read(context.Background(), r, p, "", time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,16 +206,16 @@ func TestRead(t *testing.T) {
 	}
 
 	// No process: the first candidate that exists.
-	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "", time.Now())
+	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "", time.Now(), nil)
 	if err != nil || st.Running() || st.Config == nil || st.Config.Path != "/etc/rdma/opensm.conf" {
 		t.Errorf("no process: %+v %v", st, err)
 	}
 	// An override that does not exist is an error; nothing is guessed.
-	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "/etc/missing.conf", time.Now())
+	st, err = Read(context.Background(), r, hostfs.Dir(filepath.Join(root, "nope")), "/etc/missing.conf", time.Now(), nil)
 	if err == nil || st.Config != nil {
 		t.Errorf("missing override: %+v %v", st.Config, err)
 	}
-	if _, err := Read(context.Background(), r, p, "/etc/../proc/1/comm", time.Now()); err == nil {
+	if _, err := Read(context.Background(), r, p, "/etc/../proc/1/comm", time.Now(), nil); err == nil {
 		t.Error("a path with .. was read")
 	}
 }
