@@ -7,23 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
-
-// LiveSysfs reports whether an FS reads the running kernel's /sys, the
-// only tree rdmamap can read.
-func LiveSysfs(sys hostfs.FS) bool {
-	root, ok := hostfs.Root(sys)
-	return ok && filepath.Clean(root) == "/sys"
-}
 
 type netdevCollector struct {
 	info, mtu, up, carrier, ipv6Disabled                         *expo.Desc

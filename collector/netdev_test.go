@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
 
@@ -143,14 +142,6 @@ rdma_netdev_info{device="",kind="ipoib",netdev="ib0.8001",pci_address="0000:17:0
 `
 	if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_netdev_info", "rdma_device_char_device_info"); err != nil {
 		t.Error(err)
-	}
-}
-
-func TestLiveSysfs(t *testing.T) {
-	for root, want := range map[string]bool{"/sys": true, "/sys/": true, "/host/sys": false, "../fixtures/hosts/dgx-h100/sys": false} {
-		if got := LiveSysfs(hostfs.Dir(root)); got != want {
-			t.Errorf("LiveSysfs(%s) = %v", root, got)
-		}
 	}
 }
 

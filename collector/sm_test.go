@@ -220,13 +220,13 @@ func TestSMOpenSMLog(t *testing.T) {
 	})
 	c := on(env, NewSMCollector(env, SMOptions{SminfoPath: "/nonexistent"}))
 	want := `
-# HELP rdma_sm_opensm_log_error_lines Numbered error lines ("ERR xxxx:") in the last 1 MiB of the running opensm's log (traps are not counted).
+# HELP rdma_sm_opensm_log_error_lines Numbered error lines ("ERR xxxx:") in the running opensm's log as read so far: the last 1 MiB at the first read, then the lines added; from 0 again when the log is rotated (traps are not counted).
 # TYPE rdma_sm_opensm_log_error_lines gauge
 rdma_sm_opensm_log_error_lines{path="/var/log/opensm.log"} 1
 # HELP rdma_sm_opensm_log_state_info The SM state of the last "Entering <STATE> state" line in the running opensm's log; always 1.
 # TYPE rdma_sm_opensm_log_state_info gauge
 rdma_sm_opensm_log_state_info{path="/var/log/opensm.log",state="MASTER"} 1
-# HELP rdma_sm_opensm_log_subnet_up_timestamp_seconds When the running opensm last logged SUBNET UP (a heavy sweep finished), from the last 1 MiB of its log; opensm writes local time without a year.
+# HELP rdma_sm_opensm_log_subnet_up_timestamp_seconds When the running opensm last logged SUBNET UP (a heavy sweep finished), in its log as read so far (the last 1 MiB at the first read, then the lines added); opensm writes local time without a year.
 # TYPE rdma_sm_opensm_log_subnet_up_timestamp_seconds gauge
 rdma_sm_opensm_log_subnet_up_timestamp_seconds{path="/var/log/opensm.log"} 1.796056751408113e+09
 `

@@ -175,7 +175,7 @@ func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (ho
 		Ethtool:      et,
 		SlowRefresh:  cfg.Diagnose.SampleInterval(),
 	}
-	if collector.LiveSysfs(hostfs.Dir(paths.Sysfs)) {
+	if host.LiveSysfs(hostfs.Dir(paths.Sysfs)) {
 		// Only the live /sys can be read by rdmamap's fixed paths.
 		opts.Mapper = netdev.LiveMapper{}
 	}

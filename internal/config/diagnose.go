@@ -9,9 +9,9 @@ import (
 	"path"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
-	"slices"
 	"strings"
 	"time"
 
