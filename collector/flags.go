@@ -44,6 +44,8 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewNetdevCollector(env), nil }},
 	{"sm", true, "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
 		func(env Env, f *Flags) (Collector, error) { return NewSMCollector(env, f.SM), nil }},
+	{"portwatch", true, "port states sampled every --collector.portwatch.interval (default 1s) by the server: transitions, time down, flaps between two scrapes",
+		func(env Env, _ *Flags) (Collector, error) { return NewPortwatchCollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
 		func(env Env, f *Flags) (Collector, error) {
 			return NewFabricCollector(env, fabric.RunnerConfig{
@@ -90,6 +92,8 @@ type Flags struct {
 	EthtoolStats string
 	SM           SMOptions
 	Fabric       FabricOptions
+	// PortWatchInterval is the port state sampler's period.
+	PortWatchInterval time.Duration
 }
 
 // FabricOptions configure the fabric collector's iblinkinfo runner.
@@ -140,6 +144,9 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.sm.opensm-config",
 		"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
 		PlaceHolder("PATH").StringVar(&f.SM.OpenSMConfig)
+	app.Flag("collector.portwatch.interval",
+		"Interval of the port state sampler (two reads per port: state and phys_state); short flaps between scrapes are seen at this resolution.").
+		Default("1s").DurationVar(&f.PortWatchInterval)
 	app.Flag("collector.fabric.iblinkinfo-path",
 		"iblinkinfo executable (infiniband-diags), run as 'iblinkinfo --line' without a shell in the background.").
 		Default("iblinkinfo").StringVar(&f.Fabric.Path)

@@ -18,6 +18,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
@@ -52,6 +53,9 @@ const (
 	// SourceNetdev: internal/netdev.Read (IPoIB mode/MTU/operstate/IPv6,
 	// RoCE GID types), without ethtool: the checks judge the rootfs only.
 	SourceNetdev Source = "netdev"
+	// SourcePortWatch: internal/portwatch, the server's port state
+	// sampler (transitions between two samples).
+	SourcePortWatch Source = "portwatch"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -93,6 +97,10 @@ type Snapshot struct {
 	// BusErr is a partial or failed read.
 	Bus    []pci.BusFunction
 	BusErr error
+	// PortHistory is what the server's port state sampler saw of every
+	// port; PortsWatched is false where none runs (the CLI).
+	PortHistory  []portwatch.History
+	PortsWatched bool
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -148,6 +156,11 @@ func (s *Snapshot) unavailable(src Source) string {
 	case SourceNetdev:
 		if s.Netdev == nil {
 			return "cannot read the netdevs: " + errText(s.NetdevErr)
+		}
+	case SourcePortWatch:
+		if !s.PortsWatched {
+			return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
+				"it is off with --no-collector.portwatch"
 		}
 	case SourceProbe:
 		// The probe checks say NoProbeResults themselves: an empty store
@@ -244,6 +257,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		s.Netdev, s.NetdevErr = hs.Netdevs(ctx)
 		s.OpenSM, s.OpenSMErr = hs.OpenSM(ctx)
 	}()
+	s.PortHistory, s.PortsWatched = hs.PortHistory()
 	s.IB, s.IBErr = hs.Class(ctx)
 	if have := s.deviceCount(); have == 0 || have < r.ExpectedDevices {
 		// Only a host short of devices walks the bus: an SR-IOV host has

@@ -115,7 +115,7 @@ func checkListenAddresses(f *web.FlagConfig) error {
 }
 
 // newServer builds the whole server, in this order: the collectors and
-// their background runners (sminfo, iblinkinfo), the probe results store,
+// their background runners (sminfo, iblinkinfo, the port state sampler), the probe results store,
 // the diagnose sampler (fed by the same host snapshots and the collectors'
 // sminfo runner), the probe scheduler and responder, and /metrics. The
 // work that runs in the background lasts as long as ctx.
@@ -125,6 +125,13 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 		return nil, err
 	}
 	agg.Start(ctx)
+	if a.Collectors.Enabled("portwatch") {
+		iv := a.Collectors.PortWatchInterval
+		if iv < 100*time.Millisecond {
+			return nil, fmt.Errorf("--collector.portwatch.interval=%v: want 100ms or more, such as 1s", iv)
+		}
+		a.Host.WatchPorts(ctx, iv, time.Duration(a.Config.Diagnose.Thresholds.Links.Effective().FlapWindow))
+	}
 	s := &Server{
 		App:      a,
 		Mux:      http.NewServeMux(),

@@ -306,6 +306,39 @@ type Thresholds struct {
 	Counters CounterLimits `yaml:"counters"`
 	// Probe judges the verbs probe's results (the guide's §5.1 numbers).
 	Probe ProbeThresholds `yaml:"probe"`
+	// Links judges the port state sampler's history (port.flap, port.drop).
+	Links LinkThresholds `yaml:"links"`
+}
+
+// LinkThresholds say when a port flaps and when it dropped. A link that
+// goes down and up FlapCycles times within FlapWindow flaps (the 8-bit
+// link_downed counter saturates and scrapes miss short cycles); a port
+// down for DropAfter after having been ACTIVE dropped.
+type LinkThresholds struct {
+	FlapCycles int      `yaml:"flap_cycles"`
+	FlapWindow Duration `yaml:"flap_window"`
+	DropAfter  Duration `yaml:"drop_after"`
+}
+
+// Link defaults: NVSentinel's "3 link_downed in 10 min" and "down 4 min".
+const (
+	DefaultFlapCycles = 3
+	DefaultFlapWindow = 10 * time.Minute
+	DefaultDropAfter  = 4 * time.Minute
+)
+
+// Effective returns the thresholds with defaults filled in.
+func (l LinkThresholds) Effective() LinkThresholds {
+	if l.FlapCycles <= 0 {
+		l.FlapCycles = DefaultFlapCycles
+	}
+	if l.FlapWindow <= 0 {
+		l.FlapWindow = Duration(DefaultFlapWindow)
+	}
+	if l.DropAfter <= 0 {
+		l.DropAfter = Duration(DefaultDropAfter)
+	}
+	return l
 }
 
 // Limit judges a counter's increase: warn when it rose by more than

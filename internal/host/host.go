@@ -118,6 +118,9 @@ type Host struct {
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen
 	// ACTIVE since start (device/port), which diagnose requires to stay up.
+	// ports is the port state sampler, when a server runs one.
+	ports portWatch
+
 	latestMu sync.Mutex
 	latest   timed[*infiniband.Class]
 	active   map[portKey]bool

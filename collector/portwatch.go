@@ -1,0 +1,66 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
+)
+
+// portwatchCollector exports the port state sampler's history: what a
+// scrape every 15 s cannot see of a port that flaps between two scrapes.
+type portwatchCollector struct {
+	transitions, downSeconds, changed *expo.Desc
+	rounds, busy                      *expo.Desc
+}
+
+// NewPortwatchCollector builds the portwatch collector; the sampler is the
+// host's (Host.WatchPorts), started by the server.
+func NewPortwatchCollector(Env) Collector {
+	pl := []string{"device", "port"}
+	return &portwatchCollector{
+		transitions: desc("rdma_port_state_transitions_total",
+			"Changes of the port's logical state seen by the port sampler since rdma_doctor started, by the state entered (down, init, armed, active, active_defer, other).",
+			"device", "port", "to"),
+		downSeconds: desc("rdma_port_down_seconds_total",
+			"Seconds the port was not ACTIVE after it had been ACTIVE once, as the port sampler saw it (a spare port that never came up does not count).", pl...),
+		changed: desc("rdma_port_state_changed_timestamp_seconds",
+			"When the port sampler last saw the port's logical state change (its first read counts).", pl...),
+		rounds: desc("rdma_port_sampler_rounds_total", "Rounds of the port state sampler (every --collector.portwatch.interval)."),
+		busy:   desc("rdma_port_sampler_busy_seconds_total", "Time the port state sampler spent reading, its own cost."),
+	}
+}
+
+func (c *portwatchCollector) Update(_ context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	hs, ok := snap.PortHistory()
+	if !ok {
+		return nil // no sampler (a CLI snapshot): nothing to say
+	}
+	w := snap.Host().PortWatcher()
+	rounds, busy := w.Cost()
+	counter(ch, c.rounds, float64(rounds))
+	counter(ch, c.busy, busy.Seconds())
+	for _, h := range hs {
+		if h.Changed.IsZero() {
+			continue // not read yet, or unreadable: absent, not 0
+		}
+		port := strconv.Itoa(h.Port)
+		// down and active always, 0 included, so increase() sees the
+		// first flap; the other states once entered (a bounded set).
+		for _, to := range portwatch.StateLabels {
+			if n := h.Transitions[to]; n > 0 || to == "down" || to == "active" {
+				counter(ch, c.transitions, float64(n), h.Device, port, to)
+			}
+		}
+		counter(ch, c.downSeconds, h.DownSeconds, h.Device, port)
+		gauge(ch, c.changed, float64(h.Changed.UnixNano())/1e9, h.Device, port)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
+)
+
+func init() {
+	register(&Check{
+		ID:    "port.flap",
+		Title: "Port not flapping",
+		Reads: []Source{SourcePortWatch},
+		Doc: "The server's port state sampler (every --collector.portwatch.interval, default 1s) counts the times a port " +
+			"left ACTIVE and came back. diagnose.thresholds.links.flap_cycles (default 3) such cycles within flap_window " +
+			"(default 10m) fail: a flapping link drops RDMA connections and stalls collectives, and a scrape every 15 s " +
+			"or the 8-bit link_downed counter misses most of it. Fewer cycles pass with the count in the finding.",
+		Remedy: "Reseat or replace the cable and transceiver, check the peer switch port's error counters; mlxlink -d <pci> -p <port> " +
+			"-c shows the physical counters and the Troubleshooting Info, and the kernel log the link down/up messages.",
+		Run: checkPortFlap,
+	})
+	register(&Check{
+		ID:    "port.drop",
+		Title: "Port not dropped",
+		Reads: []Source{SourcePortWatch},
+		Doc: "A port the sampler saw ACTIVE and that has been down for diagnose.thresholds.links.drop_after (default 4m) " +
+			"or longer dropped: not a short bounce that recovers, a link to repair. A port that never came up since " +
+			"rdma_doctor started skips (see port.state for spare ports).",
+		Remedy: "Fix the physical link (port.phys): cable, transceiver, the peer switch port; then check the SM (port.state).",
+		Run:    checkPortDrop,
+	})
+}
+
+func watchedTarget(h portwatch.History) string { return h.Device + "/" + strconv.Itoa(h.Port) }
+
+func watchEvidence(h portwatch.History) string {
+	return fmt.Sprintf("port sampler: /sys/class/infiniband/%s/ports/%d/state, %d transition(s) since start",
+		h.Device, h.Port, sumTransitions(h))
+}
+
+func sumTransitions(h portwatch.History) uint64 {
+	var n uint64
+	for _, v := range h.Transitions {
+		n += v
+	}
+	return n
+}
+
+func checkPortFlap(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	th := cfg.Diagnose.Thresholds.Links.Effective()
+	var out []Finding
+	for _, h := range s.PortHistory {
+		t := watchedTarget(h)
+		if !h.WasActive {
+			out = append(out, Finding{Severity: Skip, Target: t, Evidence: "the port has not been ACTIVE since rdma_doctor started"})
+			continue
+		}
+		f := Finding{Target: t, Severity: Pass, Evidence: watchEvidence(h),
+			Observed: fmt.Sprintf("%d down-up cycle(s) in the last %v", len(h.Cycles), time.Duration(th.FlapWindow)),
+			Expected: fmt.Sprintf("fewer than %d", th.FlapCycles)}
+		if len(h.Cycles) >= th.FlapCycles {
+			f.Severity = Fail
+			f.Remedy = fmt.Sprintf("%s went down and came back %d times in %v: reseat or replace its cable and transceiver and check the "+
+				"peer switch port; mlxlink -d %s -p %d -c shows the physical counters", t, len(h.Cycles), time.Duration(th.FlapWindow), h.Device, h.Port)
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return noTargets("no RDMA ports on this host"), nil
+	}
+	return out, nil
+}
+
+func checkPortDrop(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	th := cfg.Diagnose.Thresholds.Links.Effective()
+	var out []Finding
+	for _, h := range s.PortHistory {
+		t := watchedTarget(h)
+		if !h.WasActive {
+			out = append(out, Finding{Severity: Skip, Target: t, Evidence: "the port has not been ACTIVE since rdma_doctor started"})
+			continue
+		}
+		f := Finding{Target: t, Severity: Pass, Evidence: watchEvidence(h), Observed: "ACTIVE",
+			Expected: fmt.Sprintf("not down for %v or longer", time.Duration(th.DropAfter))}
+		if !h.DownSince.IsZero() {
+			down := s.Time.Sub(h.DownSince).Truncate(time.Second)
+			f.Observed = fmt.Sprintf("%s (%s) for %v", h.State.Name, h.PhysState.Name, down)
+			if down >= time.Duration(th.DropAfter) {
+				f.Severity = Fail
+				f.Remedy = fmt.Sprintf("%s was ACTIVE and has been down for %v: fix the physical link (see port.phys for %s), then the SM (port.state)", t, down, t)
+			}
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return noTargets("no RDMA ports on this host"), nil
+	}
+	return out, nil
+}

@@ -1,0 +1,59 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPortFlapBetweenScrapes flips a port of a copied host down and up
+// three times while the server runs, each flip shorter than a scrape
+// interval: the sampler counts the transitions, /diagnose fails port.flap
+// for that port alone, and rdma_diagnose_status says so.
+func TestPortFlapBetweenScrapes(t *testing.T) {
+	root := smCopyHost(t, "cx6-hdr-fdr")
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  interval: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.portwatch.interval=100ms")
+	port := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1")
+	set := func(state, phys string) {
+		t.Helper()
+		// In place, as the kernel's attribute changes under an open fd.
+		for name, v := range map[string]string{"state": state, "phys_state": phys} {
+			if err := os.WriteFile(filepath.Join(port, name), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(400 * time.Millisecond) // a few sampler rounds
+	}
+	for i := 0; i < 3; i++ {
+		set("1: DOWN", "2: Polling")
+		set("4: ACTIVE", "5: LinkUp")
+	}
+	body := smWaitFor(t, e.addr, `rdma_port_state_transitions_total{device="mlx5_0",port="1",to="active"} 3`)
+	for _, want := range []string{
+		`rdma_port_state_transitions_total{device="mlx5_0",port="1",to="down"} 3`,
+		`rdma_port_state_transitions_total{device="mlx5_1",port="1",to="down"} 0`,
+	} {
+		if !hasSeries(body, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	// The diagnose sampler (every second here) judges the history.
+	want := `rdma_diagnose_status{check="port.flap",target="mlx5_0/1"} 2`
+	body = smWaitFor(t, e.addr, want)
+	if !hasSeries(body, `rdma_diagnose_status{check="port.flap",target="mlx5_1/1"} 0`) {
+		t.Error("port.flap does not pass for the port that did not flap")
+	}
+	_, page := e.get(t, "/diagnose?format=json")
+	if !strings.Contains(page, `"check": "port.flap"`) || !strings.Contains(page, "went down and came back 3 times") {
+		t.Errorf("/diagnose has no port.flap failure with its remedy:\n%.2000s", page)
+	}
+}

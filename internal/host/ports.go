@@ -1,0 +1,54 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package host
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
+)
+
+// portWatch is the port state sampler a server runs (nil in the CLI,
+// which samples once and has no history to tell).
+type portWatch struct {
+	w atomic.Pointer[portwatch.Watcher]
+}
+
+// WatchPorts samples every port's state each interval until ctx ends
+// (internal/portwatch), keeping the down-up cycles of window; a server
+// starts it once. Snapshot.PortHistory reads it. It waits up to
+// firstRoundWait for the first round, so the first scrape has the ports,
+// and no longer: a wedged sysfs read must not keep the server from
+// starting.
+func (h *Host) WatchPorts(ctx context.Context, interval, window time.Duration) *portwatch.Watcher {
+	w := portwatch.New(portwatch.Options{
+		Sys: h.fs.Sys, Keep: h.opts.Devices.Keep, Interval: interval, Window: window, Now: h.now,
+	})
+	h.ports.w.Store(w)
+	first := make(chan struct{})
+	go w.Run(ctx, first)
+	select {
+	case <-first:
+	case <-time.After(firstRoundWait):
+	}
+	return w
+}
+
+// firstRoundWait bounds WatchPorts' wait for the first round.
+const firstRoundWait = time.Second
+
+// PortHistory is what the port sampler saw of every port, and false when
+// none runs (the CLI): flaps need a history a single read cannot give.
+func (s *Snapshot) PortHistory() ([]portwatch.History, bool) {
+	w := s.h.ports.w.Load()
+	if w == nil {
+		return nil, false
+	}
+	return w.Ports(), true
+}
+
+// PortWatcher is the running port sampler, nil when none runs.
+func (h *Host) PortWatcher() *portwatch.Watcher { return h.ports.w.Load() }
