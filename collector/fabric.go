@@ -5,6 +5,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -70,19 +71,26 @@ func (c *FabricCollector) Start(ctx context.Context) {
 // Runner is the iblinkinfo runner, for diagnose.
 func (c *FabricCollector) Runner() *fabric.Runner { return c.runner }
 
-// Update exports the latest scan; it never waits for one. A failed scan is
-// a metric and a log line (the runner's), not a scrape error.
+// Update exports the latest scan; it never waits for one. A failed latest
+// scan is rdma_fabric_scan_success 0 and an error of the collector: what
+// it exports is then the previous scan's fabric or nothing, and the
+// collector is on only where it was asked for, so a scan that cannot run
+// is a fault to fix, not how the host is.
 func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, ch chan<- prometheus.Metric) error {
 	st := c.runner.Status()
 	counter(ch, c.scans, float64(st.Scans))
 	counter(ch, c.failures, float64(st.Failures))
+	var err error
 	if st.Scans > 0 {
 		gauge(ch, c.success, b2f(st.OK))
 		gauge(ch, c.duration, st.Duration.Seconds())
+		if !st.OK && st.Err != nil {
+			err = fmt.Errorf("iblinkinfo scan: %w", st.Err)
+		}
 	}
 	f := st.Fabric
 	if f == nil {
-		return nil
+		return err
 	}
 	gauge(ch, c.lastSuccess, float64(st.LastSuccess.UnixNano())/1e9)
 	gauge(ch, c.links, float64(len(f.Links)))
@@ -95,7 +103,7 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, ch chan<- 
 	for _, m := range c.linkMetrics(f) {
 		ch <- m
 	}
-	return nil
+	return err
 }
 
 // linkMetrics returns the per-link series of a scan, built on its first

@@ -6,6 +6,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -46,9 +47,10 @@ type SMCollector struct {
 func NewSMCollector(env Env, o SMOptions) *SMCollector {
 	pl := []string{"device", "port"}
 	c := &SMCollector{
-		logger:      env.Logger,
-		runner:      NewSMRunner(env.Host, o, env.Logger),
-		success:     desc("rdma_sm_sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM, no umad access).", pl...),
+		logger: env.Logger,
+		runner: NewSMRunner(env.Host, o, env.Logger),
+		success: desc("rdma_sm_sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM answered, unusable output); "+
+			"absent while sminfo cannot run on this host (not installed, no access to /dev/infiniband/umad*), which rdma_sm_sminfo_failures_total still counts.", pl...),
 		runs:        desc("rdma_sm_sminfo_runs_total", "sminfo runs through this port.", pl...),
 		failures:    desc("rdma_sm_sminfo_failures_total", "Failed sminfo runs through this port.", pl...),
 		duration:    desc("rdma_sm_sminfo_duration_seconds", "Duration of the latest sminfo run.", pl...),
@@ -104,7 +106,14 @@ func (c *SMCollector) Start(ctx context.Context) {
 func (c *SMCollector) Runner() *sm.Runner { return c.runner }
 
 // Update exports the latest sminfo results (never waiting for a run) and
-// reads the local OpenSM state.
+// reads the local OpenSM state. A port whose latest sminfo run failed is
+// an error of the collector: its SM series are missing (or, after an
+// earlier answer, stale), so the SM alerts cannot fire for it, and
+// rdma_scrape_collector_success must not claim otherwise. A run that
+// cannot happen on this host at all (sminfo not installed, no umad
+// access: the shipped systemd unit runs unprivileged) is not: like a
+// host without ib_umad, it is how the host is deployed, and it would
+// fail on every scrape of every such host.
 func (c *SMCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
 	var errs []error
 	st := c.runner.Status()
@@ -112,7 +121,11 @@ func (c *SMCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<-
 		errs = append(errs, st.TargetsErr)
 	}
 	for i := range st.Ports {
-		c.port(ch, &st.Ports[i])
+		p := &st.Ports[i]
+		c.port(ch, p)
+		if !p.OK && p.Err != nil && !p.CannotRun() {
+			errs = append(errs, fmt.Errorf("sminfo through %s: %w", p.Target.String(), p.Err))
+		}
 	}
 	if err := c.local(ctx, snap, ch); err != nil {
 		errs = append(errs, err)
@@ -129,7 +142,9 @@ func b2f(b bool) float64 {
 
 func (c *SMCollector) port(ch chan<- prometheus.Metric, p *sm.PortStatus) {
 	port := strconv.Itoa(p.Port)
-	gauge(ch, c.success, b2f(p.OK), p.Device, port)
+	if !p.CannotRun() {
+		gauge(ch, c.success, b2f(p.OK), p.Device, port)
+	}
 	counter(ch, c.runs, float64(p.Runs), p.Device, port)
 	counter(ch, c.failures, float64(p.Failures), p.Device, port)
 	gauge(ch, c.duration, p.Duration.Seconds(), p.Device, port)

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -131,7 +133,7 @@ rdma_sm_activity_count{device="mlx5_0",port="1"} 411
 # HELP rdma_sm_activity_stalled 1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).
 # TYPE rdma_sm_activity_stalled gauge
 rdma_sm_activity_stalled{device="mlx5_0",port="1"} 0
-# HELP rdma_sm_sminfo_success 1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM, no umad access).
+# HELP rdma_sm_sminfo_success 1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM answered, unusable output); absent while sminfo cannot run on this host (not installed, no access to /dev/infiniband/umad*), which rdma_sm_sminfo_failures_total still counts.
 # TYPE rdma_sm_sminfo_success gauge
 rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
 `
@@ -238,4 +240,100 @@ rdma_sm_opensm_log_subnet_up_timestamp_seconds{path="/var/log/opensm.log"} 1.796
 		"rdma_sm_opensm_log_error_lines"); n != 0 {
 		t.Errorf("%d log series without a log", n)
 	}
+}
+
+// TestSMSminfoFailureIsCollectorError: an sminfo that fails through a port
+// it can use (the SM stopped: recorded ibsim output, exit 255) makes
+// rdma_sm_sminfo_success 0 and the collector's success 0, since the SM
+// series it exists for are missing. One that cannot run here at all
+// (sminfo not installed; no umad access, recorded on a machine without
+// ib_umad) leaves both out of it: that is the host's deployment, the same
+// on every scrape, and counted by rdma_sm_sminfo_failures_total only.
+func TestSMSminfoFailureIsCollectorError(t *testing.T) {
+	rec := func(name string) string { p, _ := filepath.Abs("../fixtures/tools/" + name); return p }
+	for _, tc := range []struct {
+		name, path string
+		success    string // the rdma_sm_sminfo_success line, "" when absent
+		collector  float64
+	}{
+		{"sm stopped", fakeTool(t, "sminfo", "cat "+rec("sminfo-sm-stopped-ibsim.combined.txt")+" >&2\nexit 255\n"), "0", 0},
+		{"no umad access", fakeTool(t, "sminfo", "cat "+rec("sminfo-no-umad-debian.combined.txt")+"\nexit 255\n"), "", 1},
+		{"not installed", filepath.Join(t.TempDir(), "sminfo"), "", 1},
+		{"answers", fakeTool(t, "sminfo", "cat "+rec("sminfo-master-ibsim.txt")+"\n"), "1", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := copyHost(t, "sm-opensm")
+			addUmad(t, root, "mlx5_0")
+			env := hostEnv(t, root)
+			sc := NewSMCollector(env, SMOptions{SminfoPath: tc.path})
+			sc.Runner().RunOnce(context.Background())
+			g := gatherOne(t, "sm", on(env, sc))
+			want := "# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).\n" +
+				"# TYPE rdma_scrape_collector_success gauge\n" +
+				"rdma_scrape_collector_success{collector=\"sm\"} " + strconv.FormatFloat(tc.collector, 'g', -1, 64) + "\n"
+			if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_scrape_collector_success"); err != nil {
+				t.Error(err)
+			}
+			n, _ := testutil.GatherAndCount(g, "rdma_sm_sminfo_success")
+			if (tc.success == "") != (n == 0) {
+				t.Errorf("%d rdma_sm_sminfo_success series, want it %q", n, tc.success)
+			}
+			if tc.success != "" {
+				if v := valueOf(t, g, "rdma_sm_sminfo_success"); strconv.FormatFloat(v, 'g', -1, 64) != tc.success {
+					t.Errorf("rdma_sm_sminfo_success %v, want %s", v, tc.success)
+				}
+			}
+			if f, _ := testutil.GatherAndCount(g, "rdma_sm_sminfo_failures_total"); f != 1 {
+				t.Errorf("%d rdma_sm_sminfo_failures_total series, want 1 in every case", f)
+			}
+		})
+	}
+}
+
+// TestFabricScanFailureIsCollectorError: a failed scan is
+// rdma_fabric_scan_success 0 and a collector error; the previous scan's
+// fabric stays exported.
+func TestFabricScanFailureIsCollectorError(t *testing.T) {
+	rec, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
+	flag := filepath.Join(t.TempDir(), "fail")
+	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{
+		Path: fakeTool(t, "iblinkinfo", "[ -e "+flag+" ] && { echo 'iblinkinfo: iberror: failed: discover failed' >&2; exit 255; }\ncat "+rec+"\n")}, false)
+	success := func() (scan, collector float64) {
+		g := gatherOne(t, "fabric", c)
+		return valueOf(t, g, "rdma_fabric_scan_success"), valueOf(t, g, "rdma_scrape_collector_success")
+	}
+	c.Runner().RunOnce(context.Background())
+	if s, col := success(); s != 1 || col != 1 {
+		t.Errorf("good scan: scan success %v, collector success %v", s, col)
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Runner().RunOnce(context.Background())
+	if s, col := success(); s != 0 || col != 0 {
+		t.Errorf("failed scan: scan success %v, collector success %v; want 0, 0", s, col)
+	}
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_links"); n != 1 {
+		t.Error("the previous scan's fabric is gone after a failed scan")
+	}
+}
+
+// valueOf is the value of the one series of a gauge family; it fails the
+// test when there is not exactly one.
+func valueOf(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			if len(mf.GetMetric()) != 1 {
+				t.Fatalf("%d %s series, want 1", len(mf.GetMetric()), name)
+			}
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
 }

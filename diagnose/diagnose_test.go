@@ -671,3 +671,39 @@ func TestSparePorts(t *testing.T) {
 		t.Errorf("admin-down RoCE port never ACTIVE: %s, want skip", f.Severity)
 	}
 }
+
+// TestIRQUnclassifiedSkips: a device whose IRQs carry names in no known
+// form is skipped with a text that says it has IRQs that cannot be
+// classified (not "0 IRQs", not "none a completion vector", not "torn"),
+// by every IRQ check that counts completion vectors, and says what to do.
+func TestIRQUnclassifiedSkips(t *testing.T) {
+	local, _ := cpulist.Parse("0-3")
+	q := &irq.IRQ{Number: 45, Name: "mlx5_xyz@pci:0000:3b:00.0"}
+	for _, known := range []bool{false, true} {
+		d := irq.Device{Name: "mlx5_0", PCI: pci.Function{Address: "0000:3b:00.0", LocalCPUs: infiniband.Opt[cpulist.Set]{V: local, OK: true}},
+			IRQs:         []irq.DeviceIRQ{{IRQ: q, Vector: irq.Vector{Kind: irq.Other, Address: "0000:3b:00.0"}, Affinity: infiniband.Opt[cpulist.Set]{V: cpulist.Of(9), OK: true}}},
+			Unclassified: 1, Incomplete: true}
+		if known {
+			// Beside a recognised completion vector the unknown one still
+			// makes every count over the device a guess.
+			d.IRQs = append(d.IRQs, irq.DeviceIRQ{IRQ: &irq.IRQ{Number: 46, Name: "mlx5_comp0@pci:0000:3b:00.0"},
+				Vector: irq.Vector{Kind: irq.Completion}, Affinity: infiniband.Opt[cpulist.Set]{V: cpulist.Of(1), OK: true}})
+		}
+		s := snapWith()
+		s.Placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
+		for name, check := range map[string]func(*Snapshot, *History, *config.Config) ([]Finding, error){"irq.local": checkIRQLocal, "irq.spread": checkIRQSpread} {
+			fs, _ := check(s, nil, &config.Config{})
+			f := findingOf(t, fs, "mlx5_0")
+			if f.Severity != Skip || !strings.Contains(f.Evidence, "names in no naming form") || !strings.Contains(f.Evidence, `irq 45 "mlx5_xyz@pci:0000:3b:00.0"`) ||
+				!strings.Contains(f.Evidence, "(not 0)") || !strings.Contains(f.Observed, "1 of the ") ||
+				!strings.Contains(f.Remedy, "grep 0000:3b:00.0 /proc/interrupts") || !strings.Contains(f.Remedy, "0-3") {
+				t.Errorf("%s (completion vector known too: %v): %+v", name, known, f)
+			}
+			for _, wrong := range []string{"torn", "none a completion vector", "no line of /proc/interrupts"} {
+				if strings.Contains(f.Evidence, wrong) {
+					t.Errorf("%s: says %q: %s", name, wrong, f.Evidence)
+				}
+			}
+		}
+	}
+}

@@ -49,6 +49,8 @@ func init() {
 func irqDevices(s *Snapshot) (devs []*irq.Device, skips []Finding) {
 	for _, d := range pciDevices(s) {
 		switch {
+		case d.Unclassified > 0:
+			skips = append(skips, unclassifiedSkip(d))
 		case !d.Keyed():
 			skips = append(skips, Finding{Severity: Skip, Target: d.Name,
 				Evidence: fmt.Sprintf("no line of /proc/interrupts belongs to %s (%s): no IRQs, or a naming rdma_doctor does not know", d.Name, d.PCI.Address)})
@@ -85,6 +87,33 @@ func irqList(qs []*irq.DeviceIRQ, max int) string {
 		parts = append(parts, fmt.Sprintf("irq %d (%s) allowed on %s", q.Number, q.Name, cpus))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// unclassifiedSkip is the finding for a device with IRQs whose names are in
+// no naming form rdma_doctor knows: it has IRQs, so it is not "0 IRQs",
+// but which of them carry completions is unknown, and a count or a
+// placement judged over a guess would be made up.
+func unclassifiedSkip(d *irq.Device) Finding {
+	example := ""
+	for i := range d.IRQs {
+		if q := &d.IRQs[i]; q.Vector.Kind == irq.Other {
+			example = fmt.Sprintf(" (such as irq %d %q)", q.Number, q.Name)
+			break
+		}
+	}
+	local := "its local_cpulist"
+	if d.PCI.LocalCPUs.OK {
+		local = "its local CPUs " + d.PCI.LocalCPUs.V.String()
+	}
+	return Finding{Severity: Skip, Target: d.Name,
+		Observed: fmt.Sprintf("%d of the %d IRQs of %s cannot be classified", d.Unclassified, len(d.IRQs), d.Name),
+		Expected: "IRQ names in a form that tells completion vectors from control vectors",
+		Evidence: fmt.Sprintf("%d IRQ(s) keyed to %s (%s) in /proc/interrupts have names in no naming form rdma_doctor knows%s: "+
+			"the device has IRQs, but which are completion vectors is unknown, so their placement is not judged and "+
+			"rdma_device_irqs, rdma_device_irq_cpus and rdma_device_irqs_off_node are left out (not 0)",
+			d.Unclassified, d.Name, d.PCI.Address, example),
+		Remedy: fmt.Sprintf("look at the names (grep %s /proc/interrupts) and check their smp_affinity_list by hand against %s; "+
+			"report the driver, kernel and those lines so the naming can be recognised", d.PCI.Address, local)}
 }
 
 func affinityUnknown(d *irq.Device) Finding {

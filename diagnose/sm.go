@@ -4,10 +4,7 @@
 package diagnose
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -113,11 +110,11 @@ func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 	for _, ps := range s.SM.Ports {
 		t := ps.Target.String()
 		if !ps.OK {
-			if errors.Is(ps.Err, exec.ErrNotFound) || errors.Is(ps.Err, fs.ErrNotExist) {
+			if sm.NotInstalled(ps.Err) {
 				out = append(out, Finding{Severity: Skip, Target: t, Evidence: "sminfo is not installed (Debian/RHEL: infiniband-diags): " + ps.Err.Error()})
 				continue
 			}
-			if noLocalAccess(ps.Err) {
+			if sm.NoLocalAccess(ps.Err) {
 				// sminfo never reached the fabric: a local problem, not
 				// a missing SM (the sm.present check judges that).
 				out = append(out, Finding{Severity: Skip, Target: t,
@@ -148,13 +145,6 @@ func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 		return noTargets("no ACTIVE InfiniBand port to run sminfo on"), nil
 	}
 	return out, nil
-}
-
-// noLocalAccess reports an sminfo failure to open the local port
-// ("Failed to open 'mlx5_0' port '1'", "can't open UMAD port").
-func noLocalAccess(err error) bool {
-	m := err.Error()
-	return strings.Contains(m, "Failed to open") || strings.Contains(m, "can't open UMAD port")
 }
 
 func checkSMLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {

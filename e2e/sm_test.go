@@ -307,13 +307,14 @@ func TestSminfoBackground(t *testing.T) {
 	}
 
 	// With a short timeout the hung sminfo is killed and reaped, and that
-	// is a metric and one warning, not a failed scrape.
+	// is a metric, one warning and the collector's success 0 (its SM
+	// series are missing), not a failed scrape.
 	dir = t.TempDir()
 	hung = smFakeTool(t, "sminfo", "echo $$ >"+dir+"/pid\nexec sleep 1000\n")
 	e = start(t, "--path.rootfs="+root, "--collector.sm.sminfo-path="+hung, "--collector.sm.sminfo-timeout=500ms")
 	body = smWaitFor(t, e.addr, `rdma_sm_sminfo_success{device="mlx5_0",port="1"} 0`)
-	if !hasSeries(body, `rdma_scrape_collector_success{collector="sm"} 1`) {
-		t.Error("a failed sminfo made the scrape fail")
+	if !hasSeries(body, `rdma_scrape_collector_success{collector="sm"} 0`) || !hasSeries(body, `rdma_scrape_collector_errors{collector="sm"} 1`) {
+		t.Errorf("a failed sminfo is not the sm collector's error:\n%s", smGrep(body, "rdma_scrape_collector_"))
 	}
 	pid = pidOf()
 	if _, err := os.Stat("/proc/" + pid); err == nil {

@@ -220,6 +220,13 @@ func (a irqAction) Plan(in *Input) ([]Change, []string, error) {
 		d := &s.Placement.Devices[i]
 		comp := d.Completion()
 		switch {
+		case d.Unclassified > 0:
+			// Not "no IRQs": IRQs whose names say nothing about what they
+			// carry; pinning a guess could move the control vectors.
+			notes = append(notes, fmt.Sprintf("%s: %d of its %d IRQs have names in no form rdma_doctor knows, so which are completion vectors "+
+				"is unknown; not changed (see grep %s /proc/interrupts, pin by hand if needed, and report the naming)",
+				d.Name, d.Unclassified, len(d.IRQs), d.PCI.Address))
+			continue
 		case !d.Keyed() || len(comp) == 0:
 			continue
 		case d.Incomplete:

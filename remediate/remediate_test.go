@@ -17,9 +17,12 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -644,5 +647,25 @@ func TestRemediateRollbackKeepsForeignFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, JournalPath)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("journal after rollback: %v", err)
+	}
+}
+
+// TestIRQPlanUnclassified: the irq-affinity plan changes nothing on a
+// device whose IRQs cannot be classified and says why and what to do,
+// instead of "nothing to do" (which would read as "all is well").
+func TestIRQPlanUnclassified(t *testing.T) {
+	local, _ := cpulist.Parse("0-3")
+	d := irq.Device{Name: "mlx5_0", PCI: pci.Function{Address: "0000:3b:00.0", LocalCPUs: sysattr.Some(local)},
+		IRQs: []irq.DeviceIRQ{{IRQ: &irq.IRQ{Number: 45, Name: "mlx5_xyz@pci:0000:3b:00.0"}, Vector: irq.Vector{Kind: irq.Other, Address: "0000:3b:00.0"},
+			Affinity: sysattr.Some(cpulist.Of(9))}},
+		Unclassified: 1, Incomplete: true}
+	in := &Input{Snap: &diagnose.Snapshot{Placement: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}
+	changes, notes, err := irqAction{}.Plan(in)
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("changes %v, err %v", changes, err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "mlx5_0: 1 of its 1 IRQs have names in no form") ||
+		!strings.Contains(notes[0], "grep 0000:3b:00.0 /proc/interrupts") || strings.Contains(notes[0], "nothing to do") {
+		t.Errorf("notes %q", notes)
 	}
 }

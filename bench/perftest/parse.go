@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,8 +65,15 @@ type Report struct {
 	Notes []string
 	// Duplicates counts result rows seen more than once: a recording
 	// where server and client output are interleaved prints each size
-	// twice. The first occurrence is kept.
+	// twice. The first occurrence is kept (an undamaged one over a
+	// damaged one).
 	Duplicates int
+	// Damaged counts result rows in which two or more columns ran
+	// together ("24.1225.67"). Such a row is kept with the run-together
+	// columns absent (Has, PeakMeasured, HasMsgRate, HasCPU false) and a
+	// note naming them; a bandwidth row whose average ran into another
+	// column is not kept at all, since the average is all it is for.
+	Damaged int
 }
 
 // Address is one "local address:" or "remote address:" line.
@@ -112,6 +120,9 @@ type LatencyRow struct {
 	// TPS is transactions per second, latency duration mode only.
 	TPS float64
 	Has Columns
+	// Damaged are the columns that ran together with a neighbour and are
+	// absent for that reason (not in Has).
+	Damaged Columns
 }
 
 // Columns is a set of latency table columns.
@@ -221,8 +232,8 @@ func Parse(stdout []byte) (*Report, error) {
 		tab      *table
 		inHeader bool
 		lastAddr *Address
-		seenBW   = map[int64]int{}
-		seenLat  = map[int64]int{}
+		seenBW   = map[int64]rowAt{}
+		seenLat  = map[int64]rowAt{}
 	)
 	for _, raw := range strings.Split(string(stdout), "\n") {
 		line := strings.TrimSpace(strings.ReplaceAll(raw, "\r", ""))
@@ -475,12 +486,9 @@ func parseColumns(line string) (*table, error) {
 
 // addRow parses line as a result row of t. It returns false (and no error)
 // when the line is not a row at all.
-func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]int) (bool, error) {
+func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]rowAt) (bool, error) {
 	f := strings.Fields(line)
 	if len(f) < 2 || !allDigits(f[0]) || !allDigits(f[1]) {
-		return false, nil
-	}
-	if len(f) != 2+len(t.cols) {
 		return false, nil
 	}
 	size, err1 := strconv.ParseInt(f[0], 10, 64)
@@ -488,18 +496,34 @@ func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]int) (b
 	if err1 != nil || err2 != nil {
 		return false, nil
 	}
-	vals := make([]float64, len(t.cols))
-	for i := range t.cols {
-		v, err := strconv.ParseFloat(f[2+i], 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || !numeric(f[2+i]) {
-			return false, nil
+	vals, damaged, ok := splitValues(f[2:], len(t.cols))
+	if !ok {
+		return false, nil
+	}
+	if damaged != nil {
+		r.Damaged++
+		var names []string
+		for i, d := range damaged {
+			if d {
+				names = append(names, t.cols[i].String())
+			}
 		}
-		vals[i] = v
+		note := "size " + strconv.FormatInt(size, 10) + ": columns " + strings.Join(names, ", ") +
+			" ran together (no space between them); left out: " + line
+		if t.kind == KindBandwidth && slices.Contains(names, cAvgBW.String()) {
+			note = "size " + strconv.FormatInt(size, 10) + ": the BW average ran into another column (no space between them); row dropped: " + line
+			r.Notes = append(r.Notes, note)
+			return true, nil
+		}
+		r.Notes = append(r.Notes, note)
 	}
 	switch t.kind {
 	case KindBandwidth:
 		row := BandwidthRow{Bytes: size, Iterations: iters}
 		for i, c := range t.cols {
+			if damaged != nil && damaged[i] {
+				continue // absent: PeakMeasured, HasMsgRate, HasCPU stay false
+			}
 			switch c {
 			case cPeak:
 				row.PeakBytesPerSecond, row.PeakMeasured = vals[i]*t.scale, vals[i] > 0
@@ -511,10 +535,17 @@ func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]int) (b
 				row.CPUUtil, row.HasCPU = vals[i], true
 			}
 		}
-		r.Bandwidth = keepRow(r, r.Bandwidth, seenBW, size, row, line)
+		r.Bandwidth = keepRow(r, r.Bandwidth, seenBW, size, row, damaged != nil, line)
 	default:
 		row := LatencyRow{Bytes: size, Iterations: iters}
 		for i, c := range t.cols {
+			if damaged != nil && damaged[i] {
+				if bit, ok := latencyColumn[c]; ok {
+					row.Damaged |= bit
+					continue
+				}
+				return false, nil // a bandwidth column in a latency table
+			}
 			v := vals[i] * 1e-6
 			switch c {
 			case cMin:
@@ -537,24 +568,140 @@ func (r *Report) addRow(t *table, line string, seenBW, seenLat map[int64]int) (b
 				return false, nil // a bandwidth column in a latency table
 			}
 		}
-		r.Latency = keepRow(r, r.Latency, seenLat, size, row, line)
+		r.Latency = keepRow(r, r.Latency, seenLat, size, row, damaged != nil, line)
 	}
 	return true, nil
 }
 
+// rowAt is where a size's row is kept, and whether that row is damaged.
+type rowAt struct {
+	i       int
+	damaged bool
+}
+
 // keepRow appends a table row unless one of its size is there already
 // (server and client output interleaved print each size twice): the
-// repeat is counted, and noted when its numbers differ.
-func keepRow[R comparable](r *Report, rows []R, seen map[int64]int, size int64, row R, line string) []R {
-	if i, dup := seen[size]; dup {
+// repeat is counted, and noted when its numbers differ. An undamaged
+// repeat replaces a damaged first row.
+func keepRow[R comparable](r *Report, rows []R, seen map[int64]rowAt, size int64, row R, damaged bool, line string) []R {
+	if at, dup := seen[size]; dup {
 		r.Duplicates++
-		if rows[i] != row {
+		switch {
+		case at.damaged && !damaged:
+			rows[at.i] = row
+			seen[size] = rowAt{at.i, false}
+		case !at.damaged && !damaged && rows[at.i] != row:
 			r.Notes = append(r.Notes, "conflicting second row for size "+strconv.FormatInt(size, 10)+": "+line)
 		}
 		return rows
 	}
-	seen[size] = len(rows)
+	seen[size] = rowAt{len(rows), damaged}
 	return append(rows, row)
+}
+
+// latencyColumn is the Columns bit of each latency table column.
+var latencyColumn = map[column]Columns{
+	cMin: ColMin, cMax: ColMax, cTypical: ColTypical, cAvgLat: ColAvg,
+	cStdev: ColStdev, cP99: ColP99, cP999: ColP999, cTPS: ColTPS,
+}
+
+// String is the column's name as in the header, without the unit.
+func (c column) String() string {
+	for _, n := range columnNames {
+		if n.col == c {
+			return strings.TrimRight(n.name, "[")
+		}
+	}
+	return "column " + strconv.Itoa(int(c))
+}
+
+// splitValues parses a row's value fields for n columns. When there are
+// as many fields as columns each must be a number. When there are fewer,
+// columns ran together: perftest prints every value column with a decimal
+// point (%.2f, %.6f) and separates them with padding that a value as wide
+// as its field leaves out (and a recording that drops tabs removes), so a
+// field of k numbers run together has k dots and covers k columns. Those
+// columns are marked damaged and left out: where one number ends inside
+// "24.1225.67" is not printed, and guessing it from the usual precision
+// would be a made-up value. The split is accepted only when the dots
+// account for exactly n columns; damaged is nil for an undamaged row.
+func splitValues(fields []string, n int) (vals []float64, damaged []bool, ok bool) {
+	if len(fields) > n || len(fields) == 0 {
+		return nil, nil, false
+	}
+	vals = make([]float64, n)
+	if len(fields) == n {
+		for i, s := range fields {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || !numeric(s) {
+				return nil, nil, false
+			}
+			vals[i] = v
+		}
+		return vals, nil, true
+	}
+	damaged = make([]bool, n)
+	col := 0
+	for _, s := range fields {
+		dots := strings.Count(s, ".")
+		if dots == 0 || col+dots > n {
+			return nil, nil, false
+		}
+		if dots == 1 {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || !numeric(s) {
+				return nil, nil, false
+			}
+			vals[col] = v
+			col++
+			continue
+		}
+		if !runTogether(s) {
+			return nil, nil, false
+		}
+		for k := 0; k < dots; k++ {
+			damaged[col] = true
+			col++
+		}
+	}
+	if col != n {
+		return nil, nil, false
+	}
+	return vals, damaged, true
+}
+
+// runTogether reports whether s is two or more perftest numbers with no
+// space between them: digits and dots, a digit on both sides of every dot
+// and at least one digit between two dots' fractions and the next integer
+// part ("24.1225.67", not "24..12" or ".5.6").
+func runTogether(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+		case c == '.':
+			if s[i+1] == '.' {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	// Between two dots there must be room for a fraction digit and an
+	// integer digit.
+	last := -1
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			if last >= 0 && i-last < 3 {
+				return false
+			}
+			last = i
+		}
+	}
+	return true
 }
 
 func allDigits(s string) bool {

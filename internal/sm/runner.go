@@ -6,8 +6,11 @@ package sm
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +52,28 @@ type PortStatus struct {
 	LastSuccess    time.Time
 	Duration       time.Duration
 	Runs, Failures uint64
+}
+
+// CannotRun reports that the latest run failed because sminfo cannot run on
+// this host at all (NotInstalled, NoLocalAccess): a property of the host
+// and its deployment, like a missing ib_umad, not an answer about the SM.
+func (p *PortStatus) CannotRun() bool {
+	return !p.OK && p.Err != nil && (NotInstalled(p.Err) || NoLocalAccess(p.Err))
+}
+
+// NotInstalled reports an sminfo that could not be started: not installed
+// (Debian/RHEL package infiniband-diags) or a wrong path.
+func NotInstalled(err error) bool {
+	return errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)
+}
+
+// NoLocalAccess reports an sminfo that could not open the local port
+// ("Failed to open 'mlx5_0' port '1'", "can't open UMAD port"): no access
+// to /dev/infiniband/umad* (not root, which the shipped unit is not), or
+// ib_umad not bound to the port. sminfo never reached the fabric.
+func NoLocalAccess(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "Failed to open") || strings.Contains(m, "can't open UMAD port")
 }
 
 // Status is a snapshot of every port's latest result.
