@@ -25,7 +25,9 @@ type Opt[T any] = sysattr.Opt[T]
 
 // Snapshot is the IRQ placement of every RDMA device.
 type Snapshot struct {
-	// Interrupts is the parsed /proc/interrupts; nil when it could not be
+	// Interrupts is /proc/interrupts as placement keeps it: its CPUs, the
+	// IRQs keyed to a device (with totals, not per-CPU counts) and the
+	// counts of all rows and skipped lines; nil when it could not be
 	// read, and then no device has IRQs.
 	Interrupts *Interrupts
 	Devices    []Device
