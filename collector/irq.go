@@ -90,7 +90,7 @@ func (c *irqCollector) each(ch chan<- prometheus.Metric, d *irq.Device) {
 			eff = q.Effective.V.String()
 		}
 		gauge(ch, c.irqInfo, 1, d.Name, num, q.Name, q.Vector.Kind.String(), aff, eff)
-		counter(ch, c.irqTotal, float64(q.Total()), d.Name, num)
+		counter(ch, c.irqTotal, float64(q.Total), d.Name, num)
 		if off, ok := d.IRQOffNode(q); ok {
 			gauge(ch, c.irqOffNode, b2f(off), d.Name, num)
 		}

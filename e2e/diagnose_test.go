@@ -269,6 +269,35 @@ func TestDiagnoseBadConfigStopsServer(t *testing.T) {
 	}
 }
 
+// TestConfigFIFOAndHugeRefused: a FIFO as --config.file (nobody writing)
+// or a config past 1 MiB stops diagnose and serve at once with one line
+// naming the file, exit 3 for diagnose; neither blocks nor parses it.
+func TestConfigFIFOAndHugeRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.yml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.yml")
+	if err := os.WriteFile(huge, []byte("#"+strings.Repeat("x", 2<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := hostArgs(t, "dgx-h100")[0]
+	for _, tc := range []struct{ file, want string }{
+		{fifo, "not a regular file (a FIFO)"},
+		{huge, "over the 1048576-byte (1 MiB) limit"},
+	} {
+		out, err := runBinary(t, "diagnose", "--config.file="+tc.file, root)
+		if code := exitCode(t, err); code != 3 || !strings.Contains(out, tc.file+": ") || !strings.Contains(out, tc.want) {
+			t.Errorf("diagnose --config.file=%s: exit %d, want 3 and %q\n%s", tc.file, code, tc.want, out)
+		}
+		out, err = runBinary(t, "--config.file="+tc.file, "--web.listen-address=127.0.0.1:0", root)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("serve --config.file=%s: %v, want %q\n%s", tc.file, err, tc.want, out)
+		}
+	}
+}
+
 // chromiumFlags are the flags for a sandbox-less, offline, quiet headless
 // Chromium that logs the page's console to stderr.
 func chromiumFlags(userDir string) []string {

@@ -4,6 +4,10 @@
 package e2e
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -98,5 +102,52 @@ func TestPlacementBrokenHost(t *testing.T) {
 	// Wait for the log to settle: a repeated warning would be on its way.
 	if n := count(e.settledLog(0, count)); n != first {
 		t.Errorf("irq/pci warnings grew from %d to %d over two more scrapes", first, n)
+	}
+}
+
+// TestPlacementLargeInterrupts: the binary on the remote-NUMA host with
+// 30,000 more IRQs (NVMe-style queues of another function) in its
+// /proc/interrupts, 23 MB and past the 16 MiB a file may be read whole,
+// still reports every IRQ series, with success: the file is streamed.
+func TestPlacementLargeInterrupts(t *testing.T) {
+	root := smCopyHost(t, "numa-remote")
+	p := filepath.Join(root, "proc", "interrupts")
+	orig, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := bytes.Cut(orig, []byte("\n"))
+	ncpu := bytes.Count(header, []byte("CPU"))
+	var filler bytes.Buffer
+	for i := range 30000 {
+		fmt.Fprintf(&filler, "%6d:", 100000+i)
+		for c := range ncpu {
+			fmt.Fprintf(&filler, " %10d", (i*7+c)%1000)
+		}
+		fmt.Fprintf(&filler, "  IR-PCI-MSIX-0000:01:00.0 %5d-edge      nvme0q%d\n", i, i)
+	}
+	// before the architecture lines, where the kernel prints numbered ones
+	arch := bytes.Index(orig, []byte("\n NMI:"))
+	if arch < 0 {
+		t.Fatal("fixture has no NMI line")
+	}
+	big := append(append(append([]byte{}, orig[:arch+1]...), filler.Bytes()...), orig[arch+1:]...)
+	if len(big) <= 16<<20 {
+		t.Fatalf("%d bytes: the test needs a file past 16 MiB", len(big))
+	}
+	if err := os.WriteFile(p, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, "--path.rootfs="+root)
+	_, body := e.get(t, "/metrics")
+	for _, want := range []string{
+		`rdma_device_irqs{device="mlx5_0"} 16`,
+		`rdma_device_irqs_off_node{device="mlx5_0"} 16`,
+		`rdma_device_irq_cpus{device="mlx5_1"} 1`,
+		`rdma_scrape_collector_success{collector="irq"} 1`,
+	} {
+		if !hasSeries(body, want) {
+			t.Errorf("%d-byte /proc/interrupts: missing %s", len(big), want)
+		}
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -57,13 +59,19 @@ type HCATypeRate struct {
 	RateGbps float64 `yaml:"rate_gbps"`
 }
 
+// MaxFileSize bounds the configuration file. The longest real one lists
+// a port per device and a few probe peers: kilobytes. A file past this is
+// not a configuration, and YAML's decoder would spend seconds and hundreds
+// of MB on it (50 MB took 17.6 s and 757 MB).
+const MaxFileSize = 1 << 20
+
 // Load reads and validates a configuration file. An empty path gives the
 // defaults.
 func Load(path string) (*Config, error) {
 	if path == "" {
 		return &Config{}, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
@@ -84,6 +92,54 @@ func oneLine(err error) string {
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
+}
+
+// readFile reads a configuration file of at most MaxFileSize bytes. It is
+// opened with O_NONBLOCK and must be a regular file (a symbolic link to
+// one is fine: a Kubernetes ConfigMap mounts as links): a FIFO would
+// otherwise block start-up until someone writes to it, and a device could
+// never end.
+func readFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("%s: %d bytes, over the %d-byte (1 MiB) limit", path, fi.Size(), MaxFileSize)
+	}
+	// Read at most one byte past the limit: the file may grow after the
+	// stat.
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%s: over the %d-byte (1 MiB) limit", path, MaxFileSize)
+	}
+	return b, nil
+}
+
+// fileKind names a file type that is not a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
 }
 
 // Parse decodes and validates configuration YAML. Unknown keys are errors: a

@@ -4,10 +4,13 @@
 package config
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -95,6 +98,67 @@ func TestLoad(t *testing.T) {
 	_, err := Load(p)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), p) {
 		t.Errorf("Load error should be one line naming the file: %q", err)
+	}
+}
+
+// A config that is not a regular file, or past MaxFileSize, is refused at
+// once with one line naming it and the reason; a FIFO never blocks the
+// load, with or without a writer. A file of exactly the limit loads, and
+// so does a symbolic link to a config (a ConfigMap mount).
+func TestLoadBounded(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"fifo", "fifo_written"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// O_RDWR opens a FIFO without waiting for a reader: a writer that is
+	// there and never writes.
+	w, err := os.OpenFile(filepath.Join(dir, "fifo_written"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	comment := func(n int) []byte { return append([]byte("#"), bytes.Repeat([]byte("x"), n-2)...) }
+	exact := append(comment(MaxFileSize), '\n')
+	over := append(comment(MaxFileSize+1), '\n')
+	for name, b := range map[string][]byte{"exact.yml": exact, "over.yml": over} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("exact.yml", filepath.Join(dir, "link.yml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"fifo", "not a regular file (a FIFO)"},
+		{"fifo_written", "not a regular file (a FIFO)"},
+		{".", "not a regular file (a directory)"},
+		{"over.yml", "1048577 bytes, over the 1048576-byte (1 MiB) limit"},
+		{"exact.yml", ""},
+		{"link.yml", ""},
+	} {
+		p := filepath.Join(dir, tc.name)
+		done := make(chan error, 1)
+		go func() { _, err := Load(p); done <- err }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute): // a failure guard, not a timing assertion
+			t.Fatalf("Load(%s) still blocked after a minute", tc.name)
+		}
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("Load(%s): %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Load(%s) = %v, want one line naming %s with %q", tc.name, err, p, tc.want)
+		}
+	}
+	if _, err := Load("/dev/null"); err == nil || !strings.Contains(err.Error(), "not a regular file (a device)") {
+		t.Errorf("Load(/dev/null) = %v, want a device refused", err)
 	}
 }
 

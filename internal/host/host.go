@@ -24,7 +24,10 @@
 //     snapshot and the sampler: the PCI functions (NUMA node, local CPUs,
 //     PCIe link), IRQ placement (/proc/interrupts, affinities, irqbalance),
 //     host tuning, the local OpenSM (process scan, configuration, log),
-//     the CPU topology and the hostname.
+//     the CPU topology and the hostname. The PCI functions and IRQ
+//     placement are read again at once when the class's devices change
+//     (one appears, vanishes or is re-registered), so their series
+//     follow the live class (see pciRead).
 package host
 
 import (
@@ -104,7 +107,7 @@ type Host struct {
 	now   func() time.Time
 	slowT time.Duration
 
-	pci       slow[[]pci.Device]
+	pci       slow[pciRead]
 	netdevs   slow[*netdev.Snapshot]
 	placement slow[*irq.Snapshot]
 	tuning    slow[*tuning.Snapshot]
@@ -249,6 +252,9 @@ type Snapshot struct {
 	class   once[*infiniband.Class]
 	netdevs once[*netdev.Snapshot]
 	bus     once[[]pci.BusFunction]
+	// devCheck compares the class with the slow PCI source's devices
+	// (checkDevices).
+	devCheck sync.Once
 }
 
 // Host is the Host the snapshot reads.
@@ -269,16 +275,19 @@ func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
 	})
 }
 
-// PCI is the PCI function of every RDMA device (slow).
+// PCI is the PCI function of every RDMA device (slow, but read again at
+// once when the class's devices change: checkDevices).
 func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
-	return s.h.pci.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) ([]pci.Device, error) {
-		return pci.ReadDevices(ctx, s.h.fs.Sys, s.h.Keep)
-	})
+	s.checkDevices()
+	r, err := s.h.pci.get(ctx, s.h.now(), s.h.slowT, s.h.readPCI)
+	return r.devs, err
 }
 
-// Placement is the IRQ placement of every RDMA device (slow): its PCI
-// function, /proc/interrupts, affinities and irqbalance.
+// Placement is the IRQ placement of every RDMA device (slow, and read
+// again with PCI when the class's devices change): its PCI function,
+// /proc/interrupts, affinities and irqbalance.
 func (s *Snapshot) Placement(ctx context.Context) (*irq.Snapshot, error) {
+	s.checkDevices()
 	return s.h.placement.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*irq.Snapshot, error) {
 		devs, err := s.PCI(ctx)
 		if err != nil {
@@ -370,6 +379,23 @@ type slow[T any] struct {
 	mu     sync.Mutex
 	last   timed[T]
 	flight chan struct{}
+	// stale makes the next get read again however young last is; last
+	// is still served to a reader whose context ends first.
+	stale bool
+}
+
+// peek returns the cached value without reading.
+func (c *slow[T]) peek() (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last.v, c.last.ok
+}
+
+// invalidate makes the next get read again.
+func (c *slow[T]) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stale = true
 }
 
 func (c *slow[T]) readAt() time.Time {
@@ -381,7 +407,7 @@ func (c *slow[T]) readAt() time.Time {
 func (c *slow[T]) get(ctx context.Context, now time.Time, maxAge time.Duration, read func(context.Context) (T, error)) (T, error) {
 	c.mu.Lock()
 	for {
-		if c.last.ok && now.Sub(c.last.at) < maxAge {
+		if c.last.ok && !c.stale && now.Sub(c.last.at) < maxAge {
 			l := c.last
 			c.mu.Unlock()
 			return l.v, l.err
@@ -419,6 +445,7 @@ func (c *slow[T]) get(ctx context.Context, now time.Time, maxAge time.Duration, 
 		// A read cut short by its deadline is not kept: the next
 		// snapshot reads again.
 		c.last = timed[T]{v: v, err: err, at: now, ok: true}
+		c.stale = false
 	}
 	return v, err
 }

@@ -19,9 +19,11 @@ import (
 	"time"
 )
 
-// MaxFileSize bounds a single read. sysfs attributes are at most a page; the
-// largest procfs file we read (/proc/interrupts on a 512-CPU host) is a few
-// MiB. Anything bigger is not what we think it is.
+// MaxFileSize bounds a file read whole. sysfs attributes are at most a
+// page and the other procfs files we read whole are small. A table that
+// grows with the host (/proc/interrupts: 23 MB on a 512-CPU, 4,096-IRQ
+// host) is streamed with ReadLines instead, in bounded memory. Anything
+// bigger read whole is not what we think it is.
 const MaxFileSize = 16 << 20
 
 // ErrTooLarge is returned for files larger than MaxFileSize.
@@ -155,9 +157,8 @@ func readInto(p string, buf []byte, short bool) ([]byte, error) {
 	}
 }
 
-// grow doubles a full buffer: /proc/interrupts on a large host is
-// megabytes, and append's gentler growth for big slices would copy it many
-// times over. It stops at one byte past MaxFileSize, enough to tell a file
+// grow doubles a full buffer: a file read whole may be megabytes, and
+// append's gentler growth for big slices would copy it many times over. It stops at one byte past MaxFileSize, enough to tell a file
 // that is too large.
 func grow(buf []byte) []byte {
 	c := min(2*cap(buf), MaxFileSize+1)

@@ -9,25 +9,41 @@ package irq
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
-// Interrupts is a parsed /proc/interrupts.
+// Interrupts is a parsed /proc/interrupts, or the part of it a Scanner
+// kept.
 type Interrupts struct {
 	// CPUs are the CPU numbers of the count columns, from the header. The
 	// kernel prints a column per online CPU only, so a hot-unplugged CPU
 	// leaves a gap ("CPU0 CPU1 CPU3").
 	CPUs []int
-	// IRQs are the numbered lines in file order. Architecture lines (NMI,
-	// LOC, ERR, IPI0, ...) are not kept.
+	// IRQs are the numbered lines kept, in file order: every one from
+	// ParseInterrupts, those the Scanner's Keep accepts otherwise.
+	// Architecture lines (NMI, LOC, ERR, IPI0, ...) are never kept.
 	IRQs []IRQ
-	// Skipped are the lines that were neither a numbered IRQ nor an
-	// architecture line, or were cut short (a torn read, a header that
-	// disagrees with the rows), in file order.
-	Skipped []Line
+	// Rows counts the numbered lines parsed, kept or not.
+	Rows int
+	// Skipped are the first MaxSkippedKept lines that were neither a
+	// numbered IRQ nor an architecture line, or were cut short (a torn
+	// read, a header that disagrees with the rows), in file order, each
+	// cut to MaxSkippedText bytes; NumSkipped counts them all.
+	Skipped    []Line
+	NumSkipped int
 }
+
+// Bounds on what a parse keeps of the lines it skips: enough to name them
+// in an error, not a copy of a garbage file.
+const (
+	MaxSkippedKept = 16
+	MaxSkippedText = 256
+)
 
 // Line is a line of the file: its 1-based number and its text.
 type Line struct {
@@ -38,7 +54,10 @@ type Line struct {
 // IRQ is one numbered line.
 type IRQ struct {
 	Number int
-	// Counts holds one count per column of Interrupts.CPUs.
+	// Total is the sum of the per-CPU counts.
+	Total uint64
+	// Counts holds one count per column of Interrupts.CPUs; nil when the
+	// Scanner kept totals only (Read does: placement needs no more).
 	Counts []uint64
 	// Chip is the irq-chip column, which may hold spaces: "PCI-MSI-edge"
 	// (3.10, flow included), "IR-PCI-MSI", "IR-PCI-MSIX-0000:01:00.0"
@@ -63,126 +82,219 @@ type IRQ struct {
 	Name string
 }
 
-// Total is the sum of the per-CPU counts.
-func (q *IRQ) Total() uint64 {
-	var t uint64
-	for _, c := range q.Counts {
-		t += c
-	}
-	return t
-}
-
 // ErrNoHeader means the text does not start with the "CPU0 CPU1 ..." header,
 // without which the count columns cannot be matched to CPUs.
 var ErrNoHeader = errors.New("no CPU header line")
 
-// ParseInterrupts parses /proc/interrupts in one pass over the bytes. The
-// counts of every IRQ are a window of one shared slice and the chip, hwirq,
-// trigger, flow and name columns are substrings of one string made from the
-// line's tail,
-// so a parse allocates once per IRQ at most, never per field, and the
-// snapshot does not pin the file.
-//
-// The counts are read by the header's column count and the name is what
-// follows the chip and hwirq/trigger columns, which is what stays stable
-// across kernels and architectures (see research/sysfs.md §7). A line that
-// does not fit is skipped and recorded, never guessed at.
+// ParseInterrupts parses a whole /proc/interrupts held in memory and keeps
+// every IRQ with its per-CPU counts (tests, tools). The host is read with
+// ReadInterrupts, which streams the file and keeps only what its Scanner
+// asks for. Both feed the same Scanner a line at a time.
 func ParseInterrupts(data []byte) (*Interrupts, error) {
-	in := &Interrupts{}
-	pos, lineNo := 0, 0
-	next := func() []byte {
+	s := &Scanner{Counts: true, sizeHint: len(data)}
+	for pos, num := 0, 1; pos < len(data); num++ {
 		rest := data[pos:]
 		end := bytes.IndexByte(rest, '\n')
 		if end < 0 {
 			end = len(rest)
 		}
 		pos += end + 1
-		lineNo++
-		return rest[:end]
-	}
-	for pos < len(data) && in.CPUs == nil {
-		line := next()
-		if skipSpace(line, 0) == len(line) {
-			continue
-		}
-		cpus, err := parseHeader(string(line))
-		if err != nil {
+		if err := s.Line(num, rest[:end]); err != nil {
 			return nil, err
 		}
-		in.CPUs = cpus
 	}
-	if in.CPUs == nil {
-		return nil, ErrNoHeader
+	return s.Result()
+}
+
+// ReadInterrupts streams proc's "interrupts" through s, one line at a
+// time in bounded memory (hostfs.ReadLines): a 512-CPU, 4,096-IRQ host
+// prints 23 MB, of which placement keeps a few hundred IRQs' totals and
+// names. A read error is returned as hostfs gives it; a parse error says
+// "parse interrupts".
+func ReadInterrupts(ctx context.Context, proc hostfs.FS, s *Scanner) (*Interrupts, error) {
+	err := hostfs.ReadLines(ctx, proc, "interrupts", s.Line)
+	if s.err != nil {
+		return nil, fmt.Errorf("parse interrupts: %w", s.err)
 	}
-	ncol := len(in.CPUs)
-	// A row is 11 bytes a column plus the tail; guessing the row count up
-	// front saves most of the slice growth.
-	rows := len(data)/(11*ncol+48) + 1
-	in.IRQs = make([]IRQ, 0, rows)
-	counts := make([]uint64, 0, rows*ncol)
-	var line []byte
-	skip := func() { in.Skipped = append(in.Skipped, Line{Num: lineNo, Text: string(line)}) }
-	for pos < len(data) {
-		line = next()
-		i := skipSpace(line, 0)
-		if i == len(line) {
-			continue
-		}
-		j := i
-		num := 0
-		for j < len(line) && isDigit(line[j]) && j-i < 9 {
-			num = num*10 + int(line[j]-'0')
-			j++
-		}
-		if j == i || j == len(line) || line[j] != ':' {
-			if !archLine(line[i:]) {
-				skip()
-			}
-			continue
-		}
-		k, ok := j+1, true
-		for c := 0; c < ncol; c++ {
-			for k < len(line) && isSpace(line[k]) {
-				k++
-			}
-			start := k
-			var v uint64
-			for k < len(line) {
-				d := line[k] - '0'
-				if d > 9 {
-					break
-				}
-				if v >= maxUint64Div10 && (v > maxUint64Div10 || d > maxUint64Mod10) {
-					ok = false // overflows uint64
-					break
-				}
-				v = v*10 + uint64(d)
-				k++
-			}
-			if !ok || k == start || k < len(line) && !isSpace(line[k]) {
-				ok = false
-				break
-			}
-			counts = append(counts, v)
-		}
-		if !ok {
-			counts = counts[:len(in.IRQs)*ncol]
-			skip()
-			continue
-		}
-		q, ok := splitTail(string(line[k:]))
-		if !ok {
-			counts = counts[:len(in.IRQs)*ncol]
-			skip()
-			continue
-		}
-		q.Number = num
-		in.IRQs = append(in.IRQs, q)
+	if err != nil {
+		return nil, err
 	}
-	for i := range in.IRQs {
-		in.IRQs[i].Counts = counts[i*ncol : (i+1)*ncol : (i+1)*ncol]
+	in, err := s.Result()
+	if err != nil {
+		return nil, fmt.Errorf("parse interrupts: %w", err)
 	}
 	return in, nil
+}
+
+// Scanner parses /proc/interrupts a line at a time (Line, then Result),
+// keeping what its fields ask for. Each line's fields are read in one
+// pass over its bytes; a kept IRQ costs one allocation (the string that
+// holds its chip, hwirq, trigger, flow and name columns), and its counts,
+// when kept, are a window of one shared slice, so the result does not pin
+// the file. Use a Scanner once.
+//
+// The counts are read by the header's column count and the name is what
+// follows the chip and hwirq/trigger columns, which is what stays stable
+// across kernels and architectures (see research/sysfs.md §7). A line that
+// does not fit is skipped and recorded, never guessed at.
+type Scanner struct {
+	// Keep, when set, is asked about each numbered line once parsed
+	// (Counts not yet set); only the IRQs it accepts are kept. Nil keeps
+	// every one.
+	Keep func(q *IRQ) bool
+	// Skip, when set, is called with each skipped line: its number and
+	// text, valid only during the call.
+	Skip func(num int, text []byte)
+	// Counts keeps each kept IRQ's per-CPU counts; without it only their
+	// Total is kept.
+	Counts bool
+
+	in       Interrupts
+	header   bool
+	counts   []uint64 // the kept counts, Counts only
+	scratch  []uint64 // one line's counts, without Counts
+	sizeHint int      // the file's size, when known up front
+	err      error    // the header's error, which ends the parse
+}
+
+// Line parses one line of the file, without its newline; num is its
+// 1-based number. It returns an error only for a bad header, after which
+// the file cannot be read.
+func (s *Scanner) Line(num int, line []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	i := skipSpace(line, 0)
+	if i == len(line) {
+		return nil
+	}
+	if !s.header {
+		cpus, err := parseHeader(string(line))
+		if err != nil {
+			s.err = err
+			return err
+		}
+		s.in.CPUs, s.header = cpus, true
+		if s.Counts && s.sizeHint > 0 {
+			// A row is 11 bytes a column plus the tail; guessing the
+			// row count up front saves most of the slice growth.
+			rows := s.sizeHint/(11*len(cpus)+48) + 1
+			s.in.IRQs = make([]IRQ, 0, rows)
+			s.counts = make([]uint64, 0, rows*len(cpus))
+		}
+		return nil
+	}
+	j := i
+	n := 0
+	for j < len(line) && isDigit(line[j]) && j-i < 9 {
+		n = n*10 + int(line[j]-'0')
+		j++
+	}
+	if j == i || j == len(line) || line[j] != ':' {
+		if !archLine(line[i:]) {
+			s.skip(num, line)
+		}
+		return nil
+	}
+	dst := s.scratch[:0]
+	if s.Counts {
+		dst = s.counts
+	}
+	mark := len(dst)
+	dst, k, total, ok := parseCounts(dst, line, j+1, len(s.in.CPUs))
+	var q IRQ
+	if ok {
+		q, ok = splitTail(string(line[k:]))
+	}
+	if !ok {
+		if s.Counts {
+			s.counts = dst[:mark]
+		}
+		s.skip(num, line)
+		return nil
+	}
+	s.in.Rows++
+	q.Number, q.Total = n, total
+	// Asked about the slice's own element: a pointer to q would move q
+	// to the heap, one more allocation per line.
+	s.in.IRQs = append(s.in.IRQs, q)
+	last := len(s.in.IRQs) - 1
+	keep := s.Keep == nil || s.Keep(&s.in.IRQs[last])
+	if !keep {
+		s.in.IRQs[last] = IRQ{}
+		s.in.IRQs = s.in.IRQs[:last]
+	}
+	switch {
+	case s.Counts && keep:
+		s.counts = dst
+	case s.Counts:
+		s.counts = dst[:mark]
+	default:
+		s.scratch = dst
+	}
+	return nil
+}
+
+// parseCounts appends the ncol counts that follow position k of line to
+// dst, and returns where they end and their sum; ok is false when the line
+// holds fewer, a count is not a number or the sum overflows.
+func parseCounts(dst []uint64, line []byte, k, ncol int) (_ []uint64, end int, total uint64, ok bool) {
+	for c := 0; c < ncol; c++ {
+		for k < len(line) && isSpace(line[k]) {
+			k++
+		}
+		start := k
+		var v uint64
+		for k < len(line) {
+			d := line[k] - '0'
+			if d > 9 {
+				break
+			}
+			if v >= maxUint64Div10 && (v > maxUint64Div10 || d > maxUint64Mod10) {
+				return dst, k, 0, false // overflows uint64
+			}
+			v = v*10 + uint64(d)
+			k++
+		}
+		if k == start || k < len(line) && !isSpace(line[k]) {
+			return dst, k, 0, false
+		}
+		if total+v < total {
+			return dst, k, 0, false // a sum that wraps would pass for a count
+		}
+		total += v
+		dst = append(dst, v)
+	}
+	return dst, k, total, true
+}
+
+// skip records a skipped line: counted always, kept while few.
+func (s *Scanner) skip(num int, line []byte) {
+	s.in.NumSkipped++
+	if s.Skip != nil {
+		s.Skip(num, line)
+	}
+	if len(s.in.Skipped) < MaxSkippedKept {
+		s.in.Skipped = append(s.in.Skipped, Line{Num: num, Text: string(line[:min(len(line), MaxSkippedText)])})
+	}
+}
+
+// Result returns what the lines gave: ErrNoHeader when none was a header.
+func (s *Scanner) Result() (*Interrupts, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if !s.header {
+		return nil, ErrNoHeader
+	}
+	in := s.in
+	if s.Counts {
+		ncol := len(in.CPUs)
+		for i := range in.IRQs {
+			in.IRQs[i].Counts = s.counts[i*ncol : (i+1)*ncol : (i+1)*ncol]
+		}
+	}
+	return &in, nil
 }
 
 const (

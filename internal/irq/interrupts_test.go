@@ -433,6 +433,13 @@ func FuzzParseInterrupts(f *testing.F) {
 			if len(q.Counts) != len(in.CPUs) || q.Number < 0 || q.Chip == "" {
 				t.Fatalf("bad row %+v", q)
 			}
+			var sum uint64
+			for _, c := range q.Counts {
+				sum += c
+			}
+			if q.Total != sum {
+				t.Fatalf("IRQ %d total %d, counts sum to %d", q.Number, q.Total, sum)
+			}
 			if strings.ContainsAny(q.Chip+q.HWIRQ+q.Trigger+q.Flow+q.Name, "\n") {
 				t.Fatalf("row spans lines: %+v", q)
 			}

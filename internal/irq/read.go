@@ -4,12 +4,12 @@
 package irq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
@@ -25,7 +25,9 @@ type Opt[T any] = sysattr.Opt[T]
 
 // Snapshot is the IRQ placement of every RDMA device.
 type Snapshot struct {
-	// Interrupts is the parsed /proc/interrupts; nil when it could not be
+	// Interrupts is /proc/interrupts as placement keeps it: its CPUs, the
+	// IRQs keyed to a device (with totals, not per-CPU counts) and the
+	// counts of all rows and skipped lines; nil when it could not be
 	// read, and then no device has IRQs.
 	Interrupts *Interrupts
 	Devices    []Device
@@ -182,16 +184,15 @@ func ReadWith(ctx context.Context, host hostfs.Host, devs []pci.Device) (*Snapsh
 		// pci collector's error, not this one's.
 		s.Errors = append(s.Errors, d.PCI.ErrorsFor("device", "local_cpulist", "msi_irqs")...)
 	}
-	if b, err := host.Proc.ReadFile("interrupts"); err != nil {
+	k := newKeying(s.Devices)
+	if in, err := ReadInterrupts(ctx, host.Proc, &Scanner{Keep: k.keep, Skip: k.skipped}); err != nil {
 		s.Errors = append(s.Errors, err)
-	} else if in, err := ParseInterrupts(b); err != nil {
-		s.Errors = append(s.Errors, fmt.Errorf("parse interrupts: %w", err))
 	} else {
 		s.Interrupts = in
-		if n := len(in.Skipped); n > 0 {
+		if n := in.NumSkipped; n > 0 {
 			s.Errors = append(s.Errors, fmt.Errorf("parse interrupts: %d unexpected or cut-off line(s) skipped, first at line %d: %.80q", n, in.Skipped[0].Num, in.Skipped[0].Text))
 		}
-		s.key()
+		s.key(k)
 		s.Errors = append(s.Errors, s.readAffinities(ctx, host.Proc)...)
 	}
 	pids, err := procs.Find(ctx, host.Proc, "irqbalance")
@@ -203,53 +204,92 @@ func ReadWith(ctx context.Context, host hostfs.Host, devs []pci.Device) (*Snapsh
 	return s, ctx.Err()
 }
 
-// key assigns IRQs to devices: by the address in the action name first,
-// then the chip column's, then msi_irqs/. An RDMA bond (mlx5_bond_0) has
-// its PF0's IRQs.
-func (s *Snapshot) key() {
-	byAddr := map[string]int{}
-	byMSI := map[int]int{}
-	for i, d := range s.Devices {
+// keying assigns the lines of /proc/interrupts to devices while the file
+// streams past: by the address in the action name first, then the chip
+// column's, then msi_irqs/. An RDMA bond (mlx5_bond_0) has its PF0's
+// IRQs. Only the IRQs of a device are kept, and a skipped line marks the
+// device it belongs to.
+type keying struct {
+	byAddr map[string]int
+	byMSI  map[int]int
+	// owners holds, for each kept IRQ in order, its device and vector.
+	owners []owner
+	// incomplete marks the devices that lost a skipped line.
+	incomplete map[int]bool
+}
+
+type owner struct {
+	dev    int
+	vector Vector
+}
+
+func newKeying(devs []Device) *keying {
+	k := &keying{byAddr: map[string]int{}, byMSI: map[int]int{}}
+	for i, d := range devs {
 		if d.PCI.Address == "" {
 			continue
 		}
-		byAddr[d.PCI.Address] = i
+		k.byAddr[d.PCI.Address] = i
 		for _, n := range d.PCI.MSIIRQs {
-			byMSI[n] = i
+			k.byMSI[n] = i
 		}
 	}
-	if len(byAddr) == 0 {
-		return
+	return k
+}
+
+// keep is Scanner.Keep: it keeps the IRQs that belong to a device.
+func (k *keying) keep(q *IRQ) bool {
+	if len(k.byAddr) == 0 {
+		return false
 	}
-	for k := range s.Interrupts.IRQs {
-		q := &s.Interrupts.IRQs[k]
-		v := Classify(q.Name)
-		dev, found := -1, false
-		if v.Address != "" {
-			dev, found = byAddr[v.Address]
-		} else if a := ChipAddress(q.Chip); a != "" {
-			dev, found = byAddr[a]
-		} else {
-			dev, found = byMSI[q.Number]
+	v := Classify(q.Name)
+	dev, found := -1, false
+	if v.Address != "" {
+		dev, found = k.byAddr[v.Address]
+	} else if a := ChipAddress(q.Chip); a != "" {
+		dev, found = k.byAddr[a]
+	} else {
+		dev, found = k.byMSI[q.Number]
+	}
+	if found {
+		k.owners = append(k.owners, owner{dev, v})
+	}
+	return found
+}
+
+// skipped is Scanner.Skip: a skipped line that belongs to a device (its
+// number in msi_irqs/, or its address in the text) makes the device's IRQ
+// list incomplete.
+func (k *keying) skipped(_ int, text []byte) {
+	mark := func(dev int) {
+		if k.incomplete == nil {
+			k.incomplete = map[int]bool{}
 		}
-		if found {
-			s.Devices[dev].IRQs = append(s.Devices[dev].IRQs, DeviceIRQ{IRQ: q, Vector: v})
+		k.incomplete[dev] = true
+	}
+	if dev, ok := k.byMSI[leadingNumber(text)]; ok {
+		mark(dev)
+	}
+	for addr, dev := range k.byAddr {
+		if bytes.Contains(text, []byte(addr)) {
+			mark(dev)
 		}
+	}
+}
+
+// key hands the kept IRQs to their devices.
+func (s *Snapshot) key(k *keying) {
+	for i := range s.Interrupts.IRQs {
+		o := k.owners[i]
+		s.Devices[o.dev].IRQs = append(s.Devices[o.dev].IRQs, DeviceIRQ{IRQ: &s.Interrupts.IRQs[i], Vector: o.vector})
 	}
 	for i := range s.Devices {
 		if err := s.Devices[i].markUnclassified(); err != nil {
 			s.Errors = append(s.Errors, err)
 		}
 	}
-	for _, l := range s.Interrupts.Skipped {
-		if dev, ok := byMSI[leadingNumber(l.Text)]; ok {
-			s.Devices[dev].Incomplete = true
-		}
-		for addr, dev := range byAddr {
-			if strings.Contains(l.Text, addr) {
-				s.Devices[dev].Incomplete = true
-			}
-		}
+	for dev := range k.incomplete {
+		s.Devices[dev].Incomplete = true
 	}
 }
 
@@ -295,7 +335,7 @@ func unclassified(qs []DeviceIRQ) []*DeviceIRQ {
 }
 
 // leadingNumber is the IRQ number a line starts with ("  225: ..."), or -1.
-func leadingNumber(line string) int {
+func leadingNumber(line []byte) int {
 	i := skipSpace(line, 0)
 	j := i
 	for j < len(line) && isDigit(line[j]) {
@@ -304,7 +344,7 @@ func leadingNumber(line string) int {
 	if j == i || j == len(line) || line[j] != ':' || j-i > 9 {
 		return -1
 	}
-	n, _ := strconv.Atoi(line[i:j])
+	n, _ := strconv.Atoi(string(line[i:j]))
 	return n
 }
 

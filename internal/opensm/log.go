@@ -49,9 +49,6 @@ var logLineRE = regexp.MustCompile(`^([A-Z][a-z]{2}) +([0-9]{1,2}) ([0-9]{2}):([
 var (
 	stateRE = regexp.MustCompile(`^Entering ([A-Z][A-Z ]*[A-Z]) state$`)
 	errRE   = regexp.MustCompile(`\bERR [0-9A-Fa-f]{4}:`)
-	// keyRE finds a value after a word ending in "key" (SM_Key, m_key,
-	// sa_key): secrets never leave rdma_doctor, whatever a log prints.
-	keyRE = regexp.MustCompile(`(?i)(key[^0-9a-z]{0,3})(0x[0-9a-f]+|[0-9]+)`)
 )
 
 var months = map[string]time.Month{"Jan": 1, "Feb": 2, "Mar": 3, "Apr": 4, "May": 5, "Jun": 6,
@@ -125,19 +122,63 @@ func logTime(f []string, now time.Time) (time.Time, bool) {
 	return t, true
 }
 
+// redactKeys replaces the values of the keys a log message names: secrets
+// never leave rdma_doctor, whatever a log prints. It goes by the key's
+// name, not the value's shape: after a word that names a key (SM_Key,
+// m_key, sa_key, MKey, keys; see secretKeyName) and a separator (spaces,
+// "=", ":", an opening bracket or quote, in any mix: "m_key  =  0x1"), the
+// next token is a value whatever it looks like (hex without 0x, upper
+// case, a word). Tokens that follow it, separated by spaces, commas or
+// slashes, are values too while they could be one (a digit in them, or
+// hex letters only: "0x1 0x2", "0x1/0x2"); the first that could not
+// ("that doesn't match", "from") ends the run. Prose right after a key
+// name is redacted too: a word too many is safer than a key shown.
 func redactKeys(msg string) string {
 	var b strings.Builder
 	last := 0
-	for _, m := range keyRE.FindAllStringSubmatchIndex(msg, -1) {
-		// A partition key (P_Key, pkey) is an address, not a secret, and
-		// what a partition error is about: it stays.
-		before := strings.ToLower(msg[max(0, m[0]-2):m[0]])
-		if strings.HasSuffix(before, "p") || strings.HasSuffix(before, "p_") {
+	for i := 0; i < len(msg); {
+		if !isWordByte(msg[i]) {
+			i++
 			continue
 		}
-		b.WriteString(msg[last:m[4]])
+		j := i
+		for j < len(msg) && isWordByte(msg[j]) {
+			j++
+		}
+		if !secretKeyName(msg[i:j]) {
+			i = j
+			continue
+		}
+		k := j
+		if k < len(msg) && (msg[k] == '"' || msg[k] == '\'') {
+			i = j // a quote right after the name closes it: "Bad M_Key" from
+			continue
+		}
+		for k < len(msg) && strings.IndexByte(" \t=:([\"'", msg[k]) >= 0 {
+			k++
+		}
+		end := valueEnd(msg, k)
+		if k == j || end == k {
+			i = j // "local sm_key." and "sm_key" at the end name no value
+			continue
+		}
+		b.WriteString(msg[last:k])
 		b.WriteString("<redacted>")
-		last = m[5]
+		last = end
+		for {
+			s := end
+			for s < len(msg) && strings.IndexByte(" \t,/", msg[s]) >= 0 {
+				s++
+			}
+			e := valueEnd(msg, s)
+			if e == s || !valueLike(msg[s:e]) {
+				break
+			}
+			b.WriteString(msg[last:s])
+			b.WriteString("<redacted>")
+			last, end = e, e
+		}
+		i = last
 	}
 	b.WriteString(msg[last:])
 	msg = b.String()
@@ -149,4 +190,51 @@ func redactKeys(msg string) string {
 		msg = msg[:n] + "…"
 	}
 	return msg
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// secretKeyName reports whether a word names a key whose value is secret:
+// it ends in "key" or "keys", any case (SM_Key, m_key, sa_key, cc_key,
+// MKey, smkey, Key). A partition key (P_Key, pkey) is an address, not a
+// secret, and what a partition error is about: it stays.
+func secretKeyName(w string) bool {
+	w = strings.ToLower(w)
+	w = strings.TrimSuffix(w, "s")
+	if !strings.HasSuffix(w, "key") {
+		return false
+	}
+	stem := strings.TrimSuffix(strings.TrimSuffix(w, "key"), "_")
+	return stem != "p" && !strings.HasSuffix(stem, "_p")
+}
+
+// valueEnd is the end of the token that starts at i: up to a space or a
+// delimiter, without a sentence's final dot.
+func valueEnd(msg string, i int) int {
+	e := i
+	for e < len(msg) && strings.IndexByte(" \t,;)]\"'=:", msg[e]) < 0 {
+		e++
+	}
+	for e > i && msg[e-1] == '.' {
+		e--
+	}
+	return e
+}
+
+// valueLike reports whether a token after a key's value could be a
+// second value: a digit in it, or hex letters only.
+func valueLike(tok string) bool {
+	hexOnly := true
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c >= '0' && c <= '9' {
+			return true
+		}
+		if !(c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			hexOnly = false
+		}
+	}
+	return hexOnly
 }

@@ -41,15 +41,86 @@ func TestParseLogRecorded(t *testing.T) {
 	}
 }
 
-// Values after key words are redacted; partition keys are not secrets.
+// Values after key names are redacted whatever their shape; partition
+// keys are not secrets. Each form of the issue, and the ones handled
+// before.
 func TestRedactKeys(t *testing.T) {
-	for in, want := range map[string]string{
-		"ERR 0507: P_Key 0x8001 rejected, pkey=0x7fff, SA_Key: 77": "ERR 0507: P_Key 0x8001 rejected, pkey=0x7fff, SA_Key: <redacted>",
-		"SM_Key 0xdeadbeef, m_key=12, smkey 0x1":                   "SM_Key <redacted>, m_key=<redacted>, smkey <redacted>",
-		"Key 5 at line start, no key here":                         "Key <redacted> at line start, no key here",
+	for _, tc := range []struct{ name, in, want string }{
+		{"SA_Key with colon; P_Key and pkey kept",
+			"ERR 0507: P_Key 0x8001 rejected, pkey=0x7fff, SA_Key: 77",
+			"ERR 0507: P_Key 0x8001 rejected, pkey=0x7fff, SA_Key: <redacted>"},
+		{"several keys on a line",
+			"SM_Key 0xdeadbeef, m_key=12, smkey 0x1",
+			"SM_Key <redacted>, m_key=<redacted>, smkey <redacted>"},
+		{"a bare Key at the start; a word after a key name is taken for a value",
+			"Key 5 at line start, no key here",
+			"Key <redacted> at line start, no key <redacted>"},
+		{"opensm 2F18 (osm_sminfo_rcv.c): prose after the value stays",
+			"ERR 2F18: Got SM (LID 5) with sm_key 0x00000000deadbeef that doesn't match our local sm_key. Ignoring SMInfo",
+			"ERR 2F18: Got SM (LID 5) with sm_key <redacted> that doesn't match our local sm_key. Ignoring SMInfo"},
+		{"opensm 4608 (osm_sa_pkey_record.c)",
+			"ERR 4608: Ignoring PKeyRecord request from non-trusted requester with SM_Key 0x0000000000000001",
+			"ERR 4608: Ignoring PKeyRecord request from non-trusted requester with SM_Key <redacted>"},
+		{"a second value",
+			"m_key 0x1 0x2 mismatch", "m_key <redacted> <redacted> mismatch"},
+		{"a second value after a comma, a pair with a slash as one; after a word, no more",
+			"M_Keys 0x11, 0x22/0x33 rejected, 0x44 / 0x55", "M_Keys <redacted>, <redacted> rejected, 0x44 / 0x55"},
+		{"a second value after a spaced slash",
+			"sm_key 0x1 / 0x2 differ", "sm_key <redacted> / <redacted> differ"},
+		{"a second value of hex letters only",
+			"sm_key 0x1 deadbeef from port 3", "sm_key <redacted> <redacted> from port 3"},
+		{"spaces around =",
+			"m_key  =  0xdeadbeef", "m_key  =  <redacted>"},
+		{"tab and colon",
+			"sa_key\t:\t0x42 set", "sa_key\t:\t<redacted> set"},
+		{"hex without 0x",
+			"SM_Key deadbeefcafe rejected", "SM_Key <redacted> rejected"},
+		{"hex without 0x, digits first",
+			"m_key=12ab34cd", "m_key=<redacted>"},
+		{"upper case name and value",
+			"M_KEY 0XDEADBEEF, CC_KEY=ABCDEF", "M_KEY <redacted>, CC_KEY=<redacted>"},
+		{"bracketed and quoted values",
+			"SM_Key (0x1234) and mkey \"0xabcd\"", "SM_Key (<redacted>) and mkey \"<redacted>\""},
+		{"a value ending the sentence",
+			"bad MKey 0x99. Retrying", "bad MKey <redacted>. Retrying"},
+		{"M_Key in a security trap (osm_inform.c)",
+			"Reporting Security Notice \"Bad M_Key\" from LID 3, GUID 0x0002c90300a0b1c2, Method 0x1, Attribute 0x15, AttrMod 0x0, M_Key 0x0123456789abcdef",
+			"Reporting Security Notice \"Bad M_Key\" from LID 3, GUID 0x0002c90300a0b1c2, Method 0x1, Attribute 0x15, AttrMod 0x0, M_Key <redacted>"},
+		{"option names that only contain key are not keys",
+			"m_key_lease_period 60, keep_pkey_indexes TRUE", "m_key_lease_period 60, keep_pkey_indexes TRUE"},
+		{"a key name with nothing after it",
+			"no sm_key", "no sm_key"},
 	} {
-		if got := redactKeys(in); got != want {
-			t.Errorf("redactKeys(%q)\n = %q\nwant %q", in, got, want)
+		if got := redactKeys(tc.in); got != tc.want {
+			t.Errorf("%s: redactKeys(%q)\n = %q\nwant %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// Every key name form with every separator and every value shape, first
+// or second on the line (a second value has a digit: a second token of
+// letters only is taken for prose), before prose or at the end: the value
+// never survives.
+func TestRedactKeysNeverLeaks(t *testing.T) {
+	names := []string{"SM_Key", "sm_key", "m_key", "M_KEY", "MKey", "smkey", "sa_key", "cc_key", "Key", "M_Keys", "vendor_key"}
+	seps := []string{" ", "=", ": ", "  =  ", "\t", " = (", ":\""}
+	values := []string{"0x00000000deadbeef", "0XDEADBEEF", "deadbeefcafe", "12ab34cd", "77", "SeCrEt-Value_9", "zz99"}
+	for _, n := range names {
+		for _, sep := range seps {
+			for _, v := range values {
+				for _, msg := range []string{
+					"ERR 0001: " + n + sep + v,
+					n + sep + v + " that doesn't match",
+					"x " + n + sep + "0x1 " + v + ", and more",
+					"x " + n + sep + "0x1, " + v,
+					"x " + n + sep + v + ". Ignoring",
+				} {
+					got := redactKeys(msg)
+					if strings.Contains(got, v) {
+						t.Errorf("redactKeys(%q) = %q: %q survives", msg, got, v)
+					}
+				}
+			}
 		}
 	}
 }

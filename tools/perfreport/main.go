@@ -151,11 +151,13 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 	p("\n")
 
 	p("## Growth with IRQs\n\n")
-	p("Parsing /proc/interrupts (internal/irq BenchmarkParseInterrupts) and the\n")
+	p("Parsing /proc/interrupts in memory, keeping every count\n")
+	p("(internal/irq BenchmarkParseInterrupts), streaming it from a file as a\n")
+	p("scrape does, keeping two functions' IRQs (BenchmarkReadInterrupts), and the\n")
 	p("whole IRQ snapshot of the DGX host (BenchmarkRead: PCI functions,\n")
 	p("/proc/interrupts, every IRQ's affinity).\n\n")
 	p("| | wall/op | bytes/op | allocs/op | MB/s |\n|---|---|---|---|---|\n")
-	for _, n := range []string{"ParseInterrupts/224cpu-186irq-dgx", "ParseInterrupts/512cpu-4096irq", "Read"} {
+	for _, n := range []string{"ParseInterrupts/224cpu-186irq-dgx", "ParseInterrupts/512cpu-4096irq", "ReadInterrupts/512cpu-4096irq", "Read"} {
 		res := bench[n] // Read is internal/irq's (the other Reads have sub-benchmarks)
 		p("| %s | %s | %s | %s | %s |\n", n, dur(res["ns/op"]), num(res["B/op"]), count(res["allocs/op"]), count(res["MB/s"]))
 	}
