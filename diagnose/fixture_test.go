@@ -95,7 +95,8 @@ func finding(r *Report, check, target string) (Finding, bool) {
 }
 
 // healthy are fixture hosts without a designed fault: nothing may fail.
-var healthy = []string{"roce-cx6dx", "mlx4-qdr", "iwarp-i40iw", "opa-hfi1", "ipoib-enhanced", "numa-remote", "sm-opensm"}
+var healthy = []string{"roce-cx6dx", "mlx4-qdr", "iwarp-i40iw", "opa-hfi1", "ipoib-enhanced", "numa-remote", "sm-opensm",
+	"efa-aws", "irdma-e810", "siw-softiwarp"}
 
 // TestFixtureHosts: every fixture host evaluates without a crashed check,
 // the healthy ones without a failure, and every known fault is found with

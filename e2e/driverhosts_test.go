@@ -1,0 +1,163 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestDriverHosts holds the hosts of fixtures/hosts.d/45-driver-hosts.sh
+// (AWS EFA, Intel E810 irdma in RoCE mode, soft-iWARP) to issue 14's "Done
+// when": every collector succeeds unless a file really cannot be read, no
+// port FAILs, IRQ series are right or absent (never a made-up zero), no
+// remedy is an InfiniBand one on a non-InfiniBand port; and the driver
+// facts the recordings show come through.
+func TestDriverHosts(t *testing.T) {
+	type want struct {
+		// infiniband collector errors the tree really has (a file left out
+		// because no recording has its value), each naming its file
+		ibErrors []string
+		info     map[string]map[string]string // device -> rdma_device_info labels
+		ports    map[string]map[string]string // device/port -> rdma_port_info labels
+		values   [][]string                   // metric, value, label pairs...
+		absent   []string                     // metrics no series of which may exist
+	}
+	cases := map[string]want{
+		"efa-aws": {
+			info: map[string]map[string]string{"efa_0": {"node_type": "unspecified", "fw_ver": "",
+				"hca_type": "", "node_guid": "0x0000000000000000"}},
+			ports: map[string]map[string]string{"efa_0/1": {"link_layer": "Unknown", "speed": "EDR", "width": "4X", "netdev": ""}},
+			values: [][]string{
+				{"rdma_port_rate_bytes_per_second", "1.25e+10", "device", "efa_0"},
+				{"rdma_port_lmc", "1", "device", "efa_0"},
+				{"rdma_device_numa_node", "-1", "device", "efa_0"},
+			},
+			// EFA has no PMA and no recorded hw_counters; no IRQ row names it
+			absent: []string{"rdma_port_data_received_bytes_total", "rdma_port_hw_counter_total",
+				"rdma_device_irqs", "rdma_device_irq_cpus", "rdma_device_irqs_off_node"},
+		},
+		"irdma-e810": {
+			info: map[string]map[string]string{
+				"irdma0": {"node_type": "CA", "fw_ver": "1.71", "hca_type": "", "hw_rev": ""},
+				"irdma1": {"node_type": "CA", "fw_ver": "1.71", "hca_type": "", "hw_rev": ""},
+			},
+			ports: map[string]map[string]string{
+				"irdma0/1": {"link_layer": "Ethernet", "speed": "EDR", "width": "1X", "netdev": "ens8np0"},
+				"irdma1/1": {"link_layer": "Ethernet", "speed": "FDR10", "width": "1X", "netdev": "ens9np0"},
+			},
+			values: [][]string{
+				{"rdma_port_rate_bytes_per_second", "3.125e+09", "device", "irdma0"},
+				{"rdma_port_rate_bytes_per_second", "1.25e+09", "device", "irdma1"},
+				// irdma's own counter names, at both levels, lifespan not a counter
+				{"rdma_port_hw_counter_total", "5.884668e+06", "device", "irdma0", "counter", "ip4InOctets"},
+				{"rdma_device_hw_counter_total", "5.884668e+06", "device", "irdma0", "counter", "ip4InOctets"},
+				{"rdma_port_hw_counter_total", "14562", "device", "irdma0", "counter", "iwOutRdmaWrites"},
+			},
+			absent: []string{"rdma_port_data_received_bytes_total", "rdma_device_irqs", "rdma_device_irq_cpus"},
+		},
+		"siw-softiwarp": {
+			// the recording has no rate: the file is left out, and that is
+			// the one error (a real siw0 has the file)
+			ibErrors: []string{"siw0/ports/1/rate"},
+			info:     map[string]map[string]string{"siw0": {"node_type": "RNIC", "fw_ver": "", "sys_image_guid": "0x18c04dee0c320000"}},
+			ports:    map[string]map[string]string{"siw0/1": {"link_layer": "Ethernet", "speed": "", "width": ""}},
+			values: [][]string{
+				{"rdma_port_state", "4", "device", "siw0"},
+				{"rdma_port_capability_mask", "589824", "device", "siw0"},
+			},
+			absent: []string{"rdma_port_rate_bytes_per_second", "rdma_port_data_received_bytes_total",
+				"rdma_port_hw_counter_total", "rdma_device_irqs", "rdma_device_numa_node"},
+		},
+	}
+	for host, w := range cases {
+		t.Run(host, func(t *testing.T) {
+			e := start(t, hostArgs(t, host)...)
+			_, body := e.get(t, "/metrics")
+			fams := scrapeFamilies(t, body)
+
+			for _, s := range fams["rdma_scrape_collector_success"] {
+				c := s.labels["collector"]
+				wantOK := c != "infiniband" || len(w.ibErrors) == 0
+				if (s.value == 1) != wantOK {
+					t.Errorf("collector %s success %v, want %v", c, s.value, wantOK)
+				}
+			}
+			if s, _ := lookup(fams, "rdma_scrape_collector_errors", "collector", "infiniband"); int(s.value) != len(w.ibErrors) {
+				t.Errorf("infiniband collector errors %v, want %d", s.value, len(w.ibErrors))
+			}
+			log := e.settledLog(len(w.ibErrors), func(l string) int { return strings.Count(l, `msg="collector error"`) })
+			for _, f := range w.ibErrors {
+				if !strings.Contains(log, f+": no such file") {
+					t.Errorf("no collector error naming %s\n%s", f, log)
+				}
+			}
+
+			for dev, labels := range w.info {
+				s, ok := lookup(fams, "rdma_device_info", "device", dev)
+				if !ok {
+					t.Errorf("no rdma_device_info for %s", dev)
+				}
+				for k, v := range labels {
+					if s.labels[k] != v {
+						t.Errorf("%s %s = %q, want %q", dev, k, s.labels[k], v)
+					}
+				}
+			}
+			for key, labels := range w.ports {
+				dev, port, _ := strings.Cut(key, "/")
+				s, ok := lookup(fams, "rdma_port_info", "device", dev, "port", port)
+				if !ok {
+					t.Errorf("no rdma_port_info for %s", key)
+				}
+				for k, v := range labels {
+					if s.labels[k] != v {
+						t.Errorf("%s %s = %q, want %q", key, k, s.labels[k], v)
+					}
+				}
+			}
+			for _, v := range w.values {
+				s, ok := lookup(fams, v[0], v[2:]...)
+				if got := fmtValue(s.value); !ok || got != v[1] {
+					t.Errorf("%s%v = %s (present %v), want %s", v[0], v[2:], got, ok, v[1])
+				}
+			}
+			for _, m := range w.absent {
+				if len(fams[m]) > 0 {
+					t.Errorf("%s exported %v, want absent (no such data on this driver)", m, fams[m])
+				}
+			}
+
+			// diagnose: nothing fails, so `diagnose --format=nhc` never
+			// drains the node, and no remedy speaks InfiniBand to a port that
+			// is not one
+			out, _, code := diagnoseCLI(t, diagArgs(t, host), "--format=json")
+			var r struct {
+				Status   string
+				Findings []struct{ Check, Target, Severity, Remedy string }
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("diagnose JSON: %v\n%.400s", err, out)
+			}
+			if code == 2 || r.Status == "fail" {
+				t.Errorf("diagnose status %s, exit %d", r.Status, code)
+			}
+			for _, f := range r.Findings {
+				if f.Severity == "fail" {
+					t.Errorf("FAIL %s %s", f.Check, f.Target)
+				}
+				for _, ib := range []string{"ibportstate", "opensm", "sminfo", "ibstat"} {
+					if strings.Contains(f.Remedy, ib) {
+						t.Errorf("%s %s: InfiniBand remedy on a host without InfiniBand ports: %s", f.Check, f.Target, f.Remedy)
+					}
+				}
+			}
+		})
+	}
+}
+
+// fmtValue formats a sample value as the text exposition does.
+func fmtValue(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
