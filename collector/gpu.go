@@ -83,4 +83,3 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 	}
 	return errors.Join(append(s.Errors, err)...)
 }
-
