@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -52,6 +53,9 @@ const (
 	// SourceNetdev: internal/netdev.Read (IPoIB mode/MTU/operstate/IPv6,
 	// RoCE GID types), without ethtool: the checks judge the rootfs only.
 	SourceNetdev Source = "netdev"
+	// SourceGPU: internal/gpu.Read (the GPUs of the PCI bus, their PCI
+	// relation to the RDMA devices, GPUDirect RDMA prerequisites).
+	SourceGPU Source = "gpu"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -93,6 +97,10 @@ type Snapshot struct {
 	// BusErr is a partial or failed read.
 	Bus    []pci.BusFunction
 	BusErr error
+	// GPU is the GPUs and their relation to the RDMA devices; GPUErr is
+	// why it is nil.
+	GPU    *gpu.Snapshot
+	GPUErr error
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -148,6 +156,10 @@ func (s *Snapshot) unavailable(src Source) string {
 	case SourceNetdev:
 		if s.Netdev == nil {
 			return "cannot read the netdevs: " + errText(s.NetdevErr)
+		}
+	case SourceGPU:
+		if s.GPU == nil {
+			return "cannot read the GPUs: " + errText(s.GPUErr)
 		}
 	case SourceProbe:
 		// The probe checks say NoProbeResults themselves: an empty store
@@ -237,6 +249,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		defer wg.Done()
 		s.Placement, s.PlacementErr = hs.Placement(ctx)
 		s.Topology = hs.Topology(ctx)
+		s.GPU, s.GPUErr = hs.GPUs(ctx)
 	}()
 	go func() {
 		defer wg.Done()
