@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
-	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
