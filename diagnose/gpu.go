@@ -165,7 +165,7 @@ func checkGPUDirect(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 	}
 	d := s.GPU.GPUDirect
 	if d == nil {
-		return noTargets("GPUDirect RDMA prerequisites were not read"), nil
+		return noTargets("no NVIDIA GPU: the peermem and NVIDIA-module prerequisites do not apply (AMD GPUs are not judged yet)"), nil
 	}
 	peer := d.PeerMemReady()
 	dma, dmaKnown := d.DMABufReady()

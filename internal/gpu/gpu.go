@@ -208,7 +208,7 @@ type Snapshot struct {
 	// computed, GPU order then device order.
 	Affinity []Affinity
 	// GPUDirect is the readiness of GPUDirect RDMA; nil on a host without
-	// GPUs, where it is not asked.
+	// NVIDIA GPUs, where it is not asked.
 	GPUDirect *GPUDirect
 	// Errors are the read and parse errors met, each naming its file, and
 	// the pairs that could not be classified.
@@ -272,8 +272,12 @@ func Read(ctx context.Context, h hostfs.Host, opts Options) (*Snapshot, error) {
 			s.Affinity = append(s.Affinity, Affinity{GPU: g.Index, Device: d.Name, Link: l})
 		}
 	}
-	s.GPUDirect = ReadGPUDirect(h)
-	s.Errors = append(s.Errors, s.GPUDirect.Errors...)
+	// The prerequisites read are NVIDIA's (peermem, the NVIDIA module);
+	// an AMD-only host is not judged by them.
+	if slices.ContainsFunc(s.GPUs, func(g GPU) bool { return g.Vendor == VendorNVIDIA }) {
+		s.GPUDirect = ReadGPUDirect(h)
+		s.Errors = append(s.Errors, s.GPUDirect.Errors...)
+	}
 	return s, ctx.Err()
 }
 
