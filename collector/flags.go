@@ -46,6 +46,8 @@ var Table = []Spec{
 		func(env Env, f *Flags) (Collector, error) { return NewSMCollector(env, f.SM), nil }},
 	{"portwatch", true, "port states sampled every --collector.portwatch.interval (default 1s) by the server: transitions, time down, flaps between two scrapes",
 		func(env Env, _ *Flags) (Collector, error) { return NewPortwatchCollector(env), nil }},
+	{"gpu", true, "GPUs of the PCI bus, their PCI relation to every RDMA device (nvidia-smi topo -m) and GPUDirect RDMA readiness; nothing on a host without GPUs",
+		func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
 		func(env Env, f *Flags) (Collector, error) {
 			return NewFabricCollector(env, fabric.RunnerConfig{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
+	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
@@ -56,6 +57,9 @@ const (
 	// SourcePortWatch: internal/portwatch, the server's port state
 	// sampler (transitions between two samples).
 	SourcePortWatch Source = "portwatch"
+	// SourceGPU: internal/gpu.Read (the GPUs of the PCI bus, their PCI
+	// relation to the RDMA devices, GPUDirect RDMA prerequisites).
+	SourceGPU Source = "gpu"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -101,6 +105,10 @@ type Snapshot struct {
 	// port; PortsWatched is false where none runs (the CLI).
 	PortHistory  []portwatch.History
 	PortsWatched bool
+	// GPU is the GPUs and their relation to the RDMA devices; GPUErr is
+	// why it is nil.
+	GPU    *gpu.Snapshot
+	GPUErr error
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -161,6 +169,10 @@ func (s *Snapshot) unavailable(src Source) string {
 		if !s.PortsWatched {
 			return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
 				"it is off with --no-collector.portwatch"
+		}
+	case SourceGPU:
+		if s.GPU == nil {
+			return "cannot read the GPUs: " + errText(s.GPUErr)
 		}
 	case SourceProbe:
 		// The probe checks say NoProbeResults themselves: an empty store
@@ -250,6 +262,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		defer wg.Done()
 		s.Placement, s.PlacementErr = hs.Placement(ctx)
 		s.Topology = hs.Topology(ctx)
+		s.GPU, s.GPUErr = hs.GPUs(ctx)
 	}()
 	go func() {
 		defer wg.Done()

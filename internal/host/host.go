@@ -24,10 +24,11 @@
 //     snapshot and the sampler: the PCI functions (NUMA node, local CPUs,
 //     PCIe link), IRQ placement (/proc/interrupts, affinities, irqbalance),
 //     host tuning, the local OpenSM (process scan, configuration, log),
-//     the CPU topology and the hostname. The PCI functions and IRQ
-//     placement are read again at once when the class's devices change
-//     (one appears, vanishes or is re-registered), so their series
-//     follow the live class (see pciRead).
+//     the CPU topology, the hostname, and the GPUs with their relation to
+//     the RDMA devices and the GPUDirect RDMA prerequisites. The PCI
+//     functions and IRQ placement are read again at once when the class's
+//     devices change (one appears, vanishes or is re-registered), so their
+//     series follow the live class (see pciRead).
 package host
 
 import (
@@ -36,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
@@ -95,6 +97,7 @@ const (
 	SourceOpenSM   = "opensm"
 	SourceTopology = "topology"
 	SourceHostname = "hostname"
+	SourceGPU      = "gpu"
 )
 
 // Host reads one host. It is safe for concurrent use.
@@ -117,6 +120,7 @@ type Host struct {
 	smLogs   opensm.LogReader
 	topology slow[*pci.Topology]
 	hostname slow[string]
+	gpus     slow[*gpu.Snapshot]
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen
@@ -234,6 +238,7 @@ func (h *Host) Ages() map[string]time.Duration {
 	for name, at := range map[string]time.Time{
 		SourcePCI: h.pci.readAt(), SourceIRQ: h.placement.readAt(), SourceNetdev: h.netdevs.readAt(), SourceTuning: h.tuning.readAt(),
 		SourceOpenSM: h.opensm.readAt(), SourceTopology: h.topology.readAt(), SourceHostname: h.hostname.readAt(),
+		SourceGPU: h.gpus.readAt(),
 	} {
 		if !at.IsZero() {
 			out[name] = now.Sub(at)
@@ -347,6 +352,19 @@ func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
 func (s *Snapshot) Bus() ([]pci.BusFunction, error) {
 	return s.bus.get(func() ([]pci.BusFunction, error) {
 		return pci.ReadNetworkFunctions(s.h.fs.Sys, pci.MellanoxVendor)
+	})
+}
+
+// GPUs are the host's GPUs, their PCI relation to every kept RDMA device
+// and the GPUDirect RDMA prerequisites (slow). A host without GPUs has an
+// empty snapshot.
+func (s *Snapshot) GPUs(ctx context.Context) (*gpu.Snapshot, error) {
+	return s.h.gpus.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*gpu.Snapshot, error) {
+		nodes := 0
+		if t := s.Topology(ctx); t != nil {
+			nodes = len(t.Nodes)
+		}
+		return gpu.Read(ctx, s.h.fs, gpu.Options{Keep: s.h.Keep, Nodes: nodes})
 	})
 }
 

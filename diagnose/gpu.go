@@ -1,0 +1,236 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+)
+
+func init() {
+	register(&Check{
+		ID:    "gpu.rail",
+		Title: "Every GPU has an HCA on its PCIe switch",
+		Reads: []Source{SourceGPU},
+		Doc: "Each GPU's nearest RDMA device, by the nvidia-smi topo -m relation computed from the sysfs PCI paths, is on its own " +
+			"PCIe switch (PIX) or switch tree (PXB): fail when the nearest is only across the host bridge or the CPU (PHB, NODE, SYS), " +
+			"where NCCL's GPUDirect traffic crosses the root complex; warn when one HCA is the only near one of two GPUs, or when " +
+			"the GPUs do not all see their nearest HCA at the same distance. Skips on hosts without GPUs.",
+		Remedy: "Seat the HCA in the slot of the GPU's switch (lspci -tv shows the tree) and check that it is on the bus; until then " +
+			"name the HCA each rank uses with NCCL_IB_HCA or describe the tree in an NCCL topology file (NCCL_TOPO_FILE).",
+		Run: checkGPURail,
+	})
+	register(&Check{
+		ID:    "gpu.gpudirect",
+		Title: "GPUDirect RDMA ready",
+		Reads: []Source{SourceGPU},
+		Doc: "On a host with GPUs and RDMA devices one GPUDirect RDMA path is ready, probed as NCCL does: peer memory " +
+			"(nvidia_peermem, or the legacy nv_peer_mem, loaded and registered with ib_core: an ib_core holder or a " +
+			"/sys/kernel/mm/memory_peers entry) or DMA-BUF (the NVIDIA open kernel module on a 5.12+ kernel built with " +
+			"CONFIG_PCI_P2PDMA). Without either NCCL logs \"GPU Direct RDMA Disabled\" and stages through host memory, about 10x " +
+			"slower (NCCL #1676, #1939, #1537). Warns when the DMA-BUF path cannot be told (no kernel configuration); skips " +
+			"on hosts without GPUs.",
+		Remedy: "modprobe nvidia_peermem (persist it in /etc/modules-load.d/); if it loads but does not register, reinstall the " +
+			"NVIDIA driver after MLNX_OFED/DOCA so that DKMS builds it against the peer-memory API; or use DMA-BUF: the open " +
+			"kernel module on a kernel with CONFIG_PCI_P2PDMA=y.",
+		Run: checkGPUDirect,
+	})
+}
+
+// gpuTargets is why the GPU checks have nothing to judge, or "".
+func gpuTargets(s *gpu.Snapshot) string {
+	switch {
+	case len(s.GPUs) == 0:
+		return "no GPUs on the PCI bus (NVIDIA 3D/VGA or AMD accelerator classes)"
+	case len(s.Devices) == 0:
+		return "no RDMA device sits on a PCI function: nothing for the GPUs to reach"
+	}
+	return ""
+}
+
+func gpuTarget(g *gpu.GPU) string { return "gpu" + g.Name() }
+
+func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	if why := gpuTargets(s.GPU); why != "" {
+		return noTargets(why), nil
+	}
+	type near struct {
+		link gpu.Link
+		devs []string
+		ok   bool
+	}
+	nears := make([]near, len(s.GPU.GPUs))
+	// The distance most GPUs see their nearest HCA at, and which GPUs
+	// have each device as their only near one.
+	count := map[gpu.Link]int{}
+	only := map[string][]int{}
+	for i := range s.GPU.GPUs {
+		l, devs, ok := s.GPU.Closest(i)
+		nears[i] = near{l, devs, ok}
+		if !ok {
+			continue
+		}
+		count[l]++
+		if l <= gpu.PXB && len(devs) == 1 {
+			only[devs[0]] = append(only[devs[0]], i)
+		}
+	}
+	mode := gpu.Link(0)
+	for l, n := range count {
+		if mode == 0 || n > count[mode] || n == count[mode] && l < mode {
+			mode = l
+		}
+	}
+	var out []Finding
+	for i := range s.GPU.GPUs {
+		g := &s.GPU.GPUs[i]
+		n := nears[i]
+		if !n.ok {
+			out = append(out, Finding{Severity: Skip, Target: gpuTarget(g),
+				Evidence: fmt.Sprintf("the relation of GPU%d (%s) to no RDMA device could be classified (a NUMA node unknown): %s",
+					g.Index, g.Address, errorsText(s.GPU.Errors))})
+			continue
+		}
+		fd := Finding{Target: gpuTarget(g),
+			Observed: fmt.Sprintf("nearest HCA %s at %s", strings.Join(n.devs, ","), n.link),
+			Expected: "an HCA on the GPU's PCIe switch (PIX or PXB), the same distance as the other GPUs",
+			Evidence: fmt.Sprintf("GPU%d %s below %s; %s below %s (the sysfs paths of /sys/bus/pci/devices and /sys/class/infiniband)",
+				g.Index, g.Address, chainText(g.Chain), n.devs[0], devChain(s.GPU, n.devs[0])),
+			Severity: Pass}
+		sharers := only[n.devs[0]]
+		switch {
+		case n.link > gpu.PXB:
+			fd.Severity = Fail
+			fd.Remedy = fmt.Sprintf("no HCA shares GPU%d's PCIe switch (upstream port %s): check that the HCA of that switch is on "+
+				"the bus (lspci -tv shows what hangs below %s) and seated in its slot; until then pin GPU%d's ranks to %s with "+
+				"NCCL_IB_HCA, or describe the tree in an NCCL topology file (NCCL_TOPO_FILE)",
+				g.Index, switchOf(g.Chain), switchOf(g.Chain), g.Index, n.devs[0])
+		case len(sharers) > 1:
+			fd.Severity = Warn
+			fd.Observed += fmt.Sprintf(", the only near HCA of GPU%s", joinInts(sharers, ", GPU"))
+			fd.Remedy = fmt.Sprintf("%s is the only near HCA of several GPUs: their traffic shares one port. Unless the host is "+
+				"built that way, move an HCA to the switch of the other GPU, or set NCCL_IB_HCA per rank", n.devs[0])
+		case n.link != mode:
+			fd.Severity = Warn
+			fd.Observed += fmt.Sprintf(" (most GPUs see theirs at %s)", mode)
+			fd.Remedy = fmt.Sprintf("GPU%d sees its nearest HCA farther than the other GPUs do: check the slot of %s against "+
+				"lspci -tv; NCCL's rings then differ per rail (NCCL_TOPO_FILE can describe the intended tree)", g.Index, n.devs[0])
+		}
+		out = append(out, fd)
+	}
+	return out, nil
+}
+
+func chainText(c gpu.Chain) string {
+	return strings.Join(append([]string{c.Root}, c.Bridges...), "/")
+}
+
+func devChain(s *gpu.Snapshot, name string) string {
+	for _, d := range s.Devices {
+		if d.Name == name {
+			return chainText(d.Chain)
+		}
+	}
+	return "?"
+}
+
+// switchOf names the switch a function hangs below: its upstream port
+// (the second bridge below the root port), else the nearest bridge.
+func switchOf(c gpu.Chain) string {
+	switch {
+	case len(c.Bridges) >= 2:
+		return c.Bridges[len(c.Bridges)-2]
+	case len(c.Bridges) == 1:
+		return c.Bridges[0]
+	}
+	return c.Root
+}
+
+func joinInts(v []int, sep string) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, sep)
+}
+
+func checkGPUDirect(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	if why := gpuTargets(s.GPU); why != "" {
+		return noTargets(why), nil
+	}
+	d := s.GPU.GPUDirect
+	if d == nil {
+		return noTargets("no NVIDIA GPU: the peermem and NVIDIA-module prerequisites do not apply (AMD GPUs are not judged yet)"), nil
+	}
+	peer := d.PeerMemReady()
+	dma, dmaKnown := d.DMABufReady()
+	fd := Finding{Target: "host", Evidence: gpuDirectEvidence(d),
+		Expected: "peermem (nvidia_peermem registered with ib_core) or dmabuf (open kernel module, CONFIG_PCI_P2PDMA=y) ready"}
+	var paths []string
+	if peer {
+		paths = append(paths, "peermem ("+d.PeerMemModule+")")
+	}
+	if dma {
+		paths = append(paths, "dmabuf")
+	}
+	switch {
+	case len(paths) > 0:
+		fd.Severity, fd.Observed = Pass, "ready: "+strings.Join(paths, ", ")
+	case !dmaKnown:
+		fd.Severity, fd.Unknown = Warn, true
+		fd.Observed = "peermem not ready; dmabuf cannot be told (" + dmaUnknownWhy(d) + ")"
+		fd.Remedy = peerRemedy(d) + "; to judge DMA-BUF, install the kernel's /boot/config-<release> (or enable CONFIG_IKCONFIG_PROC)"
+	default:
+		fd.Severity, fd.Observed = Fail, "no GPUDirect RDMA path ready: NCCL stages GPU traffic through host memory"
+		fd.Remedy = peerRemedy(d) + "; or use DMA-BUF: the NVIDIA open kernel module on a 5.12+ kernel with CONFIG_PCI_P2PDMA=y"
+	}
+	return []Finding{fd}, nil
+}
+
+func peerRemedy(d *gpu.GPUDirect) string {
+	if d.PeerMemModule != "" {
+		return d.PeerMemModule + " is loaded but not registered with ib_core (no ib_core holder, no /sys/kernel/mm/memory_peers entry): " +
+			"it was built without the MLNX_OFED/DOCA peer-memory API; reinstall the NVIDIA driver after MLNX_OFED/DOCA so that DKMS " +
+			"rebuilds it, then rmmod " + d.PeerMemModule + " && modprobe " + d.PeerMemModule
+	}
+	return "modprobe nvidia_peermem and persist it (echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf)"
+}
+
+func dmaUnknownWhy(d *gpu.GPUDirect) string {
+	if !d.Module.OK {
+		return "the NVIDIA driver is not loaded: no /proc/driver/nvidia/version"
+	}
+	return "no /boot/config-<release> or /proc/config.gz"
+}
+
+func gpuDirectEvidence(d *gpu.GPUDirect) string {
+	var e []string
+	switch {
+	case d.PeerMemModule == "":
+		e = append(e, "no "+strings.Join(gpu.PeerMemModules, " or ")+" in /sys/module")
+	case d.PeerMemHolder:
+		e = append(e, "/sys/module/ib_core/holders/"+d.PeerMemModule)
+	default:
+		e = append(e, "/sys/module/"+d.PeerMemModule+" loaded, not in /sys/module/ib_core/holders")
+	}
+	if len(d.MemoryPeers) > 0 {
+		e = append(e, "/sys/kernel/mm/memory_peers/{"+strings.Join(d.MemoryPeers, ",")+"}/version")
+	} else {
+		e = append(e, "no /sys/kernel/mm/memory_peers entry")
+	}
+	if d.Module.OK {
+		e = append(e, fmt.Sprintf("/proc/driver/nvidia/version: %s module %s", d.Module.V, d.ModuleVersion))
+	}
+	if d.KernelRelease.OK {
+		e = append(e, "kernel "+d.KernelRelease.V)
+	}
+	if d.P2PDMA.OK {
+		e = append(e, fmt.Sprintf("%s: CONFIG_PCI_P2PDMA=%s CONFIG_DMABUF_MOVE_NOTIFY=%s", d.ConfigSource, d.P2PDMA.V, d.MoveNotify.V))
+	}
+	return strings.Join(slices.Clip(e), "; ")
+}
