@@ -125,17 +125,6 @@ func where(p problem) string {
 	return fmt.Sprintf("on %d %s (%s)", len(p.Targets), targetNoun(p.Targets), elide(p.Targets))
 }
 
-// targetNoun is the plural for a problem's targets: ports when all are
-// device/port targets, else targets.
-func targetNoun(targets []string) string {
-	for _, t := range targets {
-		if dev, port, ok := strings.Cut(t, "/"); !ok || dev == "" || !numeric.MatchString(port) {
-			return "targets"
-		}
-	}
-	return "ports"
-}
-
 // what says what is wrong: the shared observation (and expectation), or
 // each target's.
 func what(p problem) string {

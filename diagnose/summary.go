@@ -189,6 +189,17 @@ func placeholder(toks []string, i int, devices map[string]bool) string {
 	return "<target>"
 }
 
+// targetNoun is the plural for a problem's targets: ports when all are
+// device/port targets, else targets.
+func targetNoun(targets []string) string {
+	for _, t := range targets {
+		if dev, port, ok := strings.Cut(t, "/"); !ok || dev == "" || !numeric.MatchString(port) {
+			return "targets"
+		}
+	}
+	return "ports"
+}
+
 // deviceNames are the RDMA devices a report names: the device of every
 // device/port target.
 func deviceNames(findings []Finding) map[string]bool {
