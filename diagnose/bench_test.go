@@ -185,7 +185,7 @@ func BenchmarkRender(b *testing.B) {
 		b.Run(format, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := Render(io.Discard, r, format); err != nil {
+				if err := Render(io.Discard, r, format, View{}); err != nil {
 					b.Fatal(err)
 				}
 			}

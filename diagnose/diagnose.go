@@ -31,8 +31,8 @@ import (
 
 // SchemaVersion is the version of the JSON report (docs/diagnose-schema.md).
 // Bump it on any incompatible change of the JSON shape or of a field's
-// meaning; adding a field is compatible.
-const SchemaVersion = 1
+// meaning; adding a field is compatible. 2: summary.problems.
+const SchemaVersion = 2
 
 // Severity of a finding.
 type Severity string
@@ -196,12 +196,16 @@ type CheckInfo struct {
 	Status Severity `json:"status"`
 }
 
-// Summary counts findings by severity.
+// Summary counts findings by severity and lists the problems: what a
+// person reads first.
 type Summary struct {
 	Pass int `json:"pass"`
 	Warn int `json:"warn"`
 	Fail int `json:"fail"`
 	Skip int `json:"skip"`
+	// Problems are the failures and warnings grouped by check and fix,
+	// failures first (Problems).
+	Problems []Problem `json:"problems"`
 }
 
 // Report is one evaluation.
@@ -254,6 +258,7 @@ func (e *Evaluator) Evaluate(s *Snapshot, h *History) *Report {
 		r.Checks = append(r.Checks, info)
 		r.Findings = append(r.Findings, fs...)
 	}
+	r.Summary.Problems = Problems(r.Findings)
 	return r
 }
 

@@ -19,8 +19,9 @@ import (
 )
 
 // NewHandler serves the latest report: ?format=text|json|html|nhc, else
-// the Accept header (application/json, text/html), else text. It only
-// reads the report; it never touches the host.
+// the Accept header (application/json, text/html), else text. The text
+// shows the problems and their details; ?verbose=1 adds every pass and
+// skip. It only reads the report; it never touches the host.
 func NewHandler(latest func() *Report) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -33,13 +34,18 @@ func NewHandler(latest func() *Report) http.Handler {
 			http.Error(w, fmt.Sprintf("unknown format %q; formats: %s", r.URL.Query().Get("format"), strings.Join(Formats, ", ")), http.StatusBadRequest)
 			return
 		}
+		verbose, ok := verboseParam(r)
+		if !ok {
+			http.Error(w, fmt.Sprintf("verbose=%q: want 1 or 0 (true or false)", r.URL.Query().Get("verbose")), http.StatusBadRequest)
+			return
+		}
 		rep := latest()
 		if rep == nil {
 			http.Error(w, "no diagnosis yet: the first sample is still running", http.StatusServiceUnavailable)
 			return
 		}
 		var b bytes.Buffer
-		if err := Render(&b, rep, format); err != nil {
+		if err := Render(&b, rep, format, View{Verbose: verbose, VerboseHint: "?verbose=1"}); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -59,6 +65,21 @@ func NewHandler(latest func() *Report) http.Handler {
 		}
 		_, _ = w.Write(b.Bytes())
 	})
+}
+
+// verboseParam reads ?verbose: absent is false, bare "?verbose" true,
+// else a boolean (1, 0, true, false).
+func verboseParam(r *http.Request) (verbose, ok bool) {
+	q := r.URL.Query()
+	if !q.Has("verbose") {
+		return false, true
+	}
+	v := q.Get("verbose")
+	if v == "" {
+		return true, true
+	}
+	b, err := strconv.ParseBool(v)
+	return b, err == nil
 }
 
 // negotiate picks the format: the query parameter wins; then the Accept

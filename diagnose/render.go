@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,11 +28,25 @@ func ContentType(format string) string {
 	return "text/plain; charset=utf-8"
 }
 
+// View is how the text and HTML formats show a report to a person; JSON
+// and NHC ignore it.
+type View struct {
+	// Verbose lists every pass and skip in the text format (the HTML page
+	// always has them, collapsed).
+	Verbose bool
+	// Color marks severities with ANSI colours in the text format: for a
+	// terminal only (the CLI decides: a TTY, NO_COLOR unset).
+	Color bool
+	// VerboseHint tells a reader of the text format how to see the passes
+	// and skips it leaves out: "--verbose" (CLI), "?verbose=1" (HTTP).
+	VerboseHint string
+}
+
 // Render writes a report in a format.
-func Render(w io.Writer, r *Report, format string) error {
+func Render(w io.Writer, r *Report, format string, v View) error {
 	switch format {
 	case "text":
-		return Text(w, r)
+		return Text(w, r, v)
 	case "json":
 		return JSON(w, r)
 	case "html":
@@ -51,13 +66,19 @@ func JSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// summaryLine is the first line of the text output: status and counts.
-func summaryLine(r *Report) string {
-	s := fmt.Sprintf("rdma_doctor diagnose: %s: %d fail, %d warn, %d pass, %d skip",
-		strings.ToUpper(string(r.Status)), r.Summary.Fail, r.Summary.Warn, r.Summary.Pass, r.Summary.Skip)
+// title is the report's title: the tool, the verdict and the host.
+func title(r *Report) string {
+	s := "rdma_doctor diagnose: " + strings.ToUpper(string(r.Status))
 	if r.Host != "" {
-		s += "; host " + r.Host
+		s += " on " + r.Host
 	}
+	return s
+}
+
+// counts is what the report rests on: the counts per severity, the
+// samples and their window, the time.
+func counts(r *Report) string {
+	s := fmt.Sprintf("%d fail, %d warn, %d pass, %d skip", r.Summary.Fail, r.Summary.Warn, r.Summary.Pass, r.Summary.Skip)
 	s += fmt.Sprintf("; %d sample(s)", r.Samples)
 	if r.Samples > 1 {
 		s += " over " + span(time.Duration(r.WindowSeconds*float64(time.Second)))
@@ -68,18 +89,120 @@ func summaryLine(r *Report) string {
 	return s
 }
 
-// Text writes the report for a terminal or curl: the summary line, then
-// failures and warnings with every field, then passes and skips one line
-// each.
-func Text(w io.Writer, r *Report) error {
-	var b strings.Builder
-	b.WriteString(summaryLine(r) + "\n")
-	for _, sev := range []Severity{Fail, Warn} {
-		for _, f := range r.Findings {
-			if f.Severity != sev {
-				continue
+// summaryLine is the first line of the text output: status and counts.
+// Scripts match its start ("rdma_doctor diagnose: FAIL: "), so it keeps
+// that shape.
+func summaryLine(r *Report) string {
+	s := fmt.Sprintf("rdma_doctor diagnose: %s: %d fail, %d warn, %d pass, %d skip",
+		strings.ToUpper(string(r.Status)), r.Summary.Fail, r.Summary.Warn, r.Summary.Pass, r.Summary.Skip)
+	if r.Host != "" {
+		s += "; host " + r.Host
+	}
+	_, rest, _ := strings.Cut(counts(r), "; ")
+	return s + "; " + rest
+}
+
+// listMax is how many targets or observations a summary line names before
+// it elides: enough for a dual-port card, short enough for one line. The
+// details below name every one.
+const listMax = 4
+
+// elide joins items, keeping the first listMax-1 and the last when there
+// are more than listMax: "mlx5_0/1, mlx5_1/1, mlx5_4/1, …, mlx5_bond_0/1".
+func elide(items []string) string {
+	if len(items) > listMax {
+		items = append(slices.Clone(items[:listMax-1]), "…", items[len(items)-1])
+	}
+	return strings.Join(items, ", ")
+}
+
+// where says which targets a problem is on: the target itself, or "on 9
+// ports (mlx5_0/1, …)".
+func where(p problem) string {
+	if len(p.Targets) == 1 {
+		return p.Targets[0]
+	}
+	return fmt.Sprintf("on %d %s (%s)", len(p.Targets), targetNoun(p.Targets), elide(p.Targets))
+}
+
+// what says what is wrong: the shared observation (and expectation), or
+// each target's.
+func what(p problem) string {
+	s := p.Observed
+	if s == "" && len(p.Findings) > 1 {
+		obs := make([]string, 0, len(p.Findings))
+		for _, f := range p.Findings {
+			if f.Observed != "" {
+				obs = append(obs, f.Target+" "+f.Observed)
 			}
-			fmt.Fprintf(&b, "\n%-4s %s %s", strings.ToUpper(string(sev)), f.Check, f.Target)
+		}
+		s = elide(obs)
+	}
+	if p.Expected != "" && !p.Unknown {
+		if s != "" {
+			s += ", "
+		}
+		s += "expected " + p.Expected
+	}
+	return oneLine(s)
+}
+
+// fix is what to do: the remedy, and the remediate action that applies it.
+func fix(p problem) string {
+	s := oneLine(p.Remedy)
+	if p.Action != "" {
+		if s != "" {
+			s += "; or "
+		}
+		s += "rdma_doctor remediate --only " + p.Action
+	}
+	return s
+}
+
+// oneLine keeps a summary line one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// problemLine is one line of the text summary.
+func problemLine(p problem, paint func(Severity, string) string) string {
+	s := paint(p.Severity, strings.ToUpper(string(p.Severity))) + " " + p.Check + " " + where(p)
+	if w := what(p); w != "" {
+		s += ": " + w
+	}
+	if f := fix(p); f != "" {
+		s += " — fix: " + f
+	}
+	return s
+}
+
+// ANSI SGR colours of the severities (bold red, yellow, green, dim).
+var sgr = map[Severity]string{Fail: "1;31", Warn: "33", Pass: "32", Skip: "2"}
+
+// Text writes the report for a terminal or curl: the summary line; the
+// problems, one line each, worst first, with the fix; the details of each
+// failure and warning; then the passes and skips one line each with
+// v.Verbose, else how many were left out.
+func Text(w io.Writer, r *Report, v View) error {
+	paint := func(_ Severity, s string) string { return s }
+	if v.Color {
+		paint = func(sev Severity, s string) string { return "\x1b[" + sgr[sev] + "m" + s + "\x1b[0m" }
+	}
+	var b strings.Builder
+	b.WriteString(paint(r.Status, summaryLine(r)) + "\n")
+	ps := groupProblems(r.Findings)
+	if len(ps) == 0 {
+		b.WriteString("\nNo problems: no check failed or warned.\n")
+	} else {
+		fmt.Fprintf(&b, "\nProblems (%d), worst first:\n", len(ps))
+		for _, p := range ps {
+			b.WriteString(problemLine(p, paint) + "\n")
+		}
+		b.WriteString("\nDetails:\n")
+	}
+	for _, p := range ps {
+		for _, f := range p.Findings {
+			fmt.Fprintf(&b, "\n%s %s %s", paint(f.Severity, fmt.Sprintf("%-4s", strings.ToUpper(string(f.Severity)))), f.Check, f.Target)
 			if f.Unknown {
 				b.WriteString(" (unknown)")
 			}
@@ -90,6 +213,17 @@ func Text(w io.Writer, r *Report) error {
 				}
 			}
 		}
+	}
+	if !v.Verbose {
+		if n := r.Summary.Pass + r.Summary.Skip; n > 0 {
+			hint := ""
+			if v.VerboseHint != "" {
+				hint = "; add " + v.VerboseHint + " to list them"
+			}
+			fmt.Fprintf(&b, "\n%d pass and %d skip not shown%s.\n", r.Summary.Pass, r.Summary.Skip, hint)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
 	for _, sev := range []Severity{Pass, Skip} {
 		first := true
@@ -105,7 +239,7 @@ func Text(w io.Writer, r *Report) error {
 			if sev == Skip {
 				detail = f.Evidence
 			}
-			fmt.Fprintf(&b, "%-4s %s %s: %s\n", strings.ToUpper(string(sev)), f.Check, f.Target, detail)
+			fmt.Fprintf(&b, "%s %s %s: %s\n", paint(sev, fmt.Sprintf("%-4s", strings.ToUpper(string(sev)))), f.Check, f.Target, detail)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -168,8 +302,12 @@ func NHC(r *Report) string {
 var htmlSource string
 
 var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"upper":   func(s Severity) string { return strings.ToUpper(string(s)) },
-	"summary": summaryLine,
+	"upper":    func(s Severity) string { return strings.ToUpper(string(s)) },
+	"heading":  title,
+	"meta":     func(r *Report) string { _, rest, _ := strings.Cut(counts(r), "; "); return rest },
+	"problems": func(r *Report) []problem { return groupProblems(r.Findings) },
+	"where":    where,
+	"what":     what,
 	"bySeverity": func(r *Report, sev string) []Finding {
 		var out []Finding
 		for _, f := range r.Findings {
@@ -180,7 +318,7 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 		return out
 	},
 	"list": func(s ...string) []string { return s },
-	"title": func(r *Report, id string) string {
+	"checkTitle": func(r *Report, id string) string {
 		for _, c := range r.Checks {
 			if c.ID == id {
 				return c.Title
@@ -191,5 +329,7 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 }).Parse(htmlSource))
 
 // HTML writes a self-contained page: inline CSS, no scripts, no external
-// assets, readable offline.
+// assets, readable offline. The problems come first, each with its fix and
+// its findings behind a <details>; passes and skips are collapsed at the
+// end. Everything wraps, so the page is never wider than the window.
 func HTML(w io.Writer, r *Report) error { return htmlTmpl.Execute(w, r) }

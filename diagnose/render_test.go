@@ -6,6 +6,7 @@ package diagnose
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,7 +20,7 @@ import (
 )
 
 func sampleReport() *Report {
-	return &Report{Version: SchemaVersion, Host: "node1", Time: t0, Samples: 2, WindowSeconds: 600, Status: Fail,
+	r := &Report{Version: SchemaVersion, Host: "node1", Time: t0, Samples: 2, WindowSeconds: 600, Status: Fail,
 		Summary: Summary{Pass: 1, Warn: 1, Fail: 2, Skip: 1},
 		Checks:  []CheckInfo{{ID: "port.rate", Title: "Link rate as expected", Reads: []Source{SourceInfiniband}, Status: Fail}},
 		Findings: []Finding{
@@ -30,11 +31,13 @@ func sampleReport() *Report {
 			{Check: "port.rate", Severity: Fail, Target: "mlx5_1/1", Observed: "100 Gb/sec (2X HDR)\nsecond line", Expected: "200 Gb/sec"},
 			{Check: "irq.local", Severity: Skip, Target: "host", Evidence: "no collector reads IRQ affinity yet"},
 		}}
+	r.Summary.Problems = Problems(r.Findings)
+	return r
 }
 
 func TestText(t *testing.T) {
 	var b bytes.Buffer
-	if err := Text(&b, sampleReport()); err != nil {
+	if err := Text(&b, sampleReport(), View{Verbose: true}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -42,8 +45,15 @@ func TestText(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "rdma_doctor diagnose: FAIL: 2 fail, 1 warn, 1 pass, 1 skip; host node1; 2 sample(s) over 10m0s; 2026-01-01T00:00:00Z") {
 		t.Errorf("summary line first: %q", lines[0])
 	}
-	// Fails, then warns, then passes, then skips.
-	order := []string{"FAIL port.rate mlx5_0/1", "FAIL port.rate mlx5_1/1", "WARN ctr.downed mlx5_5/1 (unknown)", "PASS port.phys mlx5_0/1: 5: LinkUp", "SKIP irq.local host: no collector"}
+	// The problems, worst first, with their fix; then the details: fails,
+	// then warns; then passes, then skips.
+	order := []string{"\nProblems (3), worst first:\n",
+		"FAIL port.rate mlx5_0/1: 56 Gb/sec (4X FDR), expected 200 Gb/sec (config_board_id) — fix: check the switch-port speed setting <and> the \"cable\"\n",
+		"FAIL port.rate mlx5_1/1: 100 Gb/sec (2X HDR) second line, expected 200 Gb/sec\n",
+		"WARN ctr.downed mlx5_5/1: link_downed unknown (saturated) — fix: perfquery -R\n",
+		"\nDetails:\n",
+		"\nFAIL port.rate mlx5_0/1\n", "\nFAIL port.rate mlx5_1/1\n", "\nWARN ctr.downed mlx5_5/1 (unknown)\n",
+		"PASS port.phys mlx5_0/1: 5: LinkUp", "SKIP irq.local host: no collector"}
 	last := -1
 	for _, o := range order {
 		i := strings.Index(out, o)
@@ -54,6 +64,52 @@ func TestText(t *testing.T) {
 	}
 	if !strings.Contains(out, "     remedy:   check the switch-port speed setting") {
 		t.Errorf("remedy line missing:\n%s", out)
+	}
+	if strings.Contains(out, "not shown") || strings.Contains(out, "\x1b[") {
+		t.Errorf("verbose text without colour hides something or has escape codes:\n%s", out)
+	}
+}
+
+// TestTextCollapsed: without Verbose the passes and skips are counted and
+// the hint says how to see them; the problems and details are all there.
+func TestTextCollapsed(t *testing.T) {
+	var b bytes.Buffer
+	if err := Text(&b, sampleReport(), View{VerboseHint: "--verbose"}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "PASS ") || strings.Contains(out, "SKIP ") {
+		t.Errorf("passes or skips shown without Verbose:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "\n1 pass and 1 skip not shown; add --verbose to list them.\n") {
+		t.Errorf("no hint at the end:\n%s", out)
+	}
+	for _, want := range []string{"FAIL port.rate mlx5_0/1: ", "\nWARN ctr.downed mlx5_5/1 (unknown)\n", "     evidence: rate file\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	// A clean report says so instead of listing nothing.
+	r := &Report{Version: SchemaVersion, Status: Pass, Summary: Summary{Pass: 1},
+		Findings: []Finding{{Check: "port.phys", Severity: Pass, Target: "mlx5_0/1", Observed: "5: LinkUp"}}}
+	b.Reset()
+	_ = Text(&b, r, View{})
+	if out := b.String(); !strings.Contains(out, "\nNo problems: no check failed or warned.\n") || !strings.HasSuffix(out, "\n1 pass and 0 skip not shown.\n") {
+		t.Errorf("clean report:\n%s", out)
+	}
+}
+
+// TestTextColor: escape codes only when asked for, on the severities.
+func TestTextColor(t *testing.T) {
+	var b bytes.Buffer
+	if err := Text(&b, sampleReport(), View{Color: true, Verbose: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"\x1b[1;31mrdma_doctor diagnose: FAIL: ", "\x1b[1;31mFAIL\x1b[0m port.rate mlx5_0/1: ", "\x1b[33mWARN\x1b[0m ctr.downed mlx5_5/1 (unknown)\n", "\x1b[32mPASS\x1b[0m port.phys"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("coloured text lacks %q:\n%q", want, out)
+		}
 	}
 }
 
@@ -109,7 +165,7 @@ func TestJSON(t *testing.T) {
 			t.Errorf("docs/diagnose-schema.md does not document field %q", k)
 		}
 	}
-	if !strings.Contains(string(doc), "version") || !regexp.MustCompile(`(?m)^Current version: `+"`1`").Match(doc) {
+	if !strings.Contains(string(doc), "version") || !regexp.MustCompile(`(?m)^Current version: `+fmt.Sprintf("`%d`", SchemaVersion)).Match(doc) {
 		t.Errorf("docs/diagnose-schema.md must state the current version")
 	}
 }
@@ -137,16 +193,23 @@ func TestHTML(t *testing.T) {
 	for _, want := range []string{
 		"<title>rdma_doctor diagnose: FAIL on node1</title>",
 		`<header class="fail">`,
-		`<h2 id="fail">Failures (2)</h2>`,
-		`<tr class="fail"><td class="sev">FAIL</td><td class="check"><code>port.rate</code><br><span class="muted">Link rate as expected</span></td><td class="target">mlx5_0/1</td>`,
-		"check the switch-port speed setting &lt;and&gt; the &#34;cable&#34;", // escaped
-		`<span class="unknown">unknown</span>`,
+		`<h2 id="problems">Problems (3), worst first</h2>`,
+		`<li class="problem fail">
+<div class="line"><span class="sev">FAIL</span> <code class="check" title="Link rate as expected">port.rate</code> <span class="where">mlx5_0/1</span>: 56 Gb/sec (4X FDR), expected 200 Gb/sec (config_board_id)</div>
+<div class="fix"><span class="label">fix</span><code class="remedy">check the switch-port speed setting &lt;and&gt; the &#34;cable&#34;</code></div>
+<details><summary>Link rate as expected: evidence</summary>`,
+		`<td class="target">mlx5_5/1<span class="unknown">unknown</span></td>`,
 		`<summary>Passed (1)</summary>`,
 		`<summary>Skipped (1)</summary>`,
+		`<a href="?format=text&amp;verbose=1">`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
+	}
+	// The title once: in <title> and <h1>, never again in the page.
+	if n := strings.Count(out, "rdma_doctor diagnose"); n != 2 {
+		t.Errorf("title %d times, want <title> and <h1> only", n)
 	}
 	// Self-contained: no scripts, no external references.
 	if regexp.MustCompile(`(?i)<script|<link|src=|url\(|https?://|@import`).MatchString(out) {
@@ -175,18 +238,28 @@ func TestHandler(t *testing.T) {
 	}{
 		{"/diagnose", "", "text/plain", "rdma_doctor diagnose: FAIL"},
 		{"/diagnose", "*/*", "text/plain", "rdma_doctor diagnose: FAIL"},
-		{"/diagnose", "application/json", "application/json", `"version": 1`},
+		{"/diagnose", "application/json", "application/json", fmt.Sprintf(`"version": %d`, SchemaVersion)},
 		{"/diagnose", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "text/html", "<!DOCTYPE html>"},
 		{"/diagnose", "text/html;q=0.5, application/json", "application/json", `"findings"`},
 		{"/diagnose?format=json", "text/html", "application/json", `"findings"`},
 		{"/diagnose?format=html", "", "text/html", "<table"},
 		{"/diagnose?format=text", "application/json", "text/plain", "FAIL port.rate"},
 		{"/diagnose?format=nhc", "", "text/plain", "rdma_doctor: FAIL port.rate mlx5_0/1"},
+		{"/diagnose", "", "text/plain", "not shown; add ?verbose=1 to list them."},
+		{"/diagnose?verbose=1", "", "text/plain", "\nPASS port.phys mlx5_0/1: 5: LinkUp\n"},
+		{"/diagnose?format=text&verbose", "", "text/plain", "\nSKIP irq.local host: "},
+		{"/diagnose?verbose=true&format=json", "", "application/json", `"problems"`},
 	} {
 		w := get("GET", tc.target, tc.accept)
 		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), tc.ctype) || !strings.Contains(w.Body.String(), tc.body) {
 			t.Errorf("GET %s (Accept %q): %d %s\n%.200s", tc.target, tc.accept, w.Code, w.Header().Get("Content-Type"), w.Body.String())
 		}
+	}
+	if w := get("GET", "/diagnose?verbose=0", ""); strings.Contains(w.Body.String(), "PASS port.phys") {
+		t.Errorf("verbose=0 lists passes:\n%s", w.Body.String())
+	}
+	if w := get("GET", "/diagnose?verbose=yes", ""); w.Code != 400 || !strings.Contains(w.Body.String(), `verbose="yes"`) {
+		t.Errorf("bad verbose: %d %q", w.Code, w.Body.String())
 	}
 	w := get("GET", "/diagnose?format=yaml", "")
 	if w.Code != 400 || !strings.Contains(w.Body.String(), "text, json, html, nhc") || !strings.Contains(w.Body.String(), `"yaml"`) {

@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -213,9 +215,11 @@ func TestDiagnoseCLI(t *testing.T) {
 		{"fail", cx6, nil, 2, regexp.MustCompile(`^rdma_doctor diagnose: FAIL`), nil},
 		{"warn (saturated counters)", dgx, []string{"--check=ctr.*"}, 1, regexp.MustCompile(`(?m)^WARN ctr.downed mlx5_5/1 \(unknown\)$`), nil},
 		{"pass with --check", dgx, []string{"--check=port.phys,port.state"}, 0, regexp.MustCompile(`: PASS: 0 fail, 0 warn, 18 pass, 0 skip`), nil},
-		{"glob --check", cx6, []string{"--check", "port.*", "--check", "sm.present"}, 2, regexp.MustCompile(`(?m)^PASS sm.present mlx5_0/1`), nil},
+		{"glob --check", cx6, []string{"--check", "port.*", "--check", "sm.present", "--verbose"}, 2, regexp.MustCompile(`(?m)^PASS sm.present mlx5_0/1`), nil},
+		{"problems first, passes collapsed", cx6, nil, 2, regexp.MustCompile(`(?s)^rdma_doctor diagnose: FAIL: [^\n]*\n\nProblems \(\d+\), worst first:\nFAIL port.rate mlx5_0/1: 56 Gb/sec \(4X FDR\), expected 200 Gb/sec \(config_board_id\) — fix: mlx5_0/1 trained at FDR lanes.*\nDetails:\n.*\n\d+ pass and \d+ skip not shown; add --verbose to list them\.\n$`), nil},
+		{"demo host: nine ports, one line", dgx, nil, 2, regexp.MustCompile(`(?m)^WARN ctr.integrity on 9 ports \(mlx5_0/1, mlx5_1/1, mlx5_4/1, …, mlx5_bond_0/1\): excessive_buffer_overrun_errors unknown \(saturated\) — fix: clear the saturated counters so they count again: perfquery -C <device> -P 1 -R`), nil},
 		{"nhc", cx6, []string{"--format=nhc"}, 2, regexp.MustCompile(`^rdma_doctor: FAIL port.rate mlx5_0/1 56 Gb/sec \(4X FDR\), expected 200 Gb/sec \(config_board_id\) \(\+\d+ more\)\n$`), nil},
-		{"html", cx6, []string{"--format=html"}, 2, regexp.MustCompile(`(?s)^<!DOCTYPE html>.*Failures \(\d+\)`), nil},
+		{"html", cx6, []string{"--format=html"}, 2, regexp.MustCompile(`(?s)^<!DOCTYPE html>.*<h2 id="problems">Problems \(\d+\), worst first</h2>`), nil},
 		{"unknown format", cx6, []string{"--format=yaml"}, 3, nil, regexp.MustCompile(`--format="yaml": want one of text, json, html, nhc`)},
 		{"unknown check", cx6, []string{"--check=port.nope"}, 3, nil, regexp.MustCompile(`"port.nope" matches no check id`)},
 		{"bad config", append([]string{"--config.file=" + badCfg}, cx6[0]), nil, 3, nil, regexp.MustCompile(`line 4: thresholds.counters: unknown counter "symbol_errors"`)},
@@ -253,6 +257,44 @@ func TestDiagnoseCLI(t *testing.T) {
 	}
 	if r.Samples != 2 || r.WindowSeconds < 1 || len(r.Findings) != 2 || r.Findings[0].Severity != "pass" {
 		t.Errorf("--interval=1s: %+v", r)
+	}
+}
+
+// TestDiagnoseColorOnlyOnATerminal runs the CLI on a pseudo-terminal
+// (util-linux script): colours there, none with NO_COLOR or TERM=dumb, and
+// none through a pipe.
+func TestDiagnoseColorOnlyOnATerminal(t *testing.T) {
+	script := requireTool(t, "script")
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	args := append(append([]string{binary(t)}, hostArgs(t, "cx6-hdr-fdr")...), "diagnose", "--check=port.rate")
+	var line []string
+	for _, a := range args {
+		line = append(line, quote(a))
+	}
+	onTTY := func(env ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, script, "-qec", strings.Join(line, " "), "/dev/null")
+		cmd.Env = append(os.Environ(), env...)
+		out, _ := cmd.Output()
+		if !strings.Contains(string(out), "port.rate mlx5_0/1") {
+			t.Fatalf("script %v gave no report:\n%q", env, out)
+		}
+		return string(out)
+	}
+	const red = "\x1b[1;31mFAIL\x1b[0m port.rate mlx5_0/1: "
+	if out := onTTY("NO_COLOR=", "TERM=xterm"); !strings.Contains(out, red) {
+		t.Errorf("no colour on a terminal:\n%q", out)
+	}
+	for _, env := range [][]string{{"NO_COLOR=1", "TERM=xterm"}, {"NO_COLOR=", "TERM=dumb"}} {
+		if out := onTTY(env...); strings.Contains(out, "\x1b[") {
+			t.Errorf("escape codes on a terminal with %v:\n%q", env, out)
+		}
+	}
+	out, _, _ := diagnoseCLI(t, hostArgs(t, "cx6-hdr-fdr"), "--check=port.rate")
+	if strings.Contains(out, "\x1b[") || !strings.Contains(out, "FAIL port.rate mlx5_0/1: ") {
+		t.Errorf("escape codes (or no report) through a pipe:\n%q", out)
 	}
 }
 
@@ -352,16 +394,21 @@ func consoleProblems(stderr string) []string {
 }
 
 // TestDiagnoseHTMLInChromium loads /diagnose in a headless Chromium: the
-// page renders the failing checks, logs nothing to the console, and a
+// page renders the problems first, logs nothing to the console, and a
 // screenshot is kept. A control page with a script error and a blocked
-// external stylesheet proves the console detection works.
+// external stylesheet proves the console detection works. Then the demo
+// host's page (the widest: 26 findings, nine-port groups) is measured at
+// 1280×800: no horizontal scrolling, collapsed or with every <details>
+// open, the title once, the first problem and its fix on the first screen,
+// remedies selectable in one click; and the screenshot's right margin is
+// page background from the header down.
 func TestDiagnoseHTMLInChromium(t *testing.T) {
 	bin := requireTool(t, "chromium")
 	artifacts, err := os.MkdirTemp("", "rdma_doctor-diagnose-html-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("artifacts (screenshot, DOM, chromium log) kept in %s", artifacts)
+	t.Logf("artifacts (screenshots, DOM, chromium log) kept in %s", artifacts)
 
 	// Control: the detector must see a console error and a CSP violation.
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -380,11 +427,12 @@ func TestDiagnoseHTMLInChromium(t *testing.T) {
 	dom, stderr := runChromium(t, bin, append(chromiumFlags(filepath.Join(artifacts, "profile")), "--dump-dom", url)...)
 	_ = os.WriteFile(filepath.Join(artifacts, "diagnose.dom.html"), []byte(dom), 0o644)
 	_ = os.WriteFile(filepath.Join(artifacts, "chromium.log"), []byte(stderr), 0o644)
-	if !regexp.MustCompile(`<h2 id="fail">Failures \(\d+\)</h2>`).MatchString(dom) {
-		t.Errorf("rendered DOM has no failures heading")
+	if !regexp.MustCompile(`<h2 id="problems">Problems \(\d+\), worst first</h2>`).MatchString(dom) {
+		t.Errorf("rendered DOM has no problems heading")
 	}
 	for _, want := range []string{"<title>rdma_doctor diagnose: FAIL</title>",
-		"<code>port.rate</code>", `<td class="target">mlx5_0/1</td>`, `<td class="target">mlx5_1/1</td>`, "switch-port speed setting"} {
+		`<code class="check" title="Link rate as expected">port.rate</code> <span class="where">mlx5_0/1</span>`,
+		`<td class="target">mlx5_1/1</td>`, "switch-port speed setting", `<code class="remedy">`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered DOM lacks %q", want)
 		}
@@ -393,17 +441,165 @@ func TestDiagnoseHTMLInChromium(t *testing.T) {
 		t.Errorf("console output while loading /diagnose:\n%s", strings.Join(p, "\n"))
 	}
 
-	shot := filepath.Join(artifacts, "diagnose.png")
-	_, stderr = runChromium(t, bin, append(chromiumFlags(filepath.Join(artifacts, "profile-shot")),
-		"--hide-scrollbars", "--window-size=1400,1800", "--screenshot="+shot, url)...)
-	b, err := os.ReadFile(shot)
-	if err != nil || len(b) < 10000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
-		t.Errorf("screenshot %s: %d bytes, %v\n%s", shot, len(b), err, stderr)
+	// The demo host, measured in the browser. The page has no script (its
+	// policy forbids one), so a proxy serves the same bytes with a
+	// measuring script appended; the proxy's policy allows only that.
+	demo := start(t, hostArgs(t, "dgx-h100")...)
+	demoURL := "http://" + demo.addr + "/diagnose?format=html"
+	code, demoPage := demo.get(t, "/diagnose?format=html")
+	if code != 200 {
+		t.Fatalf("GET %s: %d\n%s", demoURL, code, demoPage)
 	}
-	if p := consoleProblems(stderr); len(p) > 0 {
-		t.Errorf("console output while taking the screenshot:\n%s", strings.Join(p, "\n"))
+	measured := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := demoPage
+		if r.URL.Query().Get("page") == "wide" { // control: a page that does scroll sideways
+			body = `<!DOCTYPE html><html><head><title>wide</title><style>div { width: 2000px; }</style></head><body><div>wide</div></body></html>`
+		}
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'")
+		fmt.Fprint(w, strings.Replace(body, "</body>", measureScript+"</body>", 1))
+	}))
+	defer measured.Close()
+	measure := func(page string) viewportMeasure {
+		t.Helper()
+		dom, stderr := runChromium(t, bin, append(chromiumFlags(filepath.Join(artifacts, "profile-measure-"+page)),
+			"--window-size=1280,800", "--dump-dom", measured.URL+"?page="+page)...)
+		_ = os.WriteFile(filepath.Join(artifacts, "measure-"+page+".dom.html"), []byte(dom), 0o644)
+		m := regexp.MustCompile(`<pre id="measure">([^<]*)</pre>`).FindStringSubmatch(dom)
+		if m == nil {
+			t.Fatalf("%s: the measuring script wrote nothing\n%.2000s\n%s", page, dom, stderr)
+		}
+		var v viewportMeasure
+		if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &v); err != nil {
+			t.Fatalf("%s: %v: %s", page, err, m[1])
+		}
+		if v.InnerWidth != 1280 {
+			t.Fatalf("%s: window is %d px wide, not 1280: --window-size did not apply", page, v.InnerWidth)
+		}
+		return v
 	}
-	t.Logf("screenshot: %s", shot)
+	if w := measure("wide"); w.ScrollWidth <= w.InnerWidth {
+		t.Fatalf("the measurement cannot see horizontal scrolling: a 2000 px page measured %+v", w)
+	}
+	v := measure("demo")
+	t.Logf("demo page at 1280×800: %+v", v)
+	if v.ScrollWidth > v.InnerWidth || v.OpenScrollWidth > v.InnerWidth {
+		t.Errorf("the page scrolls sideways at 1280 px: scrollWidth %d collapsed, %d with every <details> open, innerWidth %d",
+			v.ScrollWidth, v.OpenScrollWidth, v.InnerWidth)
+	}
+	if v.WidestRight > v.InnerWidth {
+		t.Errorf("an element ends at x=%d, right of the %d px window", v.WidestRight, v.InnerWidth)
+	}
+	if v.Titles != 1 {
+		t.Errorf("the visible text has the title %d times, want once", v.Titles)
+	}
+	if v.Problems < 5 || v.FirstFixBottom <= 0 || v.FirstFixBottom > v.InnerHeight {
+		t.Errorf("the first problem's fix is not on the first screen (bottom %d of %d px; %d problems)", v.FirstFixBottom, v.InnerHeight, v.Problems)
+	}
+	if v.RemedySelect != "all" {
+		t.Errorf("a remedy is not selected whole by one click: user-select %q", v.RemedySelect)
+	}
+	if v.Details < v.Problems {
+		t.Errorf("%d problems but %d expandable <details>", v.Problems, v.Details)
+	}
+
+	for _, shot := range []struct{ name, url string }{{"diagnose", url}, {"demo", demoURL}} {
+		file := filepath.Join(artifacts, shot.name+".png")
+		_, stderr = runChromium(t, bin, append(chromiumFlags(filepath.Join(artifacts, "profile-shot-"+shot.name)),
+			"--hide-scrollbars", "--window-size=1280,800", "--screenshot="+file, shot.url)...)
+		if p := consoleProblems(stderr); len(p) > 0 {
+			t.Errorf("console output while taking the screenshot of %s:\n%s", shot.name, strings.Join(p, "\n"))
+		}
+		if err := checkScreenshot(file); err != nil {
+			t.Errorf("screenshot %s: %v", file, err)
+		}
+		t.Logf("screenshot: %s", file)
+	}
+}
+
+// measureScript measures the page it is appended to and writes the
+// result into the DOM, where --dump-dom shows it.
+const measureScript = `<script>
+(function () {
+  var d = document.documentElement, m = {};
+  m.innerWidth = innerWidth; m.innerHeight = innerHeight; m.scrollWidth = d.scrollWidth;
+  m.titles = (document.body.innerText.match(/rdma_doctor diagnose/g) || []).length;
+  var ps = document.querySelectorAll("li.problem");
+  m.problems = ps.length;
+  m.details = document.querySelectorAll("li.problem details").length;
+  var fix = document.querySelector("li.problem .fix");
+  m.firstFixBottom = fix ? Math.ceil(fix.getBoundingClientRect().bottom) : 0;
+  var rem = document.querySelector("code.remedy");
+  m.remedySelect = rem ? getComputedStyle(rem).userSelect : "";
+  document.querySelectorAll("details").forEach(function (x) { x.open = true; });
+  m.openScrollWidth = d.scrollWidth;
+  var right = 0;
+  document.querySelectorAll("body *").forEach(function (el) {
+    var r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > right) { right = r.right; }
+  });
+  m.widestRight = Math.ceil(right);
+  var pre = document.createElement("pre");
+  pre.id = "measure"; pre.textContent = JSON.stringify(m);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+// viewportMeasure is what measureScript reports.
+type viewportMeasure struct {
+	InnerWidth      int    `json:"innerWidth"`
+	InnerHeight     int    `json:"innerHeight"`
+	ScrollWidth     int    `json:"scrollWidth"`
+	OpenScrollWidth int    `json:"openScrollWidth"`
+	WidestRight     int    `json:"widestRight"`
+	Titles          int    `json:"titles"`
+	Problems        int    `json:"problems"`
+	Details         int    `json:"details"`
+	FirstFixBottom  int    `json:"firstFixBottom"`
+	RemedySelect    string `json:"remedySelect"`
+}
+
+// checkScreenshot checks a 1280×800 screenshot's layout: a coloured
+// header band across the full width, then, down to the bottom, a right
+// margin of page background (#fafafa): nothing runs into the window's
+// edge, as a table wider than the window does.
+func checkScreenshot(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		return err
+	}
+	b := img.Bounds()
+	if b.Dx() != 1280 || b.Dy() != 800 {
+		return fmt.Errorf("%dx%d, want 1280x800", b.Dx(), b.Dy())
+	}
+	rgb := func(x, y int) [3]uint8 {
+		r, g, bl, _ := img.At(b.Min.X+x, b.Min.Y+y).RGBA()
+		return [3]uint8{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8)}
+	}
+	background := [3]uint8{0xfa, 0xfa, 0xfa}
+	header := rgb(1279, 2)
+	if header == background || rgb(0, 2) != header {
+		return fmt.Errorf("no header band across the top: %v at the left, %v at the right", rgb(0, 2), header)
+	}
+	y := 0
+	for y < 200 && rgb(1279, y) == header {
+		y++
+	}
+	if y == 0 || y == 200 {
+		return fmt.Errorf("header band ends at y=%d", y)
+	}
+	for ; y < 800; y++ {
+		for x := 1280 - 12; x < 1280; x++ {
+			if c := rgb(x, y); c != background {
+				return fmt.Errorf("pixel (%d,%d) in the right margin is %v, not the page background: something runs into the window's edge", x, y, c)
+			}
+		}
+	}
+	return nil
 }
 
 // TestDiagnoseNeverShowsOpenSMSecrets runs every format, from the CLI and
@@ -418,8 +614,9 @@ func TestDiagnoseNeverShowsOpenSMSecrets(t *testing.T) {
 	args := diagArgs(t, host)
 	e := start(t, args...) // start logs at debug level
 	for _, format := range []string{"text", "json", "html", "nhc"} {
-		out, stderr, _ := diagnoseCLI(t, append(args, "--log.level=debug"), "--format="+format)
-		_, page := e.get(t, "/diagnose?format="+format)
+		// --verbose and verbose=1: the passing findings carry evidence too.
+		out, stderr, _ := diagnoseCLI(t, append(args, "--log.level=debug"), "--format="+format, "--verbose")
+		_, page := e.get(t, "/diagnose?verbose=1&format="+format)
 		for what, s := range map[string]string{"CLI " + format: out + stderr, "/diagnose " + format: page} {
 			if m := secret.FindString(s); m != "" {
 				t.Errorf("%s shows the secret %s", what, m)

@@ -40,6 +40,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	only := cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
 		PlaceHolder("ID").Strings()
 	list := cmd.Flag("list-checks", "Print every check id with its title and exit.").Bool()
+	verbose := cmd.Flag("verbose", "Text format: also list every passed and skipped check (by default only problems and their details).").Short('v').Bool()
 	return func(ctx context.Context, a *App) int {
 		if *list {
 			for _, c := range diagnose.Checks() {
@@ -68,7 +69,8 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			errorf(os.Stderr, "diagnose: %v", err)
 			return exitCannotRun
 		}
-		if err := diagnose.Render(os.Stdout, r.report, *format); err != nil {
+		view := diagnose.View{Verbose: *verbose, Color: useColor(isTerminal(os.Stdout), os.Getenv), VerboseHint: "--verbose"}
+		if err := diagnose.Render(os.Stdout, r.report, *format, view); err != nil {
 			errorf(os.Stderr, "diagnose: %v", err)
 			return exitCannotRun
 		}
@@ -84,6 +86,13 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		}
 		return exitPass
 	}
+}
+
+// useColor decides whether the text report gets ANSI colours: only on a
+// terminal, and never with NO_COLOR set to anything (no-color.org) or
+// TERM=dumb. A pipe, a file or NHC never sees escape codes.
+func useColor(tty bool, getenv func(string) string) bool {
+	return tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
 }
 
 type diagnoseRun struct {
