@@ -21,10 +21,13 @@ func TestDriverHosts(t *testing.T) {
 		// infiniband collector errors the tree really has (a file left out
 		// because no recording has its value), each naming its file
 		ibErrors []string
-		info     map[string]map[string]string // device -> rdma_device_info labels
-		ports    map[string]map[string]string // device/port -> rdma_port_info labels
-		values   [][]string                   // metric, value, label pairs...
-		absent   []string                     // metrics no series of which may exist
+		// gpu collector errors the tree really has (the same: a PCI
+		// function whose IDs no recording gives)
+		gpuErrors []string
+		info      map[string]map[string]string // device -> rdma_device_info labels
+		ports     map[string]map[string]string // device/port -> rdma_port_info labels
+		values    [][]string                   // metric, value, label pairs...
+		absent    []string                     // metrics no series of which may exist
 	}
 	cases := map[string]want{
 		"efa-aws": {
@@ -63,8 +66,11 @@ func TestDriverHosts(t *testing.T) {
 			// the recording has no rate: the file is left out, and that is
 			// the one error (a real siw0 has the file)
 			ibErrors: []string{"siw0/ports/1/rate"},
-			info:     map[string]map[string]string{"siw0": {"node_type": "RNIC", "fw_ver": "", "sys_image_guid": "0x18c04dee0c320000"}},
-			ports:    map[string]map[string]string{"siw0/1": {"link_layer": "Ethernet", "speed": "", "width": ""}},
+			// nor the PCI IDs of its virtio NIC: the gpu collector, which
+			// reads every function's vendor, counts that one error
+			gpuErrors: []string{"devices/0000:00:01.0/vendor"},
+			info:      map[string]map[string]string{"siw0": {"node_type": "RNIC", "fw_ver": "", "sys_image_guid": "0x18c04dee0c320000"}},
+			ports:     map[string]map[string]string{"siw0/1": {"link_layer": "Ethernet", "speed": "", "width": ""}},
 			values: [][]string{
 				{"rdma_port_state", "4", "device", "siw0"},
 				{"rdma_port_capability_mask", "589824", "device", "siw0"},
@@ -81,7 +87,7 @@ func TestDriverHosts(t *testing.T) {
 
 			for _, s := range fams["rdma_scrape_collector_success"] {
 				c := s.labels["collector"]
-				wantOK := c != "infiniband" || len(w.ibErrors) == 0
+				wantOK := (c != "infiniband" || len(w.ibErrors) == 0) && (c != "gpu" || len(w.gpuErrors) == 0)
 				if (s.value == 1) != wantOK {
 					t.Errorf("collector %s success %v, want %v", c, s.value, wantOK)
 				}
@@ -89,8 +95,8 @@ func TestDriverHosts(t *testing.T) {
 			if s, _ := lookup(fams, "rdma_scrape_collector_errors", "collector", "infiniband"); int(s.value) != len(w.ibErrors) {
 				t.Errorf("infiniband collector errors %v, want %d", s.value, len(w.ibErrors))
 			}
-			log := e.settledLog(len(w.ibErrors), func(l string) int { return strings.Count(l, `msg="collector error"`) })
-			for _, f := range w.ibErrors {
+			log := e.settledLog(len(w.ibErrors)+len(w.gpuErrors), func(l string) int { return strings.Count(l, `msg="collector error"`) })
+			for _, f := range append(w.ibErrors, w.gpuErrors...) {
 				if !strings.Contains(log, f+": no such file") {
 					t.Errorf("no collector error naming %s\n%s", f, log)
 				}

@@ -99,6 +99,7 @@ var debianPackage = map[string]string{
 	"prometheus":              "prometheus",
 	"prometheus-alertmanager": "prometheus-alertmanager",
 	"promtool":                "prometheus",
+	"script":                  "bsdutils",
 	"sminfo":                  "infiniband-diags",
 	"strace":                  "strace",
 	"unshare":                 "util-linux",

@@ -266,7 +266,9 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // client_golang's metric families cost most of a scrape. The exporter's
 // own registry (go_*, process_*, probe, diagnose) is gathered as usual.
 func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
-	metrics := m.agg.Metrics(ctx)
+	// Clipped: concurrent scrapes share the aggregator's slice, and an
+	// append must copy it rather than write into its spare capacity.
+	metrics := slices.Clip(m.agg.Metrics(ctx))
 	for _, c := range m.parts {
 		metrics = append(metrics, collect(c)...)
 	}
