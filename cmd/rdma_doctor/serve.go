@@ -211,6 +211,9 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Method == http.MethodHead {
+		w = headOnly{w}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, m.timeout))
 	defer cancel()
 	if format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...); format.FormatType() == expfmt.TypeTextPlain {
@@ -227,6 +230,14 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
 }
+
+// headOnly answers a HEAD with the GET's status and headers: the body
+// is dropped here, because writing it to the connection fails over HTTP/2
+// (the request is over) and promhttp logs every failed metric family (110
+// ERROR lines a HEAD).
+type headOnly struct{ http.ResponseWriter }
+
+func (h headOnly) Write(p []byte) (int, error) { return len(p), nil }
 
 // serveText writes the text format as promhttp would, but the collectors'
 // samples go straight to the response (internal/expo): building
