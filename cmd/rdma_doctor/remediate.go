@@ -119,6 +119,12 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 		for _, c := range res.NotApplied {
 			fmt.Printf("NOT applied %-14s %s\n", c.Action, c.Target)
 		}
+		if errors.Is(err, remediate.ErrJournalDamaged) {
+			// Refused before any change, and plain rollback refuses the
+			// journal too: the error says what to run instead.
+			fmt.Fprintf(os.Stderr, "%s: remediate apply stopped: %v\n", name, err)
+			return remediateFailed
+		}
 		fmt.Fprintf(os.Stderr, "%s: remediate apply stopped: %v\n(`rdma_doctor remediate rollback` undoes what was applied)\n", name, err)
 		return remediateFailed
 	}
