@@ -83,7 +83,7 @@ func setupProbe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 func newProber(a *App, secretFile string) (*probe.Prober, error) {
 	cfg := &a.Config.Probe
 	p := &probe.Prober{
-		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.FS().Proc, Logger: a.Logger.With("component", "perftest")},
+		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.FS().Proc, Logger: a.Logger.With("component", "perftest"), Reaper: a.Reaper},
 		Sys:    a.Host.FS().Sys,
 		Config: cfg,
 		Logger: a.Logger.With("component", "probe"),

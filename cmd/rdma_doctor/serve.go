@@ -29,6 +29,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their
@@ -55,6 +56,12 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		if err := checkServeFlags(*metricsPath, *scrapeTO, *maxRequests); err != nil {
 			a.Kingpin.Fatalf("%v", err)
 		}
+		reaper, err := subprocess.NewReaper()
+		if err != nil {
+			a.Logger.Warn("what sminfo, iblinkinfo or perftest leave outside their process group will outlive them", "err", err)
+			reaper = nil
+		}
+		a.Reaper = reaper
 		s, err := newServer(ctx, a, *metricsPath, *maxRequests, *scrapeTO, *noExporterMx)
 		if err != nil {
 			a.Kingpin.Fatalf("%v", err)
@@ -94,7 +101,7 @@ func checkServeFlags(metricsPath string, scrapeTO time.Duration, maxRequests int
 // sminfo runner), the probe scheduler and responder, and /metrics. The
 // work that runs in the background lasts as long as ctx.
 func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int, scrapeTO time.Duration, noExporterMetrics bool) (*Server, error) {
-	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, a.Collectors, scrapeTO)
+	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Reaper: a.Reaper}, a.Collectors, scrapeTO)
 	if err != nil {
 		return nil, err
 	}

@@ -277,19 +277,20 @@ func (r *Reaper) scan() []procInfo {
 	}
 }
 
-// stat reads /proc/<pid>/stat: one line of a few hundred bytes.
+// stat reads /proc/<pid>/stat: one line of a few hundred bytes. Raw
+// system calls: a sweep reads one per process on the host.
 func (r *Reaper) stat(pid int) (procInfo, error) {
-	f, err := os.Open(r.proc + "/" + strconv.Itoa(pid) + "/stat")
+	fd, err := unix.Open(r.proc+"/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return procInfo{}, err
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	var buf [1024]byte
-	n, err := f.Read(buf[:])
+	n, err := unix.Read(fd, buf[:])
 	if err != nil {
 		return procInfo{}, err
 	}
-	return parseStat(pid, buf[:n])
+	return parseStat(pid, buf[:max(n, 0)])
 }
 
 // parseStat parses the fields of a stat line a sweep uses. The command
@@ -303,9 +304,21 @@ func parseStat(pid int, b []byte) (procInfo, error) {
 	// Fields from 3 on: state ppid pgrp session tty_nr tpgid flags minflt
 	// cminflt majflt cmajflt utime stime cutime cstime priority nice
 	// num_threads itrealvalue starttime.
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 20 {
-		return procInfo{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 20 or more", pid, len(f))
+	var f [20][]byte
+	n := 0
+	for rest := b[i+1:]; n < len(f); n++ {
+		rest = bytes.TrimLeft(rest, " \n")
+		if len(rest) == 0 {
+			break
+		}
+		end := bytes.IndexAny(rest, " \n")
+		if end < 0 {
+			end = len(rest)
+		}
+		f[n], rest = rest[:end], rest[end:]
+	}
+	if n < len(f) {
+		return procInfo{}, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 20 or more", pid, n)
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgid, err2 := strconv.Atoi(string(f[2]))
@@ -313,7 +326,7 @@ func parseStat(pid int, b []byte) (procInfo, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return procInfo{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return procInfo{pid: pid, ppid: ppid, pgid: pgid, start: start, zombie: string(f[0]) == "Z"}, nil
+	return procInfo{pid: pid, ppid: ppid, pgid: pgid, start: start, zombie: len(f[0]) == 1 && f[0][0] == 'Z'}, nil
 }
 
 // holds reports whether pid has the pipe of inode ino open.
