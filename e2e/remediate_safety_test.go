@@ -309,3 +309,27 @@ func TestRemediateSafetyDamagedJournal(t *testing.T) {
 		})
 	}
 }
+
+// TestRemediateSafetyFIFOJournal: a FIFO in place of the journal (a
+// rollback used to block on it forever) is refused at once by rollback,
+// rollback --force and apply, with one line naming it, and left alone.
+func TestRemediateSafetyFIFOJournal(t *testing.T) {
+	_, root := copyFixture(t, "numa-remote")
+	journal := filepath.Join(root, remediate.JournalPath)
+	if err := os.MkdirAll(filepath.Dir(journal), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(journal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"remediate", "rollback"}, {"remediate", "rollback", "--force"}, {"remediate", "apply", "--yes"}} {
+		_, stderr, code := remediateCLI(t, root, args...)
+		if code != 1 || !strings.Contains(stderr, remediate.JournalPath) || !strings.Contains(stderr, "not a regular file") ||
+			strings.Count(strings.TrimSuffix(stderr, "\n"), "\n") != 0 {
+			t.Errorf("%v: exit %d, %q; want exit 1 and one line saying the journal is not a regular file", args, code, stderr)
+		}
+	}
+	if fi, err := os.Lstat(journal); err != nil || fi.Mode().Type() != os.ModeNamedPipe {
+		t.Errorf("the FIFO journal was not left alone: %v, %v", fi, err)
+	}
+}

@@ -119,9 +119,9 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 		for _, c := range res.NotApplied {
 			fmt.Printf("NOT applied %-14s %s\n", c.Action, c.Target)
 		}
-		if errors.Is(err, remediate.ErrJournalDamaged) {
-			// Refused before any change, and plain rollback refuses the
-			// journal too: the error says what to run instead.
+		if res.Untouched {
+			// Refused before any change (a damaged journal, which plain
+			// rollback refuses too): the error says what to do instead.
 			fmt.Fprintf(os.Stderr, "%s: remediate apply stopped: %v\n", name, err)
 			return remediateFailed
 		}
