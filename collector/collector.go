@@ -22,6 +22,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // Collector produces metrics for one concern from a host snapshot.
@@ -38,6 +39,9 @@ type Env struct {
 	Host   *host.Host
 	Config *config.Config
 	Logger *slog.Logger
+	// Reaper starts the background runners' programs (sminfo,
+	// iblinkinfo) and kills what they leave behind; nil: none.
+	Reaper *subprocess.Reaper
 }
 
 // Aggregator runs the enabled collectors.

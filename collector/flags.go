@@ -52,7 +52,7 @@ var Table = []Spec{
 		func(env Env, f *Flags) (Collector, error) {
 			return NewFabricCollector(env, fabric.RunnerConfig{
 				Path: f.Fabric.Path, Args: fabric.Args(f.Fabric.CA, f.Fabric.Port),
-				Interval: f.Fabric.Interval, Timeout: f.Fabric.Timeout, Logger: env.Logger,
+				Interval: f.Fabric.Interval, Timeout: f.Fabric.Timeout, Logger: env.Logger, Reaper: env.Reaper,
 			}, f.Fabric.DegradedOnly), nil
 		}},
 }

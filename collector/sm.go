@@ -17,6 +17,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // SMOptions configure the sm collector's sminfo runner. OpenSMConfig is
@@ -48,7 +49,7 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 	pl := []string{"device", "port"}
 	c := &SMCollector{
 		logger: env.Logger,
-		runner: NewSMRunner(env.Host, o, env.Logger),
+		runner: NewSMRunner(env.Host, o, env.Logger, env.Reaper),
 		success: desc("rdma_sm_sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM answered, unusable output); "+
 			"absent while sminfo cannot run on this host (not installed, no access to /dev/infiniband/umad*), which rdma_sm_sminfo_failures_total still counts.", pl...),
 		runs:        desc("rdma_sm_sminfo_runs_total", "sminfo runs through this port.", pl...),
@@ -84,10 +85,11 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 }
 
 // NewSMRunner is the sminfo runner of o on h's ACTIVE InfiniBand ports:
-// the sm collector's, and the diagnose command's one-off rounds.
-func NewSMRunner(h *host.Host, o SMOptions, logger *slog.Logger) *sm.Runner {
+// the sm collector's, and the diagnose command's one-off rounds (reaper
+// nil).
+func NewSMRunner(h *host.Host, o SMOptions, logger *slog.Logger, reaper *subprocess.Reaper) *sm.Runner {
 	return sm.NewRunner(sm.RunnerConfig{
-		Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: logger,
+		Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: logger, Reaper: reaper,
 		// The ports' state comes from a class a scrape read within the
 		// interval when there is one: no class read of its own per round.
 		Targets: func(ctx context.Context) ([]sm.Target, error) {

@@ -4,6 +4,9 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,5 +151,86 @@ func TestHungReadCostsOneFile(t *testing.T) {
 	case <-exited:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("SIGTERM did not end the server while a read was stuck\n%s", e.stderr.String())
+	}
+}
+
+// hungSeries are series of other files than the wedged one, which every
+// scrape must keep, on mlx5_0 itself and on another device.
+var hungSeries = []string{
+	`rdma_port_symbol_errors_total{device="mlx5_1",port="1"}`,
+	`rdma_port_link_downed_total{device="mlx5_0",port="1"}`,
+	`rdma_device_numa_node{device="mlx5_0"}`,
+}
+
+// TestHungReadLoad: TestLoad's requests (2,000; 20,000 in make bench) at
+// concurrency 16 with one counter's read wedged forever, /metrics and
+// /diagnose alternating: every one answers 200, every /metrics keeps
+// every other series, leaves the wedged one out and counts it stuck, and
+// the server's threads stay flat (a thread per scrape would be 1,000
+// more).
+func TestHungReadLoad(t *testing.T) {
+	mnt, _ := slowfsMount(t, "dgx-h100")
+	e := start(t, "--path.rootfs="+mnt, "--scrape.timeout=2s", "--collector.sm.sminfo-path=/nonexistent/sminfo")
+	const conc = 16
+	client := loadClient(conc)
+	defer client.CloseIdleConnections()
+	base := "http://" + e.addr
+	check := func(path string, body []byte) error {
+		if path != "/metrics" {
+			return nil
+		}
+		for _, want := range hungSeries {
+			if !bytes.Contains(body, []byte(want)) {
+				return fmt.Errorf("lost %s", want)
+			}
+		}
+		if bytes.Contains(body, []byte(`rdma_port_symbol_errors_total{device="mlx5_0",port="1"}`)) {
+			return fmt.Errorf("the wedged counter has a value")
+		}
+		if !bytes.Contains(body, []byte("rdma_host_reads_stuck 1\n")) {
+			return fmt.Errorf("rdma_host_reads_stuck is not 1")
+		}
+		return nil
+	}
+	// The first scrape may wait out the stuck read's device.
+	if _, errs := hammer(client, base, []string{"/metrics"}, 1, 1); len(errs) > 0 {
+		t.Fatalf("first scrape: %v\n%s", errs, e.stderr.String())
+	}
+	if _, errs := hammerCheck(client, base, []string{"/metrics", "/diagnose"}, 100, conc, check); len(errs) > 0 {
+		t.Fatalf("warm-up: %d errors:\n%s\n%s", len(errs), strings.Join(errs, "\n"), e.stderr.String())
+	}
+	warm := threads(t, e.cmd.Process.Pid)
+	requests := loadRequests(t)
+	begin := time.Now()
+	_, errs := hammerCheck(client, base, []string{"/metrics", "/diagnose"}, requests, conc, check)
+	if len(errs) > 0 {
+		t.Fatalf("%d errors (first 20):\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+	n := threads(t, e.cmd.Process.Pid)
+	t.Logf("%d requests in %s with a read stuck; threads %d after the warm-up, %d after", requests, time.Since(begin).Round(time.Millisecond), warm, n)
+	// Concurrent scrapes may wake a few more threads than the warm-up
+	// did; a leak is one per scrape.
+	if n > warm+conc+20 {
+		t.Errorf("threads %d after the warm-up, %d after %d requests: a thread per scrape leaks", warm, n, requests)
+	}
+}
+
+// TestHungReadDiagnoseCLI: "rdma_doctor diagnose" on a host with a read
+// wedged forever ends at its sample timeout (30 s) instead of hanging,
+// judges the other devices and exits with their verdict, not 3 (could
+// not run).
+func TestHungReadDiagnoseCLI(t *testing.T) {
+	mnt, _ := slowfsMount(t, "dgx-h100")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), "--path.rootfs="+mnt, "--collector.sm.sminfo-path=/nonexistent/sminfo", "diagnose", "--format=text")
+	begin := time.Now()
+	out, stderr, code := runCmd(t, cmd)
+	if ctx.Err() != nil {
+		t.Fatalf("diagnose still ran after 2 minutes with a read stuck\n%s", stderr)
+	}
+	t.Logf("diagnose ended after %s, exit %d", time.Since(begin).Round(time.Millisecond), code)
+	if code != 1 || !strings.Contains(out, "ctr.downed mlx5_1/1") || !strings.Contains(out, "PASS irq.local mlx5_0") {
+		t.Errorf("exit %d, want 1 (the fixture's warnings) with mlx5_1 and mlx5_0 judged\n%s\n%s", code, out, stderr)
 	}
 }

@@ -55,6 +55,12 @@ func loadClient(conc int) *http.Client {
 // returns every request's latency and the errors (a transport error or a
 // status other than 200).
 func hammer(client *http.Client, base string, paths []string, n, conc int) ([]time.Duration, []string) {
+	return hammerCheck(client, base, paths, n, conc, nil)
+}
+
+// hammerCheck is hammer with every answer's body also given to check
+// (when not nil), whose error counts as the request's.
+func hammerCheck(client *http.Client, base string, paths []string, n, conc int, check func(path string, body []byte) error) ([]time.Duration, []string) {
 	var (
 		mu   sync.Mutex
 		errs []string
@@ -71,10 +77,18 @@ func hammer(client *http.Client, base string, paths []string, n, conc int) ([]ti
 				begin := time.Now()
 				resp, err := client.Get(base + path)
 				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
+					var body []byte
+					if check != nil {
+						body, err = io.ReadAll(resp.Body)
+					} else {
+						_, err = io.Copy(io.Discard, resp.Body)
+					}
 					resp.Body.Close()
 					if err == nil && resp.StatusCode != http.StatusOK {
 						err = fmt.Errorf("HTTP %d", resp.StatusCode)
+					}
+					if err == nil && check != nil {
+						err = check(path, body)
 					}
 				}
 				lat[i] = time.Since(begin)

@@ -255,15 +255,19 @@ func TestRemediateSafetyKilledApply(t *testing.T) {
 	}
 }
 
-// Damaged journals through the binary: an empty file, a hand-edited
-// journal without entries and a real one followed by garbage are refused
-// by rollback and apply (exit 1, one error naming the journal and
-// --force) with the tree unchanged; rollback --force then restores what
+// Damaged journals through the binary: an empty file, one of white space
+// only, hand-edited journals without entries (a header, an empty object)
+// and a real one followed by garbage are refused by rollback and apply
+// (exit 1, one line of error naming the journal and --force) with the
+// tree unchanged; rollback --force then says what it does, restores what
 // the journal holds and leaves the original tree.
 func TestRemediateSafetyDamagedJournal(t *testing.T) {
 	for _, tc := range []struct{ name, content, says string }{
-		{"empty", "", "is empty"},
+		{"empty", "", "is empty (0 bytes)"},
+		{"white space", "\n  \t\n", "holds only white space (5 bytes)"},
 		{"no entries", `{"version": 2, "entries": [], "complete": true}` + "\n", "holds no entries"},
+		{"header only", `{"version": 2}` + "\n", "is truncated (no end marker)"},
+		{"empty object", "{}\n", "holds no version and no entries"},
 		{"trailing garbage", "", "has data after its end"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,16 +295,41 @@ func TestRemediateSafetyDamagedJournal(t *testing.T) {
 			}
 			for _, args := range [][]string{{"remediate", "rollback"}, {"remediate", "apply", "--yes"}} {
 				_, stderr, code := remediateCLI(t, root, args...)
-				if code != 1 || !strings.Contains(stderr, remediate.JournalPath) || !strings.Contains(stderr, tc.says) || !strings.Contains(stderr, "rollback --force") {
-					t.Errorf("%v: exit %d, %q; want exit 1 naming the journal, %q and --force", args, code, stderr, tc.says)
+				if code != 1 || !strings.Contains(stderr, remediate.JournalPath) || !strings.Contains(stderr, tc.says) || !strings.Contains(stderr, "rollback --force") ||
+					strings.Count(strings.TrimSuffix(stderr, "\n"), "\n") != 0 {
+					t.Errorf("%v: exit %d, %q; want exit 1 and one line naming the journal, %q and --force", args, code, stderr, tc.says)
 				}
 			}
 			diffR(t, damaged, root)
 			out, stderr, code := remediateCLI(t, root, "remediate", "rollback", "--force")
-			if code != 0 || !strings.Contains(out, "journal removed") || !strings.Contains(stderr, "rollback --force: ") {
+			if code != 0 || !strings.Contains(out, "journal removed") || !strings.Contains(stderr, "rollback --force: ") || !strings.Contains(stderr, tc.says) {
 				t.Fatalf("rollback --force: exit %d\n%s\n%s", code, out, stderr)
 			}
 			diffR(t, orig, root)
 		})
+	}
+}
+
+// TestRemediateSafetyFIFOJournal: a FIFO in place of the journal (a
+// rollback used to block on it forever) is refused at once by rollback,
+// rollback --force and apply, with one line naming it, and left alone.
+func TestRemediateSafetyFIFOJournal(t *testing.T) {
+	_, root := copyFixture(t, "numa-remote")
+	journal := filepath.Join(root, remediate.JournalPath)
+	if err := os.MkdirAll(filepath.Dir(journal), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(journal, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"remediate", "rollback"}, {"remediate", "rollback", "--force"}, {"remediate", "apply", "--yes"}} {
+		_, stderr, code := remediateCLI(t, root, args...)
+		if code != 1 || !strings.Contains(stderr, remediate.JournalPath) || !strings.Contains(stderr, "not a regular file") ||
+			strings.Count(strings.TrimSuffix(stderr, "\n"), "\n") != 0 {
+			t.Errorf("%v: exit %d, %q; want exit 1 and one line saying the journal is not a regular file", args, code, stderr)
+		}
+	}
+	if fi, err := os.Lstat(journal); err != nil || fi.Mode().Type() != os.ModeNamedPipe {
+		t.Errorf("the FIFO journal was not left alone: %v, %v", fi, err)
 	}
 }

@@ -118,6 +118,57 @@ cat `+smToolFixture(t, "sminfo-master-ibsim.txt")+"\n")
 	}
 }
 
+// TestSminfoEscapesLeaveNoOrphans: a fake sminfo that answers (exit 0)
+// after two children of it left its process group (setsid), one holding
+// its output and one not. The group kill cannot reach them; the server,
+// their subreaper, kills them when the run ends: after several rounds
+// every run was a success (the one holding the output did not make the
+// run wait for it and fail) and no process of any run is left in /proc,
+// not even as a zombie.
+func TestSminfoEscapesLeaveNoOrphans(t *testing.T) {
+	root := subUmadHost(t)
+	dir := t.TempDir()
+	children := filepath.Join(dir, "children")
+	orphan := filepath.Join(dir, "orphan")
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sleep, orphan); err != nil {
+		t.Fatal(err)
+	}
+	// Each child writes its pid from inside its new session, and sminfo
+	// waits for both: only then have they escaped.
+	fake := smFakeTool(t, "sminfo", `a=$(mktemp -p `+dir+`) b=$(mktemp -p `+dir+`)
+setsid sh -c 'echo $$ >'$a'; exec `+orphan+` 1000' &
+setsid sh -c 'echo $$ >'$b'; exec `+orphan+` 1000' >/dev/null 2>&1 </dev/null &
+until [ -s $a ] && [ -s $b ]; do sleep 0.01; done
+cat $a $b >>`+children+`
+cat `+smToolFixture(t, "sminfo-master-ibsim.txt")+"\n")
+	t.Cleanup(func() { subKillStrays(t, fake, orphan) })
+	e := start(t, "--path.rootfs="+root, "--collector.sm.sminfo-path="+fake, "--collector.sm.sminfo-interval=200ms")
+	const rounds = 4
+	pids := subWaitPids(t, children, 2*rounds)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left []int
+		for _, pid := range pids {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("escaped children %v of sminfo are still in /proc (of %v)\n%s", left, pids, e.stderr.String())
+		}
+	}
+	body := smWaitFor(t, e.addr, `rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1`)
+	if !hasSeries(body, `rdma_sm_sminfo_failures_total{device="mlx5_0",port="1"} 0`) || strings.Contains(e.stderr.String(), "sminfo failed") {
+		t.Errorf("sminfo runs failed:\n%s\n%s", smGrep(body, "rdma_sm_sminfo"), e.stderr.String())
+	}
+}
+
 // TestIblinkinfoEndlessOutput: after one good scan, the fake iblinkinfo
 // prints distinct links without end (the way 1 GB of links reached 4.4 GB
 // of RSS). With an hour-long timeout only the output cap can stop it: the

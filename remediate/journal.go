@@ -112,8 +112,11 @@ func readJournal(w Writer) ([]byte, error) {
 
 // parseJournal accepts only a journal exactly as save writes it.
 func parseJournal(b []byte) (*Journal, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, damaged("is empty (%d bytes)", len(b))
+	switch {
+	case len(b) == 0:
+		return nil, damaged("is empty (0 bytes)")
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil, damaged("holds only white space (%d bytes)", len(b))
 	}
 	var j Journal
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -126,6 +129,10 @@ func parseJournal(b []byte) (*Journal, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, damaged("has data after its end (from byte %d)", dec.InputOffset())
+	}
+	if j.Version == 0 && len(j.Entries) == 0 && !j.Complete {
+		// "{}" or "null": no version to refuse it by, nothing to restore.
+		return nil, damaged("holds no version and no entries (an apply never writes such a journal: edited by hand?)")
 	}
 	if err := checkJournal(&j); err != nil {
 		return nil, err

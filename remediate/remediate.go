@@ -164,6 +164,10 @@ func MakePlan(in *Input, actions []Action) *Plan {
 type Result struct {
 	Applied    []Change
 	NotApplied []Change
+	// Untouched is set when the run stopped before its first change (the
+	// lock was held, the journal was refused): there is nothing to roll
+	// back.
+	Untouched bool
 }
 
 // Apply makes the changes in order, journaling each path's undo data
@@ -174,7 +178,7 @@ type Result struct {
 func Apply(w Writer, changes []Change) (r Result, err error) {
 	release, err := w.Lock()
 	if err != nil {
-		r.NotApplied = changes
+		r.NotApplied, r.Untouched = changes, true
 		return r, err
 	}
 	defer func() {
@@ -187,7 +191,7 @@ func Apply(w Writer, changes []Change) (r Result, err error) {
 		j, err = &Journal{}, nil
 	}
 	if err != nil {
-		r.NotApplied = changes
+		r.NotApplied, r.Untouched = changes, true
 		return r, err
 	}
 	for i, c := range changes {

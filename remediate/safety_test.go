@@ -208,6 +208,9 @@ func TestRemediateSafetyDamagedJournalRefused(t *testing.T) {
 		"blank":          []byte("\n \n"),
 		"no entries":     []byte(`{"version": 2, "entries": [], "complete": true}`),
 		"null entries":   []byte(`{"version": 2, "entries": null, "complete": true}`),
+		"header only":    []byte(`{"version": 2}`),
+		"empty object":   []byte(`{}`),
+		"null":           []byte("null\n"),
 		"trailing bytes": append(append([]byte{}, real...), "garbage"...),
 		"second object":  append(append([]byte{}, real...), `{"version": 2}`...),
 		"cut":            cutAfterEntries(t, real, 2),
@@ -241,9 +244,13 @@ func TestRemediateSafetyDamagedJournalRefused(t *testing.T) {
 // the state it was in: the tree is as before the journal was written.
 func TestRemediateSafetyForceEmptyJournal(t *testing.T) {
 	for name, content := range map[string]string{
-		"empty":      "",
-		"no entries": `{"version": 2, "entries": [], "complete": true}`,
-		"cut early":  `{"version": 2, "entr`,
+		"empty":        "",
+		"blank":        " \n\t\n",
+		"no entries":   `{"version": 2, "entries": [], "complete": true}`,
+		"header only":  `{"version": 2}`,
+		"empty object": `{}`,
+		"null":         "null",
+		"cut early":    `{"version": 2, "entr`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			root := copyHost(t, "numa-remote")

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // Defaults of a Runner.
@@ -61,6 +62,10 @@ type Runner struct {
 	// its client; 0 means 3 s.
 	ServerGrace time.Duration
 	Logger      *slog.Logger
+	// Reaper, when set, starts the perftest processes and kills what they
+	// leave outside their process group (the server's, which is its
+	// subreaper, must start every child through it).
+	Reaper *subprocess.Reaper
 }
 
 // Outcome is what one process did.
@@ -442,7 +447,7 @@ func (r *Runner) start(ctx context.Context, o *Outcome, path string, args []stri
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		if err := r.Reaper.Start(cmd); err != nil {
 			started <- err
 			return
 		}
@@ -476,8 +481,10 @@ func (r *Runner) reap(ctx context.Context, o *Outcome, cmd *exec.Cmd, dir string
 	defer os.RemoveAll(dir)
 	werr := cmd.Wait()
 	close(exited)
-	// The leader is gone; anything it left in its group goes too.
+	// The leader is gone; anything it left in its group goes too, and
+	// with a reaper what left the group.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	r.Reaper.Finish(cmd.Process.Pid)
 	o.Wall = time.Since(o.started)
 	o.Stdout, o.Stderr = o.stdout.Bytes(), o.stderr.Bytes()
 	o.mu.Lock()

@@ -154,5 +154,5 @@ func newSMRunner(a *App) *sm.Runner {
 	if !a.Collectors.Enabled("sm") {
 		return nil
 	}
-	return collector.NewSMRunner(a.Host, a.Collectors.SM, slog.New(slog.DiscardHandler))
+	return collector.NewSMRunner(a.Host, a.Collectors.SM, slog.New(slog.DiscardHandler), nil)
 }

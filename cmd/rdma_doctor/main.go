@@ -30,6 +30,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -44,6 +45,9 @@ type App struct {
 	Config     *config.Config
 	Collectors *collector.Flags
 	Logger     *slog.Logger
+	// Reaper starts the programs a long-running command runs (serve sets
+	// it); nil elsewhere.
+	Reaper *subprocess.Reaper
 	// Kingpin is the application, for commands that report usage errors.
 	Kingpin *kingpin.Application
 }

@@ -90,7 +90,7 @@ func newProber(a *App, secretFile string) (*probe.Prober, error) {
 		a.Logger.Info("removed perftest work directories of killed runs", "count", n)
 	}
 	p := &probe.Prober{
-		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.FS().Proc, Logger: a.Logger.With("component", "perftest")},
+		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.FS().Proc, Logger: a.Logger.With("component", "perftest"), Reaper: a.Reaper},
 		Sys:    a.Host.FS().Sys,
 		Config: cfg,
 		Logger: a.Logger.With("component", "probe"),

@@ -119,6 +119,12 @@ func runApply(w remediate.Writer, plan *remediate.Plan, yes bool) int {
 		for _, c := range res.NotApplied {
 			fmt.Printf("NOT applied %-14s %s\n", c.Action, c.Target)
 		}
+		if res.Untouched {
+			// Refused before any change (a damaged journal, which plain
+			// rollback refuses too): the error says what to do instead.
+			errorf(os.Stderr, "remediate apply stopped: %v", err)
+			return remediateFailed
+		}
 		errorf(os.Stderr, "remediate apply stopped: %v; `rdma_doctor remediate rollback` undoes what was applied", err)
 		return remediateFailed
 	}

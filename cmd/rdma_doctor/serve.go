@@ -31,6 +31,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their
@@ -62,6 +63,12 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			errorf(os.Stderr, "%v", err)
 			return 1
 		}
+		reaper, err := subprocess.NewReaper()
+		if err != nil {
+			a.Logger.Warn("what sminfo, iblinkinfo or perftest leave outside their process group will outlive them", "err", err)
+			reaper = nil
+		}
+		a.Reaper = reaper
 		s, err := newServer(ctx, a, *metricsPath, *maxRequests, *scrapeTO, *noExporterMx)
 		if err != nil {
 			errorf(os.Stderr, "%v", err)
@@ -120,7 +127,7 @@ func checkListenAddresses(f *web.FlagConfig) error {
 // sminfo runner), the probe scheduler and responder, and /metrics. The
 // work that runs in the background lasts as long as ctx.
 func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int, scrapeTO time.Duration, noExporterMetrics bool) (*Server, error) {
-	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, a.Collectors, scrapeTO)
+	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Reaper: a.Reaper}, a.Collectors, scrapeTO)
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +251,9 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Method == http.MethodHead {
+		w = headOnly{w}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, m.timeout))
 	defer cancel()
 	if format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...); format.FormatType() == expfmt.TypeTextPlain {
@@ -260,6 +270,14 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
 }
+
+// headOnly answers a HEAD with the GET's status and headers: the body
+// is dropped here, because writing it to the connection fails over HTTP/2
+// (the request is over) and promhttp logs every failed metric family (110
+// ERROR lines a HEAD).
+type headOnly struct{ http.ResponseWriter }
+
+func (h headOnly) Write(p []byte) (int, error) { return len(p), nil }
 
 // serveText writes the text format as promhttp would, but the collectors'
 // samples go straight to the response (internal/expo): building

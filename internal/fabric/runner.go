@@ -29,6 +29,8 @@ type RunnerConfig struct {
 	MaxOutput int
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// Reaper, when set, starts iblinkinfo and kills what it leaves behind.
+	Reaper *subprocess.Reaper
 }
 
 // DefaultMaxOutput is the default cap on one scan's output: 64 MiB. A
@@ -104,6 +106,7 @@ func (r *Runner) RunOnce(ctx context.Context) {
 		Args:      r.cfg.Args,
 		Timeout:   r.cfg.Timeout,
 		MaxOutput: r.cfg.MaxOutput,
+		Reaper:    r.cfg.Reaper,
 		Stdout: func(rd io.Reader) error {
 			var perr error
 			fab, perr = Parse(rd)

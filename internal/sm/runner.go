@@ -29,6 +29,8 @@ type RunnerConfig struct {
 	// Targets lists the ports to query on each run.
 	Targets func(ctx context.Context) ([]Target, error)
 	Logger  *slog.Logger
+	// Reaper, when set, starts sminfo and kills what it leaves behind.
+	Reaper *subprocess.Reaper
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -166,6 +168,7 @@ func (r *Runner) query(ctx context.Context, t Target) {
 		Args:      []string{"-C", t.Device, "-P", strconv.Itoa(t.Port)},
 		Timeout:   r.cfg.Timeout,
 		MaxOutput: 64 << 10,
+		Reaper:    r.cfg.Reaper,
 	})
 	var info Info
 	if err == nil {

@@ -4,8 +4,9 @@
 // Package subprocess runs the diagnostic programs rdma_doctor depends on
 // (sminfo, iblinkinfo) the one safe way: no shell, a hard timeout, output
 // capped, the whole process group killed whenever the program ends (on
-// success too: a child it forked must not outlive it), and always reaped,
-// so a hung MAD query can neither hold a scrape nor leave a process behind.
+// success too: a child it forked must not outlive it), what left the
+// group killed by the Reaper where there is one, and always reaped, so a
+// hung MAD query can neither hold a scrape nor leave a process behind.
 package subprocess
 
 import (
@@ -47,6 +48,9 @@ type Spec struct {
 	MaxStderr int
 	// Env replaces the environment when non-nil.
 	Env []string
+	// Reaper, when set, starts the program, and when it exits kills what
+	// it left outside its process group (setsid, setpgid): see Reaper.
+	Reaper *Reaper
 }
 
 // Default output limits. sminfo prints a few hundred bytes and its
@@ -106,7 +110,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return res, fmt.Errorf("%s: %w", spec.Path, err)
 	}
 	defer rd.Close()
-	gone := g.watch(ctx, rd, cmd.Process.Pid)
+	gone := g.watch(ctx, rd, cmd.Process.Pid, spec.Reaper)
 
 	stdout := &capReader{r: rd, limit: limitOr(spec.MaxOutput, DefaultMaxOutput), over: g.kill}
 	consumeErr := consume(spec.Stdout, stdout, &res)
@@ -121,6 +125,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	<-gone
 	g.reaping()
 	waitErr := cmd.Wait()
+	spec.Reaper.forget(cmd.Process.Pid)
 	res.Duration = time.Since(begin)
 	res.Stderr = stderr.Bytes()
 	return res, runError(ctx, spec, stdout, stderr, consumeErr, waitErr, res)
@@ -144,7 +149,7 @@ func start(path string, spec Spec, g *group) (*exec.Cmd, *os.File, *capWriter, e
 	cmd.WaitDelay = waitDelay
 	stderr := &capWriter{keep: stderrKeep, limit: limitOr(spec.MaxStderr, DefaultMaxStderr), over: g.kill}
 	cmd.Stderr = stderr
-	err = cmd.Start()
+	err = spec.Reaper.Start(cmd)
 	wr.Close() // the child holds its own copy; ours would keep EOF away
 	if err != nil {
 		rd.Close()
@@ -240,14 +245,18 @@ func (g *group) reaping() {
 }
 
 // watch kills the group when the leader exits, whatever its status, and
-// when ctx ends; the returned channel is closed once the leader has exited
-// (it is not reaped yet). After the kill, output pipes get waitDelay to
-// drain, which only a process that escaped the group can hold up.
-func (g *group) watch(ctx context.Context, stdout *os.File, pid int) <-chan struct{} {
+// when ctx ends, and then has the reaper (if any) kill what escaped the
+// group; the returned channel is closed once the leader has exited (it is
+// not reaped yet). After the kill, output pipes get waitDelay to drain,
+// which only a process that escaped the group and the reaper can hold up.
+func (g *group) watch(ctx context.Context, stdout *os.File, pid int, r *Reaper) <-chan struct{} {
 	gone := make(chan struct{})
+	pipe := pipeInode(stdout)
 	go func() {
 		awaitExit(pid)
 		g.kill()
+		r.exited(pid)
+		r.sweep(ending{pgid: pid, pipe: pipe})
 		_ = stdout.SetReadDeadline(time.Now().Add(waitDelay))
 		close(gone)
 	}()
