@@ -72,7 +72,8 @@ needs:
 {{- $resources := deepCopy $v.resources -}}
 {{- if $devices -}}
 {{- $limits := get $resources "limits" | default dict -}}
-{{- $_ := set $limits $v.rdmaDevices.resource $v.rdmaDevices.count -}}
+{{- /* A quantity: a string, as the API schema has it. */ -}}
+{{- $_ := set $limits $v.rdmaDevices.resource (toString $v.rdmaDevices.count) -}}
 {{- $_ := set $resources "limits" $limits -}}
 {{- end -}}
 metadata:
