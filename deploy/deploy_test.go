@@ -380,7 +380,7 @@ func TestSystemdUnit(t *testing.T) {
 	for _, want := range []string{
 		"DynamicUser=yes", "LimitMEMLOCK=infinity", "AmbientCapabilities=CAP_IPC_LOCK",
 		"CapabilityBoundingSet=CAP_IPC_LOCK", "NoNewPrivileges=yes", "ProtectSystem=strict",
-		"ExecStart=/usr/local/bin/rdma_doctor ",
+		"ExecStart=/usr/bin/rdma_doctor ",
 	} {
 		if !bytes.Contains(unit, []byte("\n"+want)) {
 			t.Errorf("unit lacks %s", want)
@@ -389,7 +389,7 @@ func TestSystemdUnit(t *testing.T) {
 	// verify wants the ExecStart binary to exist; point it at one that does.
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rdma_doctor.service")
-	if err := os.WriteFile(path, bytes.Replace(unit, []byte("ExecStart=/usr/local/bin/rdma_doctor"), []byte("ExecStart=/bin/true"), 1), 0o644); err != nil {
+	if err := os.WriteFile(path, bytes.Replace(unit, []byte("ExecStart=/usr/bin/rdma_doctor"), []byte("ExecStart=/bin/true"), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
