@@ -54,12 +54,14 @@ update-golden:
 	$(GO) test -count=1 ./e2e -run TestGolden -update
 
 # Regenerates the committed dashboards (dashboards/build), the Kubernetes
-# PrometheusRule (alerts/rdma_doctor.rules.yml) and the Helm chart's copies
-# of both (deploy/helm/rdma-doctor/files); make test fails when stale.
+# PrometheusRule (alerts/rdma_doctor.rules.yml), the Helm chart's copies of
+# both (deploy/helm/rdma-doctor/files) and then the golden of its default
+# render (needs helm: make tools); make test fails when stale.
 generate:
 	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
 	$(GO) test -count=1 ./alerts -run TestPrometheusRule -update
 	$(GO) test -count=1 ./deploy -run TestChartCopiesUpToDate -update
+	$(GO) test -count=1 ./deploy -run TestChartGolden -update
 
 # helm, nfpm and kubeconform at their pinned versions into $(go env GOPATH)/bin.
 tools:
