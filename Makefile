@@ -8,6 +8,12 @@ VERSION     := $(shell cat VERSION)
 REVISION    := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH      := $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The tools the deploy tests run as real peers, pinned here only: make tools
+# installs them (.ci/run does).
+HELM        := helm.sh/helm/v3/cmd/helm@v3.22.0
+NFPM        := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+KUBECONFORM := github.com/yannh/kubeconform/cmd/kubeconform@v0.7.0
+GOARCH      := $(shell $(GO) env GOARCH)
 FUZZTIME    ?= 200000x
 RUN_HOST    ?= dgx-h100
 LISTEN      ?= :9873
@@ -18,7 +24,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck bench bench-all fuzz run update-golden generate clean
+.PHONY: all build test unit lint fmt vet staticcheck bench bench-all fuzz run update-golden generate clean tools package image
 
 all: lint build test
 
@@ -49,11 +55,34 @@ staticcheck:
 update-golden:
 	$(GO) test -count=1 ./e2e -run TestGolden -update
 
-# Regenerates the committed dashboards (dashboards/build) and the Kubernetes
-# PrometheusRule (alerts/rdma_doctor.rules.yml); make test fails when stale.
+# Regenerates the committed dashboards (dashboards/build), the Kubernetes
+# PrometheusRule (alerts/rdma_doctor.rules.yml), the Helm chart's copies of
+# both (deploy/helm/rdma-doctor/files) and then the golden of its default
+# render (needs helm: make tools); make test fails when stale.
 generate:
 	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
 	$(GO) test -count=1 ./alerts -run TestPrometheusRule -update
+	$(GO) test -count=1 ./deploy -run TestChartCopiesUpToDate -update
+	$(GO) test -count=1 ./deploy -run TestChartGolden -update
+
+# helm, nfpm and kubeconform at their pinned versions into $(go env GOPATH)/bin.
+tools:
+	$(GO) install $(HELM)
+	$(GO) install $(NFPM)
+	$(GO) install $(KUBECONFORM)
+
+# The .deb and .rpm for this GOARCH into .tarballs/ (nfpm.yaml).
+package: build
+	mkdir -p .tarballs
+	for p in deb rpm; do VERSION=$(VERSION) GOARCH=$(GOARCH) $(GO) run $(NFPM) package --config nfpm.yaml --packager $$p --target .tarballs/ || exit 1; done
+
+# The images for this GOARCH from make build's binary, laid out as promu
+# lays out its build (.build/linux-ARCH). The tools variant pulls its
+# Debian base unless BASE names a local one.
+image: build
+	mkdir -p .build/linux-$(GOARCH) && cp $(BIN) .build/linux-$(GOARCH)/$(BIN)
+	podman build --build-arg ARCH=$(GOARCH) -t rdma_doctor:$(VERSION) .
+	podman build -f Dockerfile.tools --build-arg ARCH=$(GOARCH) $(if $(BASE),--build-arg BASE=$(BASE)) -t rdma_doctor:$(VERSION)-tools .
 
 # docs/performance.md: the benchmarks behind it (go test -bench: the scrape
 # against the raw floor and prometheus/procfs, growth with devices, IRQs,

@@ -63,6 +63,9 @@ func PrometheusRule() ([]byte, error) {
 			str("labels"), mapping(
 				str("app.kubernetes.io/name"), str("rdma_doctor"),
 				str("app.kubernetes.io/component"), str("alerting-rules"),
+				// kube-prometheus-stack's Prometheus selects rules by
+				// the release label of its own Helm release.
+				str("release"), str("kube-prometheus-stack"),
 			),
 		),
 		str("spec"), mapping(str("groups"), groups),

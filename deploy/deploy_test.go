@@ -233,28 +233,37 @@ func loadYAML(t *testing.T, f string) map[string]any {
 	return m
 }
 
-// TestDaemonSetContract checks what the schema cannot: host /sys and /proc
-// read-only where --path.rootfs looks, host network, non-root without
-// capabilities, and a ServiceMonitor that finds the pods and names the job
-// the alerts expect.
+// TestDaemonSetContract checks what the schema cannot on the static
+// manifests, and that they run unprivileged with only /sys and /proc.
 func TestDaemonSetContract(t *testing.T) {
 	ds := loadYAML(t, "daemonset.yaml")
+	checkExporter(t, ds, loadYAML(t, "service.yaml"), loadYAML(t, "servicemonitor.yaml"))
+	checkUnprivileged(t, ds)
+}
+
+// checkExporter checks a DaemonSet, its Service and ServiceMonitor for what
+// the schema cannot: Linux nodes only, host /sys and /proc read-only where
+// --path.rootfs looks (every host path read-only), host network, no
+// hostPID, and a ServiceMonitor that finds the pods and names the job the
+// alerts expect. sm may be nil (no prometheus-operator).
+func checkExporter(t *testing.T, ds, svc, sm map[string]any) {
+	t.Helper()
 	pod := lookup(ds, "spec", "template", "spec").(map[string]any)
 	if pod["hostNetwork"] != true {
 		t.Error("hostNetwork is not true (the probe and its peers use the host's addresses)")
 	}
-	if lookup(pod, "securityContext", "runAsNonRoot") != true {
-		t.Error("runAsNonRoot is not true")
+	// The host's /proc at /host/proc lists the host's processes: hostPID
+	// would only add the host's PID namespace to the pod.
+	if pod["hostPID"] == true {
+		t.Error("hostPID is true; /host/proc already shows the host's processes")
+	}
+	if lookup(pod, "nodeSelector", "kubernetes.io/os") != "linux" {
+		t.Errorf("nodeSelector %v: want kubernetes.io/os: linux", pod["nodeSelector"])
 	}
 	c := lookup(pod, "containers", "0").(map[string]any)
 	args := lookup(c, "args").([]any)
 	if !slices.Contains(args, any("--path.rootfs=/host")) {
 		t.Errorf("args %v: want --path.rootfs=/host", args)
-	}
-	sc := c["securityContext"]
-	if lookup(sc, "readOnlyRootFilesystem") != true || lookup(sc, "allowPrivilegeEscalation") != false ||
-		lookup(sc, "privileged") == true || !slices.Contains(lookup(sc, "capabilities", "drop").([]any), any("ALL")) {
-		t.Errorf("container securityContext %v: want read-only root, no escalation, all capabilities dropped", sc)
 	}
 	hostPaths := map[string]string{}
 	for _, vol := range pod["volumes"].([]any) {
@@ -277,17 +286,18 @@ func TestDaemonSetContract(t *testing.T) {
 			t.Errorf("missing read-only host mount %s (have %v)", want, mounts)
 		}
 	}
-	if len(hostPaths) != 2 {
-		t.Errorf("host paths %v: want only /sys and /proc", hostPaths)
-	}
 
-	svc := loadYAML(t, "service.yaml")
-	sm := loadYAML(t, "servicemonitor.yaml")
 	podLabels := lookup(ds, "spec", "template", "metadata", "labels").(map[string]any)
 	for k, v := range lookup(svc, "spec", "selector").(map[string]any) {
 		if podLabels[k] != v {
 			t.Errorf("Service selector %s=%v does not match the pods", k, v)
 		}
+	}
+	if lookup(svc, "spec", "ports", "0", "targetPort") != lookup(c, "ports", "0", "name") {
+		t.Error("Service and container port names do not line up")
+	}
+	if sm == nil {
+		return
 	}
 	svcLabels := lookup(svc, "metadata", "labels").(map[string]any)
 	for k, v := range lookup(sm, "spec", "selector", "matchLabels").(map[string]any) {
@@ -299,9 +309,42 @@ func TestDaemonSetContract(t *testing.T) {
 	if svcLabels[jobLabel] != "rdma_doctor" {
 		t.Errorf(`ServiceMonitor jobLabel %q gives job %v; the alerts expect job="rdma_doctor"`, jobLabel, svcLabels[jobLabel])
 	}
-	if lookup(sm, "spec", "endpoints", "0", "port") != lookup(svc, "spec", "ports", "0", "name") ||
-		lookup(svc, "spec", "ports", "0", "targetPort") != lookup(c, "ports", "0", "name") {
-		t.Error("ServiceMonitor, Service and container port names do not line up")
+	if lookup(sm, "spec", "endpoints", "0", "port") != lookup(svc, "spec", "ports", "0", "name") {
+		t.Error("ServiceMonitor and Service port names do not line up")
+	}
+	// kube-prometheus-stack's Prometheus selects on its release's label.
+	if lookup(sm, "metadata", "labels", "release") == nil {
+		t.Error("ServiceMonitor has no release label (kube-prometheus-stack selects on it)")
+	}
+}
+
+// checkUnprivileged checks the default pod: non-root, no capabilities, no
+// escalation, a read-only root, no host path but /sys and /proc, and no
+// priority class (system-node-critical is refused outside kube-system by
+// quota-limited clusters).
+func checkUnprivileged(t *testing.T, ds map[string]any) {
+	t.Helper()
+	pod := lookup(ds, "spec", "template", "spec").(map[string]any)
+	if lookup(pod, "securityContext", "runAsNonRoot") != true {
+		t.Error("runAsNonRoot is not true")
+	}
+	if pc := pod["priorityClassName"]; pc != nil {
+		t.Errorf("priorityClassName %v: want none by default", pc)
+	}
+	sc := lookup(pod, "containers", "0", "securityContext")
+	if lookup(sc, "readOnlyRootFilesystem") != true || lookup(sc, "allowPrivilegeEscalation") != false ||
+		lookup(sc, "privileged") == true || !slices.Contains(lookup(sc, "capabilities", "drop").([]any), any("ALL")) ||
+		lookup(sc, "capabilities", "add") != nil {
+		t.Errorf("container securityContext %v: want read-only root, no escalation, all capabilities dropped", sc)
+	}
+	var hostPaths []string
+	for _, vol := range pod["volumes"].([]any) {
+		if p := lookup(vol, "hostPath", "path"); p != nil {
+			hostPaths = append(hostPaths, p.(string))
+		}
+	}
+	if slices.Sort(hostPaths); !slices.Equal(hostPaths, []string{"/proc", "/sys"}) {
+		t.Errorf("host paths %v: want only /sys and /proc", hostPaths)
 	}
 }
 
@@ -337,7 +380,7 @@ func TestSystemdUnit(t *testing.T) {
 	for _, want := range []string{
 		"DynamicUser=yes", "LimitMEMLOCK=infinity", "AmbientCapabilities=CAP_IPC_LOCK",
 		"CapabilityBoundingSet=CAP_IPC_LOCK", "NoNewPrivileges=yes", "ProtectSystem=strict",
-		"ExecStart=/usr/local/bin/rdma_doctor ",
+		"ExecStart=/usr/bin/rdma_doctor ",
 	} {
 		if !bytes.Contains(unit, []byte("\n"+want)) {
 			t.Errorf("unit lacks %s", want)
@@ -346,7 +389,7 @@ func TestSystemdUnit(t *testing.T) {
 	// verify wants the ExecStart binary to exist; point it at one that does.
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rdma_doctor.service")
-	if err := os.WriteFile(path, bytes.Replace(unit, []byte("ExecStart=/usr/local/bin/rdma_doctor"), []byte("ExecStart=/bin/true"), 1), 0o644); err != nil {
+	if err := os.WriteFile(path, bytes.Replace(unit, []byte("ExecStart=/usr/bin/rdma_doctor"), []byte("ExecStart=/bin/true"), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -38,7 +38,8 @@ func init() {
 		Reads: []Source{SourcePCI, SourceIRQ},
 		Doc: "irqbalance rewrites smp_affinity periodically, so it undoes manual pinning. Running while completion IRQs sit off the " +
 			"HCA's node warns (it put them there, or will undo a fix); running with every IRQ local passes with a note. " +
-			"Only processes in this PID namespace are visible (a container needs hostPID).",
+			"The process table is that of the procfs at --path.procfs: the host's /proc mounted at /host/proc shows the host's processes " +
+			"without hostPID (a procfs lists the PID namespace it was mounted in); a container's own /proc shows only its own.",
 		Remedy: "Ban the HCA's IRQs in irqbalance (IRQBALANCE_BANNED_CPULIST or --banirq) or stop it (systemctl disable --now irqbalance) before pinning.",
 		Run:    checkIRQBalance,
 	})
