@@ -124,8 +124,9 @@ func negotiate(r *http.Request) (string, bool) {
 // report lasts diagnose.interval; a DGX has 145 findings), and are expo
 // samples, which the text path writes directly.
 type statusCollector struct {
-	latest func() *Report
-	desc   *expo.Desc
+	latest   func() *Report
+	desc     *expo.Desc
+	reportTS *expo.Desc
 
 	mu      sync.Mutex
 	report  *Report
@@ -135,15 +136,27 @@ type statusCollector struct {
 // NewStatusCollector exports rdma_diagnose_status{check,target}: 0 pass,
 // 1 warn, 2 fail, from the latest report; skipped findings are absent.
 func NewStatusCollector(latest func() *Report) prometheus.Collector {
-	return &statusCollector{latest: latest, desc: expo.NewDesc("rdma_diagnose_status",
-		"Latest diagnose result per check and target: 0 pass, 1 warn, 2 fail (skipped checks are absent).",
-		"check", "target")}
+	return &statusCollector{latest: latest,
+		desc: expo.NewDesc("rdma_diagnose_status",
+			"Latest diagnose result per check and target: 0 pass, 1 warn, 2 fail (skipped checks are absent).",
+			"check", "target"),
+		reportTS: expo.NewDesc("rdma_diagnose_report_timestamp_seconds",
+			"When the sample behind the latest diagnose report was taken; time() minus it is how stale /diagnose and rdma_diagnose_status are (absent before the first report)."),
+	}
 }
 
-func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc.Prometheus() }
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc.Prometheus()
+	ch <- c.reportTS.Prometheus()
+}
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.series(c.latest()) {
+	r := c.latest()
+	if r == nil {
+		return
+	}
+	ch <- expo.Gauge(c.reportTS, float64(r.Time.UnixNano())/1e9)
+	for _, m := range c.series(r) {
 		ch <- m
 	}
 }

@@ -5,8 +5,10 @@ package diagnose
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 func sampleReport() *Report {
@@ -292,7 +296,14 @@ rdma_diagnose_status{check="port.phys",target="mlx5_0/1"} 1
 rdma_diagnose_status{check="port.rate",target="mlx5_0/1"} 2
 rdma_diagnose_status{check="port.rate",target="mlx5_1/1"} 2
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "rdma_diagnose_status"); err != nil {
+		t.Error(err)
+	}
+	wantTS := fmt.Sprintf(`# HELP rdma_diagnose_report_timestamp_seconds When the sample behind the latest diagnose report was taken; time() minus it is how stale /diagnose and rdma_diagnose_status are (absent before the first report).
+# TYPE rdma_diagnose_report_timestamp_seconds gauge
+rdma_diagnose_report_timestamp_seconds %g
+`, float64(rep.Time.UnixNano())/1e9)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(wantTS), "rdma_diagnose_report_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -302,6 +313,32 @@ rdma_diagnose_status{check="port.rate",target="mlx5_1/1"} 2
 	if _, err := reg.Gather(); err != nil {
 		t.Errorf("pedantic registry: %v", err)
 	}
+}
+
+// TestSamplerWatchdog: a report older than StaleAfter is logged once as
+// stale, and once more when a fresh one arrives.
+func TestSamplerWatchdog(t *testing.T) {
+	logs := &testenv.Records{}
+	s := &Sampler{Interval: 10 * time.Millisecond, Logger: slog.New(logs)}
+	s.latest.Store(&Report{Time: time.Now().Add(-time.Hour)})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go s.watch(ctx)
+	waitFor := func(msg string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); len(logs.Matching(msg)) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q logged", msg)
+			}
+		}
+	}
+	waitFor("diagnose report is stale")
+	time.Sleep(50 * time.Millisecond) // several more checks: still one line
+	if n := len(logs.Matching("diagnose report is stale")); n != 1 {
+		t.Errorf("%d stale lines, want 1", n)
+	}
+	s.latest.Store(&Report{Time: time.Now().Add(time.Hour)}) // fresh for the rest of the test
+	waitFor("diagnose reports are fresh again")
 }
 
 // TestSampler: the background sampler keeps the latest report and its

@@ -51,8 +51,11 @@ func (s *Sampler) Sample(ctx context.Context) *Report {
 // Latest returns the newest report, nil before the first sample.
 func (s *Sampler) Latest() *Report { return s.latest.Load() }
 
-// Run samples every Interval until ctx ends.
+// Run samples every Interval until ctx ends. A watchdog logs once when
+// the latest report is older than StaleAfter (a sample that does not
+// end), and once when reports are fresh again.
 func (s *Sampler) Run(ctx context.Context) {
+	go s.watch(ctx)
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
 	for {
@@ -61,6 +64,44 @@ func (s *Sampler) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			s.Sample(ctx)
+		}
+	}
+}
+
+// StaleAfter is how old the latest report may get before the watchdog
+// warns: three intervals and the sample timeout.
+func (s *Sampler) StaleAfter() time.Duration {
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = s.Interval
+	}
+	return 3*s.Interval + timeout
+}
+
+// watch checks the latest report's age every interval.
+func (s *Sampler) watch(ctx context.Context) {
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	stale := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r := s.Latest()
+			if r == nil || s.Logger == nil {
+				continue
+			}
+			age := now.Sub(r.Time)
+			switch {
+			case !stale && age > s.StaleAfter():
+				stale = true
+				s.Logger.Warn("diagnose report is stale: a sample has not finished", "age", age.Truncate(time.Second),
+					"hint", "a host read may be stuck (rdma_host_reads_stuck); /diagnose serves the last report until a sample finishes")
+			case stale && age <= s.StaleAfter():
+				stale = false
+				s.Logger.Info("diagnose reports are fresh again", "age", age.Truncate(time.Second))
+			}
 		}
 	}
 }

@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in fixtures/go
 
 // volatile matches series that change between runs or builds: the Go and
 // process metrics, build info, timings and the port sampler's clock.
-var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|rdma_doctor_build_info|rdma_scrape_collector_duration_seconds|rdma_snapshot_age_seconds|rdma_port_sampler_|rdma_port_state_changed_timestamp_seconds)`)
+var volatile = regexp.MustCompile(`^(# (HELP|TYPE) )?(go_|process_|promhttp_|rdma_doctor_build_info|rdma_scrape_collector_duration_seconds|rdma_snapshot_age_seconds|rdma_port_sampler_|rdma_port_state_changed_timestamp_seconds|rdma_diagnose_report_timestamp_seconds)`)
 
 func stable(exposition string) string {
 	var b strings.Builder
