@@ -411,7 +411,14 @@ func TestDiagnoseHTMLInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("artifacts (screenshots, DOM, chromium log) kept in %s", artifacts)
+	// Kept to look at only when the test fails.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("artifacts (screenshots, DOM, chromium log) kept in %s", artifacts)
+			return
+		}
+		_ = os.RemoveAll(artifacts)
+	})
 
 	// Control: the detector must see a console error and a CSP violation.
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
