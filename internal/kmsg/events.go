@@ -91,19 +91,19 @@ var Events = []Event{
 	},
 	{
 		Name: "module_high_temperature", Severity: Warning, Drivers: []string{"mlx5_core"},
-		Needle:  "High Temperature", Pattern: `Port module event\[error\]: module \d+, Cable error, High Temperature`,
+		Needle: "High Temperature", Pattern: `Port module event\[error\]: module \d+, Cable error, High Temperature`,
 		Meaning: "The transceiver or cable module reports a high temperature alarm; the firmware may shut the port down to protect the optics.",
 		Remedy:  "Check airflow and fan speeds around the cage (mlxlink -d <pci> -m shows the module temperature); replace the module or move it to a cooler cage.",
 	},
 	{
 		Name: "module_unplugged", Severity: Warning, Drivers: []string{"mlx5_core"},
-		Needle:  "Cable unplugged", Pattern: `Port module event: module \d+, Cable unplugged`,
+		Needle: "Cable unplugged", Pattern: `Port module event: module \d+, Cable unplugged`,
 		Meaning: "The port's module or cable was removed (or is no longer detected): the link is down.",
 		Remedy:  "Reseat the cable or transceiver; if it is seated, replace it (mlxlink -d <pci> -m shows what the port detects).",
 	},
 	{
 		Name: "netdev_watchdog", Severity: Warning, Drivers: []string{"mlx5_core", "NETDEV"},
-		Needle:  "NETDEV WATCHDOG", Pattern: `NETDEV WATCHDOG: (?:(?P<netdev>\S+) \(mlx5_core\): transmit queue \d+ timed out|CPU: \d+: transmit queue \d+ timed out)`,
+		Needle: "NETDEV WATCHDOG", Pattern: `NETDEV WATCHDOG: (?:(?P<netdev>\S+) \(mlx5_core\): transmit queue \d+ timed out|CPU: \d+: transmit queue \d+ timed out)`,
 		Meaning: "A transmit queue of the device's netdev made no progress for the watchdog's timeout; the driver resets the queue (mlx5e_tx_timeout).",
 		Remedy:  "Check the tx_timeout and health counters (ethtool -S <netdev>, devlink health show pci/<pci> reporter tx); repeated timeouts with soft lockups mean a wedged driver: reload it or reboot.",
 	},
@@ -115,7 +115,7 @@ var Events = []Event{
 	},
 	{
 		Name: "link_down", Severity: Info, Drivers: []string{"mlx5_core"},
-		Needle:  ": Link down", Pattern: `: Link down$`,
+		Needle: ": Link down", Pattern: `: Link down$`,
 		Meaning: "The Ethernet (RoCE) link of the device's netdev went down.",
 		Remedy:  "Check the cable, the module and the switch port (port.flap and port.drop judge how often and how long).",
 	},

@@ -12,7 +12,7 @@ import (
 
 type recorded struct {
 	event, subject, msg string
-	line               int
+	line                int
 }
 
 func loadRecorded(t testing.TB) []recorded {

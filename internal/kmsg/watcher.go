@@ -497,8 +497,12 @@ func (w *Watcher) Report() Report {
 	for _, l := range w.last {
 		r.Last = append(r.Last, *l)
 	}
-	sort.Slice(r.Counts, func(i, j int) bool { return less(r.Counts[i].Subject, r.Counts[i].Event, r.Counts[j].Subject, r.Counts[j].Event) })
-	sort.Slice(r.Last, func(i, j int) bool { return less(r.Last[i].Subject, r.Last[i].Event, r.Last[j].Subject, r.Last[j].Event) })
+	sort.Slice(r.Counts, func(i, j int) bool {
+		return less(r.Counts[i].Subject, r.Counts[i].Event, r.Counts[j].Subject, r.Counts[j].Event)
+	})
+	sort.Slice(r.Last, func(i, j int) bool {
+		return less(r.Last[i].Subject, r.Last[i].Event, r.Last[j].Subject, r.Last[j].Event)
+	})
 	return r
 }
 
