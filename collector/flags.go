@@ -46,6 +46,8 @@ var Table = []Spec{
 		func(env Env, f *Flags) (Collector, error) { return NewSMCollector(env, f.SM), nil }},
 	{"portwatch", true, "port states sampled every --collector.portwatch.interval (default 1s) by the server: transitions, time down, flaps between two scrapes",
 		func(env Env, _ *Flags) (Collector, error) { return NewPortwatchCollector(env), nil }},
+	{"kmsg", true, "kernel log events of the RDMA drivers (firmware health, command timeouts, power, temperature, modules, transmit timeouts, link downs, PCIe errors) read from /dev/kmsg below --path.rootfs by the server; needs CAP_SYSLOG where kernel.dmesg_restrict=1",
+		func(env Env, _ *Flags) (Collector, error) { return NewKmsgCollector(env), nil }},
 	{"gpu", true, "GPUs of the PCI bus, their PCI relation to every RDMA device (nvidia-smi topo -m) and GPUDirect RDMA readiness; nothing on a host without GPUs",
 		func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
@@ -96,6 +98,8 @@ type Flags struct {
 	Fabric       FabricOptions
 	// PortWatchInterval is the port state sampler's period.
 	PortWatchInterval time.Duration
+	// KmsgInterval is how often the kernel log reader drains /dev/kmsg.
+	KmsgInterval time.Duration
 }
 
 // FabricOptions configure the fabric collector's iblinkinfo runner.
@@ -149,6 +153,9 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.portwatch.interval",
 		"Interval of the port state sampler (two reads per port: state and phys_state); short flaps between scrapes are seen at this resolution.").
 		Default("1s").DurationVar(&f.PortWatchInterval)
+	app.Flag("collector.kmsg.interval",
+		"How often the kernel log reader drains /dev/kmsg (non-blocking: one read when the log is quiet); events are dated at this resolution.").
+		Default("250ms").DurationVar(&f.KmsgInterval)
 	app.Flag("collector.fabric.iblinkinfo-path",
 		"iblinkinfo executable (infiniband-diags), run as 'iblinkinfo --line' without a shell in the background.").
 		Default("iblinkinfo").StringVar(&f.Fabric.Path)

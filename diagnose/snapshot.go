@@ -57,6 +57,9 @@ const (
 	// SourcePortWatch: internal/portwatch, the server's port state
 	// sampler (transitions between two samples).
 	SourcePortWatch Source = "portwatch"
+	// SourceKmsg: internal/kmsg through host.Snapshot.KernelLog, the
+	// server's kernel log reader.
+	SourceKmsg Source = "kmsg"
 	// SourceGPU: internal/gpu.Read (the GPUs of the PCI bus, their PCI
 	// relation to the RDMA devices, GPUDirect RDMA prerequisites).
 	SourceGPU Source = "gpu"
@@ -105,6 +108,10 @@ type Snapshot struct {
 	// port; PortsWatched is false where none runs (the CLI).
 	PortHistory  []portwatch.History
 	PortsWatched bool
+	// KernelLog is what the server's kernel log reader saw, mapped to the
+	// RDMA devices; KernelLogWatched is false where none runs (the CLI).
+	KernelLog        *host.KernelLog
+	KernelLogWatched bool
 	// GPU is the GPUs and their relation to the RDMA devices; GPUErr is
 	// why it is nil.
 	GPU    *gpu.Snapshot
@@ -169,6 +176,15 @@ func (s *Snapshot) unavailable(src Source) string {
 		if !s.PortsWatched {
 			return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
 				"it is off with --no-collector.portwatch"
+		}
+	case SourceKmsg:
+		if !s.KernelLogWatched {
+			return "needs the kernel log reader of rdma_doctor serve (events are counted from when it starts); " +
+				"it is off with --no-collector.kmsg"
+		}
+		if !s.KernelLog.Status.Reading {
+			return "cannot read the kernel log (" + s.KernelLog.Status.Reason + "): " + errText(s.KernelLog.Status.Err) +
+				"; reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1"
 		}
 	case SourceGPU:
 		if s.GPU == nil {
@@ -272,6 +288,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 	}()
 	s.PortHistory, s.PortsWatched = hs.PortHistory()
 	s.IB, s.IBErr = hs.Class(ctx)
+	s.KernelLog, s.KernelLogWatched = hs.KernelLog(ctx)
 	if have := s.deviceCount(); have == 0 || have < r.ExpectedDevices {
 		// Only a host short of devices walks the bus: an SR-IOV host has
 		// hundreds of functions.

@@ -122,7 +122,7 @@ func checkListenAddresses(f *web.FlagConfig) error {
 }
 
 // newServer builds the whole server, in this order: the collectors and
-// their background runners (sminfo, iblinkinfo, the port state sampler), the probe results store,
+// their background runners (sminfo, iblinkinfo, the port state sampler, the kernel log reader), the probe results store,
 // the diagnose sampler (fed by the same host snapshots and the collectors'
 // sminfo runner), the probe scheduler and responder, and /metrics. The
 // work that runs in the background lasts as long as ctx.
@@ -138,6 +138,15 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 			return nil, fmt.Errorf("--collector.portwatch.interval=%v: want 100ms or more, such as 1s", iv)
 		}
 		a.Host.WatchPorts(ctx, iv, time.Duration(a.Config.Diagnose.Thresholds.Links.Effective().FlapWindow))
+	}
+	if a.Collectors.Enabled("kmsg") {
+		iv := a.Collectors.KmsgInterval
+		if iv < 10*time.Millisecond || iv > time.Minute {
+			return nil, fmt.Errorf("--collector.kmsg.interval=%v: want 10ms to 1m, such as 250ms", iv)
+		}
+		if _, err := a.Host.WatchKernelLog(ctx, a.Logger.With("collector", "kmsg"), iv); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{
 		App:      a,

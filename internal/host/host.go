@@ -127,6 +127,8 @@ type Host struct {
 	// ACTIVE since start (device/port), which diagnose requires to stay up.
 	// ports is the port state sampler, when a server runs one.
 	ports portWatch
+	// kernelLog is the kernel log reader, when a server runs one.
+	kernelLog kernelLog
 
 	latestMu sync.Mutex
 	latest   timed[*infiniband.Class]

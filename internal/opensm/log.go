@@ -122,6 +122,11 @@ func logTime(f []string, now time.Time) (time.Time, bool) {
 	return t, true
 }
 
+// Redact is redactKeys for other logs shown by rdma_doctor (the kernel
+// log's last messages): the one redaction and length cap every log line
+// goes through before /diagnose shows it.
+func Redact(msg string) string { return redactKeys(msg) }
+
 // redactKeys replaces the values of the keys a log message names: secrets
 // never leave rdma_doctor, whatever a log prints. It goes by the key's
 // name, not the value's shape: after a word that names a key (SM_Key,

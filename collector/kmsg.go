@@ -1,0 +1,87 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
+)
+
+// kmsgCollector exports the kernel log reader's counts: what the drivers
+// said about the RDMA devices, which no sysfs file shows (a firmware that
+// died while the link still shows up).
+type kmsgCollector struct {
+	events, history                                 *expo.Desc
+	reading                                         *expo.Desc
+	records, bytes, lost, overruns, unparsable, ovf *expo.Desc
+}
+
+// NewKmsgCollector builds the kmsg collector; the reader is the host's
+// (Host.WatchKernelLog), started by the server.
+func NewKmsgCollector(Env) Collector {
+	el := []string{"device", "event", "severity"}
+	return &kmsgCollector{
+		events: desc("rdma_kernel_events_total",
+			"Kernel log messages of an RDMA driver that mean trouble, logged since rdma_doctor started, by device (\"\" when the message names no RDMA device), event (the matcher table's names) and severity (fatal, warning, info). Every fatal event of every device is exported, 0 included.", el...),
+		history: desc("rdma_kernel_events_history",
+			"The same messages found in the kernel's ring buffer when rdma_doctor started (history since boot, or since the ring wrapped): not counted in rdma_kernel_events_total, so a restart never looks like new events.", el...),
+		reading: desc("rdma_kernel_log_reading",
+			"Whether the kernel log (/dev/kmsg below --path.rootfs) is read (1), or not (0) and why: reason permission (kernel.dmesg_restrict=1 and no CAP_SYSLOG), absent (no /dev/kmsg, as in a container without /dev) or error.", "reason"),
+		records:    desc("rdma_kernel_log_records_total", "Kernel log records read, ring-buffer history included."),
+		bytes:      desc("rdma_kernel_log_read_bytes_total", "Bytes of kernel log records read."),
+		lost:       desc("rdma_kernel_log_lost_records_total", "Kernel log records overwritten in the ring buffer before rdma_doctor read them (gaps in the sequence numbers)."),
+		overruns:   desc("rdma_kernel_log_overruns_total", "Reads of /dev/kmsg answered EPIPE: the reader fell behind the ring buffer."),
+		unparsable: desc("rdma_kernel_log_unparsable_records_total", "Records or lines that are not /dev/kmsg records (left out)."),
+		ovf: desc("rdma_kernel_log_unattributed_events_total",
+			"Events counted under device \"\" because the reader already counts its bound of distinct message subjects."),
+	}
+}
+
+func (c *kmsgCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	kl, ok := snap.KernelLog(ctx)
+	if !ok {
+		return nil // no reader (a CLI snapshot): nothing to say
+	}
+	if !kl.Status.Reading {
+		// Unreadable: the reason, and no event series (not zeros).
+		gauge(ch, c.reading, 0, kl.Status.Reason)
+		return nil
+	}
+	gauge(ch, c.reading, 1, "")
+	st := kl.Stats
+	counter(ch, c.records, float64(st.Records))
+	counter(ch, c.bytes, float64(st.Bytes))
+	counter(ch, c.lost, float64(st.Lost))
+	counter(ch, c.overruns, float64(st.Overruns))
+	counter(ch, c.unparsable, float64(st.Unparsable))
+	counter(ch, c.ovf, float64(st.Overflow))
+	seen := map[[2]string]bool{}
+	for _, e := range kl.Events {
+		seen[[2]string{e.Device, e.Event.Name}] = true
+		counter(ch, c.events, float64(e.Live), e.Device, e.Event.Name, string(e.Event.Severity))
+		if e.History > 0 {
+			gauge(ch, c.history, float64(e.History), e.Device, e.Event.Name, string(e.Event.Severity))
+		}
+	}
+	// Zeros for the fatal events of every RDMA device, so an alert's
+	// increase() sees the first one.
+	class, _ := snap.Class(ctx)
+	if class == nil {
+		return nil
+	}
+	for i := range class.Devices {
+		d := class.Devices[i].Name
+		for _, ev := range kmsg.Events {
+			if ev.Severity == kmsg.Fatal && !seen[[2]string{d, ev.Name}] {
+				counter(ch, c.events, 0, d, ev.Name, string(ev.Severity))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
+)
+
+// TestKernelEvents: a fatal event within the window fails its device with
+// the remedy for its PCI function; a warning warns; a fatal event older
+// than the window and a device without events pass; a message that names
+// no RDMA device is judged on target host.
+func TestKernelEvents(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ev := func(name string) kmsg.Event { return kmsg.Events[kmsg.EventIndex(name)] }
+	last := func(msg string, at time.Time) kmsg.Last { return kmsg.Last{Message: msg, Last: at, Repeats: 1} }
+	s := &Snapshot{Time: now, KernelLogWatched: true,
+		IB: &infiniband.Class{Devices: []infiniband.Device{
+			{Name: "mlx5_0", PCIAddress: "0000:61:00.0"}, {Name: "mlx5_1"}, {Name: "mlx5_2"}, {Name: "mlx5_3"},
+		}},
+		KernelLog: &host.KernelLog{Status: kmsg.Status{Reading: true}, Events: []host.KernelEvent{
+			{Device: "mlx5_0", Event: ev("cmd_timeout"), Live: 2, HasLast: true,
+				Last: last("mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource", now.Add(-time.Minute))},
+			{Device: "mlx5_1", Event: ev("module_unplugged"), Live: 1, HasLast: true, Last: last("unplugged", now.Add(-time.Minute))},
+			{Device: "mlx5_2", Event: ev("fw_fatal_error"), History: 1, HasLast: true, Last: last("old fatal", now.Add(-time.Hour))},
+			{Device: "", Event: ev("access_reg_failed"), Live: 40, HasLast: true, Last: last("ACCESS_REG", now)},
+		}}}
+	fs, err := checkKernelEvents(s, nil, &config.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Finding{}
+	for _, f := range fs {
+		got[f.Target] = f
+	}
+	if f := got["mlx5_0"]; f.Severity != Fail || !strings.Contains(f.Remedy, "mlxfwreset -d 0000:61:00.0 reset") ||
+		!strings.Contains(f.Evidence, "Will cause a leak") || !strings.Contains(f.Observed, "cmd_timeout (fatal) 2 time(s) since rdma_doctor started") {
+		t.Errorf("mlx5_0: %+v", f)
+	}
+	if f := got["mlx5_1"]; f.Severity != Warn {
+		t.Errorf("mlx5_1: %+v", f)
+	}
+	if f := got["mlx5_2"]; f.Severity != Pass || !strings.Contains(f.Observed, "before rdma_doctor started") {
+		t.Errorf("mlx5_2 (old history): %+v", f)
+	}
+	if f := got["mlx5_3"]; f.Severity != Pass {
+		t.Errorf("mlx5_3 (quiet): %+v", f)
+	}
+	if f := got["host"]; f.Severity != Warn || !strings.Contains(f.Observed, "access_reg_failed") {
+		t.Errorf("host: %+v", f)
+	}
+	// Unreadable: the check skips with the reason.
+	s.KernelLog.Status = kmsg.Status{Reason: kmsg.ReasonPermission}
+	if why := s.unavailable(SourceKmsg); !strings.Contains(why, "permission") || !strings.Contains(why, "CAP_SYSLOG") {
+		t.Errorf("unavailable: %q", why)
+	}
+	s.KernelLogWatched = false
+	if why := s.unavailable(SourceKmsg); !strings.Contains(why, "rdma_doctor serve") {
+		t.Errorf("no reader: %q", why)
+	}
+}
