@@ -194,3 +194,15 @@ func FuzzParseMillidegrees(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadGB300 is the cost of one read of the GB300 fixture (four
+// functions, five sensors, fifteen value files) on a plain file system:
+// the sysfs walk, not the firmware commands a real mlx5 answers them with.
+func BenchmarkReadGB300(b *testing.B) {
+	h := hostfstest.Fixture(b, "gb300-xdr")
+	for b.Loop() {
+		if _, err := Read(context.Background(), h.Sys, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
