@@ -50,6 +50,8 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewKmsgCollector(env), nil }},
 	{"gpu", true, "GPUs of the PCI bus, their PCI relation to every RDMA device (nvidia-smi topo -m) and GPUDirect RDMA readiness; nothing on a host without GPUs",
 		func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }},
+	{"hwmon", true, "temperature sensors of each RDMA device's adapter from the kernel's hwmon class (mlx5 ASIC and module, Linux 6.6+), read on the slow interval: each read is a firmware command",
+		func(env Env, _ *Flags) (Collector, error) { return NewHwmonCollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
 		func(env Env, f *Flags) (Collector, error) {
 			return NewFabricCollector(env, fabric.RunnerConfig{

@@ -20,6 +20,7 @@ type netdevCollector struct {
 	info, mtu, up, carrier, ipv6Disabled                         *expo.Desc
 	ipoibInfo, connected, connectedSupported, enhanced, roceGIDs *expo.Desc
 	ethtoolInfo, speed, ethtoolStat, charDevice                  *expo.Desc
+	link, extState, downEvents, fecCorrected, fecUncorrectable   *expo.Desc
 }
 
 // NewNetdevCollector builds the netdev collector; the ethtool query and
@@ -39,6 +40,11 @@ func NewNetdevCollector(Env) Collector {
 		ethtoolInfo:        desc("rdma_netdev_ethtool_info", "Driver information from the ethtool ioctl; always 1.", "netdev", "driver", "driver_version", "firmware_version", "bus_info"),
 		speed:              desc("rdma_netdev_speed_bytes_per_second", "Link speed from the ethtool ioctl; absent when the driver does not know it.", "netdev"),
 		ethtoolStat:        desc("rdma_netdev_ethtool_stat_total", "An ethtool statistic selected by --collector.netdev.ethtool-stats.", "netdev", "stat"),
+		link:               desc("rdma_netdev_link_detected", "Link detected as ethtool netlink reports it (LINKSTATE_GET): 1 up, 0 down; absent when the driver cannot tell.", "netdev"),
+		extState:           desc("rdma_netdev_link_ext_state", "Why the link is down as the driver reports it (ethtool link extended state and substate: no_cable, cable_issue, bad_signal_integrity, overheat, ...); always 1, absent while the link is up or where the driver does not say.", "netdev", "state", "substate"),
+		downEvents:         desc("rdma_netdev_link_down_events_total", "Link-down events the driver counted since it loaded (ethtool netlink EXT_DOWN_CNT, Linux 6.8+).", "netdev"),
+		fecCorrected:       desc("rdma_netdev_fec_corrected_blocks_total", "FEC blocks corrected (ethtool netlink FEC statistics); absent where the driver has none.", "netdev"),
+		fecUncorrectable:   desc("rdma_netdev_fec_uncorrectable_blocks_total", "FEC blocks that could not be corrected: frames lost on the wire.", "netdev"),
 		charDevice:         desc("rdma_device_char_device_info", "A /dev/infiniband character device of an RDMA device (uverbs, umad, issm); always 1.", "device", "path"),
 	}
 	return c
@@ -94,6 +100,23 @@ func (c *netdevCollector) netdev(ch chan<- prometheus.Metric, n *netdev.Netdev) 
 		}
 		for _, st := range e.Stats {
 			counter(ch, c.ethtoolStat, float64(st.Value), n.Name, st.Name)
+		}
+		if l := e.Link; l != nil {
+			optBool(ch, c.link, l.Link, n.Name)
+			if l.ExtState.OK {
+				gauge(ch, c.extState, 1, n.Name, l.ExtState.V.String(), netdev.SubstateName(l.ExtState.V, l.ExtSubstate.V))
+			}
+			if l.DownEvents.OK {
+				counter(ch, c.downEvents, float64(l.DownEvents.V), n.Name)
+			}
+		}
+		if f := e.FEC; f != nil {
+			if f.CorrectedBlocks.OK {
+				counter(ch, c.fecCorrected, float64(f.CorrectedBlocks.V), n.Name)
+			}
+			if f.UncorrectableBlocks.OK {
+				counter(ch, c.fecUncorrectable, float64(f.UncorrectableBlocks.V), n.Name)
+			}
 		}
 	}
 }

@@ -75,6 +75,16 @@ func TestNetdevLive(t *testing.T) {
 		if s, ok := lookup(live, "rdma_netdev_speed_bytes_per_second", "netdev", nd); !ok || s.value != 1.25e9 {
 			t.Errorf("%s: speed %v (%v), want veth's 10 Gb/s", nd, s.value, ok)
 		}
+		// ethtool netlink: the link state of an up veth pair, and
+		// neither an extended state nor FEC counters (veth has neither).
+		if s, ok := lookup(live, "rdma_netdev_link_detected", "netdev", nd); !ok || s.value != 1 {
+			t.Errorf("%s: link detected %v (%v), want 1", nd, s.value, ok)
+		}
+	}
+	for _, name := range []string{"rdma_netdev_link_ext_state", "rdma_netdev_fec_corrected_blocks_total", "rdma_netdev_fec_uncorrectable_blocks_total"} {
+		if n := len(live[name]); n != 0 {
+			t.Errorf("%s: %d series on veths, want none", name, n)
+		}
 	}
 	if s, ok := lookup(live, "rdma_netdev_ethtool_stat_total", "netdev", "enp59s0f0np0", "stat", "peer_ifindex"); !ok || strconv.FormatFloat(s.value, 'f', -1, 64) != strings.TrimSpace(string(peer)) {
 		t.Errorf("peer_ifindex %v (%v), want %s", s.value, ok, peer)

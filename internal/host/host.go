@@ -25,7 +25,9 @@
 //     PCIe link), IRQ placement (/proc/interrupts, affinities, irqbalance),
 //     host tuning, the local OpenSM (process scan, configuration, log),
 //     the CPU topology, the hostname, and the GPUs with their relation to
-//     the RDMA devices and the GPUDirect RDMA prerequisites. The PCI
+//     the RDMA devices and the GPUDirect RDMA prerequisites, and the
+//     devices' temperature sensors (hwmon.go: each read a firmware
+//     command on mlx5). The PCI
 //     functions and IRQ placement are read again at once when the class's
 //     devices change (one appears, vanishes or is re-registered), so their
 //     series follow the live class (see pciRead).
@@ -39,6 +41,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -98,6 +101,7 @@ const (
 	SourceTopology = "topology"
 	SourceHostname = "hostname"
 	SourceGPU      = "gpu"
+	SourceHwmon    = "hwmon"
 )
 
 // Host reads one host. It is safe for concurrent use.
@@ -121,6 +125,8 @@ type Host struct {
 	topology slow[*pci.Topology]
 	hostname slow[string]
 	gpus     slow[*gpu.Snapshot]
+	// hwmon is the RDMA devices' temperature sensors (hwmon.go).
+	hwmon slow[*hwmon.Snapshot]
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen
@@ -240,7 +246,7 @@ func (h *Host) Ages() map[string]time.Duration {
 	for name, at := range map[string]time.Time{
 		SourcePCI: h.pci.readAt(), SourceIRQ: h.placement.readAt(), SourceNetdev: h.netdevs.readAt(), SourceTuning: h.tuning.readAt(),
 		SourceOpenSM: h.opensm.readAt(), SourceTopology: h.topology.readAt(), SourceHostname: h.hostname.readAt(),
-		SourceGPU: h.gpus.readAt(),
+		SourceGPU: h.gpus.readAt(), SourceHwmon: h.hwmon.readAt(),
 	} {
 		if !at.IsZero() {
 			out[name] = now.Sub(at)

@@ -34,6 +34,12 @@ type EthtoolInfo struct {
 	SpeedMbps Opt[uint64]
 	// Stats are the statistics whose name the filter selected, by name.
 	Stats []Stat
+	// Link is the ethtool netlink link state (why a link is down, where
+	// the driver says); nil on a kernel without ethtool netlink (before
+	// 5.6).
+	Link *LinkState
+	// FEC is the FEC block counters; nil where the driver has none.
+	FEC *FECStats
 }
 
 // Stat is one ethtool statistic.
@@ -43,8 +49,8 @@ type Stat struct {
 }
 
 // Ethtool queries the running kernel's netdevs. It needs no privileges:
-// the get commands it uses (GDRVINFO, GSET, GSTRINGS, GSTATS) are allowed to
-// any user. It sees the network namespace of the process.
+// the get commands it uses (GDRVINFO, GSET, GSTRINGS, GSTATS, and the
+// netlink LINKSTATE_GET and FEC_GET) are allowed to any user. It sees the network namespace of the process.
 type Ethtool struct {
 	// Stats selects statistics by name (anchored by the caller); nil reads
 	// none.
@@ -74,10 +80,14 @@ func (e *Ethtool) Query(name string) (*EthtoolInfo, error) {
 		info.SpeedMbps = some(uint64(speed))
 	}
 
+	// The link state and FEC statistics exist only over ethtool netlink,
+	// which the ioctl library does not speak (genl.go).
+	linkErr := queryLink(name, info)
+
 	if e.Stats != nil && drv.NStats > 0 {
 		stats, err := h.Stats(name)
 		if err != nil {
-			return info, fmt.Errorf("ethtool %s: statistics: %w", name, err)
+			return info, errors.Join(fmt.Errorf("ethtool %s: statistics: %w", name, err), linkErr)
 		}
 		var bad []error
 		seen := map[string]bool{}
@@ -96,8 +106,8 @@ func (e *Ethtool) Query(name string) (*EthtoolInfo, error) {
 		}
 		sort.Slice(info.Stats, func(i, j int) bool { return info.Stats[i].Name < info.Stats[j].Name })
 		if len(bad) > 0 {
-			return info, errors.Join(bad...)
+			return info, errors.Join(append(bad, linkErr)...)
 		}
 	}
-	return info, nil
+	return info, linkErr
 }

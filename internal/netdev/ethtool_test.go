@@ -62,6 +62,21 @@ func TestEthtoolVeth(t *testing.T) {
 	if len(stats) != 2 || stats["peer_ifindex"] != uint64(peer.Index) {
 		t.Errorf("stats %v, want peer_ifindex %d and rx_queue_0_xdp_packets", stats, peer.Index)
 	}
+	// The link state over ethtool netlink: veth reports its carrier and no
+	// extended state (it has no get_link_ext_state), and no FEC (no
+	// get_fecparam: EOPNOTSUPP, which is absence, not an error).
+	if l := info.Link; l == nil || !l.Link.OK || !l.Link.V || l.ExtState.OK || l.ExtSubstate.OK {
+		t.Errorf("link state of an up veth: %+v", l)
+	}
+	if info.FEC != nil {
+		t.Errorf("FEC statistics on veth: %+v", info.FEC)
+	}
+	run(t, "ip", "link", "set", "rdtest1", "down")
+	if down, err := e.Query("rdtest0"); err != nil || down.Link == nil || !down.Link.Link.OK || down.Link.Link.V {
+		t.Errorf("link state with the peer down: %+v, %v", down.Link, err)
+	}
+	run(t, "ip", "link", "set", "rdtest1", "up")
+
 	// The default selection names mlx5 counters only: nothing on veth.
 	def := &Ethtool{Stats: regexp.MustCompile("^(?:" + DefaultStats + ")$")}
 	if info, err := def.Query("rdtest0"); err != nil || len(info.Stats) != 0 {

@@ -1,0 +1,57 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
+)
+
+type hwmonCollector struct {
+	temp, crit, highest *expo.Desc
+}
+
+// NewHwmonCollector builds the hwmon collector: the temperature sensors
+// the kernel's hwmon class registers on each kept RDMA device's PCI
+// function, from the snapshot's slow source (each read is a firmware
+// command on mlx5).
+func NewHwmonCollector(Env) Collector {
+	l := []string{"device", "sensor"}
+	return &hwmonCollector{
+		temp: desc("rdma_device_temperature_celsius",
+			"Temperature of a sensor of the RDMA device's adapter (hwmon temp*_input: mlx5 asic, Module0 for a plugged module, sensor<N> on firmware that names none); read every slow refresh; absent when the sensor has no reading.", l...),
+		crit: desc("rdma_device_temperature_crit_celsius",
+			"Critical threshold of the sensor (hwmon temp*_crit; mlx5: the firmware's warning-event threshold, 10 °C below the ASIC's shutdown temperature).", l...),
+		highest: desc("rdma_device_temperature_highest_celsius",
+			"Highest temperature the sensor saw since the driver loaded or the history was reset (hwmon temp*_highest).", l...),
+	}
+}
+
+func (c *hwmonCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	s, err := snap.Temperatures(ctx)
+	if s == nil {
+		return err
+	}
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		for j := range d.Sensors {
+			sn := &d.Sensors[j]
+			for _, v := range []struct {
+				d *expo.Desc
+				o hwmon.Opt[float64]
+			}{{c.temp, sn.Input}, {c.crit, sn.Crit}, {c.highest, sn.Highest}} {
+				if v.o.OK {
+					gauge(ch, v.d, v.o.V, d.Name, sn.Label)
+				}
+			}
+		}
+	}
+	return errors.Join(append(s.Errors, err)...)
+}
