@@ -14,12 +14,13 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 )
 
 type netdevCollector struct {
 	info, mtu, up, carrier, ipv6Disabled                         *expo.Desc
 	ipoibInfo, connected, connectedSupported, enhanced, roceGIDs *expo.Desc
-	ethtoolInfo, speed, ethtoolStat, charDevice                  *expo.Desc
+	ethtoolInfo, speed, ethtoolStat, prioStat, charDevice        *expo.Desc
 }
 
 // NewNetdevCollector builds the netdev collector; the ethtool query and
@@ -39,6 +40,7 @@ func NewNetdevCollector(Env) Collector {
 		ethtoolInfo:        desc("rdma_netdev_ethtool_info", "Driver information from the ethtool ioctl; always 1.", "netdev", "driver", "driver_version", "firmware_version", "bus_info"),
 		speed:              desc("rdma_netdev_speed_bytes_per_second", "Link speed from the ethtool ioctl; absent when the driver does not know it.", "netdev"),
 		ethtoolStat:        desc("rdma_netdev_ethtool_stat_total", "An ethtool statistic selected by --collector.netdev.ethtool-stats.", "netdev", "stat"),
+		prioStat:           desc("rdma_netdev_priority_stat_total", "A per-priority ethtool statistic selected by --collector.netdev.ethtool-stats, split by direction and priority (rx_prio3_pause is direction rx, priority 3, stat pause).", "netdev", "direction", "priority", "stat"),
 		charDevice:         desc("rdma_device_char_device_info", "A /dev/infiniband character device of an RDMA device (uverbs, umad, issm); always 1.", "device", "path"),
 	}
 	return c
@@ -93,6 +95,12 @@ func (c *netdevCollector) netdev(ch chan<- prometheus.Metric, n *netdev.Netdev) 
 			gauge(ch, c.speed, float64(e.SpeedMbps.V)*1e6/8, n.Name)
 		}
 		for _, st := range e.Stats {
+			// A name that encodes direction and priority gets them as
+			// labels, so one query sums a priority or compares them.
+			if dir, prio, rest, ok := roce.PrioStat(st.Name); ok {
+				counter(ch, c.prioStat, float64(st.Value), n.Name, dir, strconv.Itoa(prio), rest)
+				continue
+			}
 			counter(ch, c.ethtoolStat, float64(st.Value), n.Name, st.Name)
 		}
 	}
