@@ -20,6 +20,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
@@ -60,6 +61,9 @@ const (
 	// SourceGPU: internal/gpu.Read (the GPUs of the PCI bus, their PCI
 	// relation to the RDMA devices, GPUDirect RDMA prerequisites).
 	SourceGPU Source = "gpu"
+	// SourceRoCE: internal/roce.Read (ECN, CNP priority and default ToS
+	// from the tree; PFC, trust and global pause from the live kernel).
+	SourceRoCE Source = "roce"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -109,6 +113,10 @@ type Snapshot struct {
 	// why it is nil.
 	GPU    *gpu.Snapshot
 	GPUErr error
+	// RoCE is the lossless configuration of the RoCE netdevs; RoCEErr is
+	// why it is nil.
+	RoCE    *roce.Snapshot
+	RoCEErr error
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -169,6 +177,10 @@ func (s *Snapshot) unavailable(src Source) string {
 		if !s.PortsWatched {
 			return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
 				"it is off with --no-collector.portwatch"
+		}
+	case SourceRoCE:
+		if s.RoCE == nil {
+			return "cannot read the RoCE lossless state: " + errText(s.RoCEErr)
 		}
 	case SourceGPU:
 		if s.GPU == nil {
@@ -268,6 +280,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		defer wg.Done()
 		s.Tuning, s.TuningErr = hs.Tuning(ctx)
 		s.Netdev, s.NetdevErr = hs.Netdevs(ctx)
+		s.RoCE, s.RoCEErr = hs.RoCE(ctx)
 		s.OpenSM, s.OpenSMErr = hs.OpenSM(ctx)
 	}()
 	s.PortHistory, s.PortsWatched = hs.PortHistory()
