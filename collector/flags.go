@@ -52,6 +52,10 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }},
 	{"hwmon", true, "temperature sensors of each RDMA device's adapter from the kernel's hwmon class (mlx5 ASIC and module, Linux 6.6+), read on the slow interval: each read is a firmware command",
 		func(env Env, _ *Flags) (Collector, error) { return NewHwmonCollector(env), nil }},
+	{"rdma_netlink", true, "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked)",
+		func(env Env, _ *Flags) (Collector, error) { return NewRDMANetlinkCollector(env), nil }},
+	{"roce", true, "RoCE lossless configuration per RoCE netdev: ECN per priority, CNP priority and default RoCE ToS from sysfs and configfs; PFC, ETS, trust mode and global pause from DCB netlink and ethtool (live /sys only; no privileges)",
+		func(env Env, _ *Flags) (Collector, error) { return NewRoCECollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
 		func(env Env, f *Flags) (Collector, error) {
 			return NewFabricCollector(env, fabric.RunnerConfig{

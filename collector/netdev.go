@@ -14,12 +14,13 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 )
 
 type netdevCollector struct {
 	info, mtu, up, carrier, ipv6Disabled                         *expo.Desc
 	ipoibInfo, connected, connectedSupported, enhanced, roceGIDs *expo.Desc
-	ethtoolInfo, speed, ethtoolStat, charDevice                  *expo.Desc
+	ethtoolInfo, speed, ethtoolStat, prioStat, charDevice        *expo.Desc
 	link, extState, downEvents, fecCorrected, fecUncorrectable   *expo.Desc
 }
 
@@ -45,6 +46,7 @@ func NewNetdevCollector(Env) Collector {
 		downEvents:         desc("rdma_netdev_link_down_events_total", "Link-down events the driver counted since it loaded (ethtool netlink EXT_DOWN_CNT, Linux 6.8+).", "netdev"),
 		fecCorrected:       desc("rdma_netdev_fec_corrected_blocks_total", "FEC blocks corrected (ethtool netlink FEC statistics); absent where the driver has none.", "netdev"),
 		fecUncorrectable:   desc("rdma_netdev_fec_uncorrectable_blocks_total", "FEC blocks that could not be corrected: frames lost on the wire.", "netdev"),
+		prioStat:           desc("rdma_netdev_priority_stat_total", "A per-priority ethtool statistic selected by --collector.netdev.ethtool-stats, split by direction and priority (rx_prio3_pause is direction rx, priority 3, stat pause).", "netdev", "direction", "priority", "stat"),
 		charDevice:         desc("rdma_device_char_device_info", "A /dev/infiniband character device of an RDMA device (uverbs, umad, issm); always 1.", "device", "path"),
 	}
 	return c
@@ -99,6 +101,12 @@ func (c *netdevCollector) netdev(ch chan<- prometheus.Metric, n *netdev.Netdev) 
 			gauge(ch, c.speed, float64(e.SpeedMbps.V)*1e6/8, n.Name)
 		}
 		for _, st := range e.Stats {
+			// A name that encodes direction and priority gets them as
+			// labels, so one query sums a priority or compares them.
+			if dir, prio, rest, ok := roce.PrioStat(st.Name); ok {
+				counter(ch, c.prioStat, float64(st.Value), n.Name, dir, strconv.Itoa(prio), rest)
+				continue
+			}
 			counter(ch, c.ethtoolStat, float64(st.Value), n.Name, st.Name)
 		}
 		if l := e.Link; l != nil {

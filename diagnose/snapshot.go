@@ -20,6 +20,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
@@ -63,6 +64,9 @@ const (
 	// SourceGPU: internal/gpu.Read (the GPUs of the PCI bus, their PCI
 	// relation to the RDMA devices, GPUDirect RDMA prerequisites).
 	SourceGPU Source = "gpu"
+	// SourceRoCE: internal/roce.Read (ECN, CNP priority and default ToS
+	// from the tree; PFC, trust and global pause from the live kernel).
+	SourceRoCE Source = "roce"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -116,6 +120,10 @@ type Snapshot struct {
 	// why it is nil.
 	GPU    *gpu.Snapshot
 	GPUErr error
+	// RoCE is the lossless configuration of the RoCE netdevs; RoCEErr is
+	// why it is nil.
+	RoCE    *roce.Snapshot
+	RoCEErr error
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -185,6 +193,10 @@ func (s *Snapshot) unavailable(src Source) string {
 		if !s.KernelLog.Status.Reading {
 			return "cannot read the kernel log (" + s.KernelLog.Status.Reason + "): " + errText(s.KernelLog.Status.Err) +
 				"; reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1"
+		}
+	case SourceRoCE:
+		if s.RoCE == nil {
+			return "cannot read the RoCE lossless state: " + errText(s.RoCEErr)
 		}
 	case SourceGPU:
 		if s.GPU == nil {
@@ -284,6 +296,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		defer wg.Done()
 		s.Tuning, s.TuningErr = hs.Tuning(ctx)
 		s.Netdev, s.NetdevErr = hs.Netdevs(ctx)
+		s.RoCE, s.RoCEErr = hs.RoCE(ctx)
 		s.OpenSM, s.OpenSMErr = hs.OpenSM(ctx)
 	}()
 	s.PortHistory, s.PortsWatched = hs.PortHistory()

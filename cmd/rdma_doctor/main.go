@@ -30,6 +30,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
@@ -182,6 +183,12 @@ func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (ho
 	if host.LiveSysfs(hostfs.Dir(paths.Sysfs)) {
 		// Only the live /sys can be read by rdmamap's fixed paths.
 		opts.Mapper = netdev.LiveMapper{}
+		// Netlink answers for the running kernel: asked only when the
+		// tree read is its /sys, as the ethtool query is.
+		opts.Kernel = rdmanl.Live{}
+	}
+	if f.Enabled("rdma_netlink") {
+		opts.RDMANetlink = rdmanl.Options{Stats: true, Status: true, Resources: true}
 	}
 	return opts, nil
 }

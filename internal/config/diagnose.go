@@ -491,6 +491,12 @@ type Policies struct {
 	// (they tune sockets, not verbs). An entry replaces the default for
 	// that key; the defaults are DefaultSysctlMinimums.
 	Sysctls map[string]int64 `yaml:"sysctls"`
+	// RoCEPriority is the 802.1p priority RoCE traffic uses, judged
+	// lossless by roce.lossless (PFC and ECN on it). Unset: the priority
+	// the default RoCE ToS maps to under trust dscp, else 3, NVIDIA's
+	// default (DSCP 26, the mlnx_qos and "RoCE configuration for
+	// ConnectX" examples).
+	RoCEPriority *int `yaml:"roce_priority"`
 	// RDMACgroupLimits are the rdma.max limits cgroups must have
 	// (cgroup.rdma, action rdma-cgroup). Empty: limits are exported only.
 	RDMACgroupLimits []RDMACgroupLimit `yaml:"rdma_cgroup_limits"`
@@ -793,6 +799,9 @@ func (d *Diagnose) UnmarshalYAML(n *yaml.Node) error {
 	pr := p.Thresholds.Probe
 	if pr.LoopbackLatencyUS < 0 || pr.SwitchLatencyUS < 0 || pr.MinBandwidthRatio < 0 || pr.MinBandwidthRatio > 1 {
 		return lineErr(keyNode(th, "probe"), "diagnose.thresholds.probe: latencies must be positive and min_bandwidth_ratio between 0 and 1")
+	}
+	if rp := p.Policies.RoCEPriority; rp != nil && (*rp < 0 || *rp > 7) {
+		return lineErr(keyNode(keyNode(n, "policies"), "roce_priority"), "diagnose.policies.roce_priority: %d is not a priority (0 to 7)", *rp)
 	}
 	sys := keyNode(keyNode(n, "policies"), "sysctls")
 	for k, v := range p.Policies.Sysctls {

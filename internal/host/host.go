@@ -47,6 +47,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -81,6 +83,14 @@ type Options struct {
 	// Mapper answers the netdev reader's PCI and character device
 	// questions; nil reads the sysfs tree.
 	Mapper netdev.Mapper
+	// Kernel is the running kernel's netlink, for the sources only it
+	// answers (RDMA netlink, DCB netlink and the pause ioctl); nil on a
+	// tree that is not the live /sys (a fixture host), whose netdevs and
+	// devices the kernel here does not have.
+	Kernel rdmanl.Conn
+	// RDMANetlink selects the RDMA netlink queries (collector
+	// rdma_netlink); its Keep is the device filter.
+	RDMANetlink rdmanl.Options
 	// SlowRefresh is how long slow host state is reused; 0 is
 	// DefaultSlowRefresh, negative reads it on every snapshot.
 	SlowRefresh time.Duration
@@ -265,6 +275,8 @@ type Snapshot struct {
 	class   once[*infiniband.Class]
 	netdevs once[*netdev.Snapshot]
 	bus     once[[]pci.BusFunction]
+	rdmanl  once[*rdmanl.Snapshot]
+	roce    once[*roce.Snapshot]
 	// devCheck compares the class with the slow PCI source's devices
 	// (checkDevices).
 	devCheck sync.Once

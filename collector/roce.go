@@ -1,0 +1,105 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+)
+
+type roceCollector struct {
+	ecn, cnpPrio, cnpDSCP, tos                       *expo.Desc
+	pfc, pfcFrames, trustDSCP, prioTC, pause, kernel *expo.Desc
+}
+
+// NewRoCECollector builds the roce collector: the lossless configuration
+// of each RoCE netdev.
+func NewRoCECollector(Env) Collector {
+	return &roceCollector{
+		ecn: desc("rdma_roce_ecn_enabled",
+			"1 when ECN is enabled for a priority at a notification (roce_np) or reaction (roce_rp) point (/sys/class/net/<if>/ecn/<point>/enable/<p>, MLNX_OFED and DOCA kernels).",
+			"netdev", "point", "priority"),
+		cnpPrio: desc("rdma_roce_cnp_priority", "802.1p priority of the CNPs the notification point sends (ecn/roce_np/params/cnp_802p_prio).", "netdev"),
+		cnpDSCP: desc("rdma_roce_cnp_dscp", "DSCP of the CNPs the notification point sends (ecn/roce_np/params/cnp_dscp).", "netdev"),
+		tos: desc("rdma_roce_default_tos",
+			"RDMA-CM default RoCE ToS of a port (/sys/kernel/config/rdma_cm/<dev>/ports/<n>/default_roce_tos); absent when the configfs directory was not created (ToS 0).",
+			"device", "port"),
+		pfc: desc("rdma_roce_pfc_enabled", "1 when PFC (IEEE 802.1Qbb) is enabled on a priority, from DCB netlink (live host only).", "netdev", "priority"),
+		pfcFrames: desc("rdma_roce_pfc_frames_total",
+			"PFC pause frames per priority from DCB netlink: direction tx sent (requests), rx received (indications) (live host only).",
+			"netdev", "direction", "priority"),
+		trustDSCP: desc("rdma_roce_trust_dscp",
+			"1 when the DCB application table maps DSCP values (trust dscp), 0 when it does not (trust pcp), from DCB netlink (live host only).", "netdev"),
+		prioTC: desc("rdma_roce_priority_traffic_class", "ETS traffic class of a priority, from DCB netlink (live host only).", "netdev", "priority"),
+		pause: desc("rdma_roce_global_pause_enabled",
+			"1 when global (802.3x) pause is on in a direction (ETHTOOL_GPAUSEPARAM, live host only); with PFC it should be off.",
+			"netdev", "direction"),
+		kernel: desc("rdma_roce_kernel_requests",
+			"Kernel queries of the RoCE netdevs this scrape by query (dcb, pause) and outcome: why the live-only series are absent.",
+			"query", "status"),
+	}
+}
+
+func (c *roceCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	s, err := snap.RoCE(ctx)
+	if s == nil {
+		return err
+	}
+	outcomes := map[[2]string]int{}
+	for i := range s.Netdevs {
+		n := &s.Netdevs[i]
+		for _, pt := range roce.Points {
+			en, ok := n.ECN[pt]
+			if !ok {
+				continue
+			}
+			for p, v := range en {
+				if v.OK {
+					gauge(ch, c.ecn, b2f(v.V), n.Name, pt, strconv.Itoa(p))
+				}
+			}
+		}
+		optGauge(ch, c.cnpPrio, n.CNPPriority, n.Name)
+		optGauge(ch, c.cnpDSCP, n.CNPDSCP, n.Name)
+		optGauge(ch, c.tos, n.DefaultToS, n.Device, strconv.Itoa(n.Port))
+		if n.DCBStatus != "" {
+			outcomes[[2]string{string(rdmanl.QueryDCB), string(n.DCBStatus)}]++
+		}
+		if n.PauseStatus != "" {
+			outcomes[[2]string{string(rdmanl.QueryPause), string(n.PauseStatus)}]++
+		}
+		if d := n.DCB; d != nil {
+			if pfc := d.PFC; pfc != nil {
+				for p := range roce.Priorities {
+					prio := strconv.Itoa(p)
+					gauge(ch, c.pfc, b2f(pfc.Enabled&(1<<p) != 0), n.Name, prio)
+					counter(ch, c.pfcFrames, float64(pfc.Requests[p]), n.Name, "tx", prio)
+					counter(ch, c.pfcFrames, float64(pfc.Indications[p]), n.Name, "rx", prio)
+				}
+			}
+			gauge(ch, c.trustDSCP, b2f(d.TrustDSCP()), n.Name)
+			if e := d.ETS; e != nil {
+				for p, tc := range e.PrioTC {
+					gauge(ch, c.prioTC, float64(tc), n.Name, strconv.Itoa(p))
+				}
+			}
+		}
+		if p := n.Pause; p != nil {
+			gauge(ch, c.pause, b2f(p.RX), n.Name, "rx")
+			gauge(ch, c.pause, b2f(p.TX), n.Name, "tx")
+		}
+	}
+	for k, v := range outcomes {
+		gauge(ch, c.kernel, float64(v), k[0], k[1])
+	}
+	return errors.Join(append(s.Errors, err)...)
+}

@@ -1,0 +1,126 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package roce
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
+)
+
+func write(t *testing.T, root, p, v string) {
+	t.Helper()
+	p = filepath.Join(root, p)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dcbConn answers DCB requests with EOPNOTSUPP, as a driver without
+// dcbnl_ops does.
+type dcbConn struct{ asked []string }
+
+func (c *dcbConn) Exec(_ context.Context, proto int, _ uint16, _ int, body []byte, _ func([]byte) bool) error {
+	c.asked = append(c.asked, string(body[8:]))
+	return unix.EOPNOTSUPP
+}
+
+func TestRead(t *testing.T) {
+	root := t.TempDir()
+	for p := range Priorities {
+		v := "0\n"
+		if p == 3 {
+			v = "1\n"
+		}
+		write(t, root, "class/net/eth0/ecn/roce_np/enable/"+string(rune('0'+p)), v)
+		write(t, root, "class/net/eth0/ecn/roce_rp/enable/"+string(rune('0'+p)), v)
+	}
+	write(t, root, "class/net/eth0/ecn/roce_np/params/cnp_802p_prio", "6\n")
+	write(t, root, "class/net/eth0/ecn/roce_np/params/cnp_dscp", "48\n")
+	write(t, root, "kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos", "106\n")
+	write(t, root, "class/net/eth1/ecn/roce_np/enable/0", "garbage\n")
+
+	nds := []netdev.Netdev{
+		{Name: "eth0", Kind: netdev.KindRoCE, Device: "mlx5_0", Port: 1, IfIndex: sysattr.Some(uint64(4))},
+		{Name: "eth1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 1, IfIndex: sysattr.Some(uint64(5))},
+		{Name: "ib0", Kind: netdev.KindIPoIB, Device: "mlx5_2", Port: 1},
+	}
+	conn := &dcbConn{}
+	s := Read(context.Background(), hostfs.Dir(root), nds, Options{
+		Conn:  conn,
+		Pause: func(string) (Pause, error) { return Pause{RX: true, TX: true}, nil },
+		// The kernel has eth0 under another ifindex (a fixture tree read on
+		// some host) and eth1 as in the tree.
+		Interfaces: func() (map[string]int, error) { return map[string]int{"eth0": 9, "eth1": 5}, nil },
+	})
+	if len(s.Netdevs) != 2 {
+		t.Fatalf("netdevs %+v", s.Netdevs)
+	}
+	e0, e1 := s.Netdevs[0], s.Netdevs[1]
+	if np := e0.ECN[PointNP]; !np[3].OK || !np[3].V || !np[0].OK || np[0].V {
+		t.Errorf("eth0 np %+v", np)
+	}
+	if _, ok := e0.ECN[PointRP]; !ok {
+		t.Error("eth0 no rp")
+	}
+	if e0.CNPPriority.V != 6 || e0.CNPDSCP.V != 48 || !e0.DefaultToS.OK || e0.DefaultToS.V != 106 {
+		t.Errorf("eth0 %+v", e0)
+	}
+	if e0.Live || e0.DCBStatus != "" || e0.Pause != nil {
+		t.Errorf("eth0 asked the kernel under another ifindex: %+v", e0)
+	}
+	if !e1.Live || e1.DCBStatus != rdmanl.StatusUnsupported || e1.Pause == nil || !e1.Pause.RX {
+		t.Errorf("eth1 %+v", e1)
+	}
+	if _, ok := e1.ECN[PointRP]; ok || e1.DefaultToS.OK {
+		t.Errorf("eth1 has what its tree lacks: %+v", e1)
+	}
+	if len(conn.asked) != 1 {
+		t.Errorf("dcb asked %q", conn.asked)
+	}
+	if len(s.Errors) != 1 {
+		t.Errorf("errors %v, want the garbage enable file", s.Errors)
+	}
+	if ToSPriority(e0.DefaultToS.V) != 3 {
+		t.Errorf("ToS 106 -> priority %d", ToSPriority(106))
+	}
+}
+
+func TestPrioStat(t *testing.T) {
+	for in, want := range map[string][3]any{
+		"rx_prio3_pause":          {"rx", 3, "pause"},
+		"tx_prio0_pause_duration": {"tx", 0, "pause_duration"},
+		"rx_prio7_discards":       {"rx", 7, "discards"},
+	} {
+		d, p, r, ok := PrioStat(in)
+		if !ok || d != want[0] || p != want[1] || r != want[2] {
+			t.Errorf("%s: %s %d %s %v", in, d, p, r, ok)
+		}
+	}
+	for _, in := range []string{"rx_pause_ctrl_phy", "rx_prio8_pause", "rx_prio3", "xx_prio3_pause", "rx_prio33_pause"} {
+		if _, _, _, ok := PrioStat(in); ok {
+			t.Errorf("%s parsed", in)
+		}
+	}
+}
+
+// TestLivePauseLoopback asks the running kernel for lo's pause
+// parameters: lo has no get_pauseparam, EOPNOTSUPP.
+func TestLivePauseLoopback(t *testing.T) {
+	_, err := EthtoolPause("lo")
+	if st := rdmanl.Classify(err); st != rdmanl.StatusUnsupported {
+		t.Errorf("lo pause: %v (%s)", err, st)
+	}
+}
