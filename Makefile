@@ -49,11 +49,12 @@ staticcheck:
 update-golden:
 	$(GO) test -count=1 ./e2e -run TestGolden -update
 
-# Regenerates the committed dashboards (dashboards/build) and the Kubernetes
-# PrometheusRule (alerts/rdma_doctor.rules.yml); make test fails when stale.
+# Regenerates, from the mixin config's defaults (mixin.Default), the
+# committed dashboards (dashboards/build), the rules (alerts/*.tmpl) and the
+# Kubernetes PrometheusRule; make test fails when stale.
 generate:
 	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
-	$(GO) test -count=1 ./alerts -run TestPrometheusRule -update
+	$(GO) test -count=1 ./alerts -run 'TestRulesUpToDate|TestPrometheusRule' -update
 
 # docs/performance.md: the benchmarks behind it (go test -bench: the scrape
 # against the raw floor and prometheus/procfs, growth with devices, IRQs,
