@@ -40,15 +40,32 @@ func Render(c mixin.Config) ([]byte, error) {
 			"runbook": func(alert string) string { return c.RunbookURLBase + strings.ToLower(alert) },
 			// num prints a threshold as PromQL reads it (10, 0.9, 2e-06).
 			"num": func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) },
+			// percent and micros print a ratio and a duration for people
+			// (90 %, 2 µs).
+			"percent": func(v float64) string { return strconv.FormatFloat(v*100, 'g', 4, 64) + " %" },
+			"micros":  func(v float64) string { return strconv.FormatFloat(v*1e6, 'g', 4, 64) + " µs" },
 		}).
 		Parse(rulesTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the rules template: %w", err)
 	}
+	// The label lists every aggregation and join keeps: the cluster label
+	// and the job first, so rules evaluated over a global view (Thanos,
+	// Mimir) neither mix clusters nor match series of two clusters whose
+	// instance names collide.
+	jobLabels := c.ClusterLabel + ", job"
 	data := struct {
 		mixin.Config
-		Window string
-	}{c, c.RateWindow.String()}
+		Window                                          string
+		JobLabels, HostLabels, DeviceLabels, PortLabels string
+	}{
+		Config:       c,
+		Window:       c.RateWindow.String(),
+		JobLabels:    jobLabels,
+		HostLabels:   jobLabels + ", instance",
+		DeviceLabels: jobLabels + ", instance, device",
+		PortLabels:   jobLabels + ", instance, device, port",
+	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("rendering the rules: %w", err)
