@@ -54,7 +54,7 @@ update-golden:
 # Kubernetes PrometheusRule; make test fails when stale.
 generate:
 	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
-	$(GO) test -count=1 ./alerts -run 'TestRulesUpToDate|TestPrometheusRule' -update
+	$(GO) test -count=1 ./alerts -run 'TestRulesUpToDate|TestPrometheusRule|TestInhibitRulesUpToDate' -update
 
 # docs/performance.md: the benchmarks behind it (go test -bench: the scrape
 # against the raw floor and prometheus/procfs, growth with devices, IRQs,
