@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/rdma-doctor/rdma_doctor/dashboards/build"
+	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
 var update = flag.Bool("update", false, "rewrite the dashboard JSON files from dashboards/build")
@@ -39,7 +40,7 @@ var uids = map[string]string{
 // TestUpToDate checks the committed JSON is what dashboards/build
 // generates; -update rewrites it and removes files it no longer generates.
 func TestUpToDate(t *testing.T) {
-	all, err := build.All()
+	all, err := build.All(mixin.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +234,53 @@ func TestExpand(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("Expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestGrid checks every dashboard's layout: each panel lies inside
+// Grafana's 24-column grid (a wider line makes Grafana move panels around
+// on load, and the committed layout is then not what users see) and no two
+// panels overlap. It reads the committed JSON, so it also guards files
+// edited by hand.
+func TestGrid(t *testing.T) {
+	files, err := Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		var d struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				GridPos *struct {
+					X, Y, W, H int
+				} `json:"gridPos"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		type rect struct {
+			title      string
+			x, y, w, h int
+		}
+		var placed []rect
+		for _, p := range d.Panels {
+			g := p.GridPos
+			if g == nil || g.W <= 0 || g.H <= 0 {
+				t.Errorf("%s: panel %q has no size", name, p.Title)
+				continue
+			}
+			r := rect{p.Title, g.X, g.Y, g.W, g.H}
+			if r.x < 0 || r.x+r.w > build.GridWidth {
+				t.Errorf("%s: panel %q spans columns %d to %d, beyond the %d-column grid", name, r.title, r.x, r.x+r.w, build.GridWidth)
+			}
+			for _, o := range placed {
+				if r.x < o.x+o.w && o.x < r.x+r.w && r.y < o.y+o.h && o.y < r.y+r.h {
+					t.Errorf("%s: panels %q and %q overlap", name, o.title, r.title)
+				}
+			}
+			placed = append(placed, r)
 		}
 	}
 }
