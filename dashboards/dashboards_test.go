@@ -12,6 +12,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/rdma-doctor/rdma_doctor/dashboards/build"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
@@ -282,5 +284,67 @@ func TestGrid(t *testing.T) {
 			}
 			placed = append(placed, r)
 		}
+	}
+}
+
+// mlx5EthtoolStats are mlx5 ethtool statistics the PHY panels of the host
+// dashboard chart, concrete names from the kernel's
+// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst.
+var mlx5EthtoolStats = []string{
+	"rx_pause_ctrl_phy", "tx_pause_ctrl_phy", "rx_prio3_pause", "tx_prio3_pause",
+	"rx_prio3_pause_duration", "tx_prio3_pause_duration", "rx_corrected_bits_phy", "rx_bits_phy",
+	"rx_pcs_symbol_err_phy", "rx_symbol_err_phy", "rx_crc_errors_phy", "rx_err_lane_0_phy",
+	"link_down_events_phy", "rx_discards_phy", "tx_discards_phy", "rx_out_of_buffer",
+	"rx_buffer_passed_thres_phy", "tx_pause_storm_warning_events", "tx_pause_storm_error_events",
+}
+
+// TestEthtoolPanelsMatchDefaultStats checks that every stat the PHY panels
+// select is exported by default (--collector.netdev.ethtool-stats) and that
+// every stat matcher of a panel selects some real mlx5 statistic: a panel
+// must not wait for a statistic the exporter never sends.
+func TestEthtoolPanelsMatchDefaultStats(t *testing.T) {
+	def := regexp.MustCompile("^(?:" + netdev.DefaultStats + ")$")
+	for _, s := range mlx5EthtoolStats {
+		if !def.MatchString(s) {
+			t.Errorf("%s is charted but not in netdev.DefaultStats", s)
+		}
+	}
+	qs, err := Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parser.NewParser(parser.Options{})
+	matchers := 0
+	for _, q := range qs {
+		if !strings.Contains(q.Expr, "rdma_netdev_ethtool_stat_total") {
+			continue
+		}
+		expr, err := Expand(q.Expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := p.ParseExpr(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+			vs, ok := n.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name != "stat" {
+					continue
+				}
+				matchers++
+				if !slices.ContainsFunc(mlx5EthtoolStats, m.Matches) {
+					t.Errorf("%s %q: stat matcher %s selects no mlx5 statistic", q.File, q.Where, m)
+				}
+			}
+			return nil
+		})
+	}
+	if matchers < 6 {
+		t.Errorf("only %d stat matchers in the dashboards' ethtool panels", matchers)
 	}
 }

@@ -6,7 +6,10 @@
 
 package build
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/units"
+)
 
 // fleet is the overview an operator opens first: how many hosts and ports,
 // which links are degraded, where errors and retransmits concentrate, which
@@ -30,14 +33,18 @@ func fleet(s selectors) *dashboard.DashboardBuilder {
 		WithRow(row("Ports and links")).
 		WithPanel(tableOf("Ports by state", "Number of ports per state (4 ACTIVE) and link layer.", 8,
 			instant(`count_values by (link_layer) ("state", rdma_port_state{`+s.port+`} * on (job, instance, device, port) group_left (link_layer) rdma_port_info{`+s.port+`})`))).
-		WithPanel(tableOf("Degraded links", "Ports below their expected rate, with the active and the expected rate in bytes per second.", 16,
-			instant(`rdma_port_rate_bytes_per_second{`+s.port+`} and on (job, instance, device, port) (rdma_port_link_degraded{`+s.port+`} == 1)`),
-			instant(`rdma_port_expected_rate_bytes_per_second{`+s.port+`} and on (job, instance, device, port) (rdma_port_link_degraded{`+s.port+`} == 1)`))).
-		WithPanel(graph("Fastest active rate per board", "The fastest ACTIVE port of each board (PSID) and link layer in the fleet: what RdmaPortRateBelowFleet compares with.", "Bps",
-			query(`board_id_link_layer:rdma_port_active_rate_bytes_per_second:max`, "{{board_id}} {{link_layer}}"))).
-		WithPanel(graph("Fleet traffic", "Bytes per second received and transmitted by all selected ports.", "Bps",
-			query(`sum(`+s.record("receive_bytes")+`{`+s.port+`})`, "received"),
-			query(`sum(`+s.record("transmit_bytes")+`{`+s.port+`})`, "transmitted"))).
+		WithPanel(tableOf("Degraded links", "Ports below their expected rate, with the active and the expected rate in bits per second.", 16,
+			instant(`8 * rdma_port_rate_bytes_per_second{`+s.port+`} and on (job, instance, device, port) (rdma_port_link_degraded{`+s.port+`} == 1)`),
+			instant(`8 * rdma_port_expected_rate_bytes_per_second{`+s.port+`} and on (job, instance, device, port) (rdma_port_link_degraded{`+s.port+`} == 1)`)).
+			Unit(units.BitsPerSecondSI)).
+		WithPanel(graph("Fastest active rate per board", "The fastest ACTIVE port of each board (PSID) and link layer in the fleet: what RdmaPortRateBelowFleet compares with.", units.BitsPerSecondSI,
+			query(`8 * board_id_link_layer:rdma_port_active_rate_bytes_per_second:max{`+s.job+`}`, "{{board_id}} {{link_layer}}"))).
+		WithPanel(graph("Fleet traffic", "Bits per second received and transmitted by all selected ports.", units.BitsPerSecondSI,
+			query(`8 * sum(`+s.record("receive_bytes")+`{`+s.port+`})`, "received"),
+			query(`8 * sum(`+s.record("transmit_bytes")+`{`+s.port+`})`, "transmitted"))).
+		WithPanel(graph("Top 10 ports by throughput", "The ten busiest ports, received plus transmitted bits per second: where the traffic of a job goes.", units.BitsPerSecondSI,
+			query(`topk(10, 8 * (`+s.record("receive_bytes")+`{`+s.port+`} + `+s.record("transmit_bytes")+`{`+s.port+`}))`, "{{instance}} {{device}}/{{port}}")).
+			Span(24)).
 		WithRow(row("Error hot spots")).
 		WithPanel(tableOf("Physical errors", "Ports with the most symbol errors, link error recoveries, integrity and receive errors per second (5m rate).", 12,
 			instant(`topk(20, `+s.record("physical_errors")+`{`+s.port+`} > 0)`))).

@@ -6,7 +6,10 @@
 
 package build
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/units"
+)
 
 // host is the per-host detail: per device and port, the link against what
 // it should be, traffic, error counters, driver hw_counters, NUMA and IRQ
@@ -14,6 +17,7 @@ import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
 func host(s selectors) *dashboard.DashboardBuilder {
 	const ri = `[$__rate_interval]`
 	legend := "{{instance}} {{device}}/{{port}}"
+	ethLegend := "{{instance}} {{netdev}} {{stat}}"
 	return newDashboard(s, "rdma-doctor-host", "RDMA / Host detail",
 		"One host (or a few): per device and port, link rate against expected, traffic, errors, hw_counters, NUMA and IRQ placement, tuning.").
 		WithRow(row("Devices and ports")).
@@ -26,15 +30,15 @@ func host(s selectors) *dashboard.DashboardBuilder {
 		WithPanel(timeline("Physical state", "5 LinkUp; 2 Polling means no link partner; 6 LinkErrorRecovery means an unstable link.", physStates,
 			query(`rdma_port_physical_state{`+s.port+`}`, legend))).
 		WithRow(row("Link rate")).
-		WithPanel(graph("Rate vs expected", "Active rate against the expected rate (config or board table); the gap is the guide's FDR case.", "Bps",
-			query(`rdma_port_rate_bytes_per_second{`+s.port+`}`, "active "+legend),
-			query(`rdma_port_expected_rate_bytes_per_second{`+s.port+`}`, "expected "+legend))).
+		WithPanel(graph("Rate vs expected", "Active rate against the expected rate (config or board table), in bits per second; the gap is the guide's FDR case.", units.BitsPerSecondSI,
+			query(`8 * rdma_port_rate_bytes_per_second{`+s.port+`}`, "active "+legend),
+			query(`8 * rdma_port_expected_rate_bytes_per_second{`+s.port+`}`, "expected "+legend))).
 		WithPanel(graph("Link width", "Active lanes (1, 2, 4, 8, 12). 2X alone is no fault: HDR100 and 200G NDR cards run 2X.", "none",
 			query(`rdma_port_link_width_lanes{`+s.port+`}`, legend))).
 		WithRow(row("Traffic")).
-		WithPanel(graph("Data", "Bytes per second received (negative: transmitted).", "Bps",
-			query(s.record("receive_bytes")+`{`+s.port+`}`, "rx "+legend),
-			query(`-`+s.record("transmit_bytes")+`{`+s.port+`}`, "tx "+legend))).
+		WithPanel(graph("Data", "Bits per second received (negative: transmitted).", units.BitsPerSecondSI,
+			query(`8 * `+s.record("receive_bytes")+`{`+s.port+`}`, "rx "+legend),
+			query(`-8 * `+s.record("transmit_bytes")+`{`+s.port+`}`, "tx "+legend))).
 		WithPanel(graph("Packets", "Packets per second received (negative: transmitted).", "pps",
 			query(`rate(rdma_port_packets_received_total{`+s.port+`}`+ri+`)`, "rx "+legend),
 			query(`-rate(rdma_port_packets_transmitted_total{`+s.port+`}`+ri+`)`, "tx "+legend))).
@@ -83,6 +87,24 @@ func host(s selectors) *dashboard.DashboardBuilder {
 			query(`rdma_device_irqs_off_node{`+s.dev+`}`, "{{instance}} {{device}}"))).
 		WithPanel(graph("IRQ CPUs", "Distinct CPUs the completion IRQs use; 1 means all on one CPU.", "none",
 			query(`rdma_device_irq_cpus{`+s.dev+`}`, "{{instance}} {{device}}"))).
+		WithRow(row("Ethernet PHY (RoCE): pause, PFC, FEC")).
+		WithPanel(graph("Pause frames", "Global (802.3x) pause frames per second, received and sent: the link partner or this port ran out of buffer.", units.PacketsPerSecond,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_pause_ctrl_phy"}`+ri+`)`, ethLegend))).
+		WithPanel(graph("PFC pause frames per priority", "Priority flow control pause frames per second and priority: RoCE's lossless class should see a few, a steady stream is congestion or a pause storm.", units.PacketsPerSecond,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_prio[0-7]_pause"}`+ri+`)`, ethLegend))).
+		WithPanel(graph("Time paused per priority", "Share of time each priority was paused (pause_duration counts microseconds).", units.PercentUnit,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_prio[0-7]_pause_duration"}`+ri+`) / 1e6`, ethLegend))).
+		WithPanel(graph("Pre-FEC bit error rate", "Bits the FEC corrected per bit received (rx_corrected_bits_phy / rx_bits_phy): a rising rate is a cable or optic degrading before packets are lost.", units.ScientificNotation,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat="rx_corrected_bits_phy"}`+ri+`) / ignoring (stat) rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat="rx_bits_phy"}`+ri+`)`, "{{instance}} {{netdev}}"))).
+		WithPanel(graph("PHY errors", "Symbol, PCS, CRC and per-lane errors and link down events per second (uncorrectable by the FEC).", "ops",
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"rx_(pcs_)?symbol_err_phy|rx_crc_errors_phy|rx_err_lane_[0-9]+_phy|link_down_events_phy"}`+ri+`)`, ethLegend))).
+		WithPanel(graph("Discards and pause storms", "Packets discarded for lack of buffer and pause storm events per second.", "ops",
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_discards_phy|rx_out_of_buffer|rx_buffer_passed_thres_phy|tx_pause_storm_(warning|error)_events"}`+ri+`)`, ethLegend))).
+		WithRow(row("Exporter")).
+		WithPanel(graph("Collector duration", "Seconds each collector took in the last scrape: a slow one points at a slow host file or tool (sminfo, iblinkinfo).", units.Seconds,
+			query(`rdma_scrape_collector_duration_seconds{`+s.host+`}`, "{{instance}} {{collector}}"))).
+		WithPanel(timeline("Collector success", "1 ok, 0 the collector met an error or its deadline (RdmaDoctorCollectorFailing).", okFail,
+			query(`rdma_scrape_collector_success{`+s.host+`}`, "{{instance}} {{collector}}"))).
 		WithRow(row("Tuning and netdevs")).
 		WithPanel(tableOf("Host tuning", "Every rdma_host_* series: hugepages, sysctls, governor, memlock, kernel.", 24,
 			instant(`{__name__=~"rdma_host_.+", `+s.host+`}`))).
