@@ -319,3 +319,49 @@ var (
 )
 
 func row(title string) *dashboard.RowBuilder { return dashboard.NewRowBuilder(title) }
+
+// ForImport turns a dashboard into the variant grafana.com's import and
+// Grafana's "Import dashboard" page expect: an __inputs entry asks the
+// importing user for a Prometheus data source, which Grafana substitutes
+// for ${DS_PROMETHEUS} before saving, and that becomes the default of the
+// datasource variable every panel already uses. __requires names the
+// panel plugins. Nothing else changes.
+func ForImport(d Dashboard) ([]byte, error) {
+	var m map[string]any
+	if err := json.Unmarshal(d.JSON, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.File, err)
+	}
+	m["__inputs"] = []map[string]string{{
+		"name": "DS_PROMETHEUS", "label": "Prometheus", "description": "The Prometheus that scrapes rdma_doctor",
+		"type": "datasource", "pluginId": "prometheus", "pluginName": "Prometheus",
+	}}
+	requires := []map[string]string{{"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"}}
+	panels, _ := m["panels"].([]any)
+	seen := map[string]bool{}
+	for _, p := range panels {
+		typ, _ := p.(map[string]any)["type"].(string)
+		if typ == "" || typ == "row" || seen[typ] {
+			continue
+		}
+		seen[typ] = true
+		requires = append(requires, map[string]string{"type": "panel", "id": typ, "name": typ, "version": ""})
+	}
+	m["__requires"] = requires
+	templating, _ := m["templating"].(map[string]any)
+	list, _ := templating["list"].([]any)
+	found := false
+	for _, v := range list {
+		if v, _ := v.(map[string]any); v["name"] == "datasource" {
+			v["current"] = map[string]any{"selected": true, "text": "${DS_PROMETHEUS}", "value": "${DS_PROMETHEUS}"}
+			found = true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%s: no datasource variable", d.File)
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.File, err)
+	}
+	return append(b, '\n'), nil
+}
