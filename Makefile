@@ -55,13 +55,14 @@ staticcheck:
 update-golden:
 	$(GO) test -count=1 ./e2e -run TestGolden -update
 
-# Regenerates the committed dashboards (dashboards/build), the Kubernetes
-# PrometheusRule (alerts/rdma_doctor.rules.yml), the Helm chart's copies of
-# both (deploy/helm/rdma-doctor/files) and then the golden of its default
-# render (needs helm: make tools); make test fails when stale.
+# Regenerates, from the mixin config's defaults (mixin.Default), the
+# committed dashboards (dashboards/build), the rules (alerts/*.tmpl), the
+# inhibit snippet and the Kubernetes PrometheusRule, then the Helm chart's
+# copies of them (deploy/helm/rdma-doctor/files) and the golden of its
+# default render (needs helm: make tools); make test fails when stale.
 generate:
 	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
-	$(GO) test -count=1 ./alerts -run TestPrometheusRule -update
+	$(GO) test -count=1 ./alerts -run 'TestRulesUpToDate|TestPrometheusRule|TestInhibitRulesUpToDate' -update
 	$(GO) test -count=1 ./deploy -run TestChartCopiesUpToDate -update
 	$(GO) test -count=1 ./deploy -run TestChartGolden -update
 

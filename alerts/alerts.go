@@ -2,8 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package alerts holds rdma_doctor's Prometheus alerting and recording rules
-// (rdma_doctor.rules.yml, tested with promtool in tests/) and renders them as
-// a prometheus-operator PrometheusRule for Kubernetes.
+// (rdma_doctor.rules.yml, rendered from rdma_doctor.rules.yml.tmpl with the
+// mixin config's defaults and tested with promtool in tests/), renders them
+// as a prometheus-operator PrometheusRule for Kubernetes, and renders the
+// Alertmanager inhibit rules that go with them.
 package alerts
 
 import (
@@ -15,8 +17,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Rules is rdma_doctor.rules.yml, the one source of the rules: the
-// PrometheusRule in deploy/kubernetes is generated from it.
+// Rules is rdma_doctor.rules.yml, the rules as rendered with
+// mixin.Default(): the PrometheusRule in deploy/kubernetes is generated
+// from it.
 //
 //go:embed rdma_doctor.rules.yml
 var Rules []byte
@@ -31,11 +34,15 @@ const header = `# Generated from alerts/rdma_doctor.rules.yml by "go test ./aler
 `
 
 // PrometheusRule renders Rules as a monitoring.coreos.com/v1 PrometheusRule.
-// The groups are carried over as YAML nodes, so the rules' comments (which
-// explain every threshold) survive into the manifest.
-func PrometheusRule() ([]byte, error) {
+func PrometheusRule() ([]byte, error) { return PrometheusRuleFrom(Rules) }
+
+// PrometheusRuleFrom renders a rules file (Rules, or Render's output for
+// another config) as a monitoring.coreos.com/v1 PrometheusRule. The groups
+// are carried over as YAML nodes, so the rules' comments (which explain
+// every threshold) survive into the manifest.
+func PrometheusRuleFrom(rules []byte) ([]byte, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(Rules, &doc); err != nil {
+	if err := yaml.Unmarshal(rules, &doc); err != nil {
 		return nil, fmt.Errorf("parsing rdma_doctor.rules.yml: %w", err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {

@@ -21,9 +21,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
-var update = flag.Bool("update", false, "rewrite "+PrometheusRulePath)
+var update = flag.Bool("update", false, "rewrite "+RulesPath+" and "+PrometheusRulePath)
 
 const runbookBase = "https://github.com/rdma-doctor/rdma_doctor/blob/main/docs/runbook.md#"
 
@@ -244,10 +245,37 @@ func TestEveryAlertTested(t *testing.T) {
 	}
 }
 
+// rendered is the rules file as the template and the default config
+// render it now; with -update it is written to rdma_doctor.rules.yml.
+func rendered(t *testing.T) []byte {
+	t.Helper()
+	b, err := Render(mixin.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(filepath.Base(RulesPath), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// TestRulesUpToDate checks that the committed rdma_doctor.rules.yml is
+// what rdma_doctor.rules.yml.tmpl renders with mixin.Default(); -update
+// rewrites it (make generate).
+func TestRulesUpToDate(t *testing.T) {
+	if !bytes.Equal(rendered(t), Rules) && !*update {
+		t.Fatalf("%s is out of date with rdma_doctor.rules.yml.tmpl and mixin.Default(): run make generate", RulesPath)
+	}
+}
+
 // TestPrometheusRule checks that the Kubernetes PrometheusRule is the
-// rendering of the rules file; -update rewrites it.
+// rendering of the rules file; -update rewrites it. It renders from the
+// template, not from the embedded Rules, so one -update run of both tests
+// brings both files up to date.
 func TestPrometheusRule(t *testing.T) {
-	got, err := PrometheusRule()
+	got, err := PrometheusRuleFrom(rendered(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,11 +305,11 @@ func TestPrometheusRule(t *testing.T) {
 	if err := yaml.Unmarshal(got, &pr); err != nil {
 		t.Fatal(err)
 	}
-	var rendered []rule
+	var carried []rule
 	for _, g := range pr.Spec.Groups {
-		rendered = append(rendered, g.Rules...)
+		carried = append(carried, g.Rules...)
 	}
-	if pr.Kind != "PrometheusRule" || fmt.Sprint(rendered) != fmt.Sprint(loadRules(t)) {
+	if pr.Kind != "PrometheusRule" || fmt.Sprint(carried) != fmt.Sprint(loadRules(t)) {
 		t.Errorf("PrometheusRule does not carry the rules unchanged")
 	}
 }

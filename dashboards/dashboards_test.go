@@ -12,6 +12,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/rdma-doctor/rdma_doctor/dashboards/build"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
 var update = flag.Bool("update", false, "rewrite the dashboard JSON files from dashboards/build")
@@ -39,7 +42,7 @@ var uids = map[string]string{
 // TestUpToDate checks the committed JSON is what dashboards/build
 // generates; -update rewrites it and removes files it no longer generates.
 func TestUpToDate(t *testing.T) {
-	all, err := build.All()
+	all, err := build.All(mixin.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,5 +237,114 @@ func TestExpand(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("Expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestGrid checks every dashboard's layout: each panel lies inside
+// Grafana's 24-column grid (a wider line makes Grafana move panels around
+// on load, and the committed layout is then not what users see) and no two
+// panels overlap. It reads the committed JSON, so it also guards files
+// edited by hand.
+func TestGrid(t *testing.T) {
+	files, err := Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		var d struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				GridPos *struct {
+					X, Y, W, H int
+				} `json:"gridPos"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		type rect struct {
+			title      string
+			x, y, w, h int
+		}
+		var placed []rect
+		for _, p := range d.Panels {
+			g := p.GridPos
+			if g == nil || g.W <= 0 || g.H <= 0 {
+				t.Errorf("%s: panel %q has no size", name, p.Title)
+				continue
+			}
+			r := rect{p.Title, g.X, g.Y, g.W, g.H}
+			if r.x < 0 || r.x+r.w > build.GridWidth {
+				t.Errorf("%s: panel %q spans columns %d to %d, beyond the %d-column grid", name, r.title, r.x, r.x+r.w, build.GridWidth)
+			}
+			for _, o := range placed {
+				if r.x < o.x+o.w && o.x < r.x+r.w && r.y < o.y+o.h && o.y < r.y+r.h {
+					t.Errorf("%s: panels %q and %q overlap", name, o.title, r.title)
+				}
+			}
+			placed = append(placed, r)
+		}
+	}
+}
+
+// mlx5EthtoolStats are mlx5 ethtool statistics the PHY panels of the host
+// dashboard chart, concrete names from the kernel's
+// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst.
+var mlx5EthtoolStats = []string{
+	"rx_pause_ctrl_phy", "tx_pause_ctrl_phy", "rx_prio3_pause", "tx_prio3_pause",
+	"rx_prio3_pause_duration", "tx_prio3_pause_duration", "rx_corrected_bits_phy", "rx_bits_phy",
+	"rx_pcs_symbol_err_phy", "rx_symbol_err_phy", "rx_crc_errors_phy", "rx_err_lane_0_phy",
+	"link_down_events_phy", "rx_discards_phy", "tx_discards_phy", "rx_out_of_buffer",
+	"rx_buffer_passed_thres_phy", "tx_pause_storm_warning_events", "tx_pause_storm_error_events",
+}
+
+// TestEthtoolPanelsMatchDefaultStats checks that every stat the PHY panels
+// select is exported by default (--collector.netdev.ethtool-stats) and that
+// every stat matcher of a panel selects some real mlx5 statistic: a panel
+// must not wait for a statistic the exporter never sends.
+func TestEthtoolPanelsMatchDefaultStats(t *testing.T) {
+	def := regexp.MustCompile("^(?:" + netdev.DefaultStats + ")$")
+	for _, s := range mlx5EthtoolStats {
+		if !def.MatchString(s) {
+			t.Errorf("%s is charted but not in netdev.DefaultStats", s)
+		}
+	}
+	qs, err := Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parser.NewParser(parser.Options{})
+	matchers := 0
+	for _, q := range qs {
+		if !strings.Contains(q.Expr, "rdma_netdev_ethtool_stat_total") {
+			continue
+		}
+		expr, err := Expand(q.Expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := p.ParseExpr(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+			vs, ok := n.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name != "stat" {
+					continue
+				}
+				matchers++
+				if !slices.ContainsFunc(mlx5EthtoolStats, m.Matches) {
+					t.Errorf("%s %q: stat matcher %s selects no mlx5 statistic", q.File, q.Where, m)
+				}
+			}
+			return nil
+		})
+	}
+	if matchers < 6 {
+		t.Errorf("only %d stat matchers in the dashboards' ethtool panels", matchers)
 	}
 }

@@ -163,7 +163,8 @@ type amAlert struct {
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 	Status      struct {
-		State string `json:"state"`
+		State       string   `json:"state"`
+		InhibitedBy []string `json:"inhibitedBy"`
 	} `json:"status"`
 }
 
@@ -202,6 +203,27 @@ func waitAlert(t *testing.T, am, prom *daemon, name string, labels map[string]st
 	}
 }
 
+// waitState polls Alertmanager until the alert with the name and labels is
+// there in the wanted state ("suppressed": muted by an inhibit rule, or
+// "active"), or fails after timeout. Alertmanager computes the state on
+// each API call from the alerts it holds, so once an inhibiting alert has
+// arrived the answer does not change.
+func waitState(t *testing.T, am, prom *daemon, name string, labels map[string]string, state string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		a := waitAlert(t, am, prom, name, labels, timeout)
+		if a.Status.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alert %s%v is %s (inhibited by %v), want %s\nAlertmanager log:\n%s",
+				name, labels, a.Status.State, a.Status.InhibitedBy, state, am.out.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // amNames lists the alert names Alertmanager holds.
 func amNames(t *testing.T, am *daemon) map[string]bool {
 	var got []amAlert
@@ -215,11 +237,13 @@ func amNames(t *testing.T, am *daemon) map[string]bool {
 
 // TestAlertsReachAlertmanager is the real pipeline: the built rdma_doctor on
 // a copy of fixture host cx6-hdr-fdr (HDR adapters, one linked at FDR: the
-// guide's switch port case), a real Prometheus scraping it with the shipped
-// rules, a real Alertmanager receiving. The downgrade alert must arrive;
-// then a retransmit counter rises in the copied tree and the retransmit
-// alert must arrive too. Finally every dashboard query runs on this
-// Prometheus without error.
+// guide's switch port case) and on sm-no-sm (an NDR port stuck in INIT
+// without a subnet manager), a real Prometheus scraping both with the
+// shipped rules, a real Alertmanager receiving, with the shipped inhibit
+// rules merged into its config. The downgrade alert must arrive, and the
+// inhibit rules must mute exactly the overlapping alerts; then a retransmit
+// counter rises in the copied tree and the retransmit alert must arrive
+// too. Finally every dashboard query runs on this Prometheus without error.
 func TestAlertsReachAlertmanager(t *testing.T) {
 	promBin := requireTool(t, "prometheus")
 	amBin := requireTool(t, "prometheus-alertmanager")
@@ -228,9 +252,12 @@ func TestAlertsReachAlertmanager(t *testing.T) {
 	root := filepath.Join(dir, "host")
 	hostfstest.CopyTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", "cx6-hdr-fdr"), root)
 	exp := start(t, "--path.rootfs="+root, "--config.file="+filepath.Join(root, "etc", "rdma_doctor", "rdma_doctor.yml"))
+	noSM := start(t, hostArgs(t, "sm-no-sm")...)
 
 	// Alertmanager: one receiver that sends nothing; the API shows what
-	// arrived. Clustering off (it would bind a fixed port).
+	// arrived. The shipped inhibit rules appended, as docs/monitoring.md
+	// tells users to merge them. Clustering off (it would bind a fixed
+	// port).
 	amCfg := filepath.Join(dir, "alertmanager.yml")
 	writeFile(t, amCfg, `route:
   receiver: "null"
@@ -240,7 +267,7 @@ func TestAlertsReachAlertmanager(t *testing.T) {
   repeat_interval: 1h
 receivers:
   - name: "null"
-`)
+`+string(alerts.Inhibit))
 	am := startDaemon(t, "alertmanager", amBin, "/-/ready",
 		"--config.file="+amCfg,
 		"--storage.path="+filepath.Join(dir, "am-data"),
@@ -262,8 +289,8 @@ alerting:
 scrape_configs:
   - job_name: rdma_doctor
     static_configs:
-      - targets: [%q]
-`, rules, am.addr, exp.addr))
+      - targets: [%q, %q]
+`, rules, am.addr, exp.addr, noSM.addr))
 	prom := startDaemon(t, "prometheus", promBin, "/-/ready",
 		"--config.file="+promCfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
@@ -277,6 +304,26 @@ scrape_configs:
 	if a.Labels["severity"] != "critical" || !strings.HasSuffix(a.Annotations["runbook_url"], "#rdmaportlinkdegraded") {
 		t.Errorf("RdmaPortLinkDegraded arrived as %+v", a)
 	}
+	t.Run("inhibit rules", func(t *testing.T) {
+		// cx6-hdr-fdr: both ports run below their expected rate, so the
+		// diagnose check port.rate fails for both; each is muted by its
+		// own port's RdmaPortLinkDegraded. mem.memlock (slurmd's 64 KiB)
+		// fails too and nothing mutes it.
+		for _, dev := range []string{"mlx5_0", "mlx5_1"} {
+			waitState(t, am, prom, "RdmaDiagnoseCheckFailing", map[string]string{"instance": exp.addr, "check": "port.rate", "device": dev, "port": "1"}, "suppressed", 2*time.Minute)
+			waitState(t, am, prom, "RdmaPortLinkDegraded", map[string]string{"instance": exp.addr, "device": dev, "port": "1"}, "active", 2*time.Minute)
+		}
+		// sm-no-sm: the port in INIT without SM fires RdmaPortNotActive,
+		// RdmaPortNoSubnetManager and the sm.present check; only the
+		// missing SM, the cause, stays.
+		waitState(t, am, prom, "RdmaPortNotActive", map[string]string{"instance": noSM.addr, "device": "mlx5_0", "port": "1"}, "suppressed", 2*time.Minute)
+		waitState(t, am, prom, "RdmaDiagnoseCheckFailing", map[string]string{"instance": noSM.addr, "check": "sm.present", "device": "mlx5_0", "port": "1"}, "suppressed", 2*time.Minute)
+		waitState(t, am, prom, "RdmaPortNoSubnetManager", map[string]string{"instance": noSM.addr, "device": "mlx5_0", "port": "1"}, "active", 2*time.Minute)
+		// Every inhibiting alert is in Alertmanager by now, so an alert
+		// they must not mute is active for good.
+		waitState(t, am, prom, "RdmaDiagnoseCheckFailing", map[string]string{"instance": exp.addr, "check": "mem.memlock"}, "active", 2*time.Minute)
+	})
+
 	// Its counters are flat so far: no retransmit alert.
 	if amNames(t, am)["RdmaPortRetransmits"] {
 		t.Fatal("RdmaPortRetransmits fired before any retransmit counter rose")
@@ -309,7 +356,7 @@ scrape_configs:
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	t.Logf("alerts in Alertmanager for cx6-hdr-fdr: %v", names)
+	t.Logf("alerts in Alertmanager for cx6-hdr-fdr and sm-no-sm: %v", names)
 
 	t.Run("dashboard queries run", func(t *testing.T) {
 		runDashboardQueries(t, prom)

@@ -23,6 +23,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
 // Dashboard is one generated dashboard: its file name in dashboards/ and
@@ -32,18 +34,23 @@ type Dashboard struct {
 	JSON []byte
 }
 
-// All builds every dashboard. UIDs are fixed here, never generated: links,
-// bookmarks and provisioning depend on them.
-func All() ([]Dashboard, error) {
+// All builds every dashboard for c (mixin.Default() gives the committed
+// files). UIDs are fixed here, never generated: links, bookmarks and
+// provisioning depend on them.
+func All(c mixin.Config) ([]Dashboard, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	s := newSelectors(c)
 	builders := []struct {
 		file string
 		b    *dashboard.DashboardBuilder
 	}{
-		{"fleet.json", fleet()},
-		{"host.json", host()},
-		{"fabric.json", fabric()},
-		{"probes.json", probes()},
-		{"diagnose.json", diagnose()},
+		{"fleet.json", fleet(s)},
+		{"host.json", host(s)},
+		{"fabric.json", fabric(s)},
+		{"probes.json", probes(s)},
+		{"diagnose.json", diagnose(s)},
 	}
 	var out []Dashboard
 	for _, d := range builders {
@@ -51,6 +58,7 @@ func All() ([]Dashboard, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.file, err)
 		}
+		layout(built.Panels)
 		// Panel ids must be unique within a dashboard (Grafana links
 		// panels by id); number them in layout order.
 		for i, p := range built.Panels {
@@ -71,22 +79,77 @@ func All() ([]Dashboard, error) {
 	return out, nil
 }
 
-// Label matchers shared by every query. $instance, $device and $port are
+// GridWidth is the width of Grafana's dashboard grid in columns.
+const GridWidth = 24
+
+// layout places the panels left to right in rows of GridWidth columns,
+// starting a new line when a panel would not fit (the SDK's builder only
+// wraps after a line is full, so a 24-wide panel after a 12-wide one
+// overflowed the grid) and below the tallest panel of the line. A row
+// header takes a line of its own.
+func layout(panels []dashboard.PanelOrRowPanel) {
+	var x, y, lineHeight uint32
+	for _, p := range panels {
+		if p.RowPanel != nil {
+			y += lineHeight
+			x, lineHeight = 0, 0
+			p.RowPanel.GridPos = &dashboard.GridPos{X: 0, Y: y, W: GridWidth, H: 1}
+			y++
+			continue
+		}
+		if p.Panel == nil || p.Panel.GridPos == nil {
+			continue
+		}
+		g := p.Panel.GridPos
+		if x+g.W > GridWidth {
+			y += lineHeight
+			x, lineHeight = 0, 0
+		}
+		g.X, g.Y = x, y
+		x += g.W
+		lineHeight = max(lineHeight, g.H)
+	}
+}
+
+// selectors are the label matchers shared by every query, and the names
+// that depend on the mixin config. $instance, $device and $port are
 // multi-value variables, hence =~.
-const (
-	selJob  = `job="$job"`
-	selHost = `job="$job", instance=~"$instance"`
-	selDev  = `job="$job", instance=~"$instance", device=~"$device"`
-	selPort = `job="$job", instance=~"$instance", device=~"$device", port=~"$port"`
-)
+type selectors struct {
+	job, host, dev, port string
+	// rate is the recording rules' suffix for their window (rate5m).
+	rate string
+	cfg  mixin.Config
+}
+
+func newSelectors(c mixin.Config) selectors {
+	job := `job="$job"`
+	if c.MultiCluster {
+		job = c.ClusterLabel + `=~"$cluster", ` + job
+	}
+	return selectors{
+		job:  job,
+		host: job + `, instance=~"$instance"`,
+		dev:  job + `, instance=~"$instance", device=~"$device"`,
+		port: job + `, instance=~"$instance", device=~"$device", port=~"$port"`,
+		rate: "rate" + c.RateWindow.String(),
+		cfg:  c,
+	}
+}
+
+// record names a per-port recording rule of alerts/ (the same config names
+// it there): instance_device_port:rdma_port_NAME:rate5m.
+func (s selectors) record(name string) string {
+	return "instance_device_port:rdma_port_" + name + ":" + s.rate
+}
 
 var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 
 // newDashboard starts a dashboard with the shared settings, the five
-// template variables (datasource, job, instance, device, port) and links
-// to its siblings.
-func newDashboard(uid, title, description string) *dashboard.DashboardBuilder {
-	return dashboard.NewDashboardBuilder(title).
+// template variables (datasource, job, instance, device, port; cluster
+// after the datasource where the config asks for it) and links to its
+// siblings.
+func newDashboard(s selectors, uid, title, description string) *dashboard.DashboardBuilder {
+	d := dashboard.NewDashboardBuilder(title).
 		Uid(uid).
 		Description(description).
 		Tags([]string{"rdma_doctor", "rdma", "infiniband"}).
@@ -103,11 +166,18 @@ func newDashboard(uid, title, description string) *dashboard.DashboardBuilder {
 			KeepTime(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
 			Label("Data source").
-			Type("prometheus")).
-		WithVariable(queryVar("job", "Job", `label_values(rdma_scrape_collector_success, job)`, false)).
-		WithVariable(queryVar("instance", "Instance", `label_values(rdma_scrape_collector_success{`+selJob+`}, instance)`, true)).
-		WithVariable(queryVar("device", "Device", `label_values(rdma_device_info{`+selHost+`}, device)`, true)).
-		WithVariable(queryVar("port", "Port", `label_values(rdma_port_state{`+selDev+`}, port)`, true))
+			Type("prometheus"))
+	jobQuery := `label_values(rdma_scrape_collector_success, job)`
+	if s.cfg.MultiCluster {
+		cl := s.cfg.ClusterLabel
+		d = d.WithVariable(queryVar("cluster", "Cluster", `label_values(rdma_scrape_collector_success, `+cl+`)`, false))
+		jobQuery = `label_values(rdma_scrape_collector_success{` + cl + `=~"$cluster"}, job)`
+	}
+	return d.
+		WithVariable(queryVar("job", "Job", jobQuery, false)).
+		WithVariable(queryVar("instance", "Instance", `label_values(rdma_scrape_collector_success{`+s.job+`}, instance)`, true)).
+		WithVariable(queryVar("device", "Device", `label_values(rdma_device_info{`+s.host+`}, device)`, true)).
+		WithVariable(queryVar("port", "Port", `label_values(rdma_port_state{`+s.dev+`}, port)`, true))
 }
 
 func queryVar(name, label, query string, multi bool) *dashboard.QueryVariableBuilder {
@@ -249,3 +319,49 @@ var (
 )
 
 func row(title string) *dashboard.RowBuilder { return dashboard.NewRowBuilder(title) }
+
+// ForImport turns a dashboard into the variant grafana.com's import and
+// Grafana's "Import dashboard" page expect: an __inputs entry asks the
+// importing user for a Prometheus data source, which Grafana substitutes
+// for ${DS_PROMETHEUS} before saving, and that becomes the default of the
+// datasource variable every panel already uses. __requires names the
+// panel plugins. Nothing else changes.
+func ForImport(d Dashboard) ([]byte, error) {
+	var m map[string]any
+	if err := json.Unmarshal(d.JSON, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.File, err)
+	}
+	m["__inputs"] = []map[string]string{{
+		"name": "DS_PROMETHEUS", "label": "Prometheus", "description": "The Prometheus that scrapes rdma_doctor",
+		"type": "datasource", "pluginId": "prometheus", "pluginName": "Prometheus",
+	}}
+	requires := []map[string]string{{"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"}}
+	panels, _ := m["panels"].([]any)
+	seen := map[string]bool{}
+	for _, p := range panels {
+		typ, _ := p.(map[string]any)["type"].(string)
+		if typ == "" || typ == "row" || seen[typ] {
+			continue
+		}
+		seen[typ] = true
+		requires = append(requires, map[string]string{"type": "panel", "id": typ, "name": typ, "version": ""})
+	}
+	m["__requires"] = requires
+	templating, _ := m["templating"].(map[string]any)
+	list, _ := templating["list"].([]any)
+	found := false
+	for _, v := range list {
+		if v, _ := v.(map[string]any); v["name"] == "datasource" {
+			v["current"] = map[string]any{"selected": true, "text": "${DS_PROMETHEUS}", "value": "${DS_PROMETHEUS}"}
+			found = true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%s: no datasource variable", d.File)
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.File, err)
+	}
+	return append(b, '\n'), nil
+}

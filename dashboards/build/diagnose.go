@@ -10,22 +10,22 @@ import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
 // diagnose shows the troubleshooting checklist: which checks fail or warn
 // where, and since when. The evidence and remedy are on /diagnose.
-func diagnose() *dashboard.DashboardBuilder {
-	return newDashboard("rdma-doctor-diagnose", "RDMA / Diagnose",
+func diagnose(s selectors) *dashboard.DashboardBuilder {
+	return newDashboard(s, "rdma-doctor-diagnose", "RDMA / Diagnose",
 		"The diagnose checklist across hosts: failing and warning checks per target. curl HOST:9873/diagnose for evidence and remedies.").
 		WithRow(row("Checks")).
 		WithPanel(single("Failing", "Checks failing now (RdmaDiagnoseCheckFailing after 15m).", "none", 1,
-			query(`count(rdma_diagnose_status{`+selHost+`} == 2) or vector(0)`, "fail"))).
+			query(`count(rdma_diagnose_status{`+s.host+`} == 2) or vector(0)`, "fail"))).
 		WithPanel(single("Warning", "Checks warning now.", "none", 1,
-			query(`count(rdma_diagnose_status{`+selHost+`} == 1) or vector(0)`, "warn"))).
+			query(`count(rdma_diagnose_status{`+s.host+`} == 1) or vector(0)`, "warn"))).
 		WithPanel(single("Passing", "Checks passing now (skipped checks are absent).", "none", 0,
-			query(`count(rdma_diagnose_status{`+selHost+`} == 0) or vector(0)`, "pass"))).
+			query(`count(rdma_diagnose_status{`+s.host+`} == 0) or vector(0)`, "pass"))).
 		WithPanel(tableOf("Failing checks", "Check, target and host of every failing check.", 12,
-			instant(`rdma_diagnose_status{`+selHost+`} == 2`))).
+			instant(`rdma_diagnose_status{`+s.host+`} == 2`))).
 		WithPanel(tableOf("Warning checks", "Check, target and host of every warning.", 12,
-			instant(`rdma_diagnose_status{`+selHost+`} == 1`))).
-		WithPanel(tableOf("Fleet: hosts failing each check", "How many hosts fail each check: one host or all of them tells a local fault from a fleet-wide one.", 24,
-			instant(`count by (check) (count by (check, instance) (rdma_diagnose_status{`+selHost+`} == 2))`))).
+			instant(`rdma_diagnose_status{`+s.host+`} == 1`))).
 		WithPanel(timeline("Check status", "Worst status of each check on the selected hosts over time.", checkStates,
-			query(`max by (instance, check) (rdma_diagnose_status{`+selHost+`})`, "{{instance}} {{check}}")))
+			query(`max by (instance, check) (rdma_diagnose_status{`+s.host+`})`, "{{instance}} {{check}}"))).
+		WithPanel(tableOf("Fleet: hosts failing each check", "How many hosts fail each check: one host or all of them tells a local fault from a fleet-wide one.", 24,
+			instant(`count by (check) (count by (check, instance) (rdma_diagnose_status{`+s.host+`} == 2))`)))
 }

@@ -6,86 +6,108 @@
 
 package build
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/units"
+)
 
 // host is the per-host detail: per device and port, the link against what
 // it should be, traffic, error counters, driver hw_counters, NUMA and IRQ
 // placement, tuning and netdevs.
-func host() *dashboard.DashboardBuilder {
+func host(s selectors) *dashboard.DashboardBuilder {
 	const ri = `[$__rate_interval]`
 	legend := "{{instance}} {{device}}/{{port}}"
-	return newDashboard("rdma-doctor-host", "RDMA / Host detail",
+	ethLegend := "{{instance}} {{netdev}} {{stat}}"
+	return newDashboard(s, "rdma-doctor-host", "RDMA / Host detail",
 		"One host (or a few): per device and port, link rate against expected, traffic, errors, hw_counters, NUMA and IRQ placement, tuning.").
 		WithRow(row("Devices and ports")).
 		WithPanel(tableOf("Devices", "One row per RDMA device: model, board (PSID), firmware.", 24,
-			instant(`rdma_device_info{`+selDev+`}`))).
+			instant(`rdma_device_info{`+s.dev+`}`))).
 		WithPanel(tableOf("Ports", "Link layer, netdev, speed and width of each port.", 24,
-			instant(`rdma_port_info{`+selPort+`}`))).
+			instant(`rdma_port_info{`+s.port+`}`))).
 		WithPanel(timeline("Port state", "1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", portStates,
-			query(`rdma_port_state{`+selPort+`}`, legend))).
+			query(`rdma_port_state{`+s.port+`}`, legend))).
 		WithPanel(timeline("Physical state", "5 LinkUp; 2 Polling means no link partner; 6 LinkErrorRecovery means an unstable link.", physStates,
-			query(`rdma_port_physical_state{`+selPort+`}`, legend))).
+			query(`rdma_port_physical_state{`+s.port+`}`, legend))).
 		WithRow(row("Link rate")).
-		WithPanel(graph("Rate vs expected", "Active rate against the expected rate (config or board table); the gap is the guide's FDR case.", "Bps",
-			query(`rdma_port_rate_bytes_per_second{`+selPort+`}`, "active "+legend),
-			query(`rdma_port_expected_rate_bytes_per_second{`+selPort+`}`, "expected "+legend))).
+		WithPanel(graph("Rate vs expected", "Active rate against the expected rate (config or board table), in bits per second; the gap is the guide's FDR case.", units.BitsPerSecondSI,
+			query(`8 * rdma_port_rate_bytes_per_second{`+s.port+`}`, "active "+legend),
+			query(`8 * rdma_port_expected_rate_bytes_per_second{`+s.port+`}`, "expected "+legend))).
 		WithPanel(graph("Link width", "Active lanes (1, 2, 4, 8, 12). 2X alone is no fault: HDR100 and 200G NDR cards run 2X.", "none",
-			query(`rdma_port_link_width_lanes{`+selPort+`}`, legend))).
+			query(`rdma_port_link_width_lanes{`+s.port+`}`, legend))).
 		WithRow(row("Traffic")).
-		WithPanel(graph("Data", "Bytes per second received (negative: transmitted).", "Bps",
-			query(`instance_device_port:rdma_port_receive_bytes:rate5m{`+selPort+`}`, "rx "+legend),
-			query(`-instance_device_port:rdma_port_transmit_bytes:rate5m{`+selPort+`}`, "tx "+legend))).
+		WithPanel(graph("Data", "Bits per second received (negative: transmitted).", units.BitsPerSecondSI,
+			query(`8 * `+s.record("receive_bytes")+`{`+s.port+`}`, "rx "+legend),
+			query(`-8 * `+s.record("transmit_bytes")+`{`+s.port+`}`, "tx "+legend))).
 		WithPanel(graph("Packets", "Packets per second received (negative: transmitted).", "pps",
-			query(`rate(rdma_port_packets_received_total{`+selPort+`}`+ri+`)`, "rx "+legend),
-			query(`-rate(rdma_port_packets_transmitted_total{`+selPort+`}`+ri+`)`, "tx "+legend))).
+			query(`rate(rdma_port_packets_received_total{`+s.port+`}`+ri+`)`, "rx "+legend),
+			query(`-rate(rdma_port_packets_transmitted_total{`+s.port+`}`+ri+`)`, "tx "+legend))).
 		WithPanel(graph("Utilisation", "The busier direction against the active rate.", "percentunit",
-			query(`instance_device_port:rdma_port_utilization:ratio_rate5m{`+selPort+`}`, legend))).
+			query("instance_device_port:rdma_port_utilization:ratio_"+s.rate+`{`+s.port+`}`, legend))).
 		WithPanel(graph("Multicast", "Multicast packets per second (IPoIB ARP and SA traffic).", "pps",
-			query(`rate(rdma_port_multicast_packets_received_total{`+selPort+`}`+ri+`)`, "rx "+legend),
-			query(`rate(rdma_port_multicast_packets_transmitted_total{`+selPort+`}`+ri+`)`, "tx "+legend))).
+			query(`rate(rdma_port_multicast_packets_received_total{`+s.port+`}`+ri+`)`, "rx "+legend),
+			query(`rate(rdma_port_multicast_packets_transmitted_total{`+s.port+`}`+ri+`)`, "tx "+legend))).
 		WithRow(row("Errors")).
 		WithPanel(graph("Physical errors", "Symbol errors, link error recovery and link integrity errors per second.", "ops",
-			query(`rate(rdma_port_symbol_errors_total{`+selPort+`}`+ri+`)`, "symbol "+legend),
-			query(`rate(rdma_port_link_error_recovery_total{`+selPort+`}`+ri+`)`, "recovery "+legend),
-			query(`rate(rdma_port_local_link_integrity_errors_total{`+selPort+`}`+ri+`)`, "integrity "+legend),
-			query(`rate(rdma_port_excessive_buffer_overrun_errors_total{`+selPort+`}`+ri+`)`, "overrun "+legend))).
+			query(`rate(rdma_port_symbol_errors_total{`+s.port+`}`+ri+`)`, "symbol "+legend),
+			query(`rate(rdma_port_link_error_recovery_total{`+s.port+`}`+ri+`)`, "recovery "+legend),
+			query(`rate(rdma_port_local_link_integrity_errors_total{`+s.port+`}`+ri+`)`, "integrity "+legend),
+			query(`rate(rdma_port_excessive_buffer_overrun_errors_total{`+s.port+`}`+ri+`)`, "overrun "+legend))).
 		WithPanel(graph("Link downs", "Link down events in each interval.", "none",
-			query(`increase(rdma_port_link_downed_total{`+selPort+`}`+ri+`)`, legend))).
+			query(`increase(rdma_port_link_downed_total{`+s.port+`}`+ri+`)`, legend))).
 		WithPanel(graph("Receive errors", "Malformed packets received, remote physical errors, switch relay and constraint errors per second.", "ops",
-			query(`rate(rdma_port_receive_errors_total{`+selPort+`}`+ri+`)`, "rcv "+legend),
-			query(`rate(rdma_port_receive_remote_physical_errors_total{`+selPort+`}`+ri+`)`, "remote phys "+legend),
-			query(`rate(rdma_port_receive_switch_relay_errors_total{`+selPort+`}`+ri+`)`, "switch relay "+legend),
-			query(`rate(rdma_port_receive_constraint_errors_total{`+selPort+`}`+ri+`)`, "rcv constraint "+legend),
-			query(`rate(rdma_port_transmit_constraint_errors_total{`+selPort+`}`+ri+`)`, "xmit constraint "+legend))).
+			query(`rate(rdma_port_receive_errors_total{`+s.port+`}`+ri+`)`, "rcv "+legend),
+			query(`rate(rdma_port_receive_remote_physical_errors_total{`+s.port+`}`+ri+`)`, "remote phys "+legend),
+			query(`rate(rdma_port_receive_switch_relay_errors_total{`+s.port+`}`+ri+`)`, "switch relay "+legend),
+			query(`rate(rdma_port_receive_constraint_errors_total{`+s.port+`}`+ri+`)`, "rcv constraint "+legend),
+			query(`rate(rdma_port_transmit_constraint_errors_total{`+s.port+`}`+ri+`)`, "xmit constraint "+legend))).
 		WithPanel(graph("Congestion", "Transmit wait ticks and discards per second.", "ops",
-			query(`rate(rdma_port_transmit_wait_total{`+selPort+`}`+ri+`)`, "xmit wait "+legend),
-			query(`rate(rdma_port_transmit_discards_total{`+selPort+`}`+ri+`)`, "discards "+legend),
-			query(`rate(rdma_port_vl15_dropped_total{`+selPort+`}`+ri+`)`, "VL15 dropped "+legend))).
+			query(`rate(rdma_port_transmit_wait_total{`+s.port+`}`+ri+`)`, "xmit wait "+legend),
+			query(`rate(rdma_port_transmit_discards_total{`+s.port+`}`+ri+`)`, "discards "+legend),
+			query(`rate(rdma_port_vl15_dropped_total{`+s.port+`}`+ri+`)`, "VL15 dropped "+legend))).
 		WithPanel(tableOf("Saturated counters", "Counters pinned at their maximum: clear them with perfquery -R.", 24,
-			instant(`rdma_port_counter_saturated{`+selPort+`} == 1`))).
+			instant(`rdma_port_counter_saturated{`+s.port+`} == 1`))).
 		WithRow(row("Driver hw_counters")).
 		WithPanel(graph("Retransmits", "Retransmissions per second (out_of_sequence, packet_seq_err, implied_nak_seq_err, local_ack_timeout_err, duplicate_request, roce_adp_retrans*, hfi1 Rc*).", "ops",
-			query(`instance_device_port:rdma_port_retransmits:rate5m{`+selPort+`}`, legend))).
+			query(s.record("retransmits")+`{`+s.port+`}`, legend))).
 		WithPanel(graph("Port hw_counters", "Every port hw_counter that moved, per second.", "ops",
-			query(`rate(rdma_port_hw_counter_total{`+selPort+`}`+ri+`) > 0`, legend+" {{counter}}"))).
+			query(`rate(rdma_port_hw_counter_total{`+s.port+`}`+ri+`) > 0`, legend+" {{counter}}"))).
 		WithPanel(graph("RoCE congestion control", "CNPs sent, handled and ignored, ECN-marked packets per second.", "ops",
-			query(`rate(rdma_port_hw_counter_total{`+selPort+`, counter=~"np_cnp_sent|np_ecn_marked_roce_packets|rp_cnp_handled|rp_cnp_ignored"}`+ri+`)`, legend+" {{counter}}"))).
+			query(`rate(rdma_port_hw_counter_total{`+s.port+`, counter=~"np_cnp_sent|np_ecn_marked_roce_packets|rp_cnp_handled|rp_cnp_ignored"}`+ri+`)`, legend+" {{counter}}"))).
 		WithPanel(graph("Device hw_counters", "Every device-level hw_counter that moved, per second.", "ops",
-			query(`rate(rdma_device_hw_counter_total{`+selDev+`}`+ri+`) > 0`, "{{instance}} {{device}} {{counter}}"))).
+			query(`rate(rdma_device_hw_counter_total{`+s.dev+`}`+ri+`) > 0`, "{{instance}} {{device}} {{counter}}"))).
 		WithRow(row("NUMA and IRQs")).
 		WithPanel(tableOf("Placement", "NUMA node (-1: the platform does not say), completion IRQs, IRQs allowed off the node, distinct CPUs used, PCIe link degraded.", 24,
-			instant(`rdma_device_numa_node{`+selDev+`}`),
-			instant(`rdma_device_irqs{`+selDev+`}`),
-			instant(`rdma_device_irqs_off_node{`+selDev+`}`),
-			instant(`rdma_device_irq_cpus{`+selDev+`}`),
-			instant(`rdma_device_pcie_link_degraded{`+selDev+`}`))).
+			instant(`rdma_device_numa_node{`+s.dev+`}`),
+			instant(`rdma_device_irqs{`+s.dev+`}`),
+			instant(`rdma_device_irqs_off_node{`+s.dev+`}`),
+			instant(`rdma_device_irq_cpus{`+s.dev+`}`),
+			instant(`rdma_device_pcie_link_degraded{`+s.dev+`}`))).
 		WithPanel(graph("IRQs off node", "Completion IRQs allowed on CPUs outside the device's NUMA node (RdmaIrqsOffNumaNode).", "none",
-			query(`rdma_device_irqs_off_node{`+selDev+`}`, "{{instance}} {{device}}"))).
+			query(`rdma_device_irqs_off_node{`+s.dev+`}`, "{{instance}} {{device}}"))).
 		WithPanel(graph("IRQ CPUs", "Distinct CPUs the completion IRQs use; 1 means all on one CPU.", "none",
-			query(`rdma_device_irq_cpus{`+selDev+`}`, "{{instance}} {{device}}"))).
+			query(`rdma_device_irq_cpus{`+s.dev+`}`, "{{instance}} {{device}}"))).
+		WithRow(row("Ethernet PHY (RoCE): pause, PFC, FEC")).
+		WithPanel(graph("Pause frames", "Global (802.3x) pause frames per second, received and sent: the link partner or this port ran out of buffer.", units.PacketsPerSecond,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_pause_ctrl_phy"}`+ri+`)`, ethLegend))).
+		WithPanel(graph("PFC pause frames per priority", "Priority flow control pause frames per second and priority: RoCE's lossless class should see a few, a steady stream is congestion or a pause storm.", units.PacketsPerSecond,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_prio[0-7]_pause"}`+ri+`)`, ethLegend))).
+		WithPanel(graph("Time paused per priority", "Share of time each priority was paused (pause_duration counts microseconds).", units.PercentUnit,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_prio[0-7]_pause_duration"}`+ri+`) / 1e6`, ethLegend))).
+		WithPanel(graph("Pre-FEC bit error rate", "Bits the FEC corrected per bit received (rx_corrected_bits_phy / rx_bits_phy): a rising rate is a cable or optic degrading before packets are lost.", units.ScientificNotation,
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat="rx_corrected_bits_phy"}`+ri+`) / ignoring (stat) rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat="rx_bits_phy"}`+ri+`)`, "{{instance}} {{netdev}}"))).
+		WithPanel(graph("PHY errors", "Symbol, PCS, CRC and per-lane errors and link down events per second (uncorrectable by the FEC).", "ops",
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"rx_(pcs_)?symbol_err_phy|rx_crc_errors_phy|rx_err_lane_[0-9]+_phy|link_down_events_phy"}`+ri+`)`, ethLegend))).
+		WithPanel(graph("Discards and pause storms", "Packets discarded for lack of buffer and pause storm events per second.", "ops",
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_discards_phy|rx_out_of_buffer|rx_buffer_passed_thres_phy|tx_pause_storm_(warning|error)_events"}`+ri+`)`, ethLegend))).
+		WithRow(row("Exporter")).
+		WithPanel(graph("Collector duration", "Seconds each collector took in the last scrape: a slow one points at a slow host file or tool (sminfo, iblinkinfo).", units.Seconds,
+			query(`rdma_scrape_collector_duration_seconds{`+s.host+`}`, "{{instance}} {{collector}}"))).
+		WithPanel(timeline("Collector success", "1 ok, 0 the collector met an error or its deadline (RdmaDoctorCollectorFailing).", okFail,
+			query(`rdma_scrape_collector_success{`+s.host+`}`, "{{instance}} {{collector}}"))).
 		WithRow(row("Tuning and netdevs")).
 		WithPanel(tableOf("Host tuning", "Every rdma_host_* series: hugepages, sysctls, governor, memlock, kernel.", 24,
-			instant(`{__name__=~"rdma_host_.+", `+selHost+`}`))).
+			instant(`{__name__=~"rdma_host_.+", `+s.host+`}`))).
 		WithPanel(tableOf("Netdevs", "Every rdma_netdev_* series: IPoIB and RoCE netdevs, mode, MTU, driver.", 24,
-			instant(`{__name__=~"rdma_netdev_.+", `+selHost+`}`)))
+			instant(`{__name__=~"rdma_netdev_.+", `+s.host+`}`)))
 }
