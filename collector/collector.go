@@ -11,6 +11,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
@@ -106,9 +108,11 @@ func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, col
 func (a *Aggregator) Names() []string { return a.names }
 
 var (
-	successDesc    = expo.NewDesc("rdma_scrape_collector_success", "rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", "collector")
-	durationDesc   = expo.NewDesc("rdma_scrape_collector_duration_seconds", "rdma_doctor: duration of a collector scrape.", "collector")
-	errorsDesc     = expo.NewDesc("rdma_scrape_collector_errors", "rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", "collector")
+	successDesc      = expo.NewDesc("rdma_scrape_collector_success", "rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", "collector")
+	durationDesc     = expo.NewDesc("rdma_scrape_collector_duration_seconds", "rdma_doctor: duration of a collector scrape.", "collector")
+	errorsDesc       = expo.NewDesc("rdma_scrape_collector_errors", "rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", "collector")
+	refusedAttrsDesc = expo.NewDesc("rdma_scrape_collector_refused_attributes",
+		"rdma_doctor: attributes the driver refused on an earlier read (EINVAL, EACCES, EOPNOTSUPP: a restricted function, a counter the firmware lacks) and that are not asked again; their series are absent and, after the scrape that met them first, they are not errors.", "collector")
 	stuckDesc      = expo.NewDesc("rdma_host_reads_stuck", "rdma_doctor: host files whose read has not returned for 2 s or more (a wedged driver or firmware); each holds one thread, and the file is skipped until its read returns.")
 	refusedDesc    = expo.NewDesc("rdma_host_reads_refused_total", "rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.")
 	suppressedDesc = expo.NewDesc("rdma_scrape_error_logs_suppressed_total",
@@ -126,7 +130,7 @@ type bound struct {
 }
 
 func (b bound) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, ageDesc, stuckDesc, refusedDesc, suppressedDesc} {
+	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, refusedAttrsDesc, ageDesc, stuckDesc, refusedDesc, suppressedDesc} {
 		ch <- d.Prometheus()
 	}
 }
@@ -291,7 +295,19 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 	}
 	duration := time.Since(begin).Seconds()
 
-	errs := flatten(err)
+	// A refusal remembered from an earlier read (hostfs.ErrRefused) is no
+	// new failure: counted apart, it keeps a restricted function or an
+	// unimplemented counter from failing the collector on every scrape.
+	// The scrape that met it first counted and logged it as an error.
+	var errs []error
+	refused := 0
+	for _, e := range flatten(err) {
+		if errors.Is(e, hostfs.ErrRefused) {
+			refused++
+			continue
+		}
+		errs = append(errs, e)
+	}
 	success := 1.0
 	if len(errs) > 0 {
 		success = 0
@@ -302,6 +318,7 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 	ch <- expo.Gauge(successDesc, success, name)
 	ch <- expo.Gauge(durationDesc, duration, name)
 	ch <- expo.Gauge(errorsDesc, float64(len(errs)), name)
+	ch <- expo.Gauge(refusedAttrsDesc, float64(refused), name)
 }
 
 // flatten unpacks errors.Join trees into their leaves.

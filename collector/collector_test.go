@@ -7,8 +7,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
 type fakeCollector struct {
@@ -80,6 +83,34 @@ rdma_scrape_collector_success{collector="fake_partial"} 0
 		if n := strings.Count(logs.String(), msg); n != 1 {
 			t.Errorf("%q logged %d times at warn, want once:\n%s", msg, n, logs.String())
 		}
+	}
+}
+
+// TestRefusedAttributesAreNoErrors: a refusal remembered from an earlier
+// read (a restricted function's EINVAL, hostfs.ErrRefused) leaves the
+// collector's success at 1 and is counted apart; a new EINVAL is an error.
+func TestRefusedAttributesAreNoErrors(t *testing.T) {
+	refusal := &fs.PathError{Op: "read", Path: "/sys/class/infiniband/mlx5_0/fw_ver", Err: syscall.EINVAL}
+	a := newAggregator(host.New(host.Options{}), slog.New(slog.DiscardHandler), time.Second, map[string]Collector{
+		"remembered": fakeCollector{func(context.Context, chan<- prometheus.Metric) error {
+			return errors.Join(&hostfs.RefusedError{Err: refusal}, &hostfs.RefusedError{Err: refusal})
+		}},
+		"first": fakeCollector{func(context.Context, chan<- prometheus.Metric) error { return refusal }},
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Bind(context.Background()))
+	want := `
+# HELP rdma_scrape_collector_refused_attributes rdma_doctor: attributes the driver refused on an earlier read (EINVAL, EACCES, EOPNOTSUPP: a restricted function, a counter the firmware lacks) and that are not asked again; their series are absent and, after the scrape that met them first, they are not errors.
+# TYPE rdma_scrape_collector_refused_attributes gauge
+rdma_scrape_collector_refused_attributes{collector="first"} 0
+rdma_scrape_collector_refused_attributes{collector="remembered"} 2
+# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# TYPE rdma_scrape_collector_success gauge
+rdma_scrape_collector_success{collector="first"} 0
+rdma_scrape_collector_success{collector="remembered"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_scrape_collector_refused_attributes", "rdma_scrape_collector_success"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -129,10 +129,10 @@ func TestDiagnoseGolden(t *testing.T) {
 func TestDiagnoseServerAgreesWithCLI(t *testing.T) {
 	for _, host := range hosts(t) {
 		t.Run(host, func(t *testing.T) {
-			// Without its port sampler, which the CLI cannot have (port.flap
-			// and port.drop judge a history), the server must say what the
-			// CLI says.
-			e := start(t, append(diagArgs(t, host), "--no-collector.portwatch")...)
+			// Without its port sampler and kernel log reader, which the CLI
+			// cannot have (port.flap, port.drop and kernel.events judge a
+			// history), the server must say what the CLI says.
+			e := start(t, append(diagArgs(t, host), "--no-collector.portwatch", "--no-collector.kmsg")...)
 			code, body := e.get(t, "/diagnose?format=json")
 			if code != 200 {
 				t.Fatalf("GET /diagnose?format=json: %d\n%s", code, body)

@@ -42,6 +42,11 @@ var prometheusMade = []string{"up", "ALERTS", "ALERTS_FOR_STATE"}
 // against veths in a private network namespace and checks it exports them.
 var liveKernelOnly = []string{"rdma_netdev_ethtool_stat_total"}
 
+// readerOnly are metrics exported only once a background reader has met
+// something no fixture tree holds: a kernel log with a driver message
+// (TestKernelLogEvents feeds a fake /dev/kmsg and checks it is exported).
+var readerOnly = []string{"rdma_kernel_events_total"}
+
 // goldenNames are the metric names in fixtures/golden/*.metrics.
 func goldenNames(t *testing.T) map[string]bool {
 	t.Helper()
@@ -162,6 +167,9 @@ func TestQueriesNameExportedMetrics(t *testing.T) {
 	}
 	for _, n := range liveKernelOnly {
 		known[n] = "live kernel (TestNetdevLive)"
+	}
+	for _, n := range readerOnly {
+		known[n] = "a reader's event (TestKernelLogEvents)"
 	}
 
 	qs, err := dashboards.Queries()

@@ -37,8 +37,27 @@ type Attr struct {
 	mu      sync.Mutex
 	fd      int // -1: not open
 	missing error
-	closed  bool
+	// refusedErr is the answer of a driver that refuses the attribute
+	// for good; later reads return it as a RefusedError.
+	refusedErr error
+	closed     bool
 }
+
+// ErrRefused marks an attribute the driver refused on an earlier read
+// (EINVAL, EACCES, EPERM, EOPNOTSUPP, EISDIR) and that is not asked again:
+// a restricted function or a counter the firmware does not implement. It
+// is no new failure: collectors count it apart from their errors.
+var ErrRefused = errors.New("refused by the driver on an earlier read, not asked again")
+
+// RefusedError is a remembered refusal: the first answer, and ErrRefused.
+type RefusedError struct{ Err error }
+
+func (e *RefusedError) Error() string { return e.Err.Error() + " (refused before: not asked again)" }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRefused) true (a single Unwrap keeps it one
+// error where errors.Join trees are flattened).
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
 // NewAttr returns the Attr of a sysfs attribute name below f; nothing is
 // opened yet.
@@ -114,6 +133,9 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.refusedErr != nil {
+		return nil, &RefusedError{Err: a.refusedErr}
+	}
 	if a.missing != nil {
 		if !a.retryMissing {
 			return nil, a.missing
@@ -138,7 +160,7 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 		// time): remember the answer until the Attr is replaced (its
 		// device's static attributes are re-read), so the host is not
 		// asked again on every scrape. The error is still reported.
-		a.missing = err
+		a.refusedErr = err
 		a.release()
 		return nil, err
 	}
@@ -162,7 +184,10 @@ func (a *Attr) open(p string) error {
 	if err != nil {
 		kept.Add(-1)
 		perr := &fs.PathError{Op: "open", Path: p, Err: err}
-		if errors.Is(err, fs.ErrNotExist) || refused(err) {
+		switch {
+		case refused(err):
+			a.refusedErr = perr
+		case errors.Is(err, fs.ErrNotExist):
 			a.missing = perr
 		}
 		return perr
@@ -170,6 +195,10 @@ func (a *Attr) open(p string) error {
 	a.fd = fd
 	return nil
 }
+
+// IsRefusal reports an error of an attribute the driver or the kernel
+// refuses for good (EINVAL, EACCES, EPERM, EOPNOTSUPP, EISDIR).
+func IsRefusal(err error) bool { return refused(err) }
 
 // refused reports the errors of an attribute the driver or the kernel
 // refuses for good: asking again changes nothing and may flood the kernel

@@ -216,7 +216,8 @@ func TestKept(t *testing.T) {
 
 // An attribute the kernel refuses for good (EINVAL from a restricted
 // function; here EISDIR, which a test can make) is asked once: later reads
-// return the same error without a system call, until a new Attr.
+// return the same error, marked ErrRefused, without a system call, until a
+// new Attr.
 func TestAttrRefusedOnce(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "fw_ver")
@@ -235,8 +236,11 @@ func TestAttrRefusedOnce(t *testing.T) {
 	if err := os.WriteFile(p, []byte("28.39.1002\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Read(nil); err != first {
-		t.Errorf("second read: %v, want the remembered %v (no new read)", err, first)
+	if _, err := a.Read(nil); !errors.Is(err, ErrRefused) || !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("second read: %v, want the remembered %v as a refusal (no new read)", err, first)
+	}
+	if errors.Is(first, ErrRefused) {
+		t.Errorf("the first refusal is an error like any other, not a remembered one: %v", first)
 	}
 	if b, err := NewAttr(f, "fw_ver").Read(nil); err != nil || string(b) != "28.39.1002\n" {
 		t.Errorf("a new Attr: %q %v", b, err)

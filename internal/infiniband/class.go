@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
@@ -164,6 +165,10 @@ type static struct {
 	errs  []error
 	hw    []counterFile
 	ports []portFiles
+	// served is set once a read has returned errs: later reads serve
+	// them again from the cache, and a refusal among them (a restricted
+	// function's EINVAL) is then a remembered one, not a new failure.
+	served atomic.Bool
 }
 
 type portFiles struct {
@@ -395,6 +400,13 @@ func (r *Reader) device(ctx context.Context, name string) Device {
 	}
 	d := st.dev
 	d.Errors = append([]error(nil), st.errs...)
+	if st.served.Swap(true) {
+		for i, err := range d.Errors {
+			if hostfs.IsRefusal(err) && !errors.Is(err, hostfs.ErrRefused) {
+				d.Errors[i] = &hostfs.RefusedError{Err: err}
+			}
+		}
+	}
 	bp := r.bufs.Get().(*[]byte)
 	defer r.bufs.Put(bp)
 	lr := live{buf: *bp}

@@ -5,10 +5,12 @@ package infiniband
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,5 +92,37 @@ func TestReaderDeviceChanges(t *testing.T) {
 	}
 	if len(c.Devices) != 1 || c.Devices[0].Name != "mlx5_0" || c.Devices[0].FirmwareVer != some("20.99.9999") {
 		t.Errorf("after re-registration: %d devices, %+v", len(c.Devices), c.Devices[0].FirmwareVer)
+	}
+}
+
+// A static attribute the driver refuses (a restricted function's EINVAL)
+// is an error in the read that met it, and a remembered refusal
+// (hostfs.ErrRefused) while the cached static part is served again: the
+// collector then does not fail on every scrape.
+func TestReaderRefusedStatic(t *testing.T) {
+	dev := ClassDir + "/mlx5_0"
+	sys := &hostfstest.Faulty{Base: fixtureSys("dgx-h100"), Errors: map[string]error{dev + "/fw_ver": syscall.EINVAL}}
+	r := NewReader(sys, nil, time.Hour, time.Now)
+	refusals := func(c *Class) (fresh, remembered int) {
+		for _, err := range c.Errors() {
+			switch {
+			case errors.Is(err, hostfs.ErrRefused):
+				remembered++
+			case errors.Is(err, syscall.EINVAL):
+				fresh++
+			}
+		}
+		return
+	}
+	first, _ := r.Read(context.Background())
+	if f, m := refusals(first); f != 1 || m != 0 {
+		t.Errorf("first read: %d refusals, %d remembered; want 1, 0", f, m)
+	}
+	second, _ := r.Read(context.Background())
+	if f, m := refusals(second); f != 0 || m != 1 {
+		t.Errorf("second read: %d refusals, %d remembered; want 0, 1", f, m)
+	}
+	if n := sys.Reads(dev + "/fw_ver"); n != 1 {
+		t.Errorf("fw_ver asked %d times, want once", n)
 	}
 }
