@@ -28,6 +28,9 @@ func TestDriverHosts(t *testing.T) {
 		ports     map[string]map[string]string // device/port -> rdma_port_info labels
 		values    [][]string                   // metric, value, label pairs...
 		absent    []string                     // metrics no series of which may exist
+		// series (metric, label pairs...) that must be absent: a value
+		// whose file is missing, never a made-up zero
+		absentSeries [][]string
 	}
 	cases := map[string]want{
 		"efa-aws": {
@@ -77,6 +80,46 @@ func TestDriverHosts(t *testing.T) {
 			},
 			absent: []string{"rdma_port_rate_bytes_per_second", "rdma_port_data_received_bytes_total",
 				"rdma_port_hw_counter_total", "rdma_device_irqs", "rdma_device_numa_node"},
+		},
+		"bnxt_re-roce": {
+			// the recording gives neither port's rate (the netdev speed)
+			// nor bnxt_re1's state: those files are left out, and each is
+			// one error (a real bnxt_re port has them)
+			ibErrors: []string{"bnxt_re0/ports/1/rate", "bnxt_re1/ports/1/state",
+				"bnxt_re1/ports/1/phys_state", "bnxt_re1/ports/1/rate"},
+			info: map[string]map[string]string{
+				// hca_type is the driver's node description, hw_rev the PCI
+				// vendor; no board_id; no fw_ver recorded: an empty label
+				"bnxt_re0": {"node_type": "CA", "fw_ver": "", "hca_type": "Broadcom NetXtreme-C/E RoCE Driver HCA",
+					"hw_rev": "0x14e4", "board_id": "", "node_guid": "0x020af7fffee36e32", "sys_image_guid": "0x020af7fffee36e32"},
+				"bnxt_re1": {"node_type": "CA", "node_guid": "0x020af7fffee36e33"},
+			},
+			ports: map[string]map[string]string{
+				"bnxt_re0/1": {"link_layer": "Ethernet", "netdev": "bnxt_roce", "speed": "", "width": ""},
+				"bnxt_re1/1": {"link_layer": "Ethernet", "netdev": "lom_2"},
+			},
+			values: [][]string{
+				{"rdma_port_state", "4", "device", "bnxt_re0"},
+				{"rdma_port_physical_state", "5", "device", "bnxt_re0"},
+				// CM | REINIT | DEVICE_MGMT | VENDOR_CLASS (bnxt_re_query_port)
+				{"rdma_port_capability_mask", "1.900544e+06", "device", "bnxt_re0"},
+				// the GIDs of the VLAN netdevs come through under their names
+				{"rdma_netdev_roce_gids", "2", "device", "bnxt_re0", "netdev", "bnxt_roce.43", "gid_type", "RoCE v2"},
+				{"rdma_netdev_roce_gids", "1", "device", "bnxt_re1", "netdev", "lom_2", "gid_type", "RoCE v2"},
+				{"rdma_netdev_up", "1", "netdev", "bnxt_roce"},
+				{"rdma_device_numa_node", "-1", "device", "bnxt_re0"},
+			},
+			// upstream bnxt_re has no PMA (no process_mad) and no recorded
+			// hw_counters values; no IRQ row names the functions
+			absent: []string{"rdma_port_rate_bytes_per_second", "rdma_port_data_received_bytes_total",
+				"rdma_port_hw_counter_total", "rdma_device_hw_counter_total",
+				"rdma_device_irqs", "rdma_device_irq_cpus", "rdma_device_irqs_off_node"},
+			absentSeries: [][]string{
+				{"rdma_port_state", "device", "bnxt_re1"},
+				{"rdma_port_physical_state", "device", "bnxt_re1"},
+				{"rdma_netdev_up", "netdev", "lom_2"},
+				{"rdma_netdev_carrier", "netdev", "lom_2"},
+			},
 		},
 	}
 	for host, w := range cases {
@@ -134,6 +177,11 @@ func TestDriverHosts(t *testing.T) {
 			for _, m := range w.absent {
 				if len(fams[m]) > 0 {
 					t.Errorf("%s exported %v, want absent (no such data on this driver)", m, fams[m])
+				}
+			}
+			for _, a := range w.absentSeries {
+				if s, ok := lookup(fams, a[0], a[1:]...); ok {
+					t.Errorf("%s%v = %v, want absent (its file is missing)", a[0], a[1:], s.value)
 				}
 			}
 

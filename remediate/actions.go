@@ -216,6 +216,7 @@ func (a irqAction) Plan(in *Input) ([]Change, []string, error) {
 	}
 	var out []Change
 	var notes []string
+	judged := 0 // devices whose completion IRQs were seen and compared
 	for i := range s.Placement.Devices {
 		d := &s.Placement.Devices[i]
 		comp := d.Completion()
@@ -236,6 +237,7 @@ func (a irqAction) Plan(in *Input) ([]Change, []string, error) {
 			notes = append(notes, d.Name+": local_cpulist unreadable; not changed")
 			continue
 		}
+		judged++
 		off, okOff := d.OffNode()
 		used, okUsed := d.CPUsUsed()
 		if !okOff || !okUsed {
@@ -258,6 +260,10 @@ func (a irqAction) Plan(in *Input) ([]Change, []string, error) {
 	}
 	if len(out) > 0 {
 		notes = append(notes, IrqbalanceNote)
+	} else if len(notes) == 0 && judged == 0 {
+		// Not "all is well": efa, irdma, bnxt_re hosts without their IRQ
+		// rows, soft devices without any; nothing was compared.
+		notes = append(notes, "nothing to do: no line of /proc/interrupts is a completion IRQ of an RDMA device, so none is pinned")
 	} else if len(notes) == 0 {
 		notes = append(notes, "nothing to do: every device's completion IRQs are on its local CPUs and spread")
 	}

@@ -669,3 +669,20 @@ func TestIRQPlanUnclassified(t *testing.T) {
 		t.Errorf("notes %q", notes)
 	}
 }
+
+// TestIRQPlanNoCompletionIRQs: on a host where no /proc/interrupts line
+// belongs to an RDMA device (bnxt_re-roce, efa-aws: no IRQ rows recorded)
+// the plan changes nothing and does not claim the IRQs are well placed.
+func TestIRQPlanNoCompletionIRQs(t *testing.T) {
+	local, _ := cpulist.Parse("0-31")
+	d := irq.Device{Name: "bnxt_re0", PCI: pci.Function{Address: "0000:19:00.0", LocalCPUs: sysattr.Some(local)}}
+	in := &Input{Snap: &diagnose.Snapshot{Placement: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}
+	changes, notes, err := irqAction{}.Plan(in)
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("changes %v, err %v", changes, err)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "no line of /proc/interrupts is a completion IRQ") ||
+		strings.Contains(notes[0], "are on its local CPUs") {
+		t.Errorf("notes %q", notes)
+	}
+}
