@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -85,41 +84,11 @@ type Endpoint struct {
 	Chain    Chain
 }
 
-// Chain is a PCI function's place in the tree: the host bridge directory
-// its sysfs path starts with ("pci0000:15") and the bridges between that
-// host bridge and the function, root port first ("0000:15:01.0",
-// "0000:16:00.0", "0000:17:01.0"). The function itself is not in Bridges.
-type Chain struct {
-	Root    string
-	Bridges []string
-}
+// Chain is a PCI function's place in the tree (pci.Chain).
+type Chain = pci.Chain
 
-// ParseChain reads a chain from a sysfs link target or path
-// ("../../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0",
-// or the same with "/infiniband/mlx5_0" after the function). The function
-// is the last PCI address of the first run of addresses; the component
-// before that run is the host bridge. ok is false when the path holds no
-// PCI address (a software device: devices/virtual/...).
-func ParseChain(p string) (c Chain, fn string, ok bool) {
-	parts := strings.Split(p, "/")
-	start := -1
-	for i, s := range parts {
-		if pci.IsAddress(s) {
-			start = i
-			break
-		}
-	}
-	if start < 1 {
-		return Chain{}, "", false
-	}
-	end := start
-	for end < len(parts) && pci.IsAddress(parts[end]) {
-		end++
-	}
-	c.Root = parts[start-1]
-	c.Bridges = slices.Clone(parts[start : end-1])
-	return c, parts[end-1], true
-}
+// ParseChain reads a chain from a sysfs link target or path (pci.ParseChain).
+func ParseChain(p string) (Chain, string, bool) { return pci.ParseChain(p) }
 
 // Link is the nvidia-smi `topo -m` relation between two PCI functions,
 // nearest first; the values are NVML's nvmlGpuTopologyLevel_t.
