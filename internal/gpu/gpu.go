@@ -69,6 +69,9 @@ type GPU struct {
 	Function pci.Function
 	// Chain is where the function sits.
 	Chain Chain
+	// Path is the way up to the root port: each link's training and the
+	// root port's AER statistics.
+	Path pci.Path
 }
 
 // Name is the GPU's label value ("0" for GPU0).
@@ -179,6 +182,9 @@ type Snapshot struct {
 	// GPUDirect is the readiness of GPUDirect RDMA; nil on a host without
 	// NVIDIA GPUs, where it is not asked.
 	GPUDirect *GPUDirect
+	// P2P is the ACS and IOMMU state between each GPU and its nearest
+	// HCAs; nil on a host without GPUs.
+	P2P *P2P
 	// Errors are the read and parse errors met, each naming its file, and
 	// the pairs that could not be classified.
 	Errors []error
@@ -241,6 +247,7 @@ func Read(ctx context.Context, h hostfs.Host, opts Options) (*Snapshot, error) {
 			s.Affinity = append(s.Affinity, Affinity{GPU: g.Index, Device: d.Name, Link: l})
 		}
 	}
+	s.P2P = s.readP2P(h)
 	// The prerequisites read are NVIDIA's (peermem, the NVIDIA module);
 	// an AMD-only host is not judged by them.
 	if slices.ContainsFunc(s.GPUs, func(g GPU) bool { return g.Vendor == VendorNVIDIA }) {
@@ -283,6 +290,8 @@ func readGPU(sys hostfs.FS, addr string) (GPU, bool, error) {
 	g := GPU{Address: addr, Vendor: uint16(v), Device: uint16(d), Class: uint32(c), Chain: chain}
 	g.Function = pci.ReadFunction(sys, dir)
 	g.Function.Address = addr
+	g.Path = pci.ReadPath(sys, chain, addr)
+	g.Function.Errors = append(g.Function.Errors, g.Path.Errors...)
 	if dl, err := sys.ReadLink(dir + "/driver"); err == nil {
 		g.Driver = path.Base(dl)
 	} else if !errors.Is(err, fs.ErrNotExist) {
