@@ -86,7 +86,7 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if deg, ok := f.LinkDegraded(); ok {
 			gauge(ch, c.degraded, b2f(deg), g.Name())
 		}
-		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &g.Path, g.Name())
+		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, g.Name())
 	}
 	if p := s.P2P; p != nil {
 		c.p2p(ch, p)

@@ -78,8 +78,8 @@ func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if deg, ok := f.LinkDegraded(); ok {
 			gauge(ch, c.degraded, b2f(deg), d.Name)
 		}
-		errs = append(errs, d.Path.Errors...)
-		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &d.Path, d.Name)
+		errs = append(errs, f.Path.Errors...)
+		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, d.Name)
 	}
 	return errors.Join(errs...)
 }

@@ -69,9 +69,6 @@ type GPU struct {
 	Function pci.Function
 	// Chain is where the function sits.
 	Chain Chain
-	// Path is the way up to the root port: each link's training and the
-	// root port's AER statistics.
-	Path pci.Path
 }
 
 // Name is the GPU's label value ("0" for GPU0).
@@ -290,8 +287,8 @@ func readGPU(sys hostfs.FS, addr string) (GPU, bool, error) {
 	g := GPU{Address: addr, Vendor: uint16(v), Device: uint16(d), Class: uint32(c), Chain: chain}
 	g.Function = pci.ReadFunction(sys, dir)
 	g.Function.Address = addr
-	g.Path = pci.ReadPath(sys, chain, addr)
-	g.Function.Errors = append(g.Function.Errors, g.Path.Errors...)
+	g.Function.Path = pci.ReadPath(sys, chain, addr)
+	g.Function.Errors = append(g.Function.Errors, g.Function.Path.Errors...)
 	if dl, err := sys.ReadLink(dir + "/driver"); err == nil {
 		g.Driver = path.Base(dl)
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -62,13 +62,13 @@ func TestP2PHGXH100(t *testing.T) {
 	// The GPU's own path: its link to 17:01.0 and the root port's link
 	// to the switch, both at 32 GT/s x16; the root port's AER counts 0.
 	g := &s.GPUs[0]
-	if len(g.Path.Hops) != 2 || g.Path.RootPort != "0000:15:01.0" || g.Path.Hops[0].Upper != "0000:17:01.0" || g.Path.Hops[1].Lower != "0000:16:00.0" {
-		t.Fatalf("path %+v", g.Path)
+	if len(g.Function.Path.Hops) != 2 || g.Function.Path.RootPort != "0000:15:01.0" || g.Function.Path.Hops[0].Upper != "0000:17:01.0" || g.Function.Path.Hops[1].Lower != "0000:16:00.0" {
+		t.Fatalf("path %+v", g.Function.Path)
 	}
-	if hops, ok := g.Path.Degraded(); len(hops) != 0 || !ok {
+	if hops, ok := g.Function.Path.Degraded(); len(hops) != 0 || !ok {
 		t.Errorf("degraded %+v %v", hops, ok)
 	}
-	if a := g.Path.RootPortAER; !a.RootPortFatal.OK || a.RootPortFatal.V != 0 || !a.Correctable.OK {
+	if a := g.Function.Path.RootPortAER; !a.RootPortFatal.OK || a.RootPortFatal.V != 0 || !a.Correctable.OK {
 		t.Errorf("root port AER %+v", a)
 	}
 	if a := g.Function.AER; !a.Fatal.OK || a.RootPortFatal.OK {

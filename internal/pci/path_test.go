@@ -66,7 +66,7 @@ func TestReadDevicePath(t *testing.T) {
 	if err != nil || len(devs) != 1 {
 		t.Fatal(devs, err)
 	}
-	p := devs[0].Path
+	p := devs[0].PCI.Path
 	if p.RootPort != "0000:15:01.0" || len(p.Hops) != 2 || len(p.Errors) != 0 {
 		t.Fatalf("%+v", p)
 	}

@@ -52,6 +52,10 @@ type Function struct {
 	MSIIRQs []int
 	// AER is the function's own AER statistics.
 	AER AER
+	// Path is the way from the function up to its root port: its links
+	// and the root port's AER statistics. Set by the readers that know
+	// the function's place in the tree (its chain).
+	Path Path
 	// Errors are the read and parse errors met, each naming its file.
 	Errors []error
 }
@@ -186,9 +190,6 @@ type Device struct {
 	// devices (rxe, siw), which have no PCI parent, and nothing else is
 	// read for them.
 	PCI Function
-	// Path is the way from the function up to its root port: its links
-	// and the root port's AER statistics.
-	Path Path
 }
 
 // ReadDevices reads the PCI function of every RDMA device in
@@ -215,7 +216,7 @@ func ReadDevices(ctx context.Context, sys hostfs.FS, keep func(string) bool) ([]
 			defer wg.Done()
 			devs[i].PCI = readDevice(sys, devs[i].Name)
 			if devs[i].PCI.Address != "" {
-				devs[i].Path = readDevicePath(sys, devs[i].Name)
+				devs[i].PCI.Path = readDevicePath(sys, devs[i].Name)
 			}
 		}()
 	}
