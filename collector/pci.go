@@ -37,10 +37,10 @@ func NewPCICollector(Env) Collector {
 		maxWidth:     desc("rdma_device_pcie_link_max_width_lanes", "Widest PCIe link the function supports, in lanes (max_link_width).", dl...),
 		degraded:     desc("rdma_device_pcie_link_degraded", "1 when the PCIe link trained slower or narrower than the function supports (a card in a lesser slot included).", dl...),
 		pathDegraded: desc("rdma_device_pcie_path_degraded", "1 when a PCIe link between the RDMA device's function and its root port (its own, or a switch's uplink) trained slower or narrower than both its ends support; absent when a link's state is unknown and none is degraded.", dl...),
-		aer: desc("rdma_device_pcie_aer_errors_total", "PCIe AER errors the RDMA device's function recorded, by severity (correctable, nonfatal, fatal: the TOTAL_ERR_* lines of aer_dev_*).",
-			"device", "severity"),
-		rootAER: desc("rdma_device_pcie_root_port_aer_messages_total", "AER error messages the root port above the RDMA device received from anything below it, by severity (aer_rootport_total_err_*).",
-			"device", "severity"),
+		aer: desc("rdma_device_pcie_aer_errors_total", "PCIe AER errors the RDMA device's function recorded, by kind (correctable, nonfatal, fatal: the TOTAL_ERR_* lines of aer_dev_*).",
+			"device", "kind"),
+		rootAER: desc("rdma_device_pcie_root_port_aer_messages_total", "AER error messages the root port above the RDMA device received from anything below it, by kind (aer_rootport_total_err_*).",
+			"device", "kind"),
 	}
 }
 
@@ -84,7 +84,7 @@ func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 	return errors.Join(errs...)
 }
 
-// AER severities, the values of the severity label.
+// AER error kinds, the values of the kind label.
 const (
 	aerCorrectable = "correctable"
 	aerNonFatal    = "nonfatal"
