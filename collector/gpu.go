@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
@@ -19,6 +21,9 @@ type gpuCollector struct {
 	info, speed, width, degraded *expo.Desc
 	affinity                     *expo.Desc
 	ready, module                *expo.Desc
+	pathDegraded, aer, rootAER   *expo.Desc
+	acsRedirect, acsControl      *expo.Desc
+	ats, iommu                   *expo.Desc
 }
 
 // Paths of GPUDirect RDMA, the values of rdma_gpudirect_ready's path label.
@@ -43,6 +48,19 @@ func NewGPUCollector(Env) Collector {
 			"path"),
 		module: desc("rdma_gpu_kernel_module_info", "The loaded NVIDIA kernel module (/proc/driver/nvidia/version): kind open or proprietary, and version; always 1.",
 			"kind", "version"),
+		pathDegraded: desc("rdma_gpu_pcie_path_degraded", "1 when a PCIe link between the GPU and its root port trained slower or narrower than both its ends support; absent when a link's state is unknown and none is degraded.", gl...),
+		aer: desc("rdma_gpu_pcie_aer_errors_total", "PCIe AER errors the GPU recorded, by kind (correctable, nonfatal, fatal: the TOTAL_ERR_* lines of aer_dev_*).",
+			"gpu", "kind"),
+		rootAER: desc("rdma_gpu_pcie_root_port_aer_messages_total", "AER error messages the root port above the GPU received from anything below it, by kind (aer_rootport_total_err_*).",
+			"gpu", "kind"),
+		acsRedirect: desc("rdma_pci_acs_redirect_enabled", "1 when a bridge between a GPU and its nearest HCA redirects peer-to-peer requests or completions to the root complex, or blocks them (ACS control ReqRedir, CmpltRedir or EgressCtrl on); 0 when it does not or has no ACS; absent when the config space is not readable (needs root).",
+			"pci_address"),
+		acsControl: desc("rdma_pci_acs_control_register", "The ACS control register (extended capability 0x000d, +6) of a bridge between a GPU and its nearest HCA: bit 0 SrcValid, 1 TransBlk, 2 ReqRedir, 3 CmpltRedir, 4 UpstreamFwd, 5 EgressCtrl, 6 DirectTrans.",
+			"pci_address"),
+		ats: desc("rdma_pci_ats_enabled", "1 when Address Translation Services (extended capability 0x000f) is enabled on a GPU, an HCA or a bridge between them; absent without the capability or the privilege to read it.",
+			"pci_address"),
+		iommu: desc("rdma_pci_iommu_domain_info", "IOMMU default domain of a GPU or HCA of a GPU-HCA pair (/sys/kernel/iommu_groups/<n>/type: identity, DMA, DMA-FQ; none without an IOMMU group); always 1.",
+			"pci_address", "type"),
 	}
 }
 
@@ -68,6 +86,10 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if deg, ok := f.LinkDegraded(); ok {
 			gauge(ch, c.degraded, b2f(deg), g.Name())
 		}
+		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, g.Name())
+	}
+	if p := s.P2P; p != nil {
+		c.p2p(ch, p)
 	}
 	for _, a := range s.Affinity {
 		gauge(ch, c.affinity, 1, strconv.Itoa(a.GPU), a.Device, a.Link.String())
@@ -82,4 +104,38 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		}
 	}
 	return errors.Join(append(s.Errors, err)...)
+}
+
+// p2p exports the ACS, ATS and IOMMU state between the GPUs and their
+// nearest HCAs. Each address is exported once: the bridges are unique,
+// and a GPU or HCA is in Functions once.
+func (c *gpuCollector) p2p(ch chan<- prometheus.Metric, p *gpu.P2P) {
+	for i := range p.Bridges {
+		b := &p.Bridges[i]
+		a, present, known := b.Config.ACS()
+		if !known {
+			continue
+		}
+		gauge(ch, c.acsRedirect, b2f(present && a.Redirects()), b.Address)
+		if present {
+			gauge(ch, c.acsControl, float64(a.Ctl), b.Address)
+		}
+		if t, present, _ := b.Config.ATS(); present {
+			gauge(ch, c.ats, b2f(t.Enabled), b.Address)
+		}
+	}
+	addrs := make([]string, 0, len(p.Functions))
+	for a := range p.Functions {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	for _, a := range addrs {
+		f := p.Functions[a]
+		if t, present, _ := f.Config.ATS(); present {
+			gauge(ch, c.ats, b2f(t.Enabled), a)
+		}
+		if f.IOMMU.OK {
+			gauge(ch, c.iommu, 1, a, f.IOMMU.V)
+		}
+	}
 }

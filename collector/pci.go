@@ -12,12 +12,14 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 )
 
 type pciCollector struct {
 	numaNode, info                   *expo.Desc
 	speed, width, maxSpeed, maxWidth *expo.Desc
-	degraded                         *expo.Desc
+	degraded, pathDegraded           *expo.Desc
+	aer, rootAER                     *expo.Desc
 }
 
 // NewPCICollector builds the pci collector. Its data is the snapshot's
@@ -29,11 +31,16 @@ func NewPCICollector(Env) Collector {
 		numaNode: desc("rdma_device_numa_node", "NUMA node of the RDMA device's PCI function (numa_node); -1 when the platform assigns none.", dl...),
 		info: desc("rdma_device_pci_info", "PCI function of the RDMA device and the CPUs local to it (local_cpulist); always 1.",
 			[]string{"device", "pci_address", "local_cpulist"}...),
-		speed:    desc("rdma_device_pcie_link_speed_gts", "Current PCIe link speed per lane in GT/s (current_link_speed).", dl...),
-		width:    desc("rdma_device_pcie_link_width_lanes", "Current PCIe link width in lanes (current_link_width).", dl...),
-		maxSpeed: desc("rdma_device_pcie_link_max_speed_gts", "Highest PCIe link speed the function supports, in GT/s (max_link_speed).", dl...),
-		maxWidth: desc("rdma_device_pcie_link_max_width_lanes", "Widest PCIe link the function supports, in lanes (max_link_width).", dl...),
-		degraded: desc("rdma_device_pcie_link_degraded", "1 when the PCIe link trained slower or narrower than the function supports (a card in a lesser slot included).", dl...),
+		speed:        desc("rdma_device_pcie_link_speed_gts", "Current PCIe link speed per lane in GT/s (current_link_speed).", dl...),
+		width:        desc("rdma_device_pcie_link_width_lanes", "Current PCIe link width in lanes (current_link_width).", dl...),
+		maxSpeed:     desc("rdma_device_pcie_link_max_speed_gts", "Highest PCIe link speed the function supports, in GT/s (max_link_speed).", dl...),
+		maxWidth:     desc("rdma_device_pcie_link_max_width_lanes", "Widest PCIe link the function supports, in lanes (max_link_width).", dl...),
+		degraded:     desc("rdma_device_pcie_link_degraded", "1 when the PCIe link trained slower or narrower than the function supports (a card in a lesser slot included).", dl...),
+		pathDegraded: desc("rdma_device_pcie_path_degraded", "1 when a PCIe link between the RDMA device's function and its root port (its own, or a switch's uplink) trained slower or narrower than both its ends support; absent when a link's state is unknown and none is degraded.", dl...),
+		aer: desc("rdma_device_pcie_aer_errors_total", "PCIe AER errors the RDMA device's function recorded, by kind (correctable, nonfatal, fatal: the TOTAL_ERR_* lines of aer_dev_*).",
+			"device", "kind"),
+		rootAER: desc("rdma_device_pcie_root_port_aer_messages_total", "AER error messages the root port above the RDMA device received from anything below it, by kind (aer_rootport_total_err_*).",
+			"device", "kind"),
 	}
 }
 
@@ -71,6 +78,41 @@ func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if deg, ok := f.LinkDegraded(); ok {
 			gauge(ch, c.degraded, b2f(deg), d.Name)
 		}
+		errs = append(errs, f.Path.Errors...)
+		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, d.Name)
 	}
 	return errors.Join(errs...)
+}
+
+// AER error kinds, the values of the kind label.
+const (
+	aerCorrectable = "correctable"
+	aerNonFatal    = "nonfatal"
+	aerFatal       = "fatal"
+)
+
+// pathSeries exports a function's PCIe health: whether its path to the
+// root port is down-trained, its AER totals and its root port's. The pci
+// and gpu collectors share it, each with its own label (device, gpu).
+func pathSeries(ch chan<- prometheus.Metric, degraded, aer, rootAER *expo.Desc, own pci.AER, p *pci.Path, label string) {
+	if p.RootPort != "" {
+		if hops, ok := p.Degraded(); ok {
+			gauge(ch, degraded, b2f(len(hops) > 0), label)
+		}
+	}
+	for _, s := range []struct {
+		name      string
+		dev, root pci.Opt[uint64]
+	}{
+		{aerCorrectable, own.Correctable, p.RootPortAER.RootPortCorrectable},
+		{aerNonFatal, own.NonFatal, p.RootPortAER.RootPortNonFatal},
+		{aerFatal, own.Fatal, p.RootPortAER.RootPortFatal},
+	} {
+		if s.dev.OK {
+			counter(ch, aer, float64(s.dev.V), label, s.name)
+		}
+		if s.root.OK {
+			counter(ch, rootAER, float64(s.root.V), label, s.name)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/pcicfg"
 )
 
 func init() {
@@ -233,4 +234,152 @@ func gpuDirectEvidence(d *gpu.GPUDirect) string {
 		e = append(e, fmt.Sprintf("%s: CONFIG_PCI_P2PDMA=%s CONFIG_DMABUF_MOVE_NOTIFY=%s", d.ConfigSource, d.P2PDMA.V, d.MoveNotify.V))
 	}
 	return strings.Join(slices.Clip(e), "; ")
+}
+
+func init() {
+	register(&Check{
+		ID:    "gpu.acs",
+		Title: "No ACS redirect between a GPU and its HCA",
+		Reads: []Source{SourceGPU},
+		Doc: "The PCIe bridges between each GPU and its nearest HCA (the switch ports below the bridge they share, when the " +
+			"relation is PIX or PXB) do not redirect peer-to-peer traffic: ACS control (extended capability 0x000d, +6) has " +
+			"ReqRedir, CmpltRedir and EgressCtrl off. With them on, GPUDirect RDMA goes up through the root complex and the " +
+			"IOMMU, slower at best and hanging at worst (NCCL #304, #2079; NCCL's troubleshooting guide). Fails on a " +
+			"redirecting bridge; warns when the GPU or the HCA has a translating IOMMU domain (DMA, DMA-FQ) where iommu=pt " +
+			"would pass it through. The config space past its first 64 bytes needs root (CAP_SYS_ADMIN): without it the " +
+			"check skips with \"needs root\", never guesses. Skips on hosts without GPUs and for GPUs without a near HCA.",
+		Remedy: "Disable ACS in the BIOS (the PCIe switch or root port ACS setting); at runtime, as root, clear the control " +
+			"register of each redirecting bridge: setpci -s <bdf> ECAP_ACS+0x6.w=0000 (lost at reboot); or boot with " +
+			"pci=disable_acs_redir=<bdf>;<bdf> (Linux 4.19+; pci=noacs on kernels that carry that patch). For the IOMMU, " +
+			"boot with iommu=pt (and intel_iommu=on or amd_iommu=on).",
+		Run: checkGPUACS,
+	})
+}
+
+func checkGPUACS(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+	if why := gpuTargets(s.GPU); why != "" {
+		return noTargets(why), nil
+	}
+	p := s.GPU.P2P
+	var out []Finding
+	for i := range s.GPU.GPUs {
+		g := &s.GPU.GPUs[i]
+		var pairs []gpu.Pair
+		for _, pr := range p.Pairs {
+			if pr.GPU == g.Index {
+				pairs = append(pairs, pr)
+			}
+		}
+		if len(pairs) == 0 {
+			out = append(out, Finding{Severity: Skip, Target: gpuTarget(g),
+				Evidence: fmt.Sprintf("GPU%d shares no PCIe switch with an HCA (see gpu.rail): its traffic crosses the root complex whatever ACS says", g.Index)})
+			continue
+		}
+		out = append(out, acsFinding(s.GPU, g, pairs))
+	}
+	return out, nil
+}
+
+// acsFinding judges the bridges between one GPU and its nearest HCAs.
+func acsFinding(s *gpu.Snapshot, g *gpu.GPU, pairs []gpu.Pair) Finding {
+	p := s.P2P
+	fd := Finding{Target: gpuTarget(g), Severity: Pass,
+		Expected: "ACSCtl ReqRedir- CmpltRedir- EgressCtrl- on the bridges between the GPU and its HCA; IOMMU identity or off"}
+	var devs, evidence, redirect, needRoot, unreadable []string
+	for _, pr := range pairs {
+		devs = append(devs, pr.Device)
+		for _, addr := range pr.Bridges {
+			b, _ := p.Bridge(addr)
+			name := "/sys/bus/pci/devices/" + addr + "/config"
+			a, present, known := b.Config.ACS()
+			switch {
+			case b.Config.NeedsRoot():
+				needRoot = append(needRoot, addr)
+			case !known:
+				why := "the extended config space is not readable"
+				if b.Config.Err != nil {
+					why = b.Config.Err.Error()
+				}
+				unreadable = append(unreadable, addr+": "+why)
+			case !present:
+				evidence = append(evidence, name+": no ACS capability")
+			default:
+				evidence = append(evidence, fmt.Sprintf("%s: ACS at [%x] ACSCtl: %s", name, a.Offset, pcicfg.Decode(a.Ctl)))
+				if a.Redirects() {
+					redirect = append(redirect, addr)
+				}
+			}
+		}
+	}
+	slices.Sort(redirect)
+	redirect = slices.Compact(redirect)
+	var translated []string
+	for _, a := range append([]string{g.Address}, deviceAddrs(s, pairs)...) {
+		if f := p.Functions[a]; f != nil && f.IOMMU.OK {
+			evidence = append(evidence, fmt.Sprintf("%s IOMMU domain %s", a, f.IOMMU.V))
+			if gpu.Translated(f.IOMMU.V) {
+				translated = append(translated, a+" ("+f.IOMMU.V+")")
+			}
+		}
+	}
+	if c := p.Cmdline; c.OK {
+		evidence = append(evidence, cmdlineText(c.V))
+	}
+	fd.Evidence = strings.Join(evidence, "; ")
+	switch {
+	case len(redirect) > 0:
+		fd.Severity = Fail
+		fd.Observed = fmt.Sprintf("ACS redirect on %s between GPU%d and %s: peer-to-peer traffic goes through the root complex",
+			strings.Join(redirect, ", "), g.Index, strings.Join(devs, ","))
+		cmds := make([]string, len(redirect))
+		for i, a := range redirect {
+			cmds[i] = "setpci -s " + a + " ECAP_ACS+0x6.w=0000"
+		}
+		fd.Remedy = "disable ACS for the PCIe switch in the BIOS; until then, as root: " + strings.Join(cmds, "; ") +
+			" (lost at reboot), or boot with pci=disable_acs_redir=" + strings.Join(redirect, ";") +
+			" (pci=noacs on kernels that carry it); NCCL's troubleshooting guide, PCI Access Control Services"
+	case len(needRoot) > 0:
+		fd.Severity = Skip
+		fd.Evidence = fmt.Sprintf("needs root: the config space of %s read only its first 64 bytes, which sysfs gives a reader without "+
+			"CAP_SYS_ADMIN; ACS is past them. Run rdma_doctor as root or grant CAP_SYS_ADMIN", strings.Join(needRoot, ", "))
+	case len(unreadable) > 0:
+		fd.Severity = Skip
+		fd.Evidence = "cannot read the ACS state of " + strings.Join(unreadable, "; ")
+	case len(translated) > 0:
+		fd.Severity = Warn
+		fd.Observed = "no ACS redirect; IOMMU translates DMA of " + strings.Join(translated, ", ")
+		fd.Remedy = "boot with iommu=pt (with intel_iommu=on or amd_iommu=on) so that GPUDirect DMA is not translated by the IOMMU"
+	default:
+		fd.Observed = fmt.Sprintf("no ACS redirect between GPU%d and %s", g.Index, strings.Join(devs, ","))
+	}
+	return fd
+}
+
+// deviceAddrs are the PCI addresses of the pairs' HCAs, in pair order.
+func deviceAddrs(s *gpu.Snapshot, pairs []gpu.Pair) []string {
+	var out []string
+	for _, pr := range pairs {
+		for _, d := range s.Devices {
+			if d.Name == pr.Device {
+				out = append(out, d.Address)
+			}
+		}
+	}
+	return out
+}
+
+func cmdlineText(c gpu.Cmdline) string {
+	var parts []string
+	for _, kv := range [][2]string{{"iommu", c.IOMMU}, {"intel_iommu", c.IntelIOMMU}, {"amd_iommu", c.AMDIOMMU}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if o := c.ACSOverride(); len(o) > 0 {
+		parts = append(parts, "pci="+strings.Join(o, ","))
+	}
+	if len(parts) == 0 {
+		return "/proc/cmdline: no iommu, intel_iommu, amd_iommu or pci ACS option"
+	}
+	return "/proc/cmdline: " + strings.Join(parts, " ")
 }

@@ -4,9 +4,14 @@
 package diagnose
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
 // The rail and GPUDirect checks on the GPU fixture hosts: the recorded
@@ -32,6 +37,13 @@ func TestGPUChecks(t *testing.T) {
 		{bad, "gpu.gpudirect", "host", Fail, []string{"not registered with ib_core", "proprietary module 515.76", "CONFIG_PCI_P2PDMA=y"}},
 		{none, "gpu.rail", "host", Skip, []string{"no GPUs"}},
 		{none, "gpu.gpudirect", "host", Skip, []string{"no GPUs"}},
+		{good, "gpu.acs", "gpu0", Pass, []string{"no ACS redirect between GPU0 and mlx5_0",
+			"0000:17:01.0/config: ACS at [170] ACSCtl: SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-",
+			"0000:19:00.0 IOMMU domain none"}},
+		{bad, "gpu.acs", "gpu0", Fail, []string{"ACS redirect on 0000:17:01.0, 0000:17:02.0", "ReqRedir+ CmpltRedir+",
+			"setpci -s 0000:17:01.0 ECAP_ACS+0x6.w=0000", "pci=disable_acs_redir=0000:17:01.0;0000:17:02.0", "BIOS"}},
+		{bad, "gpu.acs", "gpu2", Skip, []string{"shares no PCIe switch with an HCA"}},
+		{none, "gpu.acs", "host", Skip, []string{"no GPUs"}},
 	} {
 		f, ok := finding(w.r, w.check, w.target)
 		if !ok {
@@ -47,5 +59,69 @@ func TestGPUChecks(t *testing.T) {
 				t.Errorf("%s %s: %q not in %q", w.check, w.target, c, all)
 			}
 		}
+	}
+}
+
+// Without root the config files hold 64 bytes: gpu.acs skips with "needs
+// root" instead of passing; a translating IOMMU domain warns with iommu=pt.
+func TestGPUACSNeedsRootAndIOMMU(t *testing.T) {
+	root := t.TempDir()
+	hostfstest.CopyTree(t, filepath.Join(fixtures, "hgx-h100"), root)
+	devs := filepath.Join(root, "sys/bus/pci/devices")
+	for _, a := range []string{"0000:17:01.0", "0000:17:02.0"} {
+		b, err := os.ReadFile(filepath.Join(devs, a, "config"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(devs, a, "config"), b[:64], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grp := filepath.Join(root, "sys/kernel/iommu_groups/40")
+	if err := os.MkdirAll(grp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(grp, "type"), []byte("DMA\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpu1, err := filepath.EvalSymlinks(filepath.Join(devs, "0000:3b:00.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../../../../kernel/iommu_groups/40", filepath.Join(gpu1, "iommu_group")); err != nil {
+		t.Fatal(err)
+	}
+	r := evaluateHost(t, root, nil)
+	f, ok := finding(r, "gpu.acs", "gpu0")
+	if !ok || f.Severity != Skip || !strings.Contains(f.Evidence, "needs root") || !strings.Contains(f.Evidence, "0000:17:01.0, 0000:17:02.0") {
+		t.Errorf("64-byte config: %+v", f)
+	}
+	f, ok = finding(r, "gpu.acs", "gpu1")
+	if !ok || f.Severity != Warn || !strings.Contains(f.Observed, "0000:3b:00.0 (DMA)") || !strings.Contains(f.Remedy, "iommu=pt") {
+		t.Errorf("DMA domain: %+v", f)
+	}
+}
+
+// A switch uplink trained at 16 GT/s below a 32 GT/s root port warns on
+// the HCA's pci.link finding, naming the hop; the HCA's own link is left
+// to pci.link's own rule.
+func TestPathLinks(t *testing.T) {
+	l := func(s float64, w int, ms float64, mw int) pci.Link {
+		return pci.Link{Speed: sysattr.Some(s), Width: sysattr.Some(w), MaxSpeed: sysattr.Some(ms), MaxWidth: sysattr.Some(mw)}
+	}
+	p := &pci.Path{RootPort: "0000:15:01.0", Hops: []pci.Hop{
+		{Upper: "0000:17:02.0", Lower: "0000:1a:00.0", UpperMax: l(32, 16, 32, 16), LowerAt: l(32, 16, 32, 16)},
+		{Upper: "0000:15:01.0", Lower: "0000:16:00.0", UpperMax: l(32, 16, 32, 16), LowerAt: l(16, 16, 32, 16)},
+	}}
+	fd := Finding{Severity: Pass, Observed: "32 GT/s x16"}
+	pathLinks(&fd, p, "mlx5_0")
+	if fd.Severity != Warn || !strings.Contains(fd.Observed, "0000:16:00.0 below 0000:15:01.0 at 16 GT/s x16 (both ends do 32 GT/s x16)") ||
+		!strings.Contains(fd.Remedy, "root port 0000:15:01.0") || !strings.Contains(fd.Evidence, "{0000:1a:00.0,0000:16:00.0}") {
+		t.Errorf("%+v", fd)
+	}
+	p.Hops[1].LowerAt = l(32, 16, 32, 16)
+	fd = Finding{Severity: Pass}
+	if pathLinks(&fd, p, "mlx5_0"); fd.Severity != Pass {
+		t.Errorf("clean path: %+v", fd)
 	}
 }

@@ -6,6 +6,7 @@ package diagnose
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
@@ -18,7 +19,9 @@ func init() {
 		Title: "PCIe link at full speed and width",
 		Reads: []Source{SourcePCI},
 		Doc: "The HCA's PCIe link (current_link_speed, current_link_width) equals its capability (max_link_speed, max_link_width); " +
-			"a degraded slot caps the port's bandwidth below its link rate (mlnx_tune and sysinfo-snapshot warn the same).",
+			"a degraded slot caps the port's bandwidth below its link rate (mlnx_tune and sysinfo-snapshot warn the same). Every " +
+			"other link up to the root port (a PCIe switch's uplink) trained to the lesser of its two ends' maximum: a switch " +
+			"uplink at half speed caps every device below it.",
 		Remedy: "Reseat the card, check the slot's bifurcation and PCIe generation setting in the BIOS; lspci -vv shows LnkCap and LnkSta.",
 		Run:    checkPCILink,
 	})
@@ -86,6 +89,7 @@ func checkPCILink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 				"check the slot's bifurcation and PCIe generation in the BIOS; lspci -s %s -vv | grep -E 'LnkCap|LnkSta' shows both",
 				d.Name, f.Address, f.MaxLinkWidth.V, f.Address)
 		}
+		pathLinks(&fd, &f.Path, d.Name)
 		out = append(out, fd)
 	}
 	return out, nil
@@ -132,4 +136,45 @@ func checkPCINUMA(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 		out = append(out, fd)
 	}
 	return out, nil
+}
+
+// pathLinks warns on a finding when a link between the function and its
+// root port, other than its own, trained below what both its ends support
+// (the function's own link is the finding's subject already).
+func pathLinks(fd *Finding, p *pci.Path, name string) {
+	hops, _ := p.Degraded()
+	var bad []string
+	for _, h := range hops {
+		if h.Lower == p.Hops[0].Lower {
+			continue // its own link: pci.link's own rule judged it
+		}
+		bad = append(bad, fmt.Sprintf("%s below %s at %s x%d (both ends do %s x%d)", h.Lower, h.Upper,
+			speedText(h.LowerAt.Speed.V), h.LowerAt.Width.V,
+			speedText(min(h.UpperMax.MaxSpeed.V, h.LowerAt.MaxSpeed.V)), min(h.UpperMax.MaxWidth.V, h.LowerAt.MaxWidth.V)))
+	}
+	if len(p.Hops) > 1 {
+		fd.Evidence += "; the links up to root port " + p.RootPort + ": /sys/bus/pci/devices/{" + hopNames(p) + "}/{current,max}_link_{speed,width}"
+	}
+	if len(bad) == 0 {
+		return
+	}
+	if fd.Severity == Pass {
+		fd.Severity = Warn
+	}
+	fd.Observed += "; on the way to the root port: " + strings.Join(bad, ", ")
+	fix := fmt.Sprintf("a PCIe switch uplink between %s and its root port %s trained down, capping every device below it: reseat "+
+		"the switch board or riser, check the root port's bifurcation and PCIe generation in the BIOS; lspci -s <bdf> -vv shows LnkCap and LnkSta", name, p.RootPort)
+	if fd.Remedy == "" {
+		fd.Remedy = fix
+	} else {
+		fd.Remedy += "; " + fix
+	}
+}
+
+func hopNames(p *pci.Path) string {
+	var n []string
+	for _, h := range p.Hops {
+		n = append(n, h.Lower)
+	}
+	return strings.Join(n, ",")
 }

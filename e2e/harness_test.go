@@ -96,6 +96,7 @@ var debianPackage = map[string]string{
 	"ibstat":                  "infiniband-diags",
 	"ibstatus":                "infiniband-diags",
 	"ip":                      "iproute2",
+	"lspci":                   "pciutils",
 	"prometheus":              "prometheus",
 	"prometheus-alertmanager": "prometheus-alertmanager",
 	"promtool":                "prometheus",

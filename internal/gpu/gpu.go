@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -85,41 +84,11 @@ type Endpoint struct {
 	Chain    Chain
 }
 
-// Chain is a PCI function's place in the tree: the host bridge directory
-// its sysfs path starts with ("pci0000:15") and the bridges between that
-// host bridge and the function, root port first ("0000:15:01.0",
-// "0000:16:00.0", "0000:17:01.0"). The function itself is not in Bridges.
-type Chain struct {
-	Root    string
-	Bridges []string
-}
+// Chain is a PCI function's place in the tree (pci.Chain).
+type Chain = pci.Chain
 
-// ParseChain reads a chain from a sysfs link target or path
-// ("../../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0",
-// or the same with "/infiniband/mlx5_0" after the function). The function
-// is the last PCI address of the first run of addresses; the component
-// before that run is the host bridge. ok is false when the path holds no
-// PCI address (a software device: devices/virtual/...).
-func ParseChain(p string) (c Chain, fn string, ok bool) {
-	parts := strings.Split(p, "/")
-	start := -1
-	for i, s := range parts {
-		if pci.IsAddress(s) {
-			start = i
-			break
-		}
-	}
-	if start < 1 {
-		return Chain{}, "", false
-	}
-	end := start
-	for end < len(parts) && pci.IsAddress(parts[end]) {
-		end++
-	}
-	c.Root = parts[start-1]
-	c.Bridges = slices.Clone(parts[start : end-1])
-	return c, parts[end-1], true
-}
+// ParseChain reads a chain from a sysfs link target or path (pci.ParseChain).
+func ParseChain(p string) (Chain, string, bool) { return pci.ParseChain(p) }
 
 // Link is the nvidia-smi `topo -m` relation between two PCI functions,
 // nearest first; the values are NVML's nvmlGpuTopologyLevel_t.
@@ -210,6 +179,9 @@ type Snapshot struct {
 	// GPUDirect is the readiness of GPUDirect RDMA; nil on a host without
 	// NVIDIA GPUs, where it is not asked.
 	GPUDirect *GPUDirect
+	// P2P is the ACS and IOMMU state between each GPU and its nearest
+	// HCAs; nil on a host without GPUs.
+	P2P *P2P
 	// Errors are the read and parse errors met, each naming its file, and
 	// the pairs that could not be classified.
 	Errors []error
@@ -272,6 +244,7 @@ func Read(ctx context.Context, h hostfs.Host, opts Options) (*Snapshot, error) {
 			s.Affinity = append(s.Affinity, Affinity{GPU: g.Index, Device: d.Name, Link: l})
 		}
 	}
+	s.P2P = s.readP2P(h)
 	// The prerequisites read are NVIDIA's (peermem, the NVIDIA module);
 	// an AMD-only host is not judged by them.
 	if slices.ContainsFunc(s.GPUs, func(g GPU) bool { return g.Vendor == VendorNVIDIA }) {
@@ -314,6 +287,8 @@ func readGPU(sys hostfs.FS, addr string) (GPU, bool, error) {
 	g := GPU{Address: addr, Vendor: uint16(v), Device: uint16(d), Class: uint32(c), Chain: chain}
 	g.Function = pci.ReadFunction(sys, dir)
 	g.Function.Address = addr
+	g.Function.Path = pci.ReadPath(sys, chain, addr)
+	g.Function.Errors = append(g.Function.Errors, g.Function.Path.Errors...)
 	if dl, err := sys.ReadLink(dir + "/driver"); err == nil {
 		g.Driver = path.Base(dl)
 	} else if !errors.Is(err, fs.ErrNotExist) {

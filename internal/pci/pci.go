@@ -50,6 +50,12 @@ type Function struct {
 	// MSIIRQs are the IRQ numbers of msi_irqs/, the kernel's own record of
 	// which IRQs the function owns; nil when the directory is missing.
 	MSIIRQs []int
+	// AER is the function's own AER statistics.
+	AER AER
+	// Path is the way from the function up to its root port: its links
+	// and the root port's AER statistics. Set by the readers that know
+	// the function's place in the tree (its chain).
+	Path Path
 	// Errors are the read and parse errors met, each naming its file.
 	Errors []error
 }
@@ -96,6 +102,7 @@ func ReadFunction(sys hostfs.FS, dir string) Function {
 	f.LinkWidth = sysattr.Get(&r.Dir, "current_link_width", false, ParseLinkWidth)
 	f.MaxLinkWidth = sysattr.Get(&r.Dir, "max_link_width", false, ParseLinkWidth)
 	f.MSIIRQs = r.msiIRQs()
+	f.AER = ReadAER(&r.Dir)
 	f.Errors = r.Errs
 	return f
 }
@@ -208,6 +215,9 @@ func ReadDevices(ctx context.Context, sys hostfs.FS, keep func(string) bool) ([]
 		go func() {
 			defer wg.Done()
 			devs[i].PCI = readDevice(sys, devs[i].Name)
+			if devs[i].PCI.Address != "" {
+				devs[i].PCI.Path = readDevicePath(sys, devs[i].Name)
+			}
 		}()
 	}
 	wg.Wait()
@@ -234,6 +244,22 @@ func readDevice(sys hostfs.FS, name string) Function {
 	f := ReadFunction(sys, dir)
 	f.Address = addr
 	return f
+}
+
+// readDevicePath reads the path of an RDMA device's function from its
+// class link, which holds the whole chain ("../../devices/pci0000:15/
+// 0000:15:01.0/.../0000:1a:00.0/infiniband/mlx5_0"; the device link
+// is relative to the function and does not).
+func readDevicePath(sys hostfs.FS, name string) Path {
+	link, err := sys.ReadLink(infiniband.ClassDir + "/" + name)
+	if err != nil {
+		return Path{Errors: []error{err}}
+	}
+	chain, fn, ok := ParseChain(link)
+	if !ok {
+		return Path{}
+	}
+	return ReadPath(sys, chain, fn)
 }
 
 // IsAddress reports whether s is a PCI function address as the kernel

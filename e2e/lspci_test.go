@@ -1,0 +1,99 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/pcicfg"
+)
+
+// The real lspci (Debian pciutils) is the referee of the config-space
+// parser: it reads /sys/bus/pci/devices/*/config of the GPU fixture hosts
+// in a private mount namespace, and the ACSCtl it decodes for every bridge
+// the exporter reports must be the register the exporter exports, and
+// the redirect verdict must follow from it. lspci also insists on each function's irq and
+// resource files, which the fixtures do not record: the test adds empty
+// ones to its copy, not to the fixture.
+func TestLspciAgrees(t *testing.T) {
+	requireTool(t, "lspci")
+	requireTool(t, "unshare")
+	for _, host := range []string{"hgx-h100", "hgx-h100-nogdr"} {
+		t.Run(host, func(t *testing.T) {
+			e := start(t, hostArgs(t, host)...)
+			_, body := e.get(t, "/metrics")
+			fams := scrapeFamilies(t, body)
+			sys := filepath.Join(t.TempDir(), "sys")
+			hostfstest.CopyTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", host, "sys"), sys)
+			devs, err := filepath.Glob(filepath.Join(sys, "bus/pci/devices/*"))
+			if err != nil || len(devs) == 0 {
+				t.Fatal(devs, err)
+			}
+			for _, d := range devs {
+				for _, f := range []string{"irq", "resource"} {
+					if err := os.WriteFile(filepath.Join(d, f), nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			cmd := exec.Command("unshare", "-r", "-m", "sh", "-c", `mount --bind "$1" /sys && lspci -D -vvv`, "sh", sys)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("lspci: %v\n%s", err, out)
+			}
+			acs := lspciACSCtl(string(out))
+			regs := fams["rdma_pci_acs_control_register"]
+			if len(regs) == 0 {
+				t.Fatal("no rdma_pci_acs_control_register series")
+			}
+			for _, s := range regs {
+				addr := s.labels["pci_address"]
+				got, ok := acs[addr]
+				if !ok {
+					t.Errorf("%s: lspci shows no ACSCtl", addr)
+					continue
+				}
+				if want := pcicfg.Decode(uint16(s.value)); got != want {
+					t.Errorf("%s: lspci ACSCtl %q, exporter %q (%v)", addr, got, want, s.value)
+				}
+			}
+			redirect := 0
+			for _, s := range fams["rdma_pci_acs_redirect_enabled"] {
+				ctl := acs[s.labels["pci_address"]]
+				on := strings.Contains(ctl, "ReqRedir+") || strings.Contains(ctl, "CmpltRedir+") || strings.Contains(ctl, "EgressCtrl+")
+				if on != (s.value == 1) {
+					t.Errorf("%s: lspci %q, redirect_enabled %v", s.labels["pci_address"], ctl, s.value)
+				}
+				redirect += int(s.value)
+			}
+			if want := map[string]int{"hgx-h100": 0, "hgx-h100-nogdr": 14}[host]; redirect != want {
+				t.Errorf("%d redirecting bridges, want %d", redirect, want)
+			}
+		})
+	}
+}
+
+var lspciFunc = regexp.MustCompile(`^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) `)
+
+// lspciACSCtl maps each function of lspci -D -vvv to its ACSCtl decode.
+func lspciACSCtl(out string) map[string]string {
+	res := map[string]string{}
+	cur := ""
+	for _, line := range strings.Split(out, "\n") {
+		if m := lspciFunc.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+			continue
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "ACSCtl:"); ok && cur != "" {
+			res[cur] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return res
+}
