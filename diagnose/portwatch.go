@@ -52,8 +52,10 @@ func sumTransitions(h portwatch.History) uint64 {
 	return n
 }
 
-func checkPortFlap(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
-	th := cfg.Diagnose.Thresholds.Links.Effective()
+// eachWatched judges every port the sampler watches with judge; a port
+// never ACTIVE since rdma_doctor started skips (a spare port, see
+// port.state), and a host without ports says so.
+func eachWatched(s *Snapshot, judge func(h portwatch.History, f Finding) Finding) []Finding {
 	var out []Finding
 	for _, h := range s.PortHistory {
 		t := watchedTarget(h)
@@ -61,45 +63,41 @@ func checkPortFlap(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 			out = append(out, Finding{Severity: Skip, Target: t, Evidence: "the port has not been ACTIVE since rdma_doctor started"})
 			continue
 		}
-		f := Finding{Target: t, Severity: Pass, Evidence: watchEvidence(h),
-			Observed: fmt.Sprintf("%d down-up cycle(s) in the last %v", len(h.Cycles), time.Duration(th.FlapWindow)),
-			Expected: fmt.Sprintf("fewer than %d", th.FlapCycles)}
+		out = append(out, judge(h, Finding{Target: t, Severity: Pass, Evidence: watchEvidence(h)}))
+	}
+	if len(out) == 0 {
+		return noTargets("no RDMA ports on this host")
+	}
+	return out
+}
+
+func checkPortFlap(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+	th := cfg.Diagnose.Thresholds.Links.Effective()
+	window := time.Duration(th.FlapWindow)
+	return eachWatched(s, func(h portwatch.History, f Finding) Finding {
+		f.Observed = fmt.Sprintf("%d down-up cycle(s) in the last %v", len(h.Cycles), window)
+		f.Expected = fmt.Sprintf("fewer than %d", th.FlapCycles)
 		if len(h.Cycles) >= th.FlapCycles {
 			f.Severity = Fail
 			f.Remedy = fmt.Sprintf("%s went down and came back %d times in %v: reseat or replace its cable and transceiver and check the "+
-				"peer switch port; mlxlink -d %s -p %d -c shows the physical counters", t, len(h.Cycles), time.Duration(th.FlapWindow), h.Device, h.Port)
+				"peer switch port; mlxlink -d %s -p %d -c shows the physical counters", f.Target, len(h.Cycles), window, h.Device, h.Port)
 		}
-		out = append(out, f)
-	}
-	if len(out) == 0 {
-		return noTargets("no RDMA ports on this host"), nil
-	}
-	return out, nil
+		return f
+	}), nil
 }
 
 func checkPortDrop(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
-	th := cfg.Diagnose.Thresholds.Links.Effective()
-	var out []Finding
-	for _, h := range s.PortHistory {
-		t := watchedTarget(h)
-		if !h.WasActive {
-			out = append(out, Finding{Severity: Skip, Target: t, Evidence: "the port has not been ACTIVE since rdma_doctor started"})
-			continue
-		}
-		f := Finding{Target: t, Severity: Pass, Evidence: watchEvidence(h), Observed: "ACTIVE",
-			Expected: fmt.Sprintf("not down for %v or longer", time.Duration(th.DropAfter))}
+	after := time.Duration(cfg.Diagnose.Thresholds.Links.Effective().DropAfter)
+	return eachWatched(s, func(h portwatch.History, f Finding) Finding {
+		f.Observed, f.Expected = "ACTIVE", fmt.Sprintf("not down for %v or longer", after)
 		if !h.DownSince.IsZero() {
 			down := s.Time.Sub(h.DownSince).Truncate(time.Second)
 			f.Observed = fmt.Sprintf("%s (%s) for %v", h.State.Name, h.PhysState.Name, down)
-			if down >= time.Duration(th.DropAfter) {
+			if down >= after {
 				f.Severity = Fail
-				f.Remedy = fmt.Sprintf("%s was ACTIVE and has been down for %v: fix the physical link (see port.phys for %s), then the SM (port.state)", t, down, t)
+				f.Remedy = fmt.Sprintf("%s was ACTIVE and has been down for %v: fix the physical link (see port.phys for %s), then the SM (port.state)", f.Target, down, f.Target)
 			}
 		}
-		out = append(out, f)
-	}
-	if len(out) == 0 {
-		return noTargets("no RDMA ports on this host"), nil
-	}
-	return out, nil
+		return f
+	}), nil
 }
