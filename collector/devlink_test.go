@@ -22,7 +22,6 @@ import (
 // its tx reporter on port 1 in error and a flashed image not activated.
 type devlinkKernel struct{}
 
-
 func (devlinkKernel) Execute(_ context.Context, cmd uint8, _ netlink.HeaderFlags, attrs []byte) ([][]byte, error) {
 	enc := func(f func(ae *netlink.AttributeEncoder)) []byte {
 		ae := netlink.NewAttributeEncoder()
