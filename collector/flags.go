@@ -54,6 +54,8 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewHwmonCollector(env), nil }},
 	{"rdma_netlink", true, "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked)",
 		func(env Env, _ *Flags) (Collector, error) { return NewRDMANetlinkCollector(env), nil }},
+	{"devlink", true, "devlink health reporters of each RDMA device's PCI function (mlx5 fw, fw_fatal, tx, rx, vnic: state, errors, recoveries) and its firmware versions running and stored (burned, not activated); live /sys only, no privileges; one reporter dump per scrape, one INFO_GET per device on the slow interval",
+		func(env Env, _ *Flags) (Collector, error) { return NewDevlinkCollector(env), nil }},
 	{"roce", true, "RoCE lossless configuration per RoCE netdev: ECN per priority, CNP priority and default RoCE ToS from sysfs and configfs; PFC, ETS, trust mode and global pause from DCB netlink and ethtool (live /sys only; no privileges)",
 		func(env Env, _ *Flags) (Collector, error) { return NewRoCECollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",

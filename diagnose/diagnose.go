@@ -115,7 +115,7 @@ func register(c *Check) {
 
 // concernOrder is the order concerns appear in reports: from "is there a
 // device" down to the probe.
-var concernOrder = []string{"dev", "fw", "port", "sm", "ctr", "hw", "kernel", "pci", "irq", "gpu", "cpu", "mem", "cgroup", "sysctl", "drv", "ipoib", "roce", "probe"}
+var concernOrder = []string{"dev", "fw", "port", "sm", "ctr", "hw", "kernel", "devlink", "pci", "irq", "gpu", "cpu", "mem", "cgroup", "sysctl", "drv", "ipoib", "roce", "probe"}
 
 func concernRank(id string) int {
 	c, _, _ := strings.Cut(id, ".")

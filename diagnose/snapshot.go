@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
+	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -64,6 +65,9 @@ const (
 	// SourceGPU: internal/gpu.Read (the GPUs of the PCI bus, their PCI
 	// relation to the RDMA devices, GPUDirect RDMA prerequisites).
 	SourceGPU Source = "gpu"
+	// SourceDevlink: internal/devlink through host.Snapshot.Devlink (the
+	// running kernel's health reporters and firmware versions).
+	SourceDevlink Source = "devlink"
 	// SourceRoCE: internal/roce.Read (ECN, CNP priority and default ToS
 	// from the tree; PFC, trust and global pause from the live kernel).
 	SourceRoCE Source = "roce"
@@ -124,6 +128,10 @@ type Snapshot struct {
 	// why it is nil.
 	RoCE    *roce.Snapshot
 	RoCEErr error
+	// Devlink is the devlink view of the RDMA devices; DevlinkErr is why
+	// it is nil (host.ErrNotLive on a fixture tree).
+	Devlink    *host.Devlink
+	DevlinkErr error
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -197,6 +205,16 @@ func (s *Snapshot) unavailable(src Source) string {
 	case SourceRoCE:
 		if s.RoCE == nil {
 			return "cannot read the RoCE lossless state: " + errText(s.RoCEErr)
+		}
+	case SourceDevlink:
+		if s.Devlink == nil {
+			if errors.Is(s.DevlinkErr, host.ErrNotLive) {
+				return "devlink is asked only of the running kernel (this tree is not the live /sys) and only with the devlink collector on"
+			}
+			return "cannot read devlink: " + errText(s.DevlinkErr)
+		}
+		if s.Devlink.Health != nil && s.Devlink.Health.Outcomes[devlink.QueryHealth][devlink.StatusNoDevlink] > 0 {
+			return "this kernel has no devlink family (CONFIG_NET_DEVLINK)"
 		}
 	case SourceGPU:
 		if s.GPU == nil {
@@ -302,6 +320,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 	s.PortHistory, s.PortsWatched = hs.PortHistory()
 	s.IB, s.IBErr = hs.Class(ctx)
 	s.KernelLog, s.KernelLogWatched = hs.KernelLog(ctx)
+	s.Devlink, s.DevlinkErr = hs.Devlink(ctx)
 	if have := s.deviceCount(); have == 0 || have < r.ExpectedDevices {
 		// Only a host short of devices walks the bus: an SR-IOV host has
 		// hundreds of functions.

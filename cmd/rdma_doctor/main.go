@@ -27,6 +27,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -186,6 +187,10 @@ func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (ho
 		// Netlink answers for the running kernel: asked only when the
 		// tree read is its /sys, as the ethtool query is.
 		opts.Kernel = rdmanl.Live{}
+		if f.Enabled("devlink") {
+			// So is devlink; --no-collector.devlink asks it nothing.
+			opts.Devlink = devlink.Live{}
+		}
 	}
 	if f.Enabled("rdma_netlink") {
 		opts.RDMANetlink = rdmanl.Options{Stats: true, Status: true, Resources: true}

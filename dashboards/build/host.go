@@ -67,6 +67,20 @@ func host(s selectors) *dashboard.DashboardBuilder {
 			query(`rate(rdma_port_vl15_dropped_total{`+s.port+`}`+ri+`)`, "VL15 dropped "+legend))).
 		WithPanel(tableOf("Saturated counters", "Counters pinned at their maximum: clear them with perfquery -R.", 24,
 			instant(`rdma_port_counter_saturated{`+s.port+`} == 1`))).
+		WithRow(row("Link health over time: state changes, kernel log, temperatures, devlink")).
+		WithPanel(graph("Port state changes", "States entered per interval, from the port sampler (every 1s by default): a flap between two scrapes shows here even when rdma_port_state reads ACTIVE at both (RdmaPortFlapping).", "none",
+			query(`increase(rdma_port_state_transitions_total{`+s.port+`}`+ri+`) > 0`, legend+" to {{to}}"))).
+		WithPanel(graph("Port time down", "Share of time the port was not ACTIVE after it had been ACTIVE once, from the port sampler.", units.PercentUnit,
+			query(`rate(rdma_port_down_seconds_total{`+s.port+`}`+ri+`)`, legend))).
+		WithPanel(tableOf("Kernel events", "RDMA driver messages that mean trouble, counted since rdma_doctor started, by device, event and severity (the last message is in /diagnose, kernel.events); device empty: a function that is no RDMA device (RdmaKernelFatalEvent).", 24,
+			instant(`rdma_kernel_events_total{`+s.host+`} > 0`))).
+		WithPanel(graph("Temperatures", "Adapter sensors (mlx5 hwmon: asic, Module0) and their critical thresholds in °C (RdmaDeviceTemperatureNearCritical fires within 5 °C).", units.Celsius,
+			query(`rdma_device_temperature_celsius{`+s.dev+`}`, "{{instance}} {{device}} {{sensor}}"),
+			query(`rdma_device_temperature_crit_celsius{`+s.dev+`}`, "crit {{instance}} {{device}} {{sensor}}"))).
+		WithPanel(timeline("devlink health reporters", "1 healthy, 0 in error (devlink health show: mlx5 fw, fw_fatal, tx, rx, vnic; RdmaDevlinkHealthReporterError).", okFail,
+			query(`rdma_devlink_health_reporter_state{`+s.dev+`}`, "{{instance}} {{device}} {{reporter}}"))).
+		WithPanel(tableOf("Firmware running and stored", "devlink dev info per component: a stored version that differs from the running one is burned and not activated (RdmaFirmwarePending, fw.pending).", 24,
+			instant(`rdma_device_firmware_version_info{`+s.dev+`}`))).
 		WithRow(row("Driver hw_counters")).
 		WithPanel(graph("Retransmits", "Retransmissions per second (out_of_sequence, packet_seq_err, implied_nak_seq_err, local_ack_timeout_err, duplicate_request, roce_adp_retrans*, hfi1 Rc*).", "ops",
 			query(s.record("retransmits")+`{`+s.port+`}`, legend))).

@@ -39,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
@@ -91,6 +92,9 @@ type Options struct {
 	// RDMANetlink selects the RDMA netlink queries (collector
 	// rdma_netlink); its Keep is the device filter.
 	RDMANetlink rdmanl.Options
+	// Devlink is the running kernel's devlink family (devlink.go); nil on
+	// a tree that is not the live /sys, as Kernel is.
+	Devlink devlink.Conn
 	// SlowRefresh is how long slow host state is reused; 0 is
 	// DefaultSlowRefresh, negative reads it on every snapshot.
 	SlowRefresh time.Duration
@@ -112,6 +116,7 @@ const (
 	SourceHostname = "hostname"
 	SourceGPU      = "gpu"
 	SourceHwmon    = "hwmon"
+	SourceDevlink  = "devlink"
 )
 
 // Host reads one host. It is safe for concurrent use.
@@ -137,6 +142,9 @@ type Host struct {
 	gpus     slow[*gpu.Snapshot]
 	// hwmon is the RDMA devices' temperature sensors (hwmon.go).
 	hwmon slow[*hwmon.Snapshot]
+	// devlinkInfo is the firmware versions of the kept RDMA devices'
+	// PCI functions (devlink.go).
+	devlinkInfo slow[*devlink.Snapshot]
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen
@@ -256,7 +264,7 @@ func (h *Host) Ages() map[string]time.Duration {
 	for name, at := range map[string]time.Time{
 		SourcePCI: h.pci.readAt(), SourceIRQ: h.placement.readAt(), SourceNetdev: h.netdevs.readAt(), SourceTuning: h.tuning.readAt(),
 		SourceOpenSM: h.opensm.readAt(), SourceTopology: h.topology.readAt(), SourceHostname: h.hostname.readAt(),
-		SourceGPU: h.gpus.readAt(), SourceHwmon: h.hwmon.readAt(),
+		SourceGPU: h.gpus.readAt(), SourceHwmon: h.hwmon.readAt(), SourceDevlink: h.devlinkInfo.readAt(),
 	} {
 		if !at.IsZero() {
 			out[name] = now.Sub(at)
@@ -277,6 +285,7 @@ type Snapshot struct {
 	bus     once[[]pci.BusFunction]
 	rdmanl  once[*rdmanl.Snapshot]
 	roce    once[*roce.Snapshot]
+	devlink once[*Devlink]
 	// devCheck compares the class with the slow PCI source's devices
 	// (checkDevices).
 	devCheck sync.Once

@@ -1,0 +1,88 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package host
+
+import (
+	"context"
+	"sort"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
+)
+
+// Devlink is what the running kernel's devlink family says of the kept
+// RDMA devices, each joined to its devlink instance by PCI address
+// (bus "pci", device "0000:3b:00.0").
+type Devlink struct {
+	Devices []DevlinkDevice
+	// Health and Info are the reads: their outcomes, errors and skipped
+	// values. Info is nil until the first firmware read.
+	Health, Info *devlink.Snapshot
+}
+
+// DevlinkDevice is one RDMA device's devlink view.
+type DevlinkDevice struct {
+	// Name is the RDMA device, PCI its function.
+	Name, PCI string
+	// Reporters are the health reporters of the instance and of its
+	// ports (mlx5: fw and fw_fatal on the instance, tx, rx on the uplink
+	// port, vnic on both).
+	Reporters []devlink.Reporter
+	// Info is the instance's firmware versions; nil when the driver
+	// registers no devlink instance or the read failed.
+	Info *devlink.Info
+}
+
+// Devlink reads the health reporters now (the dump asks no driver
+// anything: it copies the counters devlink keeps) and the firmware
+// versions on the slow interval (INFO_GET runs firmware queries on each
+// function: mlx5 sends MCQI and MCQS access-register commands). Only the
+// kept devices' functions are asked for versions; the reporter dump
+// covers every instance and is cut to them. ErrNotLive when Options.
+// Devlink is nil (a fixture tree).
+func (s *Snapshot) Devlink(ctx context.Context) (*Devlink, error) {
+	return s.devlink.get(func() (*Devlink, error) {
+		c := s.h.opts.Devlink
+		if c == nil {
+			return nil, ErrNotLive
+		}
+		class, err := s.Class(ctx)
+		if class == nil {
+			return nil, err
+		}
+		byPCI := map[devlink.Handle][]int{}
+		out := &Devlink{}
+		for _, d := range class.Devices {
+			if d.PCIAddress == "" {
+				// Software devices (rxe, siw) have no PCI function.
+				continue
+			}
+			h := devlink.PCI(d.PCIAddress)
+			byPCI[h] = append(byPCI[h], len(out.Devices))
+			out.Devices = append(out.Devices, DevlinkDevice{Name: d.Name, PCI: d.PCIAddress})
+		}
+		handles := make([]devlink.Handle, 0, len(byPCI))
+		for h := range byPCI {
+			handles = append(handles, h)
+		}
+		sort.Slice(handles, func(i, j int) bool { return handles[i].Device < handles[j].Device })
+		out.Health = devlink.Read(ctx, c, devlink.Options{Handles: handles, Health: true})
+		for _, r := range out.Health.Reporters {
+			for _, i := range byPCI[r.Handle] {
+				out.Devices[i].Reporters = append(out.Devices[i].Reporters, r)
+			}
+		}
+		out.Info, _ = s.h.devlinkInfo.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*devlink.Snapshot, error) {
+			return devlink.Read(ctx, c, devlink.Options{Handles: handles, Info: true}), nil
+		})
+		if out.Info != nil {
+			for k := range out.Info.Infos {
+				in := &out.Info.Infos[k]
+				for _, i := range byPCI[in.Handle] {
+					out.Devices[i].Info = in
+				}
+			}
+		}
+		return out, nil
+	})
+}
