@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
@@ -164,5 +165,19 @@ func TestRealPerftestHasNoCUDA(t *testing.T) {
 	}
 	if c.Supported {
 		t.Errorf("Debian perftest reads as CUDA-built: %+v", c)
+	}
+}
+
+// TestConfigKnowsCUDATests: internal/config refuses GPU targets with the
+// tests CUDATest refuses, from its own list.
+func TestConfigKnowsCUDATests(t *testing.T) {
+	var not []string
+	for _, test := range Tests {
+		if !CUDATest(test) {
+			not = append(not, string(test))
+		}
+	}
+	if !slices.Equal(not, config.NotCUDATests) || MaxGPUIndex != config.MaxGPUIndex {
+		t.Errorf("perftest refuses %v up to GPU %d, config %v up to %d", not, MaxGPUIndex, config.NotCUDATests, config.MaxGPUIndex)
 	}
 }
