@@ -163,13 +163,13 @@ func TestProbeScheduled(t *testing.T) {
 	}
 	_, body := e.get(t, "/metrics")
 	for _, want := range []string{
-		`rdma_probe_success{device="mlx5_0",peer="loopback",port="1",test="ib_send_lat"} 1`,
-		`rdma_probe_latency_seconds{device="mlx5_0",peer="loopback",port="1",stat="typical",test="ib_send_lat"} 1.27e-06`,
-		`rdma_probe_latency_seconds{device="mlx5_0",peer="loopback",port="1",stat="p999",test="ib_send_lat"} 5.19e-06`,
-		`rdma_probe_success{device="mlx5_0",peer="loopback",port="1",test="ib_write_bw"} 0`,
-		`rdma_probe_failures_total{device="mlx5_0",peer="loopback",port="1",reason="retry_exceeded",test="ib_write_bw"}`,
-		`rdma_probe_duration_seconds{device="mlx5_0",peer="loopback",port="1",test="ib_send_lat"}`,
-		`rdma_probe_last_run_timestamp_seconds{device="mlx5_0",peer="loopback",port="1",test="ib_write_bw"}`,
+		`rdma_probe_success{device="mlx5_0",memory="host",peer="loopback",port="1",test="ib_send_lat"} 1`,
+		`rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="loopback",port="1",stat="typical",test="ib_send_lat"} 1.27e-06`,
+		`rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="loopback",port="1",stat="p999",test="ib_send_lat"} 5.19e-06`,
+		`rdma_probe_success{device="mlx5_0",memory="host",peer="loopback",port="1",test="ib_write_bw"} 0`,
+		`rdma_probe_failures_total{device="mlx5_0",memory="host",peer="loopback",port="1",reason="retry_exceeded",test="ib_write_bw"}`,
+		`rdma_probe_duration_seconds{device="mlx5_0",memory="host",peer="loopback",port="1",test="ib_send_lat"}`,
+		`rdma_probe_last_run_timestamp_seconds{device="mlx5_0",memory="host",peer="loopback",port="1",test="ib_write_bw"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -55,6 +55,9 @@ type Params struct {
 	// TCPPort (-p) is the port of perftest's own TCP exchange; 0 means its
 	// default, 18515.
 	TCPPort int
+	// GPU puts the buffers in a GPU's memory (--use_cuda); the zero value
+	// is host memory.
+	GPU GPU
 }
 
 // ValidDevice reports whether s is a plausible RDMA device name.
@@ -91,6 +94,9 @@ func (p Params) Validate() error {
 	}
 	if p.TCPPort != 0 && (p.TCPPort < MinTCPPort || p.TCPPort > MaxTCPPort) {
 		errs = append(errs, fmt.Errorf("tcp port %d: want %d..%d", p.TCPPort, MinTCPPort, MaxTCPPort))
+	}
+	if err := p.GPU.validate(p.Test); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -147,10 +153,19 @@ func (p Params) Args(host string) ([]string, error) {
 	if p.TCPPort > 0 {
 		args = append(args, "-p", strconv.Itoa(p.TCPPort))
 	}
+	args = append(args, p.GPU.args()...)
 	if host != "" {
 		args = append(args, host)
 	}
 	return args, nil
+}
+
+// env is what the run adds to the runner's minimal environment.
+func (p Params) env() []string {
+	if p.GPU.Set {
+		return cudaEnv
+	}
+	return nil
 }
 
 // Expected is how long the measurement itself should take, for the

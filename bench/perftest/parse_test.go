@@ -390,6 +390,10 @@ func TestEverySampleIsCovered(t *testing.T) {
 			if _, err := ParseJSON(b, false); err != nil {
 				t.Errorf("%s: %v", e.Name(), err)
 			}
+		case strings.HasPrefix(e.Name(), "cudahelp_"):
+			if !ParseCUDAHelp(b).Supported {
+				t.Errorf("%s: no --use_cuda found", e.Name())
+			}
 		case strings.HasPrefix(e.Name(), "error_"), strings.Contains(e.Name(), "_help_"):
 			if Classify(b, b) == nil {
 				t.Errorf("%s: no error kind recognised", e.Name())
@@ -400,8 +404,8 @@ func TestEverySampleIsCovered(t *testing.T) {
 			}
 		}
 	}
-	if n != 18 {
-		t.Errorf("%d samples, want the 18 of realdata/perftest", n)
+	if n != 20 {
+		t.Errorf("%d samples, want the 18 of realdata/perftest and the two CUDA recordings", n)
 	}
 }
 

@@ -66,6 +66,8 @@ type Runner struct {
 	// leave outside their process group (the server's, which is its
 	// subreaper, must start every child through it).
 	Reaper *subprocess.Reaper
+	// cuda caches each binary's CUDA support (CUDA).
+	cuda cudaCache
 }
 
 // Outcome is what one process did.
@@ -274,7 +276,7 @@ func (r *Runner) runClient(ctx context.Context, p Params, host string) *Outcome 
 		o.Err = err
 		return o
 	}
-	if err := r.start(ctx, o, path, args); err != nil {
+	if err := r.start(ctx, o, path, args, p.env()); err != nil {
 		o.Err = err
 		return o
 	}
@@ -307,7 +309,7 @@ func (r *Runner) StartServer(ctx context.Context, p Params) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Server{Outcome: &Outcome{Side: "server"}, Params: p, proc: r.Proc, cancel: cancel}
-	if err := r.start(ctx, s.Outcome, path, args); err != nil {
+	if err := r.start(ctx, s.Outcome, path, args, p.env()); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -411,10 +413,11 @@ func RemoveStaleWorkDirs() (int, error) {
 	return removed, nil
 }
 
-// start execs path in its own process group. A goroutine reaps it, kills
+// start execs path in its own process group, with the minimal environment
+// plus env. A goroutine reaps it, kills
 // whatever is left of its group, and interprets its output; waitDone is
 // closed after that.
-func (r *Runner) start(ctx context.Context, o *Outcome, path string, args []string) error {
+func (r *Runner) start(ctx context.Context, o *Outcome, path string, args, env []string) error {
 	dir, err := os.MkdirTemp("", workDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return fmt.Errorf("perftest %s: work directory: %w", o.Side, err)
@@ -423,7 +426,7 @@ func (r *Runner) start(ctx context.Context, o *Outcome, path string, args []stri
 	o.stdout, o.stderr = &capBuffer{limit: OutputLimit}, &capBuffer{limit: OutputLimit}
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir // --out_json and core files land here, not in our cwd
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LANG=C", "LC_ALL=C"}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LANG=C", "LC_ALL=C"}, env...)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = o.stdout, o.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -606,7 +609,7 @@ func (r *Runner) Version(ctx context.Context, t Test) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	o := &Outcome{Side: "version"}
-	if err := r.start(ctx, o, path, []string{"-V"}); err != nil {
+	if err := r.start(ctx, o, path, []string{"-V"}, nil); err != nil {
 		return "", err
 	}
 	<-o.waitDone

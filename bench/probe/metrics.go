@@ -11,8 +11,11 @@ import (
 
 // Labels of every probe series: DESIGN.md's peer and test, plus the local
 // device and port so the series join with rdma_port_rate_bytes_per_second
-// and stay unique on hosts with several HCAs.
-var labels = []string{"peer", "test", "device", "port"}
+// and stay unique on hosts with several HCAs, plus memory ("host", or
+// "gpu" for a probe.gpu target) on every series, so a GPUDirect run never
+// shares a series with a host-memory run of the same port and one metric
+// has one label set (docs/probe.md).
+var labels = []string{"peer", "test", "device", "port", "memory"}
 
 func desc(name, help string, extra ...string) *prometheus.Desc {
 	return prometheus.NewDesc("rdma_probe_"+name, help, append(append([]string{}, labels...), extra...), nil)
@@ -64,7 +67,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		c.Guard.Mark()
 	}
 	for _, e := range c.Store.Latest() {
-		lv := []string{e.Peer, e.Test, e.Device, strconv.Itoa(e.Port)}
+		lv := []string{e.Peer, e.Test, e.Device, strconv.Itoa(e.Port), string(e.Memory.orHost())}
 		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(lv, extra...)...)
 		}

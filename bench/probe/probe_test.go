@@ -215,30 +215,30 @@ func TestStoreKeepsLastGood(t *testing.T) {
 	want := `
 # HELP rdma_probe_success rdma_doctor: whether the latest probe run succeeded (1) or failed (0).
 # TYPE rdma_probe_success gauge
-rdma_probe_success{device="mlx5_0",peer="n2",port="1",test="ib_write_lat"} 0
+rdma_probe_success{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 0
 # HELP rdma_probe_latency_seconds rdma_doctor: latency of the last successful probe run (perftest: half round trip for send/write, full round trip for read).
 # TYPE rdma_probe_latency_seconds gauge
-rdma_probe_latency_seconds{device="mlx5_0",peer="n2",port="1",stat="avg",test="ib_write_lat"} 1.3e-06
-rdma_probe_latency_seconds{device="mlx5_0",peer="n2",port="1",stat="max",test="ib_write_lat"} 5e-06
-rdma_probe_latency_seconds{device="mlx5_0",peer="n2",port="1",stat="min",test="ib_write_lat"} 1e-06
-rdma_probe_latency_seconds{device="mlx5_0",peer="n2",port="1",stat="p99",test="ib_write_lat"} 2e-06
-rdma_probe_latency_seconds{device="mlx5_0",peer="n2",port="1",stat="p999",test="ib_write_lat"} 4e-06
-rdma_probe_latency_seconds{device="mlx5_0",peer="n2",port="1",stat="typical",test="ib_write_lat"} 1.2e-06
+rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="avg",test="ib_write_lat"} 1.3e-06
+rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="max",test="ib_write_lat"} 5e-06
+rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="min",test="ib_write_lat"} 1e-06
+rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="p99",test="ib_write_lat"} 2e-06
+rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="p999",test="ib_write_lat"} 4e-06
+rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="typical",test="ib_write_lat"} 1.2e-06
 # HELP rdma_probe_last_run_timestamp_seconds rdma_doctor: when the latest probe run finished, in seconds since the epoch.
 # TYPE rdma_probe_last_run_timestamp_seconds gauge
-rdma_probe_last_run_timestamp_seconds{device="mlx5_0",peer="n2",port="1",test="ib_write_lat"} 1.700000062e+09
+rdma_probe_last_run_timestamp_seconds{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 1.700000062e+09
 # HELP rdma_probe_last_success_timestamp_seconds rdma_doctor: when the latest successful probe run finished; the value series are from that run.
 # TYPE rdma_probe_last_success_timestamp_seconds gauge
-rdma_probe_last_success_timestamp_seconds{device="mlx5_0",peer="n2",port="1",test="ib_write_lat"} 1.700000001e+09
+rdma_probe_last_success_timestamp_seconds{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 1.700000001e+09
 # HELP rdma_probe_duration_seconds rdma_doctor: wall time of the latest probe run, server and client setup included.
 # TYPE rdma_probe_duration_seconds gauge
-rdma_probe_duration_seconds{device="mlx5_0",peer="n2",port="1",test="ib_write_lat"} 2
+rdma_probe_duration_seconds{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 2
 # HELP rdma_probe_runs_total rdma_doctor: probe runs since start.
 # TYPE rdma_probe_runs_total counter
-rdma_probe_runs_total{device="mlx5_0",peer="n2",port="1",test="ib_write_lat"} 3
+rdma_probe_runs_total{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 3
 # HELP rdma_probe_failures_total rdma_doctor: failed probe runs since start, by reason (perftest error kind or responder refusal).
 # TYPE rdma_probe_failures_total counter
-rdma_probe_failures_total{device="mlx5_0",peer="n2",port="1",reason="retry_exceeded",test="ib_write_lat"} 2
+rdma_probe_failures_total{device="mlx5_0",memory="host",peer="n2",port="1",reason="retry_exceeded",test="ib_write_lat"} 2
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
@@ -254,13 +254,13 @@ rdma_probe_failures_total{device="mlx5_0",peer="n2",port="1",reason="retry_excee
 	want = `
 # HELP rdma_probe_bandwidth_bytes_per_second rdma_doctor: bandwidth of the last successful probe run; stat peak is absent when perftest did not measure it.
 # TYPE rdma_probe_bandwidth_bytes_per_second gauge
-rdma_probe_bandwidth_bytes_per_second{device="mlx5_1",peer="loopback",port="1",stat="average",test="ib_write_bw"} 4.5e+10
+rdma_probe_bandwidth_bytes_per_second{device="mlx5_1",memory="host",peer="loopback",port="1",stat="average",test="ib_write_bw"} 4.5e+10
 # HELP rdma_probe_bandwidth_ratio rdma_doctor: average bandwidth of the last successful probe run over the local port's active rate at that time (the guide wants >= 0.9).
 # TYPE rdma_probe_bandwidth_ratio gauge
-rdma_probe_bandwidth_ratio{device="mlx5_1",peer="loopback",port="1",test="ib_write_bw"} 0.9
+rdma_probe_bandwidth_ratio{device="mlx5_1",memory="host",peer="loopback",port="1",test="ib_write_bw"} 0.9
 # HELP rdma_probe_messages_per_second rdma_doctor: message rate of the last successful bandwidth probe run.
 # TYPE rdma_probe_messages_per_second gauge
-rdma_probe_messages_per_second{device="mlx5_1",peer="loopback",port="1",test="ib_write_bw"} 700000
+rdma_probe_messages_per_second{device="mlx5_1",memory="host",peer="loopback",port="1",test="ib_write_bw"} 700000
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "rdma_probe_bandwidth_bytes_per_second", "rdma_probe_bandwidth_ratio", "rdma_probe_messages_per_second"); err != nil {
 		t.Error(err)

@@ -29,6 +29,9 @@ type Prober struct {
 	Sys hostfs.FS
 	// Config is the probe section (run settings, timeout).
 	Config *config.Probe
+	// GPUs finds the GPU of a probe.gpu target and its nearest HCA; nil
+	// fails those targets as no_gpu.
+	GPUs   GPUSource
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -52,11 +55,28 @@ func (p *Prober) logger() *slog.Logger {
 // panics on bad output and always returns within the probe's deadline.
 func (p *Prober) Run(ctx context.Context, t *Target, test perftest.Test) Result {
 	params := Params(p.Config, test)
-	res := Result{Peer: t.Name, Test: string(test), Mode: t.Mode, Device: t.Device, Port: t.Port, Start: p.now()}
+	res := Result{Peer: t.Name, Test: string(test), Mode: t.Mode, Device: t.Device, Port: t.Port, Memory: t.Memory.orHost(), Start: p.now()}
 	if p.Config.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(p.Config.Timeout))
 		defer cancel()
+	}
+	if res.Memory == MemoryGPU {
+		// A GPU target is a loopback on one HCA port, both sides'
+		// buffers in the GPU's memory.
+		device, g, use, err := p.resolveGPU(ctx, t, test)
+		res.GPU = use
+		res.Device, res.PeerDevice, res.PeerPort = device, device, t.Port
+		if err != nil {
+			res.Duration = p.now().Sub(res.Start)
+			res.ErrorKind, res.Error = errorKind(err), err.Error()
+			p.logger().Info("probe failed", "peer", t.Name, "test", test, "gpu", t.GPU, "device", device, "kind", res.ErrorKind, "err", err)
+			return res
+		}
+		params.GPU = g
+		gt := *t
+		gt.Device, gt.PeerDevice, gt.PeerPort, gt.PeerGIDIndex = device, device, t.Port, t.GIDIndex
+		t = &gt
 	}
 	if test.Bandwidth() {
 		res.PortRate = p.portRate(t.Device, t.Port)
@@ -178,6 +198,10 @@ func errorKind(err error) string {
 	var pe *perftest.Error
 	if errors.As(err, &pe) {
 		return string(pe.Kind)
+	}
+	var ge *gpuError
+	if errors.As(err, &ge) {
+		return ge.kind
 	}
 	var re *control.RemoteError
 	if errors.As(err, &re) && re.Kind != "" {

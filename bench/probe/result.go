@@ -34,6 +34,39 @@ const (
 	ModePeer Mode = "peer"
 )
 
+// Memory says where a probe's buffers were: the memory label of every
+// rdma_probe_* series.
+type Memory string
+
+// Memories.
+const (
+	// MemoryHost: ordinary host memory (every loopback and peer target).
+	MemoryHost Memory = "host"
+	// MemoryGPU: a GPU's memory through GPUDirect RDMA (probe.gpu targets,
+	// perftest --use_cuda).
+	MemoryGPU Memory = "gpu"
+)
+
+// orHost is m, or MemoryHost when unset.
+func (m Memory) orHost() Memory {
+	if m == "" {
+		return MemoryHost
+	}
+	return m
+}
+
+// GPUUse is the GPU a MemoryGPU run used and how it sits against the HCA.
+type GPUUse struct {
+	// Index is the GPU's place in PCI bus order (rdma_gpu_info's gpu).
+	Index int `json:"index"`
+	// Address is its PCI function; empty when the run failed before the
+	// GPU was found.
+	Address string `json:"address,omitempty"`
+	// Link is the nvidia-smi relation to the HCA used (PIX, PXB, PHB,
+	// NODE, SYS); empty when unknown.
+	Link string `json:"link,omitempty"`
+}
+
 // Latency statistics in seconds (perftest's, halved round trips for send
 // and write, full round trips for read). perftest's t_stdev is not kept:
 // it has been truncated to whole microseconds since 2022.
@@ -73,6 +106,9 @@ type Result struct {
 	// port of a loopback, or the peer's device.
 	PeerDevice string `json:"peer_device,omitempty"`
 	PeerPort   int    `json:"peer_port,omitempty"`
+	// Memory is where the buffers were; GPU is set for MemoryGPU.
+	Memory Memory  `json:"memory"`
+	GPU    *GPUUse `json:"gpu,omitempty"`
 
 	Start    time.Time     `json:"start"`
 	Duration time.Duration `json:"duration_ns"`

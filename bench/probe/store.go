@@ -9,12 +9,14 @@ import (
 	"sync"
 )
 
-// Key identifies a series of runs: a target, a test, the local HCA port.
+// Key identifies a series of runs: a target, a test, the local HCA port,
+// and where the buffers were.
 type Key struct {
 	Peer   string `json:"peer"`
 	Test   string `json:"test"`
 	Device string `json:"device"`
 	Port   int    `json:"port"`
+	Memory Memory `json:"memory"`
 }
 
 // Entry is what the store knows about one key.
@@ -35,7 +37,8 @@ type Entry struct {
 // Reader is the read side of the store, for the metrics collector and the
 // diagnose checks.
 type Reader interface {
-	// Latest returns every entry, sorted by peer, test, device, port.
+	// Latest returns every entry, sorted by peer, test, device, port,
+	// memory.
 	// The entries are copies: the caller may keep them.
 	Latest() []Entry
 }
@@ -53,7 +56,8 @@ func NewStore() *Store { return &Store{entries: map[Key]*Entry{}} }
 
 // Record adds a run.
 func (s *Store) Record(r Result) {
-	k := Key{Peer: r.Peer, Test: r.Test, Device: r.Device, Port: r.Port}
+	r.Memory = r.Memory.orHost()
+	k := Key{Peer: r.Peer, Test: r.Test, Device: r.Device, Port: r.Port, Memory: r.Memory}
 	rp := &r
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,13 +109,17 @@ func (s *Store) Latest() []Entry {
 		if a.Device != b.Device {
 			return a.Device < b.Device
 		}
-		return a.Port < b.Port
+		if a.Port != b.Port {
+			return a.Port < b.Port
+		}
+		return a.Memory < b.Memory
 	})
 	return out
 }
 
-// Get returns the entry of one key.
+// Get returns the entry of one key; an unset Memory is host memory.
 func (s *Store) Get(k Key) (Entry, bool) {
+	k.Memory = k.Memory.orHost()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e, ok := s.entries[k]

@@ -33,6 +33,11 @@ type Target struct {
 	IPoIBAddress    string
 	EthernetAddress string
 	Tests           []perftest.Test
+	// Memory is where the buffers are; GPU the GPU's index for MemoryGPU.
+	// A GPU target with an empty Device runs on the HCA nearest the GPU,
+	// found when it runs.
+	Memory Memory
+	GPU    int
 }
 
 // Targets builds the targets of the config's probe section, which
@@ -40,7 +45,7 @@ type Target struct {
 func Targets(p *config.Probe) ([]Target, error) {
 	var out []Target
 	for _, l := range p.Loopback {
-		t := Target{Name: l.LoopbackName(), Mode: ModeLoopback, Device: l.Device, Port: portOr1(l.Port), GIDIndex: l.GIDIndex,
+		t := Target{Name: l.LoopbackName(), Mode: ModeLoopback, Memory: MemoryHost, Device: l.Device, Port: portOr1(l.Port), GIDIndex: l.GIDIndex,
 			PeerDevice: l.PeerDevice, PeerPort: l.PeerPort, PeerGIDIndex: l.PeerGIDIndex}
 		if t.PeerDevice == "" {
 			t.PeerDevice = t.Device
@@ -62,7 +67,7 @@ func Targets(p *config.Probe) ([]Target, error) {
 		out = append(out, t)
 	}
 	for _, pe := range p.Peers {
-		t := Target{Name: pe.Name, Mode: ModePeer, Device: pe.Device, Port: portOr1(pe.Port), GIDIndex: pe.GIDIndex,
+		t := Target{Name: pe.Name, Mode: ModePeer, Memory: MemoryHost, Device: pe.Device, Port: portOr1(pe.Port), GIDIndex: pe.GIDIndex,
 			Address: pe.Address, PerftestHost: pe.PerftestHost, RemoteDevice: pe.RemoteDevice,
 			IPoIBAddress: pe.IPoIBAddress, EthernetAddress: pe.EthernetAddress}
 		if t.PerftestHost == "" {
@@ -78,6 +83,16 @@ func Targets(p *config.Probe) ([]Target, error) {
 		tests, err := parseTests(p.TestsOrDefault(pe.Tests))
 		if err != nil {
 			return nil, fmt.Errorf("probe.peers %s: %w", pe.Name, err)
+		}
+		t.Tests = tests
+		out = append(out, t)
+	}
+	for _, g := range p.GPU {
+		t := Target{Name: g.GPUName(), Mode: ModeLoopback, Memory: MemoryGPU, GPU: *g.GPU, Device: g.Device,
+			Port: portOr1(g.Port), GIDIndex: g.GIDIndex}
+		tests, err := parseTests(config.GPUTestsOrDefault(g.Tests))
+		if err != nil {
+			return nil, fmt.Errorf("probe.gpu %s: %w", t.Name, err)
 		}
 		t.Tests = tests
 		out = append(out, t)

@@ -21,6 +21,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 )
 
 // Exit codes of rdma_doctor probe.
@@ -93,6 +94,9 @@ func newProber(a *App, secretFile string) (*probe.Prober, error) {
 		Runner: &perftest.Runner{Dir: cfg.PerftestDir, Proc: a.Host.FS().Proc, Logger: a.Logger.With("component", "perftest"), Reaper: a.Reaper},
 		Sys:    a.Host.FS().Sys,
 		Config: cfg,
+		// probe.gpu targets find their GPU and its nearest HCA in the
+		// host snapshot's GPU source (cached on the slow interval).
+		GPUs:   func(ctx context.Context) (*gpu.Snapshot, error) { return a.Host.Snapshot().GPUs(ctx) },
 		Logger: a.Logger.With("component", "probe"),
 	}
 	if secretFile == "" {
@@ -181,7 +185,7 @@ func probeTarget(cfg *config.Probe, f *probeFlags, peer string) (*probe.Target, 
 	case peer == "" || peer == "loopback":
 		t = probe.Target{Name: "loopback", Mode: probe.ModeLoopback, Port: 1}
 		for _, c := range configured {
-			if c.Mode != probe.ModePeer && (f.device == "" || c.Device == f.device) {
+			if c.Mode != probe.ModePeer && c.Memory != probe.MemoryGPU && (f.device == "" || c.Device == f.device) {
 				t = c
 				break
 			}
@@ -280,6 +284,9 @@ func writeResult(w io.Writer, r *probe.Result) {
 	}
 	fmt.Fprintf(w, "peer       %s (%s, %s)\n", r.Peer, r.Mode, path)
 	fmt.Fprintf(w, "test       %s\n", r.Test)
+	if g := r.GPU; g != nil {
+		fmt.Fprintf(w, "memory     GPU%d %s (%s to %s)\n", g.Index, g.Address, orUnknown(g.Link), orUnknown(r.Device))
+	}
 	if !r.Success {
 		fmt.Fprintf(w, "result     FAILED after %.2f s: %s\n", r.Duration.Seconds(), r.ErrorKind)
 		fmt.Fprintf(w, "error      %s\n", strings.ReplaceAll(r.Error, "\n", "\n           "))
@@ -310,6 +317,13 @@ func writeResult(w io.Writer, r *probe.Result) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note       %s\n", n)
 	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func runCompare(ctx context.Context, a *App, f *probeFlags, prober *probe.Prober, stdout, stderr io.Writer) int {

@@ -18,7 +18,7 @@ func host(s selectors) *dashboard.DashboardBuilder {
 	const ri = `[$__rate_interval]`
 	legend := "{{instance}} {{device}}/{{port}}"
 	ethLegend := "{{instance}} {{netdev}} {{stat}}"
-	return newDashboard(s, "rdma-doctor-host", "RDMA / Host detail",
+	return withGPUs(newDashboard(s, "rdma-doctor-host", "RDMA / Host detail",
 		"One host (or a few): per device and port, link rate against expected, traffic, errors, hw_counters, NUMA and IRQ placement, tuning.").
 		WithRow(row("Devices and ports")).
 		WithPanel(tableOf("Devices", "One row per RDMA device: model, board (PSID), firmware.", 24,
@@ -123,5 +123,5 @@ func host(s selectors) *dashboard.DashboardBuilder {
 		WithPanel(tableOf("Host tuning", "Every rdma_host_* series: hugepages, sysctls, governor, memlock, kernel.", 24,
 			instant(`{__name__=~"rdma_host_.+", `+s.host+`}`))).
 		WithPanel(tableOf("Netdevs", "Every rdma_netdev_* series: IPoIB and RoCE netdevs, mode, MTU, driver.", 24,
-			instant(`{__name__=~"rdma_netdev_.+", `+s.host+`}`)))
+			instant(`{__name__=~"rdma_netdev_.+", `+s.host+`}`))), s)
 }

@@ -17,7 +17,7 @@ import (
 // bandwidth at least 90 % of the port rate, latency under 2 µs in loopback
 // and 5 µs through a switch.
 func probes(s selectors) *dashboard.DashboardBuilder {
-	legend := "{{instance}} → {{peer}} {{test}}"
+	legend := "{{instance}} → {{peer}} {{test}} {{memory}}"
 	r := s.cfg.Thresholds.ProbeBandwidthRatio
 	ratio := strconv.FormatFloat(r, 'g', -1, 64)
 	pct := strconv.FormatFloat(r*100, 'g', 4, 64) + " %"

@@ -8,6 +8,7 @@ import (
 	rdmanames "github.com/rdma-doctor/rdma_doctor/internal/names"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,11 @@ type Probe struct {
 	Loopback []ProbeLoopback `yaml:"loopback"`
 	// Peers are hosts running rdma_doctor with the responder enabled.
 	Peers []ProbePeer `yaml:"peers"`
+	// GPU targets are loopbacks whose buffers live in a GPU's memory
+	// (perftest --use_cuda): GPUDirect RDMA through the HCA nearest that
+	// GPU. Their series carry memory="gpu"; every other target's carry
+	// memory="host".
+	GPU []ProbeGPU `yaml:"gpu"`
 	// Responder answers peers' probe requests.
 	Responder ProbeResponder `yaml:"responder"`
 }
@@ -112,6 +118,46 @@ type ProbePeer struct {
 	Tests           []string `yaml:"tests"`
 }
 
+// ProbeGPU is a loopback on one HCA port with both sides' buffers in one
+// GPU's memory. It needs a perftest built with CUDA (its --help lists
+// --use_cuda); with another, each run fails as no_cuda.
+type ProbeGPU struct {
+	// Name is the peer label of its metrics. Default "loopback:gpu<N>".
+	Name string `yaml:"name"`
+	// GPU is the GPU's index in PCI bus order, the gpu label of
+	// rdma_gpu_info (nvidia-smi's numbering). Required.
+	GPU *int `yaml:"gpu"`
+	// Device is the HCA; default the one nearest the GPU by the PCI tree
+	// (rdma_gpu_device_affinity), the first by name among equals.
+	Device   string `yaml:"device"`
+	Port     int    `yaml:"port"`
+	GIDIndex *int   `yaml:"gid_index"`
+	// Tests default to [ib_write_bw]; ib_write_lat cannot use GPU memory
+	// (perftest runs CUDA latency tests with read and send only).
+	Tests []string `yaml:"tests"`
+}
+
+// GPUName is the peer label of a GPU target.
+func (g *ProbeGPU) GPUName() string {
+	if g.Name != "" {
+		return g.Name
+	}
+	if g.GPU == nil {
+		return "loopback:gpu"
+	}
+	return "loopback:gpu" + strconv.Itoa(*g.GPU)
+}
+
+// GPUTestsOrDefault is a GPU target's rotation: its own list or
+// DefaultGPUProbeTests. The section's tests are not inherited: its default
+// includes ib_write_lat, which cannot use GPU memory.
+func GPUTestsOrDefault(own []string) []string {
+	if len(own) > 0 {
+		return own
+	}
+	return DefaultGPUProbeTests
+}
+
 // ProbeResponder serves probe requests from peers: it starts the matching
 // perftest server, or answers the TCP probe, for an authenticated request
 // for a test it allows.
@@ -158,6 +204,16 @@ const (
 
 // DefaultProbeTests is the rotation when none is configured.
 var DefaultProbeTests = []string{"ib_write_lat", "ib_write_bw"}
+
+// DefaultGPUProbeTests is the rotation of a GPU target without its own.
+var DefaultGPUProbeTests = []string{"ib_write_bw"}
+
+// MaxGPUIndex bounds a GPU index (bench/perftest.MaxGPUIndex).
+const MaxGPUIndex = 255
+
+// NotCUDATests are the perftest tests that cannot use GPU memory
+// (bench/perftest.CUDATest says the same; its tests check the two agree).
+var NotCUDATests = []string{"ib_write_lat"}
 
 // PerftestTests are the perftest tools the probe runs; TCPTests the native
 // TCP probe's. bench/perftest checks that its list matches.
@@ -355,6 +411,33 @@ func (p *Probe) UnmarshalYAML(n *yaml.Node) error {
 		if err := checkTests(keyNode(at, "tests"), where+".tests", pe.Tests, false); err != nil {
 			return err
 		}
+	}
+	gn := keyNode(n, "gpu")
+	for i, g := range v.GPU {
+		at := item(gn, i)
+		where := fmt.Sprintf("probe.gpu[%d]", i)
+		if g.GPU == nil || *g.GPU < 0 || *g.GPU > MaxGPUIndex {
+			return lineErr(at, "%s.gpu: required, the GPU's index in PCI bus order (rdma_gpu_info's gpu label), 0..%d", where, MaxGPUIndex)
+		}
+		if err := checkDevice(at, where, g.Device, g.Port, g.GIDIndex, false); err != nil {
+			return err
+		}
+		if err := checkTests(keyNode(at, "tests"), where+".tests", g.Tests, false); err != nil {
+			return err
+		}
+		for _, t := range g.Tests {
+			if slices.Contains(NotCUDATests, t) {
+				return lineErr(keyNode(at, "tests"), "%s.tests: %s cannot use GPU memory (perftest runs CUDA latency tests with read and send only)", where, t)
+			}
+		}
+		if g.Name != "" && (!probeName.MatchString(g.Name) || peerNames[g.Name]) {
+			return lineErr(at, "%s.name %q: letters, digits and ._:/-, not a peer's name", where, g.Name)
+		}
+		name := g.GPUName()
+		if names["gpu\x00"+name] {
+			return lineErr(at, "%s: a second GPU target named %q; give it a name", where, name)
+		}
+		names["gpu\x00"+name] = true
 	}
 	if len(v.Peers) > 0 && v.SecretFile == "" {
 		return lineErr(pn, "probe.peers: probe.secret_file is required to authenticate to the peers' responders")

@@ -137,6 +137,7 @@ func FuzzProbeSection(f *testing.F) {
 		"probe: {secret_file: s, peers: [{name: n2, address: 'n2:9874', device: mlx5_0, gid_index: 3}]}\n",
 		"probe: {responder: {enabled: true, secret_file: s, listen: ['10.0.0.1:1'], allowed_tests: [tcp_lat]}}\n",
 		"probe: {bandwidth: {duration: 10s}, latency: {size: 64, iterations: 100}}\n",
+		"probe: {gpu: [{gpu: 1, device: mlx5_1, tests: [ib_send_lat]}]}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -156,6 +157,16 @@ func FuzzProbeSection(f *testing.F) {
 				t.Fatalf("loopback device %q", l.Device)
 			}
 		}
+		for _, g := range p.GPU {
+			if g.GPU == nil || *g.GPU < 0 || *g.GPU > MaxGPUIndex || (g.Device != "" && !rdmanames.Device(g.Device)) {
+				t.Fatalf("gpu target %+v", g)
+			}
+			for _, name := range g.Tests {
+				if name == "ib_write_lat" || !isPerftestTest(name) {
+					t.Fatalf("gpu test %q", name)
+				}
+			}
+		}
 		for _, pe := range p.Peers {
 			if checkAddress(pe.Address) != nil || !probeName.MatchString(pe.Name) {
 				t.Fatalf("peer %+v", pe)
@@ -170,4 +181,56 @@ func FuzzProbeSection(f *testing.F) {
 			t.Fatalf("responder enabled without listen or secret: %+v", p.Responder)
 		}
 	})
+}
+
+func TestProbeGPU(t *testing.T) {
+	c, err := Parse([]byte(`
+probe:
+  enabled: true
+  gpu:
+    - gpu: 0
+    - gpu: 3
+      device: mlx5_3
+      port: 1
+      gid_index: 3
+      tests: [ib_read_bw, ib_send_lat]
+    - gpu: 3
+      name: gpu3-via-mlx5_4
+      device: mlx5_4
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Probe.GPU
+	if len(g) != 3 || *g[0].GPU != 0 || g[0].Device != "" || g[1].Device != "mlx5_3" || *g[1].GIDIndex != 3 {
+		t.Fatalf("%+v", g)
+	}
+	for i, want := range []string{"loopback:gpu0", "loopback:gpu3", "gpu3-via-mlx5_4"} {
+		if got := g[i].GPUName(); got != want {
+			t.Errorf("gpu[%d] name %q, want %q", i, got, want)
+		}
+	}
+	if got := GPUTestsOrDefault(g[0].Tests); strings.Join(got, ",") != "ib_write_bw" {
+		t.Errorf("default GPU tests %v", got)
+	}
+	if got := GPUTestsOrDefault(g[1].Tests); strings.Join(got, ",") != "ib_read_bw,ib_send_lat" {
+		t.Errorf("GPU tests %v", got)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"probe: {gpu: [{device: mlx5_0}]}\n", "probe.gpu[0].gpu: required"},
+		{"probe: {gpu: [{gpu: -1}]}\n", "probe.gpu[0].gpu: required"},
+		{"probe: {gpu: [{gpu: 256}]}\n", "0..255"},
+		{"probe: {gpu: [{gpu: 0, device: 'mlx5_0 -x'}]}\n", "not an RDMA device name"},
+		{"probe: {gpu: [{gpu: 0, tests: [ib_write_lat]}]}\n", "ib_write_lat cannot use GPU memory"},
+		{"probe: {gpu: [{gpu: 0, tests: [tcp_bw]}]}\n", "only from rdma_doctor probe --compare"},
+		{"probe: {gpu: [{gpu: 0}, {gpu: 0}]}\n", "give it a name"},
+		{"probe: {gpu: [{gpu: 0, name: 'a b'}]}\n", "probe.gpu[0].name"},
+		{"probe: {secret_file: s, peers: [{name: n2, address: 'n2:1', device: mlx5_0}], gpu: [{gpu: 0, name: n2}]}\n", "not a peer's name"},
+		{"probe: {gpu: [{gpu: 0, use_cuda: 1}]}\n", "use_cuda"},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error naming %q", tc.in, err, tc.want)
+		}
+	}
 }

@@ -39,7 +39,36 @@ type Behaviour struct {
 }
 
 // Sides is the script of one tool.
-type Sides struct{ Server, Client Behaviour }
+type Sides struct {
+	Server, Client Behaviour
+	// HelpFile (a file of SamplesDir) is what --help prints; it exits 1.
+	HelpFile string `json:",omitempty"`
+	// CUDA: the tool accepts --use_cuda and --use_cuda_bus_id, as one
+	// built with CUDA does; without it they are unrecognized options.
+	CUDA bool `json:",omitempty"`
+}
+
+// Recorded help texts: the Debian build's full --help (no CUDA), and the
+// CUDA options of an MLNX_OFED 5.5 build as NVIDIA's guide shows them
+// (ib_write_bw --help | grep cuda; testdata/samples/SOURCES.md).
+const (
+	HelpNoCUDA = "ib_write_bw_help_debian_v4.5-0.17.txt"
+	HelpCUDA   = "cudahelp_ib_write_bw_grep_cuda_mlnx_ofed5.5_nvidia_doc.txt"
+)
+
+// WithCUDA marks every tool of script as built with CUDA (help listing
+// --use_cuda, the option accepted) or without (the Debian help, the option
+// refused).
+func WithCUDA(script map[string]Sides, cuda bool) map[string]Sides {
+	for k, v := range script {
+		v.CUDA, v.HelpFile = cuda, HelpNoCUDA
+		if cuda {
+			v.HelpFile = HelpCUDA
+		}
+		script[k] = v
+	}
+	return script
+}
 
 var (
 	buildOnce sync.Once

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -45,8 +46,17 @@ type Behaviour struct {
 	DelayMS int
 }
 
-// Script maps a binary name to its server and client behaviour.
-type Script map[string]struct{ Server, Client Behaviour }
+// Script maps a binary name to its server and client behaviour, what its
+// --help prints, and whether it was "built with CUDA".
+type Script map[string]struct {
+	Server, Client Behaviour
+	// HelpFile is printed for --help (exit 1, as perftest does).
+	HelpFile string
+	// CUDA: the binary accepts --use_cuda=N and --use_cuda_bus_id=ADDR.
+	// Without it they are unrecognized options, as in a build without
+	// CUDA (getopt_long's message, then exit 1).
+	CUDA bool
+}
 
 // Call is one line of calls.jsonl.
 type Call struct {
@@ -88,6 +98,18 @@ func main() {
 	if !ok {
 		fmt.Fprintf(os.Stderr, "fakeperftest: no script for %s\n", name)
 		os.Exit(2)
+	}
+	for _, a := range os.Args[1:] {
+		if a == "--help" || a == "-h" {
+			if sc.HelpFile != "" {
+				os.Stdout.WriteString(readFile(dir, sc.HelpFile))
+			}
+			os.Exit(1)
+		}
+		if !sc.CUDA && (strings.HasPrefix(a, "--use_cuda=") || strings.HasPrefix(a, "--use_cuda_bus_id=")) {
+			fmt.Fprintf(os.Stderr, "%s: unrecognized option '%s'\n", name, a)
+			os.Exit(1)
+		}
 	}
 	bh := sc.Server
 	if side == "client" {
