@@ -23,6 +23,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/dashboards/build"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
@@ -313,10 +314,24 @@ func TestEthtoolPanelsMatchDefaultStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A statistic whose name encodes direction and priority is exported as
+	// rdma_netdev_priority_stat_total with the rest of its name as stat
+	// (rx_prio3_pause_duration: pause_duration), so its panels match that.
+	var prioStats []string
+	for _, n := range mlx5EthtoolStats {
+		if _, _, rest, ok := roce.PrioStat(n); ok {
+			prioStats = append(prioStats, rest)
+		}
+	}
 	p := parser.NewParser(parser.Options{})
 	matchers := 0
 	for _, q := range qs {
-		if !strings.Contains(q.Expr, "rdma_netdev_ethtool_stat_total") {
+		stats := mlx5EthtoolStats
+		switch {
+		case strings.Contains(q.Expr, "rdma_netdev_ethtool_stat_total"):
+		case strings.Contains(q.Expr, "rdma_netdev_priority_stat_total"):
+			stats = prioStats
+		default:
 			continue
 		}
 		expr, err := Expand(q.Expr)
@@ -337,7 +352,7 @@ func TestEthtoolPanelsMatchDefaultStats(t *testing.T) {
 					continue
 				}
 				matchers++
-				if !slices.ContainsFunc(mlx5EthtoolStats, m.Matches) {
+				if !slices.ContainsFunc(stats, m.Matches) {
 					t.Errorf("%s %q: stat matcher %s selects no mlx5 statistic", q.File, q.Where, m)
 				}
 			}

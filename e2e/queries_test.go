@@ -48,6 +48,18 @@ var liveKernelOnly = []string{"rdma_netdev_ethtool_stat_total"}
 // collector.TestDevlinkCollector gathers them from a fake kernel.
 var devlinkOnly = []string{"rdma_devlink_health_reporter_state", "rdma_device_firmware_pending", "rdma_device_firmware_version_info"}
 
+// liveRoCEOnly are metrics exported only from a live RoCE host: DCB
+// netlink and RDMA netlink answer only for the running kernel's devices
+// (never on a fixture tree), ethtool's per-priority statistics come only
+// from a real mlx5 netdev (veths have none), and no fixture records the
+// MLNX_OFED ECN sysfs files. CI kernels have no RDMA device. The alerts
+// on them are checked by promtool cases (alerts/tests/roce.yml); their
+// decoders by internal/rdmanl's and internal/roce's tests.
+var liveRoCEOnly = []string{
+	"rdma_netdev_priority_stat_total", "rdma_roce_pfc_enabled", "rdma_roce_pfc_frames_total", "rdma_roce_trust_dscp",
+	"rdma_roce_global_pause_enabled", "rdma_roce_ecn_enabled", "rdma_port_optional_counter_total", "rdma_optional_counter_enabled",
+}
+
 // readerOnly are metrics exported only once a background reader has met
 // something no fixture tree holds: a kernel log with a driver message
 // (TestKernelLogEvents feeds a fake /dev/kmsg and checks it is exported).
@@ -179,6 +191,9 @@ func TestQueriesNameExportedMetrics(t *testing.T) {
 	}
 	for _, n := range devlinkOnly {
 		known[n] = "live devlink (collector.TestDevlinkCollector)"
+	}
+	for _, n := range liveRoCEOnly {
+		known[n] = "live RoCE host"
 	}
 
 	qs, err := dashboards.Queries()

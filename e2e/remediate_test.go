@@ -103,8 +103,8 @@ func TestRemediateEndToEnd(t *testing.T) {
 	}
 	for _, a := range plan.Actions {
 		switch a.Action {
-		case "memlock", "ipoib-mode", "ipoib-ipv6", "rdma-cgroup":
-			continue // no memlock_processes, ipoib_mode auto, ipoib_ipv6 any, no rdma cgroup limits: nothing to do here
+		case "memlock", "ipoib-mode", "ipoib-ipv6", "rdma-cgroup", "rdma-optional-counters":
+			continue // no memlock_processes, ipoib_mode auto, ipoib_ipv6 any, no rdma cgroup limits, no optional counters: nothing to do here
 		}
 		if len(a.Changes) == 0 {
 			t.Errorf("plan: action %s has nothing to do on numa-remote", a.Action)
@@ -266,5 +266,55 @@ func TestRemediateEndToEndRDMACgroup(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "var")); err == nil {
 		t.Error("journal state left after the rollback")
+	}
+}
+
+// rdma-optional-counters on a copy of roce-cx6dx, configured to enable
+// the mlx5 congestion counters: the plan writes the udev rule for every
+// port and says the runtime part is skipped (a copied tree is not the
+// running kernel's, so RDMA netlink is not asked); apply and rollback
+// leave the tree as it was; without the key the action has nothing to do.
+func TestRemediateEndToEndOptionalCounters(t *testing.T) {
+	orig := filepath.Join(repoRoot(t), "fixtures/hosts/roce-cx6dx")
+	root := filepath.Join(t.TempDir(), "roce-cx6dx")
+	if out, err := exec.Command("cp", "-a", orig, root).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("tuning:\n  optional_counters: [cc_rx_ce_pkts, cc_rx_cnp_pkts, cc_tx_cnp_pkts]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := "--config.file=" + cfg
+	rule := "[root:etc/udev/rules.d/90-rdma-doctor-optional-counters.rules]"
+	out, stderr, code := remediateCLI(t, root, c, "remediate", "plan", "--only=rdma-optional-counters")
+	for _, want := range []string{
+		"rdma-optional-counters (answers no check: the config asks for it)\n",
+		"  /etc/udev/rules.d/90-rdma-doctor-optional-counters.rules (absent) -> (5 lines)   " + rule + "\n",
+		"  note: runtime part skipped: this tree is not the running kernel's /sys (a fixture or a copy)",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("plan: exit %d, want %q in\n%s\n%s", code, want, out, stderr)
+		}
+	}
+	if strings.Contains(out, "[rdma:") {
+		t.Errorf("plan on a copied tree has a runtime change:\n%s", out)
+	}
+	if out, stderr, code := remediateCLI(t, root, c, "remediate", "apply", "--only=rdma-optional-counters", "--yes"); code != 0 || !strings.Contains(out, "1 change(s) applied") {
+		t.Fatalf("apply: exit %d\n%s\n%s", code, out, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "etc/udev/rules.d/90-rdma-doctor-optional-counters.rules"))
+	if err != nil || !strings.Contains(string(b), `KERNEL=="mlx5_1", RUN+="/usr/sbin/rdma statistic set link %k/1 optional-counters cc_rx_ce_pkts,cc_rx_cnp_pkts,cc_tx_cnp_pkts"`) {
+		t.Errorf("rule after apply: %q, %v", b, err)
+	}
+	if out, _, code := remediateCLI(t, root, c, "remediate", "plan", "--only=rdma-optional-counters"); code != 0 || !strings.Contains(out, "nothing to do: the udev rule already sets") {
+		t.Errorf("second plan: exit %d\n%s", code, out)
+	}
+	if out, stderr, code := remediateCLI(t, root, c, "remediate", "rollback"); code != 0 || !strings.Contains(out, "removed  rdma-optional-counters root:etc/udev/rules.d/90-rdma-doctor-optional-counters.rules") {
+		t.Fatalf("rollback: exit %d\n%s\n%s", code, out, stderr)
+	}
+	diffR(t, orig, root)
+	out, _, code = remediateCLI(t, root, "remediate", "plan", "--only=rdma-optional-counters")
+	if code != 0 || !strings.Contains(out, "note: nothing to do: tuning.optional_counters names no counter") {
+		t.Errorf("plan without the key: exit %d\n%s", code, out)
 	}
 }

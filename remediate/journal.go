@@ -155,7 +155,8 @@ func checkJournal(j *Journal) error {
 	for i, e := range j.Entries {
 		record := e.Kind == "record" && j.Version >= 2 && e.Key != "" && e.Area != AreaRoot && e.Existed
 		if (e.Kind != "file" && e.Kind != "dir" && !record) || (e.Key != "" && !record) || e.Path == "" || strings.Contains(e.Path, "..") ||
-			(e.Area != AreaRoot && e.Area != AreaSys && e.Area != AreaProc) || e.Mode&^restorableMode != 0 {
+			(e.Area != AreaRoot && e.Area != AreaSys && e.Area != AreaProc && e.Area != AreaRDMA) ||
+			(e.Area == AreaRDMA && (e.Kind != "file" || !e.Existed)) || e.Mode&^restorableMode != 0 {
 			return fmt.Errorf("journal /%s: entry %d is invalid (%s %s:%s)", JournalPath, i, e.Kind, e.Area, e.Path)
 		}
 	}

@@ -29,6 +29,10 @@ type Input struct {
 	Snap   *diagnose.Snapshot
 	Config *config.Config
 	W      Writer
+	// Counters is the running kernel's optional counters (the same the
+	// writer's AreaRDMA reaches); nil on a tree that is not the running
+	// kernel's.
+	Counters Counters
 }
 
 // Action fixes what one diagnose check finds.
@@ -110,7 +114,7 @@ var Refusals = []Manual{
 
 // Actions is every action, in plan order.
 func Actions() []Action {
-	return []Action{sysctlAction{}, governorAction{}, irqAction{}, memlockAction{}, hugepagesAction{}, rdmaCgroupAction{}, ipoibAction{}, ipv6Action{}}
+	return []Action{sysctlAction{}, governorAction{}, irqAction{}, memlockAction{}, hugepagesAction{}, rdmaCgroupAction{}, ipoibAction{}, ipv6Action{}, optionalCountersAction{}}
 }
 
 // Select returns the actions named in only (all when empty); an unknown

@@ -27,6 +27,10 @@ const (
 	AreaRoot Area = "root"
 	AreaSys  Area = "sys"
 	AreaProc Area = "proc"
+	// AreaRDMA is no directory: the running kernel's optional counters
+	// of each RDMA port (DEVICE/PORT), read and written through RDMA
+	// netlink (DirWriter.Counters) like an attribute written in place.
+	AreaRDMA Area = "rdma"
 )
 
 // Writer is the one seam every change goes through: all writes land below
@@ -64,6 +68,9 @@ type Roots struct{ Root, Sys, Proc string }
 // DirWriter writes below Roots.
 type DirWriter struct {
 	Roots Roots
+	// Counters is AreaRDMA: the running kernel's optional counters; nil
+	// on a tree that is not the running kernel's, where AreaRDMA refuses.
+	Counters Counters
 	// kernelFS reports whether a path is on a kernel filesystem; nil
 	// means statfs. Tests set it to see what the kernel would be sent.
 	kernelFS func(path string) (bool, error)
@@ -78,6 +85,8 @@ func (w DirWriter) path(a Area, name string) (string, error) {
 		root = w.Roots.Sys
 	case AreaProc:
 		root = w.Roots.Proc
+	case AreaRDMA:
+		return "", fmt.Errorf("%s:%s: the optional counters of a port are read and written in place, never as a file", a, name)
 	default:
 		return "", fmt.Errorf("unknown area %q", a)
 	}
@@ -179,6 +188,9 @@ func readRegular(p string) ([]byte, error) {
 
 // ReadFile implements Writer.
 func (w DirWriter) ReadFile(a Area, name string) ([]byte, error) {
+	if a == AreaRDMA {
+		return w.readCounters(name)
+	}
 	p, err := w.resolve(a, name)
 	if err != nil {
 		return nil, err
@@ -188,6 +200,9 @@ func (w DirWriter) ReadFile(a Area, name string) ([]byte, error) {
 
 // Exists implements Writer.
 func (w DirWriter) Exists(a Area, name string) (bool, error) {
+	if a == AreaRDMA {
+		return w.countersExist(name)
+	}
 	p, err := w.path(a, name)
 	if err != nil {
 		return false, err
@@ -211,6 +226,9 @@ func (w DirWriter) Lstat(a Area, name string) (fs.FileInfo, error) {
 // WriteInPlace implements Writer. It never creates the file: a vanished
 // attribute (an IRQ gone, a netdev renamed) is an error, not a new file.
 func (w DirWriter) WriteInPlace(a Area, name string, data []byte) error {
+	if a == AreaRDMA {
+		return w.writeCounters(name, data)
+	}
 	p, err := w.resolve(a, name)
 	if err != nil {
 		return err

@@ -50,6 +50,13 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			return remediateUsage
 		}
 		w := remediate.DirWriter{Roots: remediate.Roots{Root: a.Paths.Rootfs, Sys: a.Paths.Sysfs, Proc: a.Paths.Procfs}}
+		var counters remediate.Counters
+		if k := a.Host.Options().Kernel; k != nil {
+			// Only where the tree is the running kernel's /sys: the
+			// optional counters live in the kernel, not in files.
+			counters = remediate.KernelCounters{Conn: k}
+			w.Counters = counters
+		}
 		if *mode != "plan" && onRealHost(a) && os.Geteuid() != 0 {
 			errorf(os.Stderr, "remediate %s: changes the real host (--path.rootfs=/) and needs root", *mode)
 			return remediateUsage
@@ -58,7 +65,7 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			return runRollback(w, *force)
 		}
 		reader := &diagnose.Reader{Host: a.Host, ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
-		in := &remediate.Input{Snap: reader.Read(ctx), Config: a.Config, W: w}
+		in := &remediate.Input{Snap: reader.Read(ctx), Config: a.Config, W: w, Counters: counters}
 		plan := remediate.MakePlan(in, actions)
 		if *mode == "plan" {
 			if err := renderPlan(os.Stdout, plan, *format); err != nil {
@@ -186,7 +193,11 @@ func renderPlan(w io.Writer, p *remediate.Plan, format string) error {
 		return enc.Encode(p)
 	}
 	for _, ap := range p.Actions {
-		fmt.Fprintf(w, "%s (answers %s)\n", ap.Action, strings.Join(ap.Checks, ", "))
+		if len(ap.Checks) == 0 {
+			fmt.Fprintf(w, "%s (answers no check: the config asks for it)\n", ap.Action)
+		} else {
+			fmt.Fprintf(w, "%s (answers %s)\n", ap.Action, strings.Join(ap.Checks, ", "))
+		}
 		if ap.Error != "" {
 			fmt.Fprintf(w, "  ERROR: cannot plan: %s\n", ap.Error)
 		}

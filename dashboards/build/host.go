@@ -18,7 +18,7 @@ func host(s selectors) *dashboard.DashboardBuilder {
 	const ri = `[$__rate_interval]`
 	legend := "{{instance}} {{device}}/{{port}}"
 	ethLegend := "{{instance}} {{netdev}} {{stat}}"
-	return withGPUs(newDashboard(s, "rdma-doctor-host", "RDMA / Host detail",
+	d := newDashboard(s, "rdma-doctor-host", "RDMA / Host detail",
 		"One host (or a few): per device and port, link rate against expected, traffic, errors, hw_counters, NUMA and IRQ placement, tuning.").
 		WithRow(row("Devices and ports")).
 		WithPanel(tableOf("Devices", "One row per RDMA device: model, board (PSID), firmware.", 24,
@@ -104,16 +104,18 @@ func host(s selectors) *dashboard.DashboardBuilder {
 		WithRow(row("Ethernet PHY (RoCE): pause, PFC, FEC")).
 		WithPanel(graph("Pause frames", "Global (802.3x) pause frames per second, received and sent: the link partner or this port ran out of buffer.", units.PacketsPerSecond,
 			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_pause_ctrl_phy"}`+ri+`)`, ethLegend))).
-		WithPanel(graph("PFC pause frames per priority", "Priority flow control pause frames per second and priority: RoCE's lossless class should see a few, a steady stream is congestion or a pause storm.", units.PacketsPerSecond,
-			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_prio[0-7]_pause"}`+ri+`)`, ethLegend))).
+		// The per-priority statistics are rdma_netdev_priority_stat_total
+		// (direction and priority as labels): the PFC frame panels are in
+		// the RoCE lossless row (roce.go).
 		WithPanel(graph("Time paused per priority", "Share of time each priority was paused (pause_duration counts microseconds).", units.PercentUnit,
-			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_prio[0-7]_pause_duration"}`+ri+`) / 1e6`, ethLegend))).
+			query(`rate(rdma_netdev_priority_stat_total{`+s.host+`, stat="pause_duration"}`+ri+`) / 1e6`, "{{instance}} {{netdev}} {{direction}} prio {{priority}}"))).
 		WithPanel(graph("Pre-FEC bit error rate", "Bits the FEC corrected per bit received (rx_corrected_bits_phy / rx_bits_phy): a rising rate is a cable or optic degrading before packets are lost.", units.ScientificNotation,
 			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat="rx_corrected_bits_phy"}`+ri+`) / ignoring (stat) rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat="rx_bits_phy"}`+ri+`)`, "{{instance}} {{netdev}}"))).
 		WithPanel(graph("PHY errors", "Symbol, PCS, CRC and per-lane errors and link down events per second (uncorrectable by the FEC).", "ops",
 			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"rx_(pcs_)?symbol_err_phy|rx_crc_errors_phy|rx_err_lane_[0-9]+_phy|link_down_events_phy"}`+ri+`)`, ethLegend))).
 		WithPanel(graph("Discards and pause storms", "Packets discarded for lack of buffer and pause storm events per second.", "ops",
-			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_discards_phy|rx_out_of_buffer|rx_buffer_passed_thres_phy|tx_pause_storm_(warning|error)_events"}`+ri+`)`, ethLegend))).
+			query(`rate(rdma_netdev_ethtool_stat_total{`+s.host+`, stat=~"(rx|tx)_discards_phy|rx_out_of_buffer|rx_buffer_passed_thres_phy|tx_pause_storm_(warning|error)_events"}`+ri+`)`, ethLegend)))
+	return withGPUs(roceLossless(s, d).
 		WithRow(row("Exporter")).
 		WithPanel(graph("Collector duration", "Seconds each collector took in the last scrape: a slow one points at a slow host file or tool (sminfo, iblinkinfo).", units.Seconds,
 			query(`rdma_scrape_collector_duration_seconds{`+s.host+`}`, "{{instance}} {{collector}}"))).

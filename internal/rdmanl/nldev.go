@@ -50,11 +50,16 @@ type PortStats struct {
 
 // CounterStatus is one counter of a RDMA_NLDEV_CMD_STAT_GET_STATUS reply:
 // Optional is whether the kernel flags it optional (it carries
-// RDMA_NLDEV_ATTR_STAT_HWCOUNTER_DYNAMIC), Enabled its value.
+// RDMA_NLDEV_ATTR_STAT_HWCOUNTER_DYNAMIC), Enabled its value. Index is
+// the counter's place in the port's table (HWCOUNTER_INDEX), what
+// RDMA_NLDEV_CMD_STAT_SET names a counter by; HasIndex says the reply
+// carried it.
 type CounterStatus struct {
 	Name     string
 	Optional bool
 	Enabled  bool
+	Index    uint32
+	HasIndex bool
 }
 
 // PortStatus is the reply to RDMA_NLDEV_CMD_STAT_GET_STATUS for one port:
@@ -218,6 +223,12 @@ func DecodeStatus(msg []byte) (PortStatus, error) {
 					return fmt.Errorf("counter status %s/%d: %w", dev, port, err)
 				}
 				c.Name = n
+			case attrStatHWCounterIndex:
+				v, err := f.u32()
+				if err != nil {
+					return fmt.Errorf("counter status %s/%d: %w", dev, port, err)
+				}
+				c.Index, c.HasIndex = v, true
 			case attrStatHWCounterDynamic:
 				v, err := f.u8()
 				if err != nil {

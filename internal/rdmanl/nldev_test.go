@@ -72,10 +72,10 @@ func TestRead(t *testing.T) {
 	if len(s.Status) != 1 || len(s.Status[0].Counters) != 5 {
 		t.Fatalf("status %+v", s.Status)
 	}
-	if c := s.Status[0].Counters[0]; c != (CounterStatus{Name: "cc_rx_ce_pkts", Optional: true, Enabled: true}) {
+	if c := s.Status[0].Counters[0]; c != (CounterStatus{Name: "cc_rx_ce_pkts", Optional: true, Enabled: true, Index: 2, HasIndex: true}) {
 		t.Errorf("first status %+v", c)
 	}
-	if c := s.Status[0].Counters[3]; c != (CounterStatus{Name: "np_cnp_sent"}) {
+	if c := s.Status[0].Counters[3]; c != (CounterStatus{Name: "np_cnp_sent", Index: 1, HasIndex: true}) {
 		t.Errorf("np_cnp_sent status %+v", c)
 	}
 	if len(s.Resources) != 2 || s.Resources[0].Totals["mr"] != 30 || s.Resources[1].Device != "mlx5_1" {
