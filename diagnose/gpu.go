@@ -105,6 +105,15 @@ func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 			Severity: Pass}
 		sharers := only[n.devs[0]]
 		switch {
+		case n.link > gpu.PXB && len(g.Chain.Bridges) <= 1:
+			// Right below a root port (EPYC and workstation boards): no
+			// switch an HCA could share, so no missing card to look for.
+			fd.Severity = Fail
+			fd.Remedy = fmt.Sprintf("GPU%d hangs right below root port %s, with no PCIe switch an HCA could share: GPUDirect RDMA "+
+				"to %s crosses the CPU (%s), which NCCL by default does not use (it stages through host memory). If the chassis has "+
+				"slots behind a shared PCIe switch, put the GPU and an HCA there; else pin GPU%d's ranks to %s with NCCL_IB_HCA and "+
+				"either keep the host-memory path or allow GPUDirect at that distance (NCCL_NET_GDR_LEVEL=%s), measuring both",
+				g.Index, switchOf(g.Chain), n.devs[0], n.link, g.Index, n.devs[0], n.link)
 		case n.link > gpu.PXB:
 			fd.Severity = Fail
 			fd.Remedy = fmt.Sprintf("no HCA shares GPU%d's PCIe switch (upstream port %s): check that the HCA of that switch is on "+

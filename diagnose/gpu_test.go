@@ -17,12 +17,18 @@ import (
 // The rail and GPUDirect checks on the GPU fixture hosts: the recorded
 // H100 tree passes on every rail with nvidia_peermem registered; without
 // the rail-2 HCA and with peermem unregistered under the proprietary
-// module, GPU2 and the host fail with a remedy naming the fix; a host
+// module, GPU2 and the host fail with a remedy naming the fix; on the
+// recorded EPYC host, whose GPUs and HCAs share no switch, every rail fails
+// with the remedy of a switchless board and ACS is not judged; a host
 // without GPUs skips both.
 func TestGPUChecks(t *testing.T) {
 	good := evaluateHost(t, filepath.Join(fixtures, "hgx-h100"), nil)
 	bad := evaluateHost(t, filepath.Join(fixtures, "hgx-h100-nogdr"), nil)
 	none := evaluateHost(t, filepath.Join(fixtures, "dgx-h100"), nil)
+	// The recorded EPYC host: every GPU and HCA right below a root port of
+	// its own host bridge, the nearest HCAs at NODE (nvidia-smi recorded
+	// the same); no peer-memory module or NVIDIA banner was recorded.
+	epyc := evaluateHost(t, filepath.Join(fixtures, "epyc-genoa"), nil)
 	for _, w := range []struct {
 		r             *Report
 		check, target string
@@ -44,6 +50,12 @@ func TestGPUChecks(t *testing.T) {
 			"setpci -s 0000:17:01.0 ECAP_ACS+0x6.w=0000", "pci=disable_acs_redir=0000:17:01.0;0000:17:02.0", "BIOS"}},
 		{bad, "gpu.acs", "gpu2", Skip, []string{"shares no PCIe switch with an HCA"}},
 		{none, "gpu.acs", "host", Skip, []string{"no GPUs"}},
+		{epyc, "gpu.rail", "gpu0", Fail, []string{"mlx5_0,mlx5_1 at NODE", "pci0000:00/0000:00:01.1", "pci0000:20/0000:20:03.1",
+			"right below root port 0000:00:01.1", "NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL=NODE"}},
+		{epyc, "gpu.rail", "gpu3", Fail, []string{"mlx5_2,mlx5_3 at NODE", "pci0000:e0/0000:e0:01.1", "pci0000:80/0000:80:01.1"}},
+		{epyc, "gpu.gpudirect", "host", Warn, []string{"peermem not ready", "no /proc/driver/nvidia/version", "kernel 6.8.0-64-generic"}},
+		{epyc, "gpu.acs", "gpu1", Skip, []string{"GPU1 shares no PCIe switch with an HCA"}},
+		{epyc, "gpu.acs", "gpu2", Skip, []string{"GPU2 shares no PCIe switch with an HCA"}},
 	} {
 		f, ok := finding(w.r, w.check, w.target)
 		if !ok {
