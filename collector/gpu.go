@@ -41,7 +41,7 @@ func NewGPUCollector(Env) Collector {
 			"gpu", "pci_address", "device_id", "numa_node", "driver"),
 		speed:    desc("rdma_gpu_pcie_link_speed_gts", "Current PCIe link speed of the GPU per lane in GT/s (current_link_speed).", gl...),
 		width:    desc("rdma_gpu_pcie_link_width_lanes", "Current PCIe link width of the GPU in lanes (current_link_width).", gl...),
-		degraded: desc("rdma_gpu_pcie_link_degraded", "1 when the GPU's PCIe link trained slower or narrower than the GPU supports.", gl...),
+		degraded: desc("rdma_gpu_pcie_link_degraded", "1 when the GPU's PCIe link trained narrower than the GPU supports. Its speed is not judged: an idle GPU lowers its link speed to save power (2.5 GT/s in P8) and raises it under load.", gl...),
 		affinity: desc("rdma_gpu_device_affinity", "PCI relation between a GPU and an RDMA device as nvidia-smi topo -m names it (link: PIX one switch, PXB several, PHB host bridge, NODE same NUMA node, SYS across nodes), from the sysfs PCI paths; always 1.",
 			"gpu", "device", "link"),
 		ready: desc("rdma_gpudirect_ready", "1 when a GPUDirect RDMA path is ready: peermem (nvidia_peermem or nv_peer_mem registered with ib_core), dmabuf (NVIDIA open kernel module, kernel 5.12+ with CONFIG_PCI_P2PDMA); absent when it cannot be told.",
@@ -83,8 +83,9 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if f.LinkWidth.OK {
 			gauge(ch, c.width, float64(f.LinkWidth.V), g.Name())
 		}
-		if deg, ok := f.LinkDegraded(); ok {
-			gauge(ch, c.degraded, b2f(deg), g.Name())
+		// Width only: a GPU's link speed follows its power state.
+		if f.LinkWidth.OK && f.MaxLinkWidth.OK {
+			gauge(ch, c.degraded, b2f(f.LinkWidth.V < f.MaxLinkWidth.V), g.Name())
 		}
 		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, g.Name())
 	}
