@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Attr is one attribute file kept open and re-read in place with pread at
@@ -21,11 +22,13 @@ import (
 // (its device's static attributes are re-read).
 //
 // An Attr of an FS that is not Dir's reads with its ReadFile. Safe for
-// concurrent use.
+// concurrent use; reads of one Attr take turns. Close it when done: Dir's
+// FS counts its reads in flight (ReadStats) until then.
 type Attr struct {
 	fs   FS
 	name string
-	path string // the host path of name (Dir's FS only)
+	path string    // the host path of name (Dir's FS only)
+	reg  *registry // Dir's FS's, where the Attr is listed until closed
 	// toEOF reads until end of file: a procfs table (seq_file with many
 	// records) may read short before its end. A sysfs attribute is one
 	// record and comes whole in the first read.
@@ -34,10 +37,21 @@ type Attr struct {
 	// come and go with their netdevs) instead of remembering it absent.
 	retryMissing bool
 
+	// The Attr's own stuck-read guard, in place of the FS's registry of
+	// paths: n is the reads in flight (those waiting their turn
+	// included), since the start (mono()+1; 0: none) of the one inside
+	// the kernel now. Atomic, so a read is refused at once while another
+	// is stuck holding mu.
+	n     atomic.Int32
+	since atomic.Int64
+	// closed is set by Close, which does not wait for a read in flight
+	// (one stuck in the kernel holds mu forever): that read releases
+	// the descriptor when it returns.
+	closed atomic.Bool
+
 	mu      sync.Mutex
 	fd      int // -1: not open
 	missing error
-	closed  bool
 }
 
 // NewAttr returns the Attr of a sysfs attribute name below f; nothing is
@@ -52,6 +66,8 @@ func newAttr(f FS, name string, toEOF bool) *Attr {
 	a := &Attr{fs: f, name: name, fd: -1, toEOF: toEOF}
 	if d, ok := f.(*dirFS); ok {
 		a.path = d.path(name)
+		a.reg = d.reads
+		a.reg.addAttr(a)
 	}
 	return a
 }
@@ -69,15 +85,32 @@ func (a *Attr) Read(buf []byte) ([]byte, error) {
 	return d.readKept(a, buf)
 }
 
-// Close closes the file. A later Read reads without keeping it open.
+// Close closes the file, or has the read in flight close it when it
+// returns; it never waits for a read. A later Read reads without keeping
+// the file open.
 func (a *Attr) Close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closed = true
-	a.release()
+	if a.closed.Swap(true) {
+		return
+	}
+	if a.reg != nil {
+		a.reg.removeAttr(a)
+	}
+	if a.mu.TryLock() {
+		a.release()
+		a.mu.Unlock()
+	}
 }
 
-// release closes the descriptor and returns it to the FS's budget.
+// inFlight reports the Attr's reads in flight and, when one is inside
+// the kernel, when it started.
+func (a *Attr) inFlight() (n int, start time.Duration, busy bool) {
+	n = int(a.n.Load())
+	s := a.since.Load()
+	return n, time.Duration(s - 1), n > 0 && s != 0
+}
+
+// release closes the descriptor and returns it to the FS's budget. The
+// caller holds mu.
 func (a *Attr) release() {
 	if a.fd >= 0 {
 		syscall.Close(a.fd)
@@ -103,17 +136,39 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 	if cap(buf) < 64 {
 		buf = make([]byte, 0, 4096)
 	}
-	// The stuck-read registry is asked before a.mu is taken: a read stuck
-	// in the kernel holds a.mu, and the next one must not wait for it.
 	p := a.path
-	start, err := d.enter("read", p)
-	if err != nil {
-		return nil, err
+	// Asked before a.mu is taken: a read stuck in the kernel holds a.mu,
+	// and the next one must not wait for it.
+	now := mono()
+	if _, start, busy := a.inFlight(); busy && now-start >= d.reads.after() {
+		d.reads.refused.Add(1)
+		return nil, &StuckError{Op: "read", Path: p, Since: epoch.Add(start), For: now - start}
 	}
-	defer d.reads.end(p, start)
-
+	a.n.Add(1)
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.since.Store(int64(now) + 1)
+	if d.hook != nil {
+		d.hook(p)
+	}
+	b, err := a.readLocked(p, buf)
+	a.since.Store(0)
+	closed := a.closed.Load()
+	if closed {
+		a.release()
+	}
+	a.mu.Unlock()
+	a.n.Add(-1)
+	if !closed && a.closed.Load() && a.mu.TryLock() {
+		// Close came while this read held mu and left the descriptor
+		// to it.
+		a.release()
+		a.mu.Unlock()
+	}
+	return b, err
+}
+
+// readLocked reads the attribute; the caller holds a.mu.
+func (a *Attr) readLocked(p string, buf []byte) ([]byte, error) {
 	if a.missing != nil {
 		if !a.retryMissing {
 			return nil, a.missing
@@ -121,8 +176,8 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 		a.missing = nil
 	}
 	if a.fd < 0 {
-		if a.closed || kept.Add(1) > keptMax() {
-			if !a.closed {
+		if closed := a.closed.Load(); closed || kept.Add(1) > keptMax() {
+			if !closed {
 				kept.Add(-1)
 			}
 			return readInto(p, buf, !a.toEOF)
