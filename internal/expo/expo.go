@@ -173,7 +173,7 @@ func Gathered(fams map[string]*Family) ([]*dto.MetricFamily, error) {
 // label-name order.
 func (f *Family) sorted() []*Sample {
 	order := f.desc.order
-	slices.SortStableFunc(f.samples, func(a, b *Sample) int {
+	cmp := func(a, b *Sample) int {
 		for _, i := range order {
 			if i >= len(a.labels) || i >= len(b.labels) {
 				break
@@ -183,8 +183,33 @@ func (f *Family) sorted() []*Sample {
 			}
 		}
 		return 0
+	}
+	// Most families arrive in order (a collector walks devices and ports
+	// in the order their labels sort): checking costs one comparison per
+	// sample, a stable sort many.
+	if slices.IsSortedFunc(f.samples, cmp) {
+		return f.samples
+	}
+	// Sorted as indexes, ties by position (stable, as client_golang's
+	// output is for equal label values): pdqsort moving small integers
+	// instead of slices.SortStableFunc's rotations of pointers, which
+	// were a third of writing a dgx-h100 exposition.
+	idx := make([]int32, len(f.samples))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(i, j int32) int {
+		if c := cmp(f.samples[i], f.samples[j]); c != 0 {
+			return c
+		}
+		return int(i - j)
 	})
-	return f.samples
+	out := make([]*Sample, len(idx))
+	for k, i := range idx {
+		out[k] = f.samples[i]
+	}
+	f.samples = out
+	return out
 }
 
 func (f *Family) appendText(b []byte) []byte {
@@ -233,6 +258,9 @@ func (f *Family) appendText(b []byte) []byte {
 // appendEscaped escapes as the text format does: backslash and newline in
 // HELP, and the double quote too in label values.
 func appendEscaped(b []byte, s string, quote bool) []byte {
+	if !needsEscape(s, quote) {
+		return append(b, s...)
+	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '\\':
@@ -246,6 +274,16 @@ func appendEscaped(b []byte, s string, quote bool) []byte {
 		}
 	}
 	return b
+}
+
+// needsEscape reports whether s holds a byte appendEscaped changes.
+func needsEscape(s string, quote bool) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '\n' || c == '"' && quote {
+			return true
+		}
+	}
+	return false
 }
 
 // appendFloat formats a value as expfmt does.

@@ -5,6 +5,8 @@ package expo
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -107,3 +109,30 @@ func TestWriteTextInvalidUTF8(t *testing.T) {
 }
 
 func strp(s string) *string { return &s }
+
+// A family that arrives out of order (hw counters come device by device,
+// their labels sort counter first) is written in the order a stable sort
+// gives, equal label values (a collector's bug) in arrival order, for
+// more samples than a sort handles by insertion.
+func TestSortedLargeFamily(t *testing.T) {
+	d := NewDesc("rdma_port_hw_counter_total", "hw.", "device", "port", "counter")
+	var samples []*Sample
+	for dev := range 12 {
+		for _, c := range []string{"rx_write_requests", "out_of_buffer", "duplicate_request", "rnr_nak_retry_err", "lifespan"} {
+			samples = append(samples, Counter(d, float64(len(samples)), fmt.Sprintf("mlx5_%d", dev), "1", c))
+		}
+	}
+	samples = append(samples, Counter(d, -1, "mlx5_3", "1", "out_of_buffer"))
+	want := slices.Clone(samples)
+	slices.SortStableFunc(want, func(a, b *Sample) int {
+		return cmp.Or(strings.Compare(a.labels[2], b.labels[2]), strings.Compare(a.labels[0], b.labels[0]), strings.Compare(a.labels[1], b.labels[1]))
+	})
+	f := &Family{desc: d, samples: slices.Clone(samples)}
+	if got := f.sorted(); !slices.Equal(got, want) {
+		t.Errorf("sorted:\n%v\nwant\n%v", got, want)
+	}
+	// Already sorted: returned as it is.
+	if got := f.sorted(); !slices.Equal(got, want) {
+		t.Error("sorting a sorted family changed it")
+	}
+}
