@@ -202,27 +202,13 @@ func (a *Aggregator) missed(ctx context.Context) []prometheus.Metric {
 	return out
 }
 
-// collectOnce runs one collection and returns its metrics.
+// collectOnce runs one collection and returns its metrics: every
+// collector concurrently, each one's metrics in one slice (no channel and
+// goroutine between a collector and the scrape besides its own), then the
+// aggregator's own. A collector that misses the deadline is reported as
+// failed and its late metrics are dropped, so a hung sysfs read cannot
+// hold the scrape.
 func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
-	ch := make(chan prometheus.Metric, 256)
-	var out []prometheus.Metric
-	drained := make(chan struct{})
-	go func() {
-		for m := range ch {
-			out = append(out, m)
-		}
-		close(drained)
-	}()
-	a.collect(ctx, ch)
-	close(ch)
-	<-drained
-	return out
-}
-
-// collect runs every collector concurrently. A collector that misses the
-// deadline is reported as failed and its late metrics are dropped, so a hung
-// sysfs read cannot hold the scrape.
-func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	if a.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
@@ -239,35 +225,36 @@ func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		defer cancel()
 	}
 	snap := a.host.Snapshot()
+	results := make([][]prometheus.Metric, len(a.names))
 	var wg sync.WaitGroup
-	for _, name := range a.names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.run(ctx, readCtx, snap, name, a.collectors[name], ch)
-		}()
+	for i, name := range a.names {
+		wg.Go(func() { results[i] = a.run(ctx, readCtx, snap, name, a.collectors[name]) })
 	}
 	wg.Wait()
+	n := 0
+	for _, r := range results {
+		n += len(r)
+	}
+	out := make([]prometheus.Metric, 0, n+8)
+	for _, r := range results {
+		out = append(out, r...)
+	}
 	for source, age := range a.host.Ages() {
-		ch <- expo.Gauge(ageDesc, age.Seconds(), source)
+		out = append(out, expo.Gauge(ageDesc, age.Seconds(), source))
 	}
 	st := a.host.FS().ReadStats()
-	ch <- expo.Gauge(stuckDesc, float64(st.Stuck))
-	ch <- expo.Counter(refusedDesc, float64(st.Refused))
-	ch <- expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load()))
+	return append(out,
+		expo.Gauge(stuckDesc, float64(st.Stuck)),
+		expo.Counter(refusedDesc, float64(st.Refused)),
+		expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load())))
 }
 
-func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, ch chan<- prometheus.Metric) {
+// run runs one collector and returns its metrics and its success,
+// duration and error count.
+func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector) []prometheus.Metric {
 	begin := time.Now()
 	metrics := make(chan prometheus.Metric, 64)
 	var buf []prometheus.Metric
-	drained := make(chan struct{})
-	go func() {
-		for m := range metrics {
-			buf = append(buf, m)
-		}
-		close(drained)
-	}()
 	done := make(chan error, 1)
 	go func() {
 		err := c.Update(readCtx, snap, metrics)
@@ -276,14 +263,25 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 	}()
 
 	var err error
-	select {
-	case err = <-done:
-		<-drained
-		for _, m := range buf {
-			ch <- m
+	for drained := false; !drained; {
+		select {
+		case m, ok := <-metrics:
+			if !ok {
+				drained = true
+				err = <-done
+				break
+			}
+			buf = append(buf, m)
+		case <-ctx.Done():
+			// The collector goes on sending into metrics: drain it
+			// in the background so it can finish and exit.
+			go func() {
+				for range metrics {
+				}
+			}()
+			err = fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
+			buf, drained = nil, true
 		}
-	case <-ctx.Done():
-		err = fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
 	}
 	duration := time.Since(begin).Seconds()
 
@@ -295,9 +293,10 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 			a.errLog.log(name, e)
 		}
 	}
-	ch <- expo.Gauge(successDesc, success, name)
-	ch <- expo.Gauge(durationDesc, duration, name)
-	ch <- expo.Gauge(errorsDesc, float64(len(errs)), name)
+	return append(buf,
+		expo.Gauge(successDesc, success, name),
+		expo.Gauge(durationDesc, duration, name),
+		expo.Gauge(errorsDesc, float64(len(errs)), name))
 }
 
 // flatten unpacks errors.Join trees into their leaves.
