@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,9 @@ type Aggregator struct {
 	logger     *slog.Logger
 	timeout    time.Duration
 	errLog     *onceLogger
+	// seen is how many metrics each collector (by its index in names)
+	// sent last time: its next collection allocates that much at once.
+	seen []atomic.Int32
 
 	// flightMu guards flight, the collection in progress (nil when none).
 	flightMu sync.Mutex
@@ -95,6 +99,7 @@ func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, col
 		a.names = append(a.names, name)
 	}
 	sort.Strings(a.names)
+	a.seen = make([]atomic.Int32, len(a.names))
 	return a
 }
 
@@ -228,7 +233,7 @@ func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 	results := make([][]prometheus.Metric, len(a.names))
 	var wg sync.WaitGroup
 	for i, name := range a.names {
-		wg.Go(func() { results[i] = a.run(ctx, readCtx, snap, name, a.collectors[name]) })
+		wg.Go(func() { results[i] = a.run(ctx, readCtx, snap, name, a.collectors[name], &a.seen[i]) })
 	}
 	wg.Wait()
 	n := 0
@@ -251,10 +256,10 @@ func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 
 // run runs one collector and returns its metrics and its success,
 // duration and error count.
-func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector) []prometheus.Metric {
+func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, seen *atomic.Int32) []prometheus.Metric {
 	begin := time.Now()
 	metrics := make(chan prometheus.Metric, 64)
-	var buf []prometheus.Metric
+	buf := make([]prometheus.Metric, 0, seen.Load()+3)
 	done := make(chan error, 1)
 	go func() {
 		err := c.Update(readCtx, snap, metrics)
@@ -284,6 +289,9 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 		}
 	}
 	duration := time.Since(begin).Seconds()
+	if buf != nil {
+		seen.Store(int32(len(buf)))
+	}
 
 	errs := flatten(err)
 	success := 1.0

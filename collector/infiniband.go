@@ -107,70 +107,96 @@ func (c *infinibandCollector) device(ch chan<- prometheus.Metric, d *infiniband.
 	if d.NodeDesc.OK && d.NodeDesc.V != "" {
 		gauge(ch, c.nodeDesc, 1, d.Name, d.NodeDesc.V)
 	}
-	for _, hc := range d.HWCounters {
-		counter(ch, c.hwCounterDevice, float64(hc.Value), d.Name, hc.Name)
+	// Label values in one allocation for all the device's hw counters
+	// (samples keep their label slices; nothing changes them).
+	lab := labelPairs(d.Name, "", d.HWCounters)
+	for i, hc := range d.HWCounters {
+		counter(ch, c.hwCounterDevice, float64(hc.Value), lab[2*i:2*i+2:2*i+2]...)
 	}
 	for i := range d.Ports {
 		c.port(ch, d, &d.Ports[i])
 	}
 }
 
+// labelPairs returns, for each counter, its label values (device,
+// counter) or, when port is not empty, (device, port, counter), one after
+// the other in one slice.
+func labelPairs(device, port string, counters []infiniband.Counter) []string {
+	if port == "" {
+		lab := make([]string, 0, 2*len(counters))
+		for _, c := range counters {
+			lab = append(lab, device, c.Name)
+		}
+		return lab
+	}
+	lab := make([]string, 0, 3*len(counters))
+	for _, c := range counters {
+		lab = append(lab, device, port, c.Name)
+	}
+	return lab
+}
+
 func (c *infinibandCollector) port(ch chan<- prometheus.Metric, d *infiniband.Device, p *infiniband.Port) {
 	port := strconv.Itoa(p.Num)
+	// The (device, port) label values, shared by the port's samples.
+	pl := []string{d.Name, port}
 	var speed, width string
 	if p.Rate.OK {
 		speed, width = p.Rate.V.Speed, p.Rate.V.WidthLabel()
 	}
 	gauge(ch, c.portInfo, 1, d.Name, port, p.LinkLayer.V, p.Netdev, speed, width)
 	if p.State.OK {
-		gauge(ch, c.state, float64(p.State.V.Value), d.Name, port)
+		gauge(ch, c.state, float64(p.State.V.Value), pl...)
 	}
 	if p.PhysState.OK {
-		gauge(ch, c.physState, float64(p.PhysState.V.Value), d.Name, port)
+		gauge(ch, c.physState, float64(p.PhysState.V.Value), pl...)
 	}
 	if p.Rate.OK {
-		gauge(ch, c.rate, p.Rate.V.BytesPerSecond(), d.Name, port)
-		gauge(ch, c.width, float64(p.Rate.V.Width), d.Name, port)
+		gauge(ch, c.rate, p.Rate.V.BytesPerSecond(), pl...)
+		gauge(ch, c.width, float64(p.Rate.V.Width), pl...)
 	}
 	if gbps, _, ok := infiniband.ExpectedRate(c.cfg, d, p); ok {
 		want := infiniband.Rate{Gbps: gbps}.BytesPerSecond()
-		gauge(ch, c.expected, want, d.Name, port)
+		gauge(ch, c.expected, want, pl...)
 		if p.Rate.OK {
 			deg := 0.0
 			if p.Rate.V.BytesPerSecond() < want {
 				deg = 1
 			}
-			gauge(ch, c.degraded, deg, d.Name, port)
+			gauge(ch, c.degraded, deg, pl...)
 		}
 	}
-	optGauge(ch, c.lid, p.LID, d.Name, port)
-	optGauge(ch, c.smLID, p.SMLID, d.Name, port)
-	optGauge(ch, c.smSL, p.SMSL, d.Name, port)
+	optGauge(ch, c.lid, p.LID, pl...)
+	optGauge(ch, c.smLID, p.SMLID, pl...)
+	optGauge(ch, c.smSL, p.SMSL, pl...)
 	if has, judged := sm.PortHasSM(p); judged {
 		v := 0.0
 		if has {
 			v = 1
 		}
-		gauge(ch, c.hasSM, v, d.Name, port)
+		gauge(ch, c.hasSM, v, pl...)
 	}
-	optGauge(ch, c.lmc, p.LIDMaskCount, d.Name, port)
-	optGauge(ch, c.capMask, p.CapMask, d.Name, port)
+	optGauge(ch, c.lmc, p.LIDMaskCount, pl...)
+	optGauge(ch, c.capMask, p.CapMask, pl...)
 
 	ext := p.Extended()
-	for _, pc := range p.Counters {
+	lab := labelPairs(d.Name, port, p.Counters)
+	for i, pc := range p.Counters {
+		dpc := lab[3*i : 3*i+3 : 3*i+3]
 		spec, known := infiniband.LookupCounter(pc.Name)
 		if !known {
-			counter(ch, c.otherCounter, float64(pc.Value), d.Name, port, pc.Name)
+			counter(ch, c.otherCounter, float64(pc.Value), dpc...)
 			continue
 		}
-		counter(ch, c.counters[pc.Name], float64(pc.Value)*spec.Scale, d.Name, port)
+		counter(ch, c.counters[pc.Name], float64(pc.Value)*spec.Scale, pl...)
 		sat := 0.0
 		if spec.Saturated(pc.Value, ext) {
 			sat = 1
 		}
-		gauge(ch, c.saturated, sat, d.Name, port, pc.Name)
+		gauge(ch, c.saturated, sat, dpc...)
 	}
-	for _, hc := range p.HWCounters {
-		counter(ch, c.hwCounterPort, float64(hc.Value), d.Name, port, hc.Name)
+	lab = labelPairs(d.Name, port, p.HWCounters)
+	for i, hc := range p.HWCounters {
+		counter(ch, c.hwCounterPort, float64(hc.Value), lab[3*i:3*i+3:3*i+3]...)
 	}
 }

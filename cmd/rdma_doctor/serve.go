@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -236,11 +235,13 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // client_golang's metric families cost most of a scrape. The exporter's
 // own registry (go_*, process_*, probe, diagnose) is gathered as usual.
 func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
-	metrics := m.agg.Metrics(ctx)
+	// The collection's metrics are shared with concurrent scrapes: the
+	// parts' are grouped beside them, never appended to them.
+	metrics := [][]prometheus.Metric{m.agg.Metrics(ctx)}
 	for _, c := range m.parts {
-		metrics = append(metrics, collect(c)...)
+		metrics = append(metrics, collect(c))
 	}
-	fams, other := expo.Group(metrics)
+	fams, other := expo.Group(metrics...)
 	extra := prometheus.NewRegistry()
 	if len(other) > 0 {
 		extra.MustRegister(metricList(other))
@@ -254,11 +255,11 @@ func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r 
 	var out io.Writer = w
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
-		gz := gzipWriters.Get().(*gzip.Writer)
+		gz := getGzip()
 		gz.Reset(w)
 		defer func() {
 			gz.Close()
-			gzipWriters.Put(gz)
+			putGzip(gz)
 		}()
 		out = gz
 	}
@@ -270,18 +271,36 @@ func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r 
 	}
 }
 
-// gzipWriters are reused: a gzip.Writer's compressor state is most of a
-// megabyte, and a new one per scrape was the scrape's largest allocation.
-// BestSpeed: compression was half of a scrape's CPU at the default level;
-// level 1 costs about a third less for a 15% larger response (dgx-h100:
-// 14.4 kB instead of 12.5 kB of 105 kB). klauspost/compress (already in
-// the build through promhttp's zstd) instead of compress/gzip: the same
-// format and size at level 1 (14.7 kB of the 110 kB dgx-h100 scrape) in
-// 106 µs instead of 253 µs (go test -bench on that body, this machine).
-var gzipWriters = sync.Pool{New: func() any {
-	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
-	return w
-}}
+// gzipWriters are reused: a gzip.Writer's compressor state is hundreds
+// of kilobytes, and a new one per scrape was the scrape's largest
+// allocation. A channel rather than a sync.Pool, which the garbage
+// collector empties every other cycle (every few scrapes here): it keeps
+// as many writers as scrapes usually run at once (one per Prometheus),
+// and a burst beyond that makes its own. BestSpeed: compression was half
+// of a scrape's CPU at the default level; level 1 costs about a third
+// less for a 15% larger response (dgx-h100: 14.4 kB instead of 12.5 kB of
+// 105 kB). klauspost/compress (already in the build through promhttp's
+// zstd) instead of compress/gzip: the same format and size at level 1
+// (14.7 kB of the 110 kB dgx-h100 scrape) in 106 µs instead of 253 µs
+// (go test -bench on that body, this machine).
+var gzipWriters = make(chan *gzip.Writer, 2)
+
+func getGzip() *gzip.Writer {
+	select {
+	case w := <-gzipWriters:
+		return w
+	default:
+		w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
+		return w
+	}
+}
+
+func putGzip(w *gzip.Writer) {
+	select {
+	case gzipWriters <- w:
+	default:
+	}
+}
 
 // acceptsGzip reports whether Accept-Encoding offers gzip (with a q other
 // than 0).

@@ -12,7 +12,6 @@
 package expo
 
 import (
-	"bufio"
 	"cmp"
 	"io"
 	"math"
@@ -20,6 +19,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,9 @@ type Desc struct {
 	// orders label pairs.
 	order []int
 	prom  *prometheus.Desc
+	// seen is how many samples the family had when last grouped: the
+	// next grouping allocates that much at once.
+	seen atomic.Int32
 }
 
 // NewDesc returns the Desc of a family with variable labels.
@@ -97,31 +101,46 @@ type Family struct {
 }
 
 // Group sorts samples into families by name; metrics that are not
-// Samples are returned apart (they take the slow path).
-func Group(metrics []prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
+// Samples are returned apart (they take the slow path). It takes several
+// slices so that a caller can add its own to a shared collection's
+// without appending to it.
+func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
 	fams = map[string]*Family{}
-	for _, m := range metrics {
-		s, ok := m.(*Sample)
-		if !ok {
-			other = append(other, m)
-			continue
+	for _, ms := range metrics {
+		for _, m := range ms {
+			s, ok := m.(*Sample)
+			if !ok {
+				other = append(other, m)
+				continue
+			}
+			f := fams[s.desc.Name]
+			if f == nil {
+				f = &Family{desc: s.desc, typ: s.typ, samples: make([]*Sample, 0, s.desc.seen.Load())}
+				fams[s.desc.Name] = f
+			}
+			f.samples = append(f.samples, s)
 		}
-		f := fams[s.desc.Name]
-		if f == nil {
-			f = &Family{desc: s.desc, typ: s.typ}
-			fams[s.desc.Name] = f
-		}
-		f.samples = append(f.samples, s)
+	}
+	for _, f := range fams {
+		f.desc.seen.Store(int32(len(f.samples)))
 	}
 	return fams, other
 }
+
+// textBufs are WriteText's buffers, reused: a dgx-h100 exposition is
+// about 100 kB, and growing a new buffer for it was a scrape's largest
+// allocation after the samples themselves.
+var textBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// flushAt is how much text WriteText gathers before it writes: large
+// writes for the compressor, a bounded buffer for any exposition.
+const flushAt = 32 << 10
 
 // WriteText writes the families and the gathered ones (the exporter's own
 // registry) as one text exposition sorted by family name. A gathered
 // family with the name of one of ours is skipped (promhttp would report
 // the duplicate; the registry never has one of ours).
 func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily) error {
-	bw := bufio.NewWriterSize(w, 32<<10)
 	names := make([]string, 0, len(fams)+len(gathered))
 	byName := make(map[string]*dto.MetricFamily, len(gathered))
 	for n := range fams {
@@ -135,20 +154,43 @@ func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamil
 		names = append(names, mf.GetName())
 	}
 	slices.Sort(names)
-	var buf []byte
+	bp := textBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	defer func() {
+		// One huge family (a fabric of thousands of links) grows the
+		// buffer past the usual; that one is not kept.
+		if cap(buf) <= 1<<20 {
+			*bp = buf[:0]
+			textBufs.Put(bp)
+		}
+	}()
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
+	}
 	for _, n := range names {
 		if mf := byName[n]; mf != nil {
-			if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
+			// expfmt buffers its own writes.
+			if err := flush(); err != nil {
+				return err
+			}
+			if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
 				return err
 			}
 			continue
 		}
-		buf = fams[n].appendText(buf[:0])
-		if _, err := bw.Write(buf); err != nil {
-			return err
+		buf = fams[n].appendText(buf)
+		if len(buf) >= flushAt {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 	}
-	return bw.Flush()
+	return flush()
 }
 
 // Gathered converts families to dto (the protobuf path).
