@@ -40,6 +40,11 @@ type Desc struct {
 	// seen is how many samples the family had when last grouped: the
 	// next grouping allocates that much at once.
 	seen atomic.Int32
+	// perm is the order the family's samples last had to be put in
+	// (sorted's indexes): a collector sends its series in the same order
+	// scrape after scrape, so checking that order costs one comparison a
+	// sample where sorting again costs many.
+	perm atomic.Pointer[[]int32]
 }
 
 // NewDesc returns the Desc of a family with variable labels.
@@ -232,6 +237,12 @@ func (f *Family) sorted() []*Sample {
 	if slices.IsSortedFunc(f.samples, cmp) {
 		return f.samples
 	}
+	if p := f.desc.perm.Load(); p != nil && len(*p) == len(f.samples) {
+		if out, ok := permuted(f.samples, *p, cmp); ok {
+			f.samples = out
+			return out
+		}
+	}
 	// Sorted as indexes, ties by position (stable, as client_golang's
 	// output is for equal label values): pdqsort moving small integers
 	// instead of slices.SortStableFunc's rotations of pointers, which
@@ -246,12 +257,30 @@ func (f *Family) sorted() []*Sample {
 		}
 		return int(i - j)
 	})
+	f.desc.perm.Store(&idx)
 	out := make([]*Sample, len(idx))
 	for k, i := range idx {
 		out[k] = f.samples[i]
 	}
 	f.samples = out
 	return out
+}
+
+// permuted puts samples in the order perm gives and reports whether that
+// order is strictly increasing: sorted, and with no equal label values
+// whose order the permutation might not keep.
+func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*Sample, bool) {
+	out := make([]*Sample, len(perm))
+	for k, i := range perm {
+		if int(i) >= len(samples) {
+			return nil, false
+		}
+		out[k] = samples[i]
+		if k > 0 && cmp(out[k-1], out[k]) >= 0 {
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 func (f *Family) appendText(b []byte) []byte {

@@ -136,3 +136,33 @@ func TestSortedLargeFamily(t *testing.T) {
 		t.Error("sorting a sorted family changed it")
 	}
 }
+
+// The order a family last had to be put in is tried first, and a family
+// whose samples arrive in another order (same count) is still sorted.
+func TestSortedReusesOrder(t *testing.T) {
+	d := NewDesc("rdma_port_hw_counter_total", "hw.", "device", "port", "counter")
+	arrival := func(devs []int) []*Sample {
+		var out []*Sample
+		for _, dev := range devs {
+			for _, c := range []string{"rx_write_requests", "out_of_buffer", "duplicate_request"} {
+				out = append(out, Counter(d, float64(dev), fmt.Sprintf("mlx5_%d", dev), "1", c))
+			}
+		}
+		return out
+	}
+	isSorted := func(s []*Sample) bool {
+		return slices.IsSortedFunc(s, func(a, b *Sample) int {
+			return cmp.Or(strings.Compare(a.labels[2], b.labels[2]), strings.Compare(a.labels[0], b.labels[0]))
+		})
+	}
+	for i, devs := range [][]int{{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}, {5, 3, 1, 0, 2, 4}, {0, 1, 2, 3, 4, 5}} {
+		f := &Family{desc: d, samples: arrival(devs)}
+		got := f.sorted()
+		if len(got) != 18 || !isSorted(got) {
+			t.Errorf("arrival %d (%v): not sorted", i, devs)
+		}
+		if i > 0 && d.perm.Load() == nil {
+			t.Error("no order kept")
+		}
+	}
+}
