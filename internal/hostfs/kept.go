@@ -27,8 +27,11 @@ import (
 type Attr struct {
 	fs   FS
 	name string
-	path string    // the host path of name (Dir's FS only)
-	reg  *registry // Dir's FS's, where the Attr is listed until closed
+	// reg is Dir's FS's registry, where the Attr is listed until closed.
+	// The host path (the FS's root and name) is not kept: it is needed
+	// to open and in errors only, and a 64-device host has thousands of
+	// Attrs (1.5 MB of paths in a heap profile).
+	reg *registry
 	// toEOF reads until end of file: a procfs table (seq_file with many
 	// records) may read short before its end. A sysfs attribute is one
 	// record and comes whole in the first read.
@@ -65,7 +68,6 @@ func NewTable(f FS, name string) *Attr { return newAttr(f, name, true) }
 func newAttr(f FS, name string, toEOF bool) *Attr {
 	a := &Attr{fs: f, name: name, fd: -1, toEOF: toEOF}
 	if d, ok := f.(*dirFS); ok {
-		a.path = d.path(name)
 		a.reg = d.reads
 		a.reg.addAttr(a)
 	}
@@ -136,21 +138,20 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 	if cap(buf) < 64 {
 		buf = make([]byte, 0, 4096)
 	}
-	p := a.path
 	// Asked before a.mu is taken: a read stuck in the kernel holds a.mu,
 	// and the next one must not wait for it.
 	now := mono()
 	if _, start, busy := a.inFlight(); busy && now-start >= d.reads.after() {
 		d.reads.refused.Add(1)
-		return nil, &StuckError{Op: "read", Path: p, Since: epoch.Add(start), For: now - start}
+		return nil, &StuckError{Op: "read", Path: d.path(a.name), Since: epoch.Add(start), For: now - start}
 	}
 	a.n.Add(1)
 	a.mu.Lock()
 	a.since.Store(int64(now) + 1)
 	if d.hook != nil {
-		d.hook(p)
+		d.hook(d.path(a.name))
 	}
-	b, err := a.readLocked(p, buf)
+	b, err := a.readLocked(d, buf)
 	a.since.Store(0)
 	closed := a.closed.Load()
 	if closed {
@@ -168,7 +169,7 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 }
 
 // readLocked reads the attribute; the caller holds a.mu.
-func (a *Attr) readLocked(p string, buf []byte) ([]byte, error) {
+func (a *Attr) readLocked(d *dirFS, buf []byte) ([]byte, error) {
 	if a.missing != nil {
 		if !a.retryMissing {
 			return nil, a.missing
@@ -180,13 +181,13 @@ func (a *Attr) readLocked(p string, buf []byte) ([]byte, error) {
 			if !closed {
 				kept.Add(-1)
 			}
-			return readInto(p, buf, !a.toEOF)
+			return readInto(d.path(a.name), buf, !a.toEOF)
 		}
-		if err := a.open(p); err != nil {
+		if err := a.open(d.path(a.name)); err != nil {
 			return nil, err
 		}
 	}
-	b, err := preadInto(a.fd, p, buf, a.toEOF)
+	b, err := preadInto(a.fd, d, a.name, buf, a.toEOF)
 	if err != nil && refused(err) {
 		// The driver refuses this attribute on every read (restricted
 		// ConnectX-7 functions answer EINVAL and log a kernel error each
@@ -202,10 +203,10 @@ func (a *Attr) readLocked(p string, buf []byte) ([]byte, error) {
 		// reload): open the path again, which fails if it is gone.
 		a.release()
 		kept.Add(1)
-		if err := a.open(p); err != nil {
+		if err := a.open(d.path(a.name)); err != nil {
 			return nil, err
 		}
-		b, err = preadInto(a.fd, p, buf, a.toEOF)
+		b, err = preadInto(a.fd, d, a.name, buf, a.toEOF)
 	}
 	return b, err
 }
@@ -245,13 +246,14 @@ func reopen(err error) bool {
 }
 
 // preadInto reads a whole file from offset 0 into buf, stopping at the
-// first short read (an attribute comes whole in one) unless toEOF.
-func preadInto(fd int, p string, buf []byte, toEOF bool) ([]byte, error) {
+// first short read (an attribute comes whole in one) unless toEOF. An
+// error names d's path of name.
+func preadInto(fd int, d *dirFS, name string, buf []byte, toEOF bool) ([]byte, error) {
 	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) > MaxFileSize {
-				return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
+				return nil, &fs.PathError{Op: "read", Path: d.path(name), Err: ErrTooLarge}
 			}
 			buf = grow(buf)
 		}
@@ -261,11 +263,11 @@ func preadInto(fd int, p string, buf []byte, toEOF bool) ([]byte, error) {
 			continue
 		case err == syscall.EAGAIN || err == syscall.ESPIPE:
 			// A FIFO, socket or device: not a file to read in place.
-			return nil, special(fd, p, err)
+			return nil, special(fd, d.path(name), err)
 		case err != nil:
-			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+			return nil, &fs.PathError{Op: "read", Path: d.path(name), Err: err}
 		case n == 0 && len(buf) == 0:
-			if err := special(fd, p, nil); err != nil {
+			if err := special(fd, d.path(name), nil); err != nil {
 				return nil, err
 			}
 		}

@@ -252,7 +252,7 @@ func holdAttr(t *testing.T, d *dirFS, a *Attr) (release chan struct{}, done chan
 	release, done = make(chan struct{}), make(chan error, 1)
 	var once sync.Once
 	d.hook = func(p string) {
-		if p != a.path {
+		if p != d.path(a.name) {
 			return
 		}
 		held := false
