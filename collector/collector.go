@@ -32,6 +32,13 @@ type Collector interface {
 	Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error
 }
 
+// appender is a Collector that can append its metrics to a slice, which
+// the Aggregator then takes whole instead of receiving each metric from a
+// channel (two channel operations a metric: 4% of a dgx-h100 scrape).
+type appender interface {
+	Append(ctx context.Context, snap *host.Snapshot, out []prometheus.Metric) ([]prometheus.Metric, error)
+}
+
 // Env is what a collector is built with: the host it reads, what the
 // operator expects, and a logger already labelled with the collector's
 // name.
@@ -258,34 +265,45 @@ func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 // duration and error count.
 func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, seen *atomic.Int32) []prometheus.Metric {
 	begin := time.Now()
-	metrics := make(chan prometheus.Metric, 64)
-	// Drained by a plain receive loop: a select with the deadline on
-	// every metric cost twice as much (pprof: 4% of a scrape).
+	type result struct {
+		metrics []prometheus.Metric
+		err     error
+	}
+	done := make(chan result, 1)
 	buf := make([]prometheus.Metric, 0, seen.Load()+3)
-	drained := make(chan struct{})
-	go func() {
-		for m := range metrics {
-			buf = append(buf, m)
-		}
-		close(drained)
-	}()
-	done := make(chan error, 1)
-	go func() {
-		err := c.Update(readCtx, snap, metrics)
-		close(metrics)
-		done <- err
-	}()
+	if ap, ok := c.(appender); ok {
+		go func() {
+			ms, err := ap.Append(readCtx, snap, buf)
+			done <- result{ms, err}
+		}()
+	} else {
+		// Drained by a plain receive loop: a select with the deadline
+		// on every metric cost twice as much (pprof: 4% of a scrape).
+		metrics := make(chan prometheus.Metric, 64)
+		drained := make(chan struct{})
+		go func() {
+			for m := range metrics {
+				buf = append(buf, m)
+			}
+			close(drained)
+		}()
+		go func() {
+			err := c.Update(readCtx, snap, metrics)
+			close(metrics)
+			<-drained
+			done <- result{buf, err}
+		}()
+	}
 
 	var err error
 	var out []prometheus.Metric
 	select {
-	case err = <-done:
-		<-drained
-		out = buf
+	case r := <-done:
+		out, err = r.metrics, r.err
 		seen.Store(int32(len(out)))
 	case <-ctx.Done():
-		// The drain goroutine still owns buf: the late metrics are
-		// dropped.
+		// The collector's goroutines still own their metrics: the late
+		// ones are dropped.
 		err = fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
 	}
 	duration := time.Since(begin).Seconds()
