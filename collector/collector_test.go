@@ -163,7 +163,9 @@ func TestAggregatorAppender(t *testing.T) {
 		t.Error("Update called on an appender")
 		return nil
 	}}
-	m := func(v float64) prometheus.Metric { return prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, v) }
+	m := func(v float64) prometheus.Metric {
+		return prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, v)
+	}
 	a := newAggregator(host.New(host.Options{}), slog.New(slog.DiscardHandler), 200*time.Millisecond, map[string]Collector{
 		"fake_ok": fakeAppender{never, func(_ context.Context, out []prometheus.Metric) ([]prometheus.Metric, error) {
 			return append(out, m(8)), nil

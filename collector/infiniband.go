@@ -103,15 +103,19 @@ func counter(ch chan<- prometheus.Metric, d *expo.Desc, v float64, labels ...str
 	ch <- expo.Counter(d, v, labels...)
 }
 
-// sink collects a collector's metrics in a slice (appender).
-type sink struct{ ms []prometheus.Metric }
+// sink collects a collector's metrics in a slice (appender), the
+// samples made from a slab.
+type sink struct {
+	ms   []prometheus.Metric
+	slab expo.Slab
+}
 
 func (s *sink) gauge(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, expo.Gauge(d, v, labels...))
+	s.ms = append(s.ms, s.slab.Gauge(d, v, labels...))
 }
 
 func (s *sink) counter(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, expo.Counter(d, v, labels...))
+	s.ms = append(s.ms, s.slab.Counter(d, v, labels...))
 }
 
 func optGauge[T uint64 | int](ch chan<- prometheus.Metric, d *expo.Desc, o infiniband.Opt[T], labels ...string) {

@@ -82,6 +82,29 @@ func Counter(d *Desc, v float64, labels ...string) *Sample {
 	return &Sample{desc: d, typ: dto.MetricType_COUNTER, value: v, labels: labels}
 }
 
+// Slab makes samples 64 at a time: one allocation where a collector of
+// a thousand samples made a thousand. A sample keeps its slab alive; the
+// samples of one collection live and die together anyway.
+type Slab struct{ buf []Sample }
+
+// Gauge is Gauge, from the slab.
+func (s *Slab) Gauge(d *Desc, v float64, labels ...string) *Sample {
+	return s.next(Sample{desc: d, typ: dto.MetricType_GAUGE, value: v, labels: labels})
+}
+
+// Counter is Counter, from the slab.
+func (s *Slab) Counter(d *Desc, v float64, labels ...string) *Sample {
+	return s.next(Sample{desc: d, typ: dto.MetricType_COUNTER, value: v, labels: labels})
+}
+
+func (s *Slab) next(x Sample) *Sample {
+	if len(s.buf) == cap(s.buf) {
+		s.buf = make([]Sample, 0, 64)
+	}
+	s.buf = append(s.buf, x)
+	return &s.buf[len(s.buf)-1]
+}
+
 // Desc implements prometheus.Metric.
 func (s *Sample) Desc() *prometheus.Desc { return s.desc.prom }
 

@@ -166,3 +166,27 @@ func TestSortedReusesOrder(t *testing.T) {
 		}
 	}
 }
+
+// Samples from a slab are the samples Gauge and Counter make, each its
+// own, past the slab's first block.
+func TestSlab(t *testing.T) {
+	d := NewDesc("rdma_port_state", "State.", "device", "port")
+	var s Slab
+	var got []*Sample
+	for i := range 130 {
+		if i%2 == 0 {
+			got = append(got, s.Gauge(d, float64(i), "mlx5_0", fmt.Sprint(i)))
+		} else {
+			got = append(got, s.Counter(d, float64(i), "mlx5_0", fmt.Sprint(i)))
+		}
+	}
+	for i, g := range got {
+		want := Gauge(d, float64(i), "mlx5_0", fmt.Sprint(i))
+		if i%2 == 1 {
+			want = Counter(d, float64(i), "mlx5_0", fmt.Sprint(i))
+		}
+		if g.value != want.value || g.typ != want.typ || !slices.Equal(g.labels, want.labels) || g.desc != d {
+			t.Fatalf("sample %d = %+v, want %+v", i, *g, *want)
+		}
+	}
+}
