@@ -114,6 +114,12 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	if err := addProbe(ctx, s, store); err != nil {
 		return nil, err
 	}
+	if !noExporterMetrics {
+		// client_golang's process collector's series, for less
+		// (internal/procself); a part rather than in the registry, so
+		// the text path writes them directly.
+		s.Parts = append(s.Parts, procself.New())
+	}
 	m := metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, exporterReg: s.Registry, timeout: scrapeTO}
 	if maxRequests > 0 {
 		m.inFlight = make(chan struct{}, maxRequests)
@@ -128,12 +134,8 @@ func exporterRegistry(disableExporterMetrics bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector(name))
 	if !disableExporterMetrics {
-		reg.MustRegister(
-			collectors.NewGoCollector(),
-			// client_golang's process collector's series, for an eighth of
-			// the scrape's CPU less (internal/procself).
-			procself.New(),
-		)
+		// The process_* series are a part (internal/procself, newServer).
+		reg.MustRegister(collectors.NewGoCollector())
 	}
 	return reg
 }

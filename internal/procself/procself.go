@@ -28,6 +28,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
@@ -42,7 +43,7 @@ type Collector struct {
 	proc          hostfs.FS
 	stat, netstat *hostfs.Attr
 
-	cpu, openFDs, maxFDs, vsize, maxVsize, rss, start, in, out *prometheus.Desc
+	cpu, openFDs, maxFDs, vsize, maxVsize, rss, start, in, out *expo.Desc
 
 	mu  sync.Mutex
 	buf []byte
@@ -54,7 +55,7 @@ type Collector struct {
 // New returns the collector. Nothing is read yet.
 func New() *Collector {
 	proc := hostfs.Dir(procRoot)
-	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	d := func(name, help string) *expo.Desc { return expo.NewDesc(name, help) }
 	return &Collector{
 		proc:     proc,
 		stat:     hostfs.NewAttr(proc, "self/stat"),
@@ -74,21 +75,22 @@ func New() *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.cpu, c.openFDs, c.maxFDs, c.vsize, c.maxVsize, c.rss, c.start, c.in, c.out} {
-		ch <- d
+	for _, d := range []*expo.Desc{c.cpu, c.openFDs, c.maxFDs, c.vsize, c.maxVsize, c.rss, c.start, c.in, c.out} {
+		ch <- d.Prometheus()
 	}
 }
 
 // Collect implements prometheus.Collector. A value that cannot be read is
-// left out, as client_golang's collector (without ReportErrors) does.
+// left out, as client_golang's collector (without ReportErrors) does. The
+// metrics are expo samples: the text path writes them directly.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	gauge := func(d *expo.Desc, v float64) { ch <- expo.Gauge(d, v) }
 	if b, err := c.stat.Read(c.buf); err == nil {
 		c.buf = b[:0]
 		if st, err := ParseStat(b); err == nil {
-			ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.CounterValue, float64(st.UTime+st.STime)/userHZ)
+			ch <- expo.Counter(c.cpu, float64(st.UTime+st.STime)/userHZ)
 			gauge(c.vsize, float64(st.VSize))
 			gauge(c.rss, float64(st.RSS*int64(os.Getpagesize())))
 			if c.startTime == 0 {
@@ -112,8 +114,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if b, err := c.netstat.Read(c.buf); err == nil {
 		c.buf = b[:0]
 		if in, out, err := ParseNetstat(b); err == nil {
-			ch <- prometheus.MustNewConstMetric(c.in, prometheus.CounterValue, in)
-			ch <- prometheus.MustNewConstMetric(c.out, prometheus.CounterValue, out)
+			ch <- expo.Counter(c.in, in)
+			ch <- expo.Counter(c.out, out)
 		}
 	}
 }
