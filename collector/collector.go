@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,13 @@ type Collector interface {
 	// Update sends metrics to ch. It returns every error met (errors.Join);
 	// metrics it could read are still sent.
 	Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error
+}
+
+// appender is a Collector that can append its metrics to a slice, which
+// the Aggregator then takes whole instead of receiving each metric from a
+// channel (two channel operations a metric: 4% of a dgx-h100 scrape).
+type appender interface {
+	Append(ctx context.Context, snap *host.Snapshot, out []prometheus.Metric) ([]prometheus.Metric, error)
 }
 
 // Env is what a collector is built with: the host it reads, what the
@@ -54,6 +62,9 @@ type Aggregator struct {
 	logger     *slog.Logger
 	timeout    time.Duration
 	errLog     *onceLogger
+	// seen is how many metrics each collector (by its index in names)
+	// sent last time: its next collection allocates that much at once.
+	seen []atomic.Int32
 
 	// flightMu guards flight, the collection in progress (nil when none).
 	flightMu sync.Mutex
@@ -101,6 +112,7 @@ func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, col
 		a.names = append(a.names, name)
 	}
 	sort.Strings(a.names)
+	a.seen = make([]atomic.Int32, len(a.names))
 	return a
 }
 
@@ -210,27 +222,13 @@ func (a *Aggregator) missed(ctx context.Context) []prometheus.Metric {
 	return out
 }
 
-// collectOnce runs one collection and returns its metrics.
+// collectOnce runs one collection and returns its metrics: every
+// collector concurrently, each one's metrics in one slice (no channel and
+// goroutine between a collector and the scrape besides its own), then the
+// aggregator's own. A collector that misses the deadline is reported as
+// failed and its late metrics are dropped, so a hung sysfs read cannot
+// hold the scrape.
 func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
-	ch := make(chan prometheus.Metric, 256)
-	var out []prometheus.Metric
-	drained := make(chan struct{})
-	go func() {
-		for m := range ch {
-			out = append(out, m)
-		}
-		close(drained)
-	}()
-	a.collect(ctx, ch)
-	close(ch)
-	<-drained
-	return out
-}
-
-// collect runs every collector concurrently. A collector that misses the
-// deadline is reported as failed and its late metrics are dropped, so a hung
-// sysfs read cannot hold the scrape.
-func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	if a.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
@@ -247,50 +245,73 @@ func (a *Aggregator) collect(ctx context.Context, ch chan<- prometheus.Metric) {
 		defer cancel()
 	}
 	snap := a.host.Snapshot()
+	results := make([][]prometheus.Metric, len(a.names))
 	var wg sync.WaitGroup
-	for _, name := range a.names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.run(ctx, readCtx, snap, name, a.collectors[name], ch)
-		}()
+	for i, name := range a.names {
+		wg.Go(func() { results[i] = a.run(ctx, readCtx, snap, name, a.collectors[name], &a.seen[i]) })
 	}
 	wg.Wait()
+	n := 0
+	for _, r := range results {
+		n += len(r)
+	}
+	out := make([]prometheus.Metric, 0, n+8)
+	for _, r := range results {
+		out = append(out, r...)
+	}
 	for source, age := range a.host.Ages() {
-		ch <- expo.Gauge(ageDesc, age.Seconds(), source)
+		out = append(out, expo.Gauge(ageDesc, age.Seconds(), source))
 	}
 	st := a.host.FS().ReadStats()
-	ch <- expo.Gauge(stuckDesc, float64(st.Stuck))
-	ch <- expo.Counter(refusedDesc, float64(st.Refused))
-	ch <- expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load()))
+	return append(out,
+		expo.Gauge(stuckDesc, float64(st.Stuck)),
+		expo.Counter(refusedDesc, float64(st.Refused)),
+		expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load())))
 }
 
-func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, ch chan<- prometheus.Metric) {
+// run runs one collector and returns its metrics and its success,
+// duration and error count.
+func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, seen *atomic.Int32) []prometheus.Metric {
 	begin := time.Now()
-	metrics := make(chan prometheus.Metric, 64)
-	var buf []prometheus.Metric
-	drained := make(chan struct{})
-	go func() {
-		for m := range metrics {
-			buf = append(buf, m)
-		}
-		close(drained)
-	}()
-	done := make(chan error, 1)
-	go func() {
-		err := c.Update(readCtx, snap, metrics)
-		close(metrics)
-		done <- err
-	}()
+	type result struct {
+		metrics []prometheus.Metric
+		err     error
+	}
+	done := make(chan result, 1)
+	buf := make([]prometheus.Metric, 0, seen.Load()+3)
+	if ap, ok := c.(appender); ok {
+		go func() {
+			ms, err := ap.Append(readCtx, snap, buf)
+			done <- result{ms, err}
+		}()
+	} else {
+		// Drained by a plain receive loop: a select with the deadline
+		// on every metric cost twice as much (pprof: 4% of a scrape).
+		metrics := make(chan prometheus.Metric, 64)
+		drained := make(chan struct{})
+		go func() {
+			for m := range metrics {
+				buf = append(buf, m)
+			}
+			close(drained)
+		}()
+		go func() {
+			err := c.Update(readCtx, snap, metrics)
+			close(metrics)
+			<-drained
+			done <- result{buf, err}
+		}()
+	}
 
 	var err error
+	var out []prometheus.Metric
 	select {
-	case err = <-done:
-		<-drained
-		for _, m := range buf {
-			ch <- m
-		}
+	case r := <-done:
+		out, err = r.metrics, r.err
+		seen.Store(int32(len(out)))
 	case <-ctx.Done():
+		// The collector's goroutines still own their metrics: the late
+		// ones are dropped.
 		err = fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
 	}
 	duration := time.Since(begin).Seconds()
@@ -315,10 +336,11 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 			a.errLog.log(name, e)
 		}
 	}
-	ch <- expo.Gauge(successDesc, success, name)
-	ch <- expo.Gauge(durationDesc, duration, name)
-	ch <- expo.Gauge(errorsDesc, float64(len(errs)), name)
-	ch <- expo.Gauge(refusedAttrsDesc, float64(refused), name)
+	return append(out,
+		expo.Gauge(successDesc, success, name),
+		expo.Gauge(durationDesc, duration, name),
+		expo.Gauge(errorsDesc, float64(len(errs)), name),
+		expo.Gauge(refusedAttrsDesc, float64(refused), name))
 }
 
 // flatten unpacks errors.Join trees into their leaves.

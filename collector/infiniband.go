@@ -68,19 +68,31 @@ func NewInfinibandCollector(env Env) Collector {
 }
 
 func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+	ms, err := c.Append(ctx, snap, nil)
+	for _, m := range ms {
+		ch <- m
+	}
+	return err
+}
+
+// Append implements appender: the Aggregator takes the metrics as one
+// slice, without a channel operation per metric (a dgx-h100 scrape has
+// over a thousand of them).
+func (c *infinibandCollector) Append(ctx context.Context, snap *host.Snapshot, out []prometheus.Metric) ([]prometheus.Metric, error) {
 	class, err := snap.Class(ctx)
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
-			return nil // no RDMA on this host: nothing to report, nothing wrong
+			return out, nil // no RDMA on this host: nothing to report, nothing wrong
 		}
 		if class == nil {
-			return err
+			return out, err
 		}
 	}
+	s := &sink{ms: out}
 	for i := range class.Devices {
-		c.device(ch, &class.Devices[i])
+		c.device(s, &class.Devices[i])
 	}
-	return errors.Join(append(class.Errors(), err)...)
+	return s.ms, errors.Join(append(class.Errors(), err)...)
 }
 
 func gauge(ch chan<- prometheus.Metric, d *expo.Desc, v float64, labels ...string) {
@@ -91,86 +103,134 @@ func counter(ch chan<- prometheus.Metric, d *expo.Desc, v float64, labels ...str
 	ch <- expo.Counter(d, v, labels...)
 }
 
+// sink collects a collector's metrics in a slice (appender), the
+// samples made from a slab.
+type sink struct {
+	ms   []prometheus.Metric
+	slab expo.Slab
+}
+
+func (s *sink) gauge(d *expo.Desc, v float64, labels ...string) {
+	s.ms = append(s.ms, s.slab.Gauge(d, v, labels...))
+}
+
+func (s *sink) counter(d *expo.Desc, v float64, labels ...string) {
+	s.ms = append(s.ms, s.slab.Counter(d, v, labels...))
+}
+
 func optGauge[T uint64 | int](ch chan<- prometheus.Metric, d *expo.Desc, o infiniband.Opt[T], labels ...string) {
 	if o.OK {
 		gauge(ch, d, float64(o.V), labels...)
 	}
 }
 
-func (c *infinibandCollector) device(ch chan<- prometheus.Metric, d *infiniband.Device) {
+// optSink is optGauge into a sink.
+func optSink[T uint64 | int](s *sink, d *expo.Desc, o infiniband.Opt[T], labels ...string) {
+	if o.OK {
+		s.gauge(d, float64(o.V), labels...)
+	}
+}
+
+func (c *infinibandCollector) device(s *sink, d *infiniband.Device) {
 	nodeType := ""
 	if d.NodeType.OK {
 		nodeType = d.NodeType.V.Name
 	}
-	gauge(ch, c.deviceInfo, 1, d.Name, d.HCAType.V, d.BoardID.V, d.FirmwareVer.V, d.HWRev.V,
+	s.gauge(c.deviceInfo, 1, d.Name, d.HCAType.V, d.BoardID.V, d.FirmwareVer.V, d.HWRev.V,
 		d.NodeGUID.V, d.SysImageGUID.V, nodeType)
 	if d.NodeDesc.OK && d.NodeDesc.V != "" {
-		gauge(ch, c.nodeDesc, 1, d.Name, d.NodeDesc.V)
+		s.gauge(c.nodeDesc, 1, d.Name, d.NodeDesc.V)
 	}
-	for _, hc := range d.HWCounters {
-		counter(ch, c.hwCounterDevice, float64(hc.Value), d.Name, hc.Name)
+	// Label values in one allocation for all the device's hw counters
+	// (samples keep their label slices; nothing changes them).
+	lab := labelPairs(d.Name, "", d.HWCounters)
+	for i, hc := range d.HWCounters {
+		s.counter(c.hwCounterDevice, float64(hc.Value), lab[2*i:2*i+2:2*i+2]...)
 	}
 	for i := range d.Ports {
-		c.port(ch, d, &d.Ports[i])
+		c.port(s, d, &d.Ports[i])
 	}
 }
 
-func (c *infinibandCollector) port(ch chan<- prometheus.Metric, d *infiniband.Device, p *infiniband.Port) {
+// labelPairs returns, for each counter, its label values (device,
+// counter) or, when port is not empty, (device, port, counter), one after
+// the other in one slice.
+func labelPairs(device, port string, counters []infiniband.Counter) []string {
+	if port == "" {
+		lab := make([]string, 0, 2*len(counters))
+		for _, c := range counters {
+			lab = append(lab, device, c.Name)
+		}
+		return lab
+	}
+	lab := make([]string, 0, 3*len(counters))
+	for _, c := range counters {
+		lab = append(lab, device, port, c.Name)
+	}
+	return lab
+}
+
+func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.Port) {
 	port := strconv.Itoa(p.Num)
+	// The (device, port) label values, shared by the port's samples.
+	pl := []string{d.Name, port}
 	var speed, width string
 	if p.Rate.OK {
 		speed, width = p.Rate.V.Speed, p.Rate.V.WidthLabel()
 	}
-	gauge(ch, c.portInfo, 1, d.Name, port, p.LinkLayer.V, p.Netdev, speed, width)
+	s.gauge(c.portInfo, 1, d.Name, port, p.LinkLayer.V, p.Netdev, speed, width)
 	if p.State.OK {
-		gauge(ch, c.state, float64(p.State.V.Value), d.Name, port)
+		s.gauge(c.state, float64(p.State.V.Value), pl...)
 	}
 	if p.PhysState.OK {
-		gauge(ch, c.physState, float64(p.PhysState.V.Value), d.Name, port)
+		s.gauge(c.physState, float64(p.PhysState.V.Value), pl...)
 	}
 	if p.Rate.OK {
-		gauge(ch, c.rate, p.Rate.V.BytesPerSecond(), d.Name, port)
-		gauge(ch, c.width, float64(p.Rate.V.Width), d.Name, port)
+		s.gauge(c.rate, p.Rate.V.BytesPerSecond(), pl...)
+		s.gauge(c.width, float64(p.Rate.V.Width), pl...)
 	}
 	if gbps, _, ok := infiniband.ExpectedRate(c.cfg, d, p); ok {
 		want := infiniband.Rate{Gbps: gbps}.BytesPerSecond()
-		gauge(ch, c.expected, want, d.Name, port)
+		s.gauge(c.expected, want, pl...)
 		if p.Rate.OK {
 			deg := 0.0
 			if p.Rate.V.BytesPerSecond() < want {
 				deg = 1
 			}
-			gauge(ch, c.degraded, deg, d.Name, port)
+			s.gauge(c.degraded, deg, pl...)
 		}
 	}
-	optGauge(ch, c.lid, p.LID, d.Name, port)
-	optGauge(ch, c.smLID, p.SMLID, d.Name, port)
-	optGauge(ch, c.smSL, p.SMSL, d.Name, port)
+	optSink(s, c.lid, p.LID, pl...)
+	optSink(s, c.smLID, p.SMLID, pl...)
+	optSink(s, c.smSL, p.SMSL, pl...)
 	if has, judged := sm.PortHasSM(p); judged {
 		v := 0.0
 		if has {
 			v = 1
 		}
-		gauge(ch, c.hasSM, v, d.Name, port)
+		s.gauge(c.hasSM, v, pl...)
 	}
-	optGauge(ch, c.lmc, p.LIDMaskCount, d.Name, port)
-	optGauge(ch, c.capMask, p.CapMask, d.Name, port)
+	optSink(s, c.lmc, p.LIDMaskCount, pl...)
+	optSink(s, c.capMask, p.CapMask, pl...)
 
 	ext := p.Extended()
-	for _, pc := range p.Counters {
+	lab := labelPairs(d.Name, port, p.Counters)
+	for i, pc := range p.Counters {
+		dpc := lab[3*i : 3*i+3 : 3*i+3]
 		spec, known := infiniband.LookupCounter(pc.Name)
 		if !known {
-			counter(ch, c.otherCounter, float64(pc.Value), d.Name, port, pc.Name)
+			s.counter(c.otherCounter, float64(pc.Value), dpc...)
 			continue
 		}
-		counter(ch, c.counters[pc.Name], float64(pc.Value)*spec.Scale, d.Name, port)
+		s.counter(c.counters[pc.Name], float64(pc.Value)*spec.Scale, pl...)
 		sat := 0.0
 		if spec.Saturated(pc.Value, ext) {
 			sat = 1
 		}
-		gauge(ch, c.saturated, sat, d.Name, port, pc.Name)
+		s.gauge(c.saturated, sat, dpc...)
 	}
-	for _, hc := range p.HWCounters {
-		counter(ch, c.hwCounterPort, float64(hc.Value), d.Name, port, hc.Name)
+	lab = labelPairs(d.Name, port, p.HWCounters)
+	for i, hc := range p.HWCounters {
+		s.counter(c.hwCounterPort, float64(hc.Value), lab[3*i:3*i+3:3*i+3]...)
 	}
 }

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -15,10 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
@@ -31,6 +30,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
@@ -163,6 +163,12 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	if err := addProbe(ctx, s, store); err != nil {
 		return nil, err
 	}
+	if !noExporterMetrics {
+		// client_golang's process collector's series, for less
+		// (internal/procself); a part rather than in the registry, so
+		// the text path writes them directly.
+		s.Parts = append(s.Parts, procself.New())
+	}
 	m := metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, exporterReg: s.Registry, timeout: scrapeTO}
 	if maxRequests > 0 {
 		m.inFlight = make(chan struct{}, maxRequests)
@@ -177,10 +183,8 @@ func exporterRegistry(disableExporterMetrics bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector(name))
 	if !disableExporterMetrics {
-		reg.MustRegister(
-			collectors.NewGoCollector(),
-			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		)
+		// The process_* series are a part (internal/procself, newServer).
+		reg.MustRegister(collectors.NewGoCollector())
 	}
 	return reg
 }
@@ -293,18 +297,23 @@ func (h headOnly) Write(p []byte) (int, error) { return len(p), nil }
 // client_golang's metric families cost most of a scrape. The exporter's
 // own registry (go_*, process_*, probe, diagnose) is gathered as usual.
 func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
-	// Clipped: concurrent scrapes share the aggregator's slice, and an
-	// append must copy it rather than write into its spare capacity.
-	metrics := slices.Clip(m.agg.Metrics(ctx))
+	// The collection's metrics are shared with concurrent scrapes: the
+	// parts' are grouped beside them, never appended to them.
+	metrics := [][]prometheus.Metric{m.agg.Metrics(ctx)}
 	for _, c := range m.parts {
-		metrics = append(metrics, collect(c)...)
+		metrics = append(metrics, collect(c))
 	}
-	fams, other := expo.Group(metrics)
-	extra := prometheus.NewRegistry()
+	fams, other := expo.Group(metrics...)
+	// Gatherers merges and checks again what one registry has already
+	// checked (a quarter of the exporter's own metrics' cost): only
+	// when there are metrics besides the registry's.
+	var g prometheus.Gatherer = m.exporterReg
 	if len(other) > 0 {
+		extra := prometheus.NewRegistry()
 		extra.MustRegister(metricList(other))
+		g = prometheus.Gatherers{m.exporterReg, extra}
 	}
-	gathered, err := prometheus.Gatherers{m.exporterReg, extra}.Gather()
+	gathered, err := g.Gather()
 	if err != nil {
 		// As promhttp.ContinueOnError: log, serve what was gathered.
 		m.logger.Error("gathering the exporter's own metrics", "err", err)
@@ -313,11 +322,11 @@ func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r 
 	var out io.Writer = w
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
-		gz := gzipWriters.Get().(*gzip.Writer)
+		gz := getGzip()
 		gz.Reset(w)
 		defer func() {
 			gz.Close()
-			gzipWriters.Put(gz)
+			putGzip(gz)
 		}()
 		out = gz
 	}
@@ -329,15 +338,36 @@ func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r 
 	}
 }
 
-// gzipWriters are reused: a gzip.Writer's compressor state is most of a
-// megabyte, and a new one per scrape was the scrape's largest allocation.
-// BestSpeed: compression was half of a scrape's CPU at the default level;
-// level 1 costs about a third less for a 15% larger response (dgx-h100:
-// 14.4 kB instead of 12.5 kB of 105 kB).
-var gzipWriters = sync.Pool{New: func() any {
-	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
-	return w
-}}
+// gzipWriters are reused: a gzip.Writer's compressor state is hundreds
+// of kilobytes, and a new one per scrape was the scrape's largest
+// allocation. A channel rather than a sync.Pool, which the garbage
+// collector empties every other cycle (every few scrapes here): it keeps
+// as many writers as scrapes usually run at once (one per Prometheus),
+// and a burst beyond that makes its own. BestSpeed: compression was half
+// of a scrape's CPU at the default level; level 1 costs about a third
+// less for a 15% larger response (dgx-h100: 14.4 kB instead of 12.5 kB of
+// 105 kB). klauspost/compress (already in the build through promhttp's
+// zstd) instead of compress/gzip: the same format and size at level 1
+// (14.7 kB of the 110 kB dgx-h100 scrape) in 106 µs instead of 253 µs
+// (go test -bench on that body, this machine).
+var gzipWriters = make(chan *gzip.Writer, 2)
+
+func getGzip() *gzip.Writer {
+	select {
+	case w := <-gzipWriters:
+		return w
+	default:
+		w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
+		return w
+	}
+}
+
+func putGzip(w *gzip.Writer) {
+	select {
+	case gzipWriters <- w:
+	default:
+	}
+}
 
 // acceptsGzip reports whether Accept-Encoding offers gzip (with a q other
 // than 0).

@@ -5,6 +5,8 @@ package expo
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -107,3 +109,84 @@ func TestWriteTextInvalidUTF8(t *testing.T) {
 }
 
 func strp(s string) *string { return &s }
+
+// A family that arrives out of order (hw counters come device by device,
+// their labels sort counter first) is written in the order a stable sort
+// gives, equal label values (a collector's bug) in arrival order, for
+// more samples than a sort handles by insertion.
+func TestSortedLargeFamily(t *testing.T) {
+	d := NewDesc("rdma_port_hw_counter_total", "hw.", "device", "port", "counter")
+	var samples []*Sample
+	for dev := range 12 {
+		for _, c := range []string{"rx_write_requests", "out_of_buffer", "duplicate_request", "rnr_nak_retry_err", "lifespan"} {
+			samples = append(samples, Counter(d, float64(len(samples)), fmt.Sprintf("mlx5_%d", dev), "1", c))
+		}
+	}
+	samples = append(samples, Counter(d, -1, "mlx5_3", "1", "out_of_buffer"))
+	want := slices.Clone(samples)
+	slices.SortStableFunc(want, func(a, b *Sample) int {
+		return cmp.Or(strings.Compare(a.labels[2], b.labels[2]), strings.Compare(a.labels[0], b.labels[0]), strings.Compare(a.labels[1], b.labels[1]))
+	})
+	f := &Family{desc: d, samples: slices.Clone(samples)}
+	if got := f.sorted(); !slices.Equal(got, want) {
+		t.Errorf("sorted:\n%v\nwant\n%v", got, want)
+	}
+	// Already sorted: returned as it is.
+	if got := f.sorted(); !slices.Equal(got, want) {
+		t.Error("sorting a sorted family changed it")
+	}
+}
+
+// The order a family last had to be put in is tried first, and a family
+// whose samples arrive in another order (same count) is still sorted.
+func TestSortedReusesOrder(t *testing.T) {
+	d := NewDesc("rdma_port_hw_counter_total", "hw.", "device", "port", "counter")
+	arrival := func(devs []int) []*Sample {
+		var out []*Sample
+		for _, dev := range devs {
+			for _, c := range []string{"rx_write_requests", "out_of_buffer", "duplicate_request"} {
+				out = append(out, Counter(d, float64(dev), fmt.Sprintf("mlx5_%d", dev), "1", c))
+			}
+		}
+		return out
+	}
+	isSorted := func(s []*Sample) bool {
+		return slices.IsSortedFunc(s, func(a, b *Sample) int {
+			return cmp.Or(strings.Compare(a.labels[2], b.labels[2]), strings.Compare(a.labels[0], b.labels[0]))
+		})
+	}
+	for i, devs := range [][]int{{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5}, {5, 3, 1, 0, 2, 4}, {0, 1, 2, 3, 4, 5}} {
+		f := &Family{desc: d, samples: arrival(devs)}
+		got := f.sorted()
+		if len(got) != 18 || !isSorted(got) {
+			t.Errorf("arrival %d (%v): not sorted", i, devs)
+		}
+		if i > 0 && d.perm.Load() == nil {
+			t.Error("no order kept")
+		}
+	}
+}
+
+// Samples from a slab are the samples Gauge and Counter make, each its
+// own, past the slab's first block.
+func TestSlab(t *testing.T) {
+	d := NewDesc("rdma_port_state", "State.", "device", "port")
+	var s Slab
+	var got []*Sample
+	for i := range 130 {
+		if i%2 == 0 {
+			got = append(got, s.Gauge(d, float64(i), "mlx5_0", fmt.Sprint(i)))
+		} else {
+			got = append(got, s.Counter(d, float64(i), "mlx5_0", fmt.Sprint(i)))
+		}
+	}
+	for i, g := range got {
+		want := Gauge(d, float64(i), "mlx5_0", fmt.Sprint(i))
+		if i%2 == 1 {
+			want = Counter(d, float64(i), "mlx5_0", fmt.Sprint(i))
+		}
+		if g.value != want.value || g.typ != want.typ || !slices.Equal(g.labels, want.labels) || g.desc != d {
+			t.Fatalf("sample %d = %+v, want %+v", i, *g, *want)
+		}
+	}
+}

@@ -40,3 +40,21 @@ func BenchmarkRegistry(b *testing.B) {
 		r.end(p, start)
 	}
 }
+
+// BenchmarkAttrRead re-reads a kept attribute as a scrape reads each
+// counter: one pread and the Attr's own stuck-read guard.
+func BenchmarkAttrRead(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "port_rcv_data"), []byte("1234567890\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	a := NewAttr(Dir(dir), "port_rcv_data")
+	defer a.Close()
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

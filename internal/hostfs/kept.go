@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Attr is one attribute file kept open and re-read in place with pread at
@@ -21,11 +22,16 @@ import (
 // (its device's static attributes are re-read).
 //
 // An Attr of an FS that is not Dir's reads with its ReadFile. Safe for
-// concurrent use.
+// concurrent use; reads of one Attr take turns. Close it when done: Dir's
+// FS counts its reads in flight (ReadStats) until then.
 type Attr struct {
 	fs   FS
 	name string
-	path string // the host path of name (Dir's FS only)
+	// reg is Dir's FS's registry, where the Attr is listed until closed.
+	// The host path (the FS's root and name) is not kept: it is needed
+	// to open and in errors only, and a 64-device host has thousands of
+	// Attrs (1.5 MB of paths in a heap profile).
+	reg *registry
 	// toEOF reads until end of file: a procfs table (seq_file with many
 	// records) may read short before its end. A sysfs attribute is one
 	// record and comes whole in the first read.
@@ -34,13 +40,24 @@ type Attr struct {
 	// come and go with their netdevs) instead of remembering it absent.
 	retryMissing bool
 
+	// The Attr's own stuck-read guard, in place of the FS's registry of
+	// paths: n is the reads in flight (those waiting their turn
+	// included), since the start (mono()+1; 0: none) of the one inside
+	// the kernel now. Atomic, so a read is refused at once while another
+	// is stuck holding mu.
+	n     atomic.Int32
+	since atomic.Int64
+	// closed is set by Close, which does not wait for a read in flight
+	// (one stuck in the kernel holds mu forever): that read releases
+	// the descriptor when it returns.
+	closed atomic.Bool
+
 	mu      sync.Mutex
 	fd      int // -1: not open
 	missing error
 	// refusedErr is the answer of a driver that refuses the attribute
 	// for good; later reads return it as a RefusedError.
 	refusedErr error
-	closed     bool
 }
 
 // ErrRefused marks an attribute the driver refused on an earlier read
@@ -70,7 +87,8 @@ func NewTable(f FS, name string) *Attr { return newAttr(f, name, true) }
 func newAttr(f FS, name string, toEOF bool) *Attr {
 	a := &Attr{fs: f, name: name, fd: -1, toEOF: toEOF}
 	if d, ok := f.(*dirFS); ok {
-		a.path = d.path(name)
+		a.reg = d.reads
+		a.reg.addAttr(a)
 	}
 	return a
 }
@@ -88,15 +106,32 @@ func (a *Attr) Read(buf []byte) ([]byte, error) {
 	return d.readKept(a, buf)
 }
 
-// Close closes the file. A later Read reads without keeping it open.
+// Close closes the file, or has the read in flight close it when it
+// returns; it never waits for a read. A later Read reads without keeping
+// the file open.
 func (a *Attr) Close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.closed = true
-	a.release()
+	if a.closed.Swap(true) {
+		return
+	}
+	if a.reg != nil {
+		a.reg.removeAttr(a)
+	}
+	if a.mu.TryLock() {
+		a.release()
+		a.mu.Unlock()
+	}
 }
 
-// release closes the descriptor and returns it to the FS's budget.
+// inFlight reports the Attr's reads in flight and, when one is inside
+// the kernel, when it started.
+func (a *Attr) inFlight() (n int, start time.Duration, busy bool) {
+	n = int(a.n.Load())
+	s := a.since.Load()
+	return n, time.Duration(s - 1), n > 0 && s != 0
+}
+
+// release closes the descriptor and returns it to the FS's budget. The
+// caller holds mu.
 func (a *Attr) release() {
 	if a.fd >= 0 {
 		syscall.Close(a.fd)
@@ -122,17 +157,38 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 	if cap(buf) < 64 {
 		buf = make([]byte, 0, 4096)
 	}
-	// The stuck-read registry is asked before a.mu is taken: a read stuck
-	// in the kernel holds a.mu, and the next one must not wait for it.
-	p := a.path
-	start, err := d.enter("read", p)
-	if err != nil {
-		return nil, err
+	// Asked before a.mu is taken: a read stuck in the kernel holds a.mu,
+	// and the next one must not wait for it.
+	now := mono()
+	if _, start, busy := a.inFlight(); busy && now-start >= d.reads.after() {
+		d.reads.refused.Add(1)
+		return nil, &StuckError{Op: "read", Path: d.path(a.name), Since: epoch.Add(start), For: now - start}
 	}
-	defer d.reads.end(p, start)
-
+	a.n.Add(1)
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.since.Store(int64(now) + 1)
+	if d.hook != nil {
+		d.hook(d.path(a.name))
+	}
+	b, err := a.readLocked(d, buf)
+	a.since.Store(0)
+	closed := a.closed.Load()
+	if closed {
+		a.release()
+	}
+	a.mu.Unlock()
+	a.n.Add(-1)
+	if !closed && a.closed.Load() && a.mu.TryLock() {
+		// Close came while this read held mu and left the descriptor
+		// to it.
+		a.release()
+		a.mu.Unlock()
+	}
+	return b, err
+}
+
+// readLocked reads the attribute; the caller holds a.mu.
+func (a *Attr) readLocked(d *dirFS, buf []byte) ([]byte, error) {
 	if a.refusedErr != nil {
 		return nil, &RefusedError{Err: a.refusedErr}
 	}
@@ -143,17 +199,17 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 		a.missing = nil
 	}
 	if a.fd < 0 {
-		if a.closed || kept.Add(1) > keptMax() {
-			if !a.closed {
+		if closed := a.closed.Load(); closed || kept.Add(1) > keptMax() {
+			if !closed {
 				kept.Add(-1)
 			}
-			return readInto(p, buf, !a.toEOF)
+			return readInto(d.path(a.name), buf, !a.toEOF)
 		}
-		if err := a.open(p); err != nil {
+		if err := a.open(d.path(a.name)); err != nil {
 			return nil, err
 		}
 	}
-	b, err := preadInto(a.fd, p, buf, a.toEOF)
+	b, err := preadInto(a.fd, d, a.name, buf, a.toEOF)
 	if err != nil && refused(err) {
 		// The driver refuses this attribute on every read (restricted
 		// ConnectX-7 functions answer EINVAL and log a kernel error each
@@ -169,10 +225,10 @@ func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
 		// reload): open the path again, which fails if it is gone.
 		a.release()
 		kept.Add(1)
-		if err := a.open(p); err != nil {
+		if err := a.open(d.path(a.name)); err != nil {
 			return nil, err
 		}
-		b, err = preadInto(a.fd, p, buf, a.toEOF)
+		b, err = preadInto(a.fd, d, a.name, buf, a.toEOF)
 	}
 	return b, err
 }
@@ -219,13 +275,14 @@ func reopen(err error) bool {
 }
 
 // preadInto reads a whole file from offset 0 into buf, stopping at the
-// first short read (an attribute comes whole in one) unless toEOF.
-func preadInto(fd int, p string, buf []byte, toEOF bool) ([]byte, error) {
+// first short read (an attribute comes whole in one) unless toEOF. An
+// error names d's path of name.
+func preadInto(fd int, d *dirFS, name string, buf []byte, toEOF bool) ([]byte, error) {
 	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) > MaxFileSize {
-				return nil, &fs.PathError{Op: "read", Path: p, Err: ErrTooLarge}
+				return nil, &fs.PathError{Op: "read", Path: d.path(name), Err: ErrTooLarge}
 			}
 			buf = grow(buf)
 		}
@@ -235,11 +292,11 @@ func preadInto(fd int, p string, buf []byte, toEOF bool) ([]byte, error) {
 			continue
 		case err == syscall.EAGAIN || err == syscall.ESPIPE:
 			// A FIFO, socket or device: not a file to read in place.
-			return nil, special(fd, p, err)
+			return nil, special(fd, d.path(name), err)
 		case err != nil:
-			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+			return nil, &fs.PathError{Op: "read", Path: d.path(name), Err: err}
 		case n == 0 && len(buf) == 0:
-			if err := special(fd, p, nil); err != nil {
+			if err := special(fd, d.path(name), nil); err != nil {
 				return nil, err
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -244,5 +245,103 @@ func TestAttrRefusedOnce(t *testing.T) {
 	}
 	if b, err := NewAttr(f, "fw_ver").Read(nil); err != nil || string(b) != "28.39.1002\n" {
 		t.Errorf("a new Attr: %q %v", b, err)
+	}
+}
+
+// holdAttr starts a read of a that the FS's hook holds inside (a read
+// stuck in the kernel) until release is closed; done gets its error.
+func holdAttr(t *testing.T, d *dirFS, a *Attr) (release chan struct{}, done chan error) {
+	t.Helper()
+	entered := make(chan struct{})
+	release, done = make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	d.hook = func(p string) {
+		if p != d.path(a.name) {
+			return
+		}
+		held := false
+		once.Do(func() { held = true })
+		if held {
+			close(entered)
+			<-release
+		}
+	}
+	go func() { _, err := a.Read(nil); done <- err }()
+	select {
+	case <-entered:
+	case err := <-done:
+		t.Fatalf("read returned without being held: %v", err)
+	case <-time.After(guard):
+		t.Fatal("read never reached the hook")
+	}
+	return release, done
+}
+
+// An Attr's stuck read shows in its FS's stats as a path's does: in
+// flight, stuck, and each refused read counted; nothing once it returns,
+// and a closed Attr is no longer counted at all.
+func TestAttrStats(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"state": "4: ACTIVE\n", "rate": "400 Gb/sec (4X NDR)\n"})
+	d := Dir(dir).(*dirFS)
+	SetStuckAfter(d, time.Hour)
+	a, other := NewAttr(d, "state"), NewAttr(d, "rate")
+	defer other.Close()
+	release, done := holdAttr(t, d, a)
+	if s := stats(t, d); s != (ReadStats{InFlight: 1}) {
+		t.Errorf("one read in flight for less than an hour: %+v, want 1 in flight, none stuck", s)
+	}
+	SetStuckAfter(d, 0)
+	for range 2 {
+		if _, err := a.Read(nil); !errors.Is(err, ErrStuck) {
+			t.Fatalf("read of a stuck Attr: %v, want ErrStuck", err)
+		}
+	}
+	if b, err := other.Read(nil); err != nil || string(b) != "400 Gb/sec (4X NDR)\n" {
+		t.Errorf("another Attr while one is stuck: %q, %v", b, err)
+	}
+	if s := stats(t, d); s != (ReadStats{Refused: 2, Stuck: 1, InFlight: 1}) {
+		t.Errorf("while stuck: %+v, want 2 refused, 1 stuck, 1 in flight", s)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the stuck read, released: %v", err)
+	}
+	if s := stats(t, d); s != (ReadStats{Refused: 2}) {
+		t.Errorf("after release: %+v, want 2 refused, nothing in flight", s)
+	}
+	a.Close()
+	if _, ok := d.reads.attrs[a]; ok {
+		t.Error("a closed Attr is still counted")
+	}
+}
+
+// Close does not wait for a read stuck in the kernel (a device's
+// attributes are replaced while one of its files is wedged); the read
+// closes the descriptor when it returns.
+func TestAttrCloseDuringStuckRead(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"state": "4: ACTIVE\n"})
+	d := Dir(dir).(*dirFS)
+	a := NewAttr(d, "state")
+	if _, err := a.Read(nil); err != nil {
+		t.Fatal(err)
+	}
+	open := keptCount()
+	release, done := holdAttr(t, d, a)
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(guard):
+		t.Fatal("Close waited for the stuck read")
+	}
+	if keptCount() != open {
+		t.Errorf("Close released the descriptor of a read in flight: %d kept, was %d", keptCount(), open)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the held read: %v", err)
+	}
+	if keptCount() != open-1 {
+		t.Errorf("the read that returned after Close kept its descriptor: %d kept, want %d", keptCount(), open-1)
 	}
 }

@@ -6,6 +6,7 @@ package hostfs
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -106,14 +107,20 @@ func (d *dirFS) ReadStats() ReadStats { return d.reads.stats(mono()) }
 // SetStuckAfter implements Guarded.
 func (d *dirFS) SetStuckAfter(after time.Duration) { d.reads.setStuckAfter(after) }
 
-// registry is the set of paths with a read in flight. One mutex and one
-// map: a read costs a lock, a map insert and a delete, and there are
-// rarely more than a few reads in flight at once.
+// registry is the set of paths with a read in flight, and the Attrs
+// whose reads guard themselves. A read by path (ReadFile, ReadDir,
+// ReadLink, ReadTail) costs a lock, a map insert and a delete; an Attr
+// read, a scrape's hundreds of counters, costs two atomic adds on the
+// Attr and no shared lock (pprof: the registry was 8% of a dgx-h100
+// scrape), and the Attrs are looked at only when the stats are asked.
 type registry struct {
 	mu         sync.Mutex
-	stuckAfter time.Duration
+	stuckAfter atomic.Int64 // a time.Duration
 	paths      map[string]inflight
-	refused    uint64
+	refused    atomic.Uint64
+	// attrs are the Attrs of this FS that are not closed: ReadStats
+	// counts their reads in flight and stuck.
+	attrs map[*Attr]struct{}
 }
 
 // epoch is the origin of the registry's clock. Times are kept as the
@@ -132,7 +139,9 @@ type inflight struct {
 }
 
 func newRegistry() *registry {
-	return &registry{stuckAfter: DefaultStuckAfter, paths: map[string]inflight{}}
+	r := &registry{paths: map[string]inflight{}, attrs: map[*Attr]struct{}{}}
+	r.stuckAfter.Store(int64(DefaultStuckAfter))
+	return r
 }
 
 // begin registers a read of p, or refuses it when a read of p has been in
@@ -141,9 +150,9 @@ func (r *registry) begin(op, p string) (time.Duration, error) {
 	now := mono()
 	r.mu.Lock()
 	e, ok := r.paths[p]
-	if ok && now-e.start >= r.stuckAfter {
-		r.refused++
+	if ok && now-e.start >= r.after() {
 		r.mu.Unlock()
+		r.refused.Add(1)
 		return 0, &StuckError{Op: op, Path: p, Since: epoch.Add(e.start), For: now - e.start}
 	}
 	if !ok {
@@ -172,21 +181,40 @@ func (r *registry) end(p string, start time.Duration) {
 	r.paths[p] = e
 }
 
+func (r *registry) after() time.Duration { return time.Duration(r.stuckAfter.Load()) }
+
+// addAttr and removeAttr keep the set of open Attrs.
+func (r *registry) addAttr(a *Attr) {
+	r.mu.Lock()
+	r.attrs[a] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *registry) removeAttr(a *Attr) {
+	r.mu.Lock()
+	delete(r.attrs, a)
+	r.mu.Unlock()
+}
+
 func (r *registry) stats(now time.Duration) ReadStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := ReadStats{Refused: r.refused}
+	after := r.after()
+	s := ReadStats{Refused: r.refused.Load()}
 	for _, e := range r.paths {
 		s.InFlight += e.n
-		if now-e.start >= r.stuckAfter {
+		if now-e.start >= after {
+			s.Stuck++
+		}
+	}
+	for a := range r.attrs {
+		n, start, busy := a.inFlight()
+		s.InFlight += n
+		if busy && now-start >= after {
 			s.Stuck++
 		}
 	}
 	return s
 }
 
-func (r *registry) setStuckAfter(d time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stuckAfter = d
-}
+func (r *registry) setStuckAfter(d time.Duration) { r.stuckAfter.Store(int64(d)) }

@@ -134,6 +134,7 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 		r.row("raw floor (os.ReadFile)", "RawFloor/"+h)
 		r.row("syscall floor", "SyscallFloor/"+h)
 		r.row("procfs", "Procfs/"+h)
+		r.row("text exposition (all collectors' samples, no reads)", "WriteText/"+h)
 		p("\n")
 	}
 
