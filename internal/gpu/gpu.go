@@ -313,19 +313,12 @@ func readID(sys hostfs.FS, name string, max uint64) (uint64, error) {
 // with a PCI function. Software devices (rxe, siw) have none and are left
 // out; a dangling class link is the infiniband collector's to report.
 func readEndpoints(sys hostfs.FS, keep func(string) bool, errs *[]error) ([]Endpoint, error) {
-	entries, err := sys.ReadDir(infiniband.ClassDir)
+	names, err := infiniband.DeviceNames(sys, keep)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, infiniband.ErrNoClass
-		}
 		return nil, err
 	}
 	var out []Endpoint
-	for _, e := range entries {
-		name := e.Name()
-		if keep != nil && !keep(name) {
-			continue
-		}
+	for _, name := range names {
 		link, err := sys.ReadLink(infiniband.ClassDir + "/" + name)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {

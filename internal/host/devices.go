@@ -40,17 +40,14 @@ type entryID struct {
 // identities; nil when the directory cannot be read (then nothing is
 // compared: the slow read reports the error).
 func readClassEntries(sys hostfs.FS, keep func(string) bool) classEntries {
-	entries, err := sys.ReadDir(infiniband.ClassDir)
+	names, err := infiniband.DeviceNames(sys, keep)
 	if err != nil {
 		return nil
 	}
 	out := classEntries{}
-	for _, e := range entries {
-		if !keep(e.Name()) {
-			continue
-		}
-		id, ok, _ := hostfs.IdentityOf(sys, infiniband.ClassDir+"/"+e.Name())
-		out[e.Name()] = entryID{id, ok}
+	for _, name := range names {
+		id, ok, _ := hostfs.IdentityOf(sys, infiniband.ClassDir+"/"+name)
+		out[name] = entryID{id, ok}
 	}
 	return out
 }

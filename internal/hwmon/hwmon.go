@@ -91,21 +91,17 @@ type Options struct {
 // host's /sys). It returns an error only when the class directory cannot
 // be listed for another reason than its absence, or when ctx ends.
 func Read(ctx context.Context, sys hostfs.FS, opts Options) (*Snapshot, error) {
-	entries, err := sys.ReadDir(infiniband.ClassDir)
+	names, err := infiniband.DeviceNames(sys, opts.Keep)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, infiniband.ErrNoClass) {
 			return &Snapshot{}, nil
 		}
 		return nil, err
 	}
 	s := &Snapshot{}
-	for _, e := range entries {
+	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return s, err
-		}
-		name := e.Name()
-		if opts.Keep != nil && !opts.Keep(name) {
-			continue
 		}
 		d := sysattr.Dir{FS: sys}
 		sensors := readDevice(&d, infiniband.ClassDir+"/"+name+"/device/hwmon")

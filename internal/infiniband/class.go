@@ -212,18 +212,9 @@ func (st *static) close() {
 // first, the devices read so far are returned with ctx's error: one wedged
 // file costs its device, not the whole class.
 func (r *Reader) Read(ctx context.Context) (*Class, error) {
-	entries, err := r.sys.ReadDir(ClassDir)
+	names, err := DeviceNames(r.sys, r.keep)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, ErrNoClass
-		}
 		return nil, err
-	}
-	var names []string
-	for _, e := range entries {
-		if r.keep == nil || r.keep(e.Name()) {
-			names = append(names, e.Name())
-		}
 	}
 	r.forget(names)
 
@@ -593,4 +584,25 @@ func ParseDevPort(s string) (int, error) {
 		return 0, fmt.Errorf("port index %q: not a small unsigned number", s)
 	}
 	return int(v), nil
+}
+
+// DeviceNames lists the RDMA devices of sys's class directory that keep
+// accepts (nil keeps all), in directory order: the one listing every
+// reader of per-device files starts from, so that an excluded device is
+// never touched. It returns ErrNoClass when the host has no RDMA core.
+func DeviceNames(sys hostfs.FS, keep func(string) bool) ([]string, error) {
+	entries, err := sys.ReadDir(ClassDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNoClass
+		}
+		return nil, err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if keep == nil || keep(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }

@@ -196,18 +196,13 @@ type Device struct {
 // /sys/class/infiniband that keep accepts (nil keeps all), concurrently.
 // It returns infiniband.ErrNoClass when the host has no RDMA core.
 func ReadDevices(ctx context.Context, sys hostfs.FS, keep func(string) bool) ([]Device, error) {
-	entries, err := sys.ReadDir(infiniband.ClassDir)
+	names, err := infiniband.DeviceNames(sys, keep)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, infiniband.ErrNoClass
-		}
 		return nil, err
 	}
-	var devs []Device
-	for _, e := range entries {
-		if keep == nil || keep(e.Name()) {
-			devs = append(devs, Device{Name: e.Name()})
-		}
+	devs := make([]Device, len(names))
+	for i, n := range names {
+		devs[i].Name = n
 	}
 	var wg sync.WaitGroup
 	for i := range devs {

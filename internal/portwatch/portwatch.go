@@ -188,22 +188,18 @@ func (w *Watcher) Sample() {
 // vanished ones dropped (their series go with them).
 func (w *Watcher) rescan() {
 	found := map[key]string{}
-	devs, err := w.opts.Sys.ReadDir("class/infiniband")
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	names, err := infiniband.DeviceNames(w.opts.Sys, w.opts.Keep)
+	if err != nil && !errors.Is(err, infiniband.ErrNoClass) {
 		return // keep what we have; the next rescan tries again
 	}
-	for _, d := range devs { // none without the RDMA core
-		name := d.Name()
-		if w.opts.Keep != nil && !w.opts.Keep(name) {
-			continue
-		}
-		ports, err := w.opts.Sys.ReadDir("class/infiniband/" + name + "/ports")
+	for _, name := range names { // none without the RDMA core
+		ports, err := w.opts.Sys.ReadDir(infiniband.ClassDir + "/" + name + "/ports")
 		if err != nil {
 			continue
 		}
 		for _, pe := range ports {
 			if n, err := strconv.Atoi(pe.Name()); err == nil && n >= 1 {
-				found[key{name, n}] = "class/infiniband/" + name + "/ports/" + pe.Name() + "/"
+				found[key{name, n}] = infiniband.ClassDir + "/" + name + "/ports/" + pe.Name() + "/"
 			}
 		}
 	}
