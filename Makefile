@@ -87,15 +87,16 @@ image: build
 
 # docs/performance.md: the benchmarks behind it (go test -bench: the scrape
 # against the raw floor and prometheus/procfs, growth with devices, IRQs,
-# diagnose), the load test at LOAD_REQUESTS and the side-by-side run against
-# node_exporter (tools/sidebyside: builds rdma_doctor, installs the pinned
-# node_exporter into ~/.cache/rdma_doctor-bench, generates hosts into a
-# temporary directory, mounts tools/slowfs: needs root and /dev/fuse), then
-# tools/perfreport. Not part of make test. SIDEBYSIDE_FLAGS passes flags,
-# e.g. SIDEBYSIDE_FLAGS='-rdma-doctor ./rdma_doctor -scrapes 300'. BENCH_RAW,
+# diagnose, the port state sampler), the load test at LOAD_REQUESTS and the
+# side-by-side run against node_exporter (tools/sidebyside: builds
+# rdma_doctor, installs the pinned node_exporter into
+# ~/.cache/rdma_doctor-bench, generates hosts into a temporary directory,
+# mounts tools/slowfs: needs root and /dev/fuse), then tools/perfreport.
+# Not part of make test. SIDEBYSIDE_FLAGS passes flags, e.g.
+# SIDEBYSIDE_FLAGS='-rdma-doctor ./rdma_doctor -scrapes 300'. BENCH_RAW,
 # if set, is a directory that keeps the raw outputs (bench.txt, load.txt,
 # sidebyside.json) from which perfreport can rewrite the page.
-BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose
+BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose ./internal/portwatch
 LOAD_REQUESTS    ?= 20000
 SIDEBYSIDE_FLAGS ?=
 BENCH_RAW        ?=

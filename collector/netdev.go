@@ -22,6 +22,7 @@ type netdevCollector struct {
 	ipoibInfo, connected, connectedSupported, enhanced, roceGIDs *expo.Desc
 	ethtoolInfo, speed, ethtoolStat, prioStat, charDevice        *expo.Desc
 	link, extState, downEvents, fecCorrected, fecUncorrectable   *expo.Desc
+	carrierChanges, carrierUp, carrierDown                       *expo.Desc
 }
 
 // NewNetdevCollector builds the netdev collector; the ethtool query and
@@ -32,6 +33,9 @@ func NewNetdevCollector(Env) Collector {
 		mtu:                desc("rdma_netdev_mtu_bytes", "Netdev MTU.", "netdev"),
 		up:                 desc("rdma_netdev_up", "1 when the netdev's operstate is up.", "netdev"),
 		carrier:            desc("rdma_netdev_carrier", "Netdev carrier (1 link detected); absent while the interface is down.", "netdev"),
+		carrierChanges:     desc("rdma_netdev_carrier_changes_total", "Carrier transitions (up or down) the kernel counted since the netdev was registered (carrier_changes); a flap between two scrapes shows here.", "netdev"),
+		carrierUp:          desc("rdma_netdev_carrier_up_total", "Carrier up transitions since the netdev was registered (carrier_up_count, Linux 4.16+); absent on older kernels.", "netdev"),
+		carrierDown:        desc("rdma_netdev_carrier_down_total", "Carrier down transitions since the netdev was registered (carrier_down_count, Linux 4.16+); absent on older kernels.", "netdev"),
 		ipv6Disabled:       desc("rdma_netdev_ipv6_disabled", "1 when IPv6 is disabled on the netdev (net.ipv6.conf.<if>.disable_ipv6); a site policy, not a requirement.", "netdev"),
 		ipoibInfo:          desc("rdma_netdev_ipoib_info", "IPoIB interface attributes: partition key, and the parent of a pkey child interface (empty for a parent); always 1.", "netdev", "pkey", "parent"),
 		connected:          desc("rdma_netdev_ipoib_connected_mode", "1 when the IPoIB interface runs connected mode, 0 datagram.", "netdev"),
@@ -77,6 +81,9 @@ func (c *netdevCollector) netdev(ch chan<- prometheus.Metric, n *netdev.Netdev) 
 		gauge(ch, c.up, b2f(n.OperState.V == "up"), n.Name)
 	}
 	optBool(ch, c.carrier, n.Carrier, n.Name)
+	optCounter(ch, c.carrierChanges, n.CarrierCounts.Changes, n.Name)
+	optCounter(ch, c.carrierUp, n.CarrierCounts.Up, n.Name)
+	optCounter(ch, c.carrierDown, n.CarrierCounts.Down, n.Name)
 	optBool(ch, c.ipv6Disabled, n.IPv6Disabled, n.Name)
 	if ib := n.IPoIB; ib != nil {
 		pkey := ""
@@ -126,6 +133,12 @@ func (c *netdevCollector) netdev(ch chan<- prometheus.Metric, n *netdev.Netdev) 
 				counter(ch, c.fecUncorrectable, float64(f.UncorrectableBlocks.V), n.Name)
 			}
 		}
+	}
+}
+
+func optCounter(ch chan<- prometheus.Metric, d *expo.Desc, o netdev.Opt[uint64], labels ...string) {
+	if o.OK {
+		counter(ch, d, float64(o.V), labels...)
 	}
 }
 

@@ -5,6 +5,9 @@ package collector
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
 
@@ -165,4 +169,53 @@ func benchCollector(b *testing.B, c Collector) {
 func BenchmarkScrapeNetdev(b *testing.B) {
 	env := hostEnv(b, "../fixtures/hosts/dgx-h100", func(o *rdmahost.Options) { o.Ethtool = &netdev.Ethtool{} })
 	benchCollector(b, on(env, NewNetdevCollector(env)))
+}
+
+// The carrier counters are live: a flap between two scrapes shows in the
+// second. No fixture has them (no recorded listing of an RDMA netdev), so a
+// copied host gets them: all three on one netdev, only carrier_changes
+// (kernels before 4.16) on the other.
+func TestNetdevCarrierCounters(t *testing.T) {
+	root := t.TempDir()
+	hostfstest.CopyTree(t, hostfstest.FixtureDir(t, "roce-cx6dx"), root)
+	write := func(netdev, file, value string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "sys/class/net", netdev, file), []byte(value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("enp59s0f0np0", "carrier_changes", "1")
+	write("enp59s0f0np0", "carrier_up_count", "1")
+	write("enp59s0f0np0", "carrier_down_count", "0")
+	write("enp59s0f1np1", "carrier_changes", "1")
+	env := hostEnv(t, root)
+	g := gatherOne(t, "netdev", on(env, NewNetdevCollector(env)))
+	names := []string{"rdma_netdev_carrier_changes_total", "rdma_netdev_carrier_up_total", "rdma_netdev_carrier_down_total"}
+	head := `
+# HELP rdma_netdev_carrier_changes_total Carrier transitions (up or down) the kernel counted since the netdev was registered (carrier_changes); a flap between two scrapes shows here.
+# TYPE rdma_netdev_carrier_changes_total counter
+rdma_netdev_carrier_changes_total{netdev="enp59s0f0np0"} %s
+rdma_netdev_carrier_changes_total{netdev="enp59s0f1np1"} 1
+# HELP rdma_netdev_carrier_down_total Carrier down transitions since the netdev was registered (carrier_down_count, Linux 4.16+); absent on older kernels.
+# TYPE rdma_netdev_carrier_down_total counter
+rdma_netdev_carrier_down_total{netdev="enp59s0f0np0"} %s
+# HELP rdma_netdev_carrier_up_total Carrier up transitions since the netdev was registered (carrier_up_count, Linux 4.16+); absent on older kernels.
+# TYPE rdma_netdev_carrier_up_total counter
+rdma_netdev_carrier_up_total{netdev="enp59s0f0np0"} %s
+`
+	if err := testutil.GatherAndCompare(g, strings.NewReader(fmt.Sprintf(head, "1", "0", "1")), names...); err != nil {
+		t.Error(err)
+	}
+	write("enp59s0f0np0", "carrier_changes", "3")
+	write("enp59s0f0np0", "carrier_up_count", "2")
+	write("enp59s0f0np0", "carrier_down_count", "1")
+	if err := testutil.GatherAndCompare(g, strings.NewReader(fmt.Sprintf(head, "3", "1", "2")), names...); err != nil {
+		t.Errorf("after a flap: %v", err)
+	}
+
+	// The fixtures have no such files: no series, no error.
+	g = gatherOne(t, "netdev", netdevOn(t, "roce-cx6dx"))
+	if n, _ := testutil.GatherAndCount(g, names...); n != 0 {
+		t.Errorf("%d carrier counter series on a fixture without the files", n)
+	}
 }

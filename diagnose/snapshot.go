@@ -15,6 +15,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -71,6 +72,9 @@ const (
 	// SourceRoCE: internal/roce.Read (ECN, CNP priority and default ToS
 	// from the tree; PFC, trust and global pause from the live kernel).
 	SourceRoCE Source = "roce"
+	// SourceHwmon: internal/hwmon through host.Snapshot.Temperatures (the
+	// RDMA devices' temperature sensors, on the slow interval).
+	SourceHwmon Source = "hwmon"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -132,6 +136,10 @@ type Snapshot struct {
 	// it is nil (host.ErrNotLive on a fixture tree).
 	Devlink    *host.Devlink
 	DevlinkErr error
+	// Hwmon is the temperature sensors of the RDMA devices; HwmonErr is
+	// why it is nil.
+	Hwmon    *hwmon.Snapshot
+	HwmonErr error
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -215,6 +223,10 @@ func (s *Snapshot) unavailable(src Source) string {
 		}
 		if s.Devlink.Health != nil && s.Devlink.Health.Outcomes[devlink.QueryHealth][devlink.StatusNoDevlink] > 0 {
 			return "this kernel has no devlink family (CONFIG_NET_DEVLINK)"
+		}
+	case SourceHwmon:
+		if s.Hwmon == nil {
+			return "cannot read the temperature sensors: " + errText(s.HwmonErr)
 		}
 	case SourceGPU:
 		if s.GPU == nil {
@@ -309,6 +321,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		s.Placement, s.PlacementErr = hs.Placement(ctx)
 		s.Topology = hs.Topology(ctx)
 		s.GPU, s.GPUErr = hs.GPUs(ctx)
+		s.Hwmon, s.HwmonErr = hs.Temperatures(ctx)
 	}()
 	go func() {
 		defer wg.Done()

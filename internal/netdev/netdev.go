@@ -69,6 +69,12 @@ type Netdev struct {
 	// up). Down by the admin is a choice; up without carrier is a fault.
 	AdminUp      Opt[bool]
 	IPv6Disabled Opt[bool]
+	// Carrier counts the kernel keeps since the netdev was registered
+	// (carrier_changes, Linux 3.15+; carrier_up_count and
+	// carrier_down_count, Linux 4.16+): a flap between two scrapes shows
+	// here when the carrier file already reads up again. Absent where the
+	// kernel has no such file.
+	CarrierCounts CarrierCounts
 	// IPoIB is set for IPoIB interfaces.
 	IPoIB *IPoIB
 	// GIDTypes counts the GID table entries naming this netdev, by type
@@ -77,6 +83,15 @@ type Netdev struct {
 	// Ethtool is what the running kernel reports; nil when not queried or
 	// when the kernel has no such interface in this network namespace.
 	Ethtool *EthtoolInfo
+}
+
+// CarrierCounts are a netdev's carrier transition counters. The kernel
+// derives carrier_changes as up + down, so each is kept as read rather
+// than computed from the others.
+type CarrierCounts struct {
+	Changes Opt[uint64]
+	Up      Opt[uint64]
+	Down    Opt[uint64]
 }
 
 // IPoIB holds the IPoIB-only attributes.
@@ -362,10 +377,10 @@ func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool) {
 // liveFiles are the attributes of a netdev that change between scrapes;
 // the rest (which netdevs carry RDMA, their kind, port, PCI function, GID
 // types, IPoIB mode and pkey) changes only when the admin reconfigures.
-var liveFiles = []string{"operstate", "carrier", "flags", "mtu"}
+var liveFiles = []string{"operstate", "carrier", "flags", "mtu", "carrier_changes", "carrier_up_count", "carrier_down_count"}
 
 // Refresh re-reads the live part of a snapshot: each netdev's operstate,
-// carrier, flags and MTU, and the ethtool query (statistics are
+// carrier, carrier counts, flags and MTU, and the ethtool query (statistics are
 // counters). base, read by Read a while ago, is not changed; the result
 // shares its other attributes. Its errors are base's other errors and the
 // live reads'.
@@ -383,12 +398,23 @@ func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool)
 		nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
 		nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
 		nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
+		nd.CarrierCounts = carrierCounts(r, dir)
 		nd.AdminUp = adminUp(r, dir)
 		nd.Ethtool = nil
 	}
 	r.ethtoolAll(ctx, s, et)
 	s.Errors = r.errs
 	return s, ctx.Err()
+}
+
+// carrierCounts reads the carrier transition counters; a file the kernel
+// lacks (before 4.16 only carrier_changes exists) is absent, no error.
+func carrierCounts(r *reader, dir string) CarrierCounts {
+	return CarrierCounts{
+		Changes: parsed(r, dir+"/carrier_changes", infiniband.ParseUint),
+		Up:      parsed(r, dir+"/carrier_up_count", infiniband.ParseUint),
+		Down:    parsed(r, dir+"/carrier_down_count", infiniband.ParseUint),
+	}
 }
 
 func adminUp(r *reader, dir string) Opt[bool] {
@@ -409,6 +435,7 @@ func (r *reader) netdev(name string, kind Kind) Netdev {
 	nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
 	nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
 	nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
+	nd.CarrierCounts = carrierCounts(r, dir)
 	nd.AdminUp = adminUp(r, dir)
 	// /proc/sys/net/ipv6/conf/<if> is missing when IPv6 is disabled for
 	// the whole kernel (ipv6.disable=1); then the value is unknown here.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -270,6 +271,77 @@ func TestReadRoCEWithoutGIDAttrs(t *testing.T) {
 	s := read(t, hostfs.Host{Root: h.Root, Sys: sys, Proc: h.Proc}, Options{})
 	if len(s.Errors) != 0 || len(s.Netdevs) != 2 || summary(s.Netdevs[0]) != "enp59s0f0np0 roce mlx5_0/1 mtu=9000 ipv6off=false" {
 		t.Errorf("errors %v netdevs %v", s.Errors, s.Netdevs)
+	}
+}
+
+// carrierHost is a copy of roce-cx6dx whose first netdev has the three
+// carrier counters of a kernel ≥ 4.16 and whose second has only
+// carrier_changes, as kernels 3.15 to 4.15 do. No recorded listing of an
+// RDMA netdev has them, so they live only here, not in the fixture.
+func carrierHost(t *testing.T) (hostfs.Host, func(netdev, file, value string)) {
+	t.Helper()
+	root := t.TempDir()
+	hostfstest.CopyTree(t, hostfstest.FixtureDir(t, "roce-cx6dx"), root)
+	write := func(netdev, file, value string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, "sys/class/net", netdev, file), []byte(value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("enp59s0f0np0", "carrier_changes", "7")
+	write("enp59s0f0np0", "carrier_up_count", "4")
+	write("enp59s0f0np0", "carrier_down_count", "3")
+	write("enp59s0f1np1", "carrier_changes", "1")
+	p, err := hostfs.Paths{Rootfs: root}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Open(), write
+}
+
+func counts(c CarrierCounts) string {
+	o := func(v Opt[uint64]) string {
+		if !v.OK {
+			return "-"
+		}
+		return fmt.Sprint(v.V)
+	}
+	return o(c.Changes) + "/" + o(c.Up) + "/" + o(c.Down)
+}
+
+func TestCarrierCounts(t *testing.T) {
+	h, write := carrierHost(t)
+	s := read(t, h, Options{})
+	if len(s.Errors) != 0 || len(s.Netdevs) != 2 {
+		t.Fatalf("errors %v netdevs %v", s.Errors, s.Netdevs)
+	}
+	if got := counts(s.Netdevs[0].CarrierCounts) + " " + counts(s.Netdevs[1].CarrierCounts); got != "7/4/3 1/-/-" {
+		t.Errorf("carrier counts %s, want 7/4/3 1/-/-", got)
+	}
+
+	// A flap between two scrapes, and a garbled counter: the refresh
+	// reads the new values, the garbage is absent and counted.
+	write("enp59s0f0np0", "carrier_changes", "9")
+	write("enp59s0f0np0", "carrier_up_count", "5")
+	write("enp59s0f0np0", "carrier_down_count", "4")
+	write("enp59s0f1np1", "carrier_changes", "x")
+	r, err := Refresh(context.Background(), h, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(r.Netdevs[0].CarrierCounts) + " " + counts(r.Netdevs[1].CarrierCounts); got != "9/5/4 -/-/-" {
+		t.Errorf("refreshed carrier counts %s, want 9/5/4 -/-/-", got)
+	}
+	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Error(), "enp59s0f1np1/carrier_changes") {
+		t.Errorf("refresh errors %v, want the garbled carrier_changes", r.Errors)
+	}
+	if counts(s.Netdevs[0].CarrierCounts) != "7/4/3" {
+		t.Error("Refresh changed its base")
+	}
+	// The refresh after that drops the old parse error: it is a live file.
+	write("enp59s0f1np1", "carrier_changes", "2")
+	if r2, _ := Refresh(context.Background(), h, r, nil); len(r2.Errors) != 0 || counts(r2.Netdevs[1].CarrierCounts) != "2/-/-" {
+		t.Errorf("second refresh errors %v counts %s", r2.Errors, counts(r2.Netdevs[1].CarrierCounts))
 	}
 }
 

@@ -229,7 +229,10 @@ func (w *Watcher) rescan() {
 // read reads one port's state and phys_state (the latter zero when it
 // cannot be read: state alone decides).
 func (p *watched) read() (st, ps infiniband.Enum, err error) {
-	var buf [32]byte
+	// 64 bytes: hostfs.Attr allocates a 4 KiB buffer for anything smaller,
+	// which was 74 KB a round on the DGX host (BenchmarkPortwatchRound).
+	// The longest value, "6: Link Error Recovery\n", is 23.
+	var buf [64]byte
 	b, err := p.state.Read(buf[:0])
 	if err == nil {
 		st, err = infiniband.ParseEnum(string(b))

@@ -177,9 +177,47 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 	r.row("checks alone (dgx-h100)", "Evaluate/dgx-h100")
 	p("\n")
 
+	writePortwatch(w, bench)
+	p("\n")
+
 	writeLoad(w, load)
 	p("\n")
 	writeSideBySide(w, sbs)
+}
+
+// portwatchGoal is issue 17's budget for the port state sampler: under
+// 0.5 % of one core at the default 1 s interval.
+const portwatchGoal = 0.005
+
+// writePortwatch states the port state sampler's cost as a share of one
+// core: one round per interval, so CPU per round over the interval.
+func writePortwatch(w io.Writer, bench map[string]result) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## Port state sampler\n\n")
+	p("One round of the server's port state sampler (internal/portwatch\n")
+	p("BenchmarkPortwatchRound: state and phys_state of every port with pread on\n")
+	p("kept descriptors, the port list re-read every 10th round) on the DGX\n")
+	p("fixture's 9 ports. It runs once a second by default, so its CPU per round\n")
+	p("over 1 s is its share of one core; the goal is under %.1f %%. The fixture\n", portwatchGoal*100)
+	p("is page cache: on mlx5 a state read asks the driver (ib_query_port), which\n")
+	p("only a real host shows.\n\n")
+	res, ok := bench["PortwatchRound/dgx-h100"]
+	if !ok {
+		p("Not measured in this run.\n")
+		return
+	}
+	share, verdict := "–", "–"
+	if cpu := res["cpu-ns/op"]; cpu > 0 {
+		f := cpu / float64(time.Second)
+		share = fmt.Sprintf("%.3f %%", f*100)
+		verdict = "within the goal"
+		if f >= portwatchGoal {
+			verdict = "**over the goal**"
+		}
+	}
+	p("| | wall/op | CPU/op | bytes/op | allocs/op | CPU at 1 s | goal < %.1f %% |\n|---|---|---|---|---|---|---|\n", portwatchGoal*100)
+	p("| round (dgx-h100, 9 ports) | %s | %s | %s | %s | %s | %s |\n", dur(res["ns/op"]), dur(res["cpu-ns/op"]),
+		num(res["B/op"]), count(res["allocs/op"]), share, verdict)
 }
 
 func writeLoad(w io.Writer, load map[string]string) {

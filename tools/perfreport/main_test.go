@@ -52,3 +52,34 @@ func TestWriteLoad(t *testing.T) {
 		t.Errorf("load table:\n%s", sb.String())
 	}
 }
+
+func TestWritePortwatch(t *testing.T) {
+	for _, tc := range []struct {
+		cpu  string
+		want []string
+	}{
+		// 22.4 µs of CPU a round is 0.002 % of a core at 1 s.
+		{"22435", []string{"| round (dgx-h100, 9 ports) |", "| 22µs |", "| 0.002 % | within the goal |"}},
+		// 6 ms a round would be 0.6 %: over the 0.5 % goal.
+		{"6000000", []string{"| 0.600 % | **over the goal** |"}},
+	} {
+		bench, _, err := parseBench(strings.NewReader("BenchmarkPortwatchRound/dgx-h100-2 53410 23834 ns/op " + tc.cpu + " cpu-ns/op 983 B/op 30 allocs/op\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		write(&sb, bench, "cpu", nil, nil)
+		for _, w := range tc.want {
+			if !strings.Contains(sb.String(), w) {
+				t.Errorf("cpu-ns/op %s: no %q in\n%s", tc.cpu, w, sb.String())
+			}
+		}
+	}
+	var sb strings.Builder
+	write(&sb, map[string]result{}, "cpu", nil, nil)
+	_, section, _ := strings.Cut(sb.String(), "## Port state sampler")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !strings.Contains(section, "Not measured in this run.") || strings.Contains(section, "| round") {
+		t.Errorf("without the benchmark the section is:\n%s", section)
+	}
+}
