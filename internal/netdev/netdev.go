@@ -12,8 +12,8 @@ package netdev
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
-	"net"
 	"path"
 	"slices"
 	"sort"
@@ -359,13 +359,14 @@ func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool) {
 	if et == nil || len(s.Netdevs) == 0 {
 		return
 	}
-	// One netlink dump of the kernel's interfaces, not one per netdev.
-	kernel := map[string]int{}
-	if ifs, err := net.Interfaces(); err == nil {
-		for _, ifi := range ifs {
-			kernel[ifi.Name] = ifi.Index
-		}
+	// One ioctl per netdev on one socket, not a netlink dump of every
+	// interface the kernel has.
+	kernel, err := NewKernelIfindex()
+	if err != nil {
+		r.fail(fmt.Errorf("ethtool: a socket to look up netdevs: %w", err))
+		return
 	}
+	defer kernel.Close()
 	for i := range s.Netdevs {
 		if ctx.Err() != nil {
 			break
@@ -512,8 +513,8 @@ func (r *reader) isMlx5(nd *Netdev) (mlx5, known bool) {
 // and the same ifindex as the sysfs tree says. A fixture tree, or a pod
 // without the host network, names interfaces the kernel here does not
 // have (or has as something else); those are skipped, not errors.
-func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel map[string]int) {
-	idx, ok := kernel[nd.Name]
+func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel *KernelIfindex) {
+	idx, ok := kernel.Index(nd.Name)
 	if !nd.IfIndex.OK || !ok || uint64(idx) != nd.IfIndex.V {
 		return
 	}

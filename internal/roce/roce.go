@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"strconv"
 	"strings"
 
@@ -110,14 +109,23 @@ func EthtoolPause(name string) (Pause, error) {
 	return Pause{Autoneg: p.Autoneg != 0, RX: p.RxPause != 0, TX: p.TxPause != 0}, nil
 }
 
-func kernelInterfaces() (map[string]int, error) {
-	ifs, err := net.Interfaces()
+// kernelIndexes is the running kernel's ifindex of each RoCE netdev of
+// nds that it has: one ioctl each (netdev.KernelIfindex), not a netlink
+// dump of every interface.
+func kernelIndexes(nds []netdev.Netdev) (map[string]int, error) {
+	k, err := netdev.NewKernelIfindex()
 	if err != nil {
 		return nil, err
 	}
+	defer k.Close()
 	m := map[string]int{}
-	for _, i := range ifs {
-		m[i.Name] = i.Index
+	for i := range nds {
+		if nds[i].Kind != netdev.KindRoCE {
+			continue
+		}
+		if idx, ok := k.Index(nds[i].Name); ok {
+			m[nds[i].Name] = idx
+		}
 	}
 	return m, nil
 }
@@ -153,7 +161,7 @@ func Read(ctx context.Context, sys hostfs.FS, nds []netdev.Netdev, opts Options)
 	if opts.Conn != nil || opts.Pause != nil {
 		list := opts.Interfaces
 		if list == nil {
-			list = kernelInterfaces
+			list = func() (map[string]int, error) { return kernelIndexes(nds) }
 		}
 		var err error
 		if kernel, err = list(); err != nil {
