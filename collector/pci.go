@@ -20,6 +20,7 @@ type pciCollector struct {
 	speed, width, maxSpeed, maxWidth *expo.Desc
 	degraded, pathDegraded           *expo.Desc
 	aer, rootAER                     *expo.Desc
+	maxPayload, maxReadRequest       *expo.Desc
 }
 
 // NewPCICollector builds the pci collector. Its data is the snapshot's
@@ -41,6 +42,9 @@ func NewPCICollector(Env) Collector {
 			"device", "kind"),
 		rootAER: desc("rdma_device_pcie_root_port_aer_messages_total", "AER error messages the root port above the RDMA device received from anything below it, by kind (aer_rootport_total_err_*).",
 			"device", "kind"),
+		// Both need the config space past its 64-byte header: root only.
+		maxPayload:     desc("rdma_device_pcie_max_payload_bytes", "Max_Payload_Size the RDMA device's function may send (PCIe DevCtl, as lspci's MaxPayload); absent without root.", dl...),
+		maxReadRequest: desc("rdma_device_pcie_max_read_request_bytes", "Max_Read_Request_Size the RDMA device's function may request (PCIe DevCtl, as lspci's MaxReadReq); absent without root.", dl...),
 	}
 }
 
@@ -78,6 +82,8 @@ func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if deg, ok := f.LinkDegraded(); ok {
 			gauge(ch, c.degraded, b2f(deg), d.Name)
 		}
+		optGauge(ch, c.maxPayload, f.Payload.MaxPayload, d.Name)
+		optGauge(ch, c.maxReadRequest, f.Payload.MaxReadRequest, d.Name)
 		errs = append(errs, f.Path.Errors...)
 		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, d.Name)
 	}

@@ -213,6 +213,23 @@ func TestFixtureHosts(t *testing.T) {
 		{"sm-no-sm", "port.state", "mlx5_0/1", Warn, []string{"no subnet manager"}},
 		{"sm-opensm", "sm.local", "opensm 0x946dae0300cdf100", Pass, []string{"priority 14", "bound to 0x946dae0300cdf100"}},
 		{"roce-cx6dx", "sm.present", "host", Skip, []string{"RoCE"}},
+		// epyc-genoa, as its recording has it (the GPU checks are in
+		// gpu_test.go): every CX-7 port PORT_DOWN, two firmware versions
+		// on two cards, link files recorded for the first function of each
+		// card only, RoCE, no config space recorded.
+		{"epyc-genoa", "port.state", "mlx5_0/1", Fail, []string{"1: DOWN"}},
+		{"epyc-genoa", "port.state", "mlx5_3/1", Fail, []string{"1: DOWN"}},
+		{"epyc-genoa", "port.phys", "mlx5_0/1", Skip, []string{"phys_state"}},
+		{"epyc-genoa", "fw.uniform", "mlx5_0", Warn, []string{"28.41.1000", "28.43.2566 on mlx5_2, mlx5_3"}},
+		{"epyc-genoa", "fw.uniform", "mlx5_2", Pass, []string{"28.43.2566"}},
+		{"epyc-genoa", "pci.link", "mlx5_0", Pass, []string{"32 GT/s x16", "0000:21:00.0"}},
+		{"epyc-genoa", "pci.link", "mlx5_1", Skip, []string{"link files are absent"}},
+		{"epyc-genoa", "pci.numa", "mlx5_0", Pass, []string{"numa_node 0", "0-31"}},
+		{"epyc-genoa", "pci.numa", "mlx5_2", Pass, []string{"numa_node 1", "32-63"}},
+		{"epyc-genoa", "pci.payload", "mlx5_0", Skip, []string{"0000:21:00.0/config"}},
+		{"epyc-genoa", "sm.present", "host", Skip, []string{"no InfiniBand ports"}},
+		{"epyc-genoa", "drv.kernel", "host", Pass, []string{"6.8.0-64-generic"}},
+		{"epyc-genoa", "irq.local", "mlx5_2", Pass, []string{"all 8 completion IRQs local"}},
 	} {
 		r := reports[w.host]
 		if r == nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,7 +20,9 @@ import (
 // parser: it reads /sys/bus/pci/devices/*/config of the GPU fixture hosts
 // in a private mount namespace, and the ACSCtl it decodes for every bridge
 // the exporter reports must be the register the exporter exports, and
-// the redirect verdict must follow from it. lspci also insists on each function's irq and
+// the redirect verdict must follow from it; the DevCtl MaxPayload and
+// MaxReadReq it decodes for every RDMA device's function must be the
+// exporter's rdma_device_pcie_max_{payload,read_request}_bytes. lspci also insists on each function's irq and
 // resource files, which the fixtures do not record: the test adds empty
 // ones to its copy, not to the fixture.
 func TestLspciAgrees(t *testing.T) {
@@ -76,9 +79,56 @@ func TestLspciAgrees(t *testing.T) {
 			if want := map[string]int{"hgx-h100": 0, "hgx-h100-nogdr": 14}[host]; redirect != want {
 				t.Errorf("%d redirecting bridges, want %d", redirect, want)
 			}
+			sizes := lspciDevCtlSizes(string(out))
+			addr := map[string]string{}
+			for _, s := range fams["rdma_device_pci_info"] {
+				addr[s.labels["device"]] = s.labels["pci_address"]
+			}
+			for _, m := range []struct{ name, key string }{
+				{"rdma_device_pcie_max_payload_bytes", "MaxPayload"},
+				{"rdma_device_pcie_max_read_request_bytes", "MaxReadReq"},
+			} {
+				series := fams[m.name]
+				if len(series) == 0 || len(series) != len(addr) {
+					t.Errorf("%d %s series for %d RDMA devices", len(series), m.name, len(addr))
+				}
+				for _, s := range series {
+					a := addr[s.labels["device"]]
+					got, ok := sizes[a][m.key]
+					if !ok {
+						t.Errorf("%s (%s): lspci shows no DevCtl %s", s.labels["device"], a, m.key)
+						continue
+					}
+					if float64(got) != s.value {
+						t.Errorf("%s (%s): lspci DevCtl %s %d bytes, exporter %s %v", s.labels["device"], a, m.key, got, m.name, s.value)
+					}
+				}
+			}
 		})
 	}
 }
+
+// lspciDevCtlSizes maps each function of lspci -D -vvv to the sizes of
+// its DevCtl ("MaxPayload 256 bytes, MaxReadReq 4096 bytes", the block's
+// only line naming both; DevCap's names only MaxPayload).
+func lspciDevCtlSizes(out string) map[string]map[string]int {
+	res := map[string]map[string]int{}
+	cur := ""
+	for _, line := range strings.Split(out, "\n") {
+		if m := lspciFunc.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+			continue
+		}
+		if m := lspciDevCtlSize.FindStringSubmatch(line); m != nil && cur != "" {
+			mps, _ := strconv.Atoi(m[1])
+			mrrs, _ := strconv.Atoi(m[2])
+			res[cur] = map[string]int{"MaxPayload": mps, "MaxReadReq": mrrs}
+		}
+	}
+	return res
+}
+
+var lspciDevCtlSize = regexp.MustCompile(`^\s+MaxPayload (\d+) bytes, MaxReadReq (\d+) bytes`)
 
 var lspciFunc = regexp.MustCompile(`^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) `)
 

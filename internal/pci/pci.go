@@ -56,6 +56,10 @@ type Function struct {
 	// and the root port's AER statistics. Set by the readers that know
 	// the function's place in the tree (its chain).
 	Path Path
+	// Payload is the function's PCIe transaction sizes from its config
+	// space (root only). Read for RDMA devices only (ReadDevices): one
+	// more file per device, and the one reader that judges them.
+	Payload Payload
 	// Errors are the read and parse errors met, each naming its file.
 	Errors []error
 }
@@ -238,6 +242,9 @@ func readDevice(sys hostfs.FS, name string) Function {
 	}
 	f := ReadFunction(sys, dir)
 	f.Address = addr
+	if f.Payload, err = ReadPayload(sys, dir); err != nil {
+		f.Errors = append(f.Errors, err)
+	}
 	return f
 }
 
