@@ -272,7 +272,7 @@ func (p *P2P) Bridge(addr string) (*Bridge, bool) {
 // readConfig reads and parses a function's config file. A malformed
 // capability list is an error but keeps what was found before it.
 func readConfig(sys hostfs.FS, addr string) Config {
-	name := pci.BusDir + "/" + addr + "/config"
+	name := pci.BusDir + "/" + addr + "/" + pci.ConfigFile
 	b, err := sys.ReadFile(name)
 	if err != nil {
 		return Config{Err: err}
