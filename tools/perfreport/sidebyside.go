@@ -6,12 +6,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
 	"io"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/collector"
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
 )
 
 // The results file of tools/sidebyside.
@@ -127,10 +129,10 @@ func writeSBSIntro(p func(string, ...any), s *sideBySide) {
 	p("builds and tests while measured**: absolute times are noisy and vary from run to run.\n")
 	p("The interleaving is what makes the ratios meaningful: load that slows one scrape\n")
 	p("falls on its neighbours of the other exporter alike.\n\n")
-	p("- `default`: rdma_doctor's default collectors (infiniband, pci, irq, tuning, netdev, sm).\n")
-	p("  `infiniband`: that collector alone (`--no-collector.pci --no-collector.irq\n")
-	p("  --no-collector.tuning --no-collector.netdev --no-collector.sm`: rdma_doctor has no\n")
-	p("  `--collector.disable-defaults`). node_exporter runs its infiniband collector alone in both.\n")
+	p("- `default`: rdma_doctor's default collectors (%s; on a fixture tree the live-kernel\n", strings.Join(defaultCollectors(), ", "))
+	p("  ones, rdma_netlink, devlink and the ethtool query, ask nothing). `infiniband`: that\n")
+	p("  collector alone (`--collector.disable-defaults --collector.infiniband`). node_exporter\n")
+	p("  runs its infiniband collector alone in both.\n")
 	p("- Hosts: `fixtures/hosts/dgx-h100`, and `generated-N`: dgx-h100 with its RDMA devices\n")
 	p("  replaced by N clones of its `mlx5_0` (1 NDR port, 21 `counters/`, 26 `hw_counters/`)\n")
 	p("  with new names, PCI addresses and GUIDs, in the kernel's layout, generated into a\n")
@@ -320,4 +322,16 @@ func writeSBSDetail(p func(string, ...any), s *sideBySide) {
 			med(func(x sbsRepeat) float64 { return float64(x.Floor.MedianNS) }), med(func(x sbsRepeat) float64 { return float64(x.Floor.CPUNS) }))
 	}
 	p("\n")
+}
+
+// defaultCollectors are the collectors rdma_doctor runs by default, from
+// its collector table (so this page never lists a stale set).
+func defaultCollectors() []string {
+	var out []string
+	for _, c := range collector.Table {
+		if c.Default {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }

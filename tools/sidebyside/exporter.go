@@ -199,11 +199,10 @@ type exporterSpec struct {
 	args func(root string, port int) []string
 }
 
-// rdmaDoctorCollectors are rdma_doctor's collectors enabled by default
-// (./rdma_doctor --help); the infiniband-only run disables the others one
-// by one, since rdma_doctor has no --collector.disable-defaults.
-var rdmaDoctorOthers = []string{"pci", "irq", "tuning", "netdev", "sm"}
-
+// rdmaDoctor runs rdma_doctor with its default collectors, or with the
+// infiniband collector alone (--collector.disable-defaults, as
+// node_exporter is run), so that a collector added to the defaults never
+// slips into the infiniband-only comparison.
 func rdmaDoctor(bin string, infinibandOnly bool) exporterSpec {
 	name := "rdma_doctor-default"
 	if infinibandOnly {
@@ -212,9 +211,7 @@ func rdmaDoctor(bin string, infinibandOnly bool) exporterSpec {
 	return exporterSpec{name: name, bin: bin, args: func(root string, port int) []string {
 		a := []string{"--path.rootfs=" + root, "--web.listen-address=127.0.0.1:" + strconv.Itoa(port), "--log.level=error"}
 		if infinibandOnly {
-			for _, c := range rdmaDoctorOthers {
-				a = append(a, "--no-collector."+c)
-			}
+			a = append(a, "--collector.disable-defaults", "--collector.infiniband")
 		}
 		return a
 	}}
