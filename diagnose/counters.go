@@ -23,34 +23,34 @@ type counterCheck struct {
 	action string
 }
 
-func registerCounterCheck(id, title, doc, remedy string, cc counterCheck) {
+func (l *checkList) registerCounterCheck(id, title, doc, remedy string, cc counterCheck) {
 	reads := []Source{SourceInfiniband, SourceHistory}
-	register(&Check{ID: id, Title: title, Reads: reads, Doc: doc, Remedy: remedy, Run: cc.run})
+	l.register(&Check{ID: id, Title: title, Reads: reads, Doc: doc, Remedy: remedy, Run: cc.run})
 }
 
-func init() {
+func countersChecks(l *checkList) {
 	mlx := func(d *infiniband.Device, p *infiniband.Port) string {
 		return fmt.Sprintf("mlxlink -d %s -p %d -c (BER and error counters)", mlxlinkDev(d), p.Num)
 	}
-	registerCounterCheck("ctr.symbol", "Symbol errors",
+	l.registerCounterCheck("ctr.symbol", "Symbol errors",
 		"counters/symbol_error: minor errors on the physical lanes. Thresholds per window: warn above 0, fail above 10 (rdma-core error_thresholds).",
 		"Clean or replace the cable and transceiver, check the peer port.",
 		counterCheck{names: []string{"symbol_error"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
 			return fmt.Sprintf("physical lane errors on %s: clean or replace the cable and transceiver, check the peer switch port; %s", t, mlx(d, p))
 		}})
-	registerCounterCheck("ctr.recovery", "Link error recovery",
+	l.registerCounterCheck("ctr.recovery", "Link error recovery",
 		"counters/link_error_recovery: the link retrained after errors (a flaky PHY). Warn above 0, fail above 10 per window.",
 		"Replace the cable or transceiver; check the peer port.",
 		counterCheck{names: []string{"link_error_recovery"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
 			return fmt.Sprintf("%s keeps retraining: replace the cable or transceiver, check the peer switch port; %s", t, mlx(d, p))
 		}})
-	registerCounterCheck("ctr.downed", "Link went down",
+	l.registerCounterCheck("ctr.downed", "Link went down",
 		"counters/link_downed: link error recovery failed and the link went down. Fail above 0 per window.",
 		"Check cable, transceiver and switch port; dmesg shows the link-down events.",
 		counterCheck{names: []string{"link_downed"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
 			return fmt.Sprintf("%s went down: check the cable, transceiver and peer switch port, and dmesg for mlx5_core link events; %s", t, mlx(d, p))
 		}})
-	registerCounterCheck("ctr.rcv_err", "Receive errors",
+	l.registerCounterCheck("ctr.rcv_err", "Receive errors",
 		"counters/port_rcv_errors (bad packets received: local PHY, malformed, overrun; warn above 0, fail above 10) and "+
 			"port_rcv_remote_physical_errors (packets marked bad upstream; warn above 0, fail above 100).",
 		"Local errors: cable and transceiver. Remote physical errors: an upstream link; run ibqueryerrors on the fabric.",
@@ -58,14 +58,14 @@ func init() {
 			return fmt.Sprintf("bad packets received on %s: port_rcv_errors point at the local link (cable, transceiver; %s), "+
 				"port_rcv_remote_physical_errors at a link upstream (ibqueryerrors on the SM host finds it)", t, mlx(d, p))
 		}})
-	registerCounterCheck("ctr.integrity", "Link integrity and buffer overruns",
+	l.registerCounterCheck("ctr.integrity", "Link integrity and buffer overruns",
 		"counters/local_link_integrity_errors (the local PHY error threshold tripped) and excessive_buffer_overrun_errors "+
 			"(flow-control overruns: misconfiguration or a bad signal). 4-bit counters: warn above 0, fail above 10 per window; at 15 they are saturated.",
 		"Replace the cable or transceiver; check VL and credit configuration of the peer.",
 		counterCheck{names: []string{"local_link_integrity_errors", "excessive_buffer_overrun_errors"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
 			return fmt.Sprintf("physical error thresholds tripped on %s: replace the cable or transceiver; buffer overruns also point at the peer's VL/credit configuration; %s", t, mlx(d, p))
 		}})
-	registerCounterCheck("ctr.discards", "Discards and dropped packets",
+	l.registerCounterCheck("ctr.discards", "Discards and dropped packets",
 		"counters/port_xmit_discards (port down or congested), port_rcv_switch_relay_errors, port_xmit_constraint_errors, "+
 			"port_rcv_constraint_errors (partition/filter drops) and VL15_dropped (management packets). Warn above 100 per window each.",
 		"Congestion or a down peer; constraint errors: check the partition (pkey) configuration.",
@@ -74,14 +74,14 @@ func init() {
 				return fmt.Sprintf("packets dropped on %s: transmit discards mean congestion or a down peer port; constraint errors a partition (pkey) "+
 					"mismatch with the SM's partitions.conf; VL15 drops an overloaded SM path", t)
 			}})
-	registerCounterCheck("ctr.xmit_wait", "Transmit wait (congestion)",
+	l.registerCounterCheck("ctr.xmit_wait", "Transmit wait (congestion)",
 		"counters/port_xmit_wait: ticks with data queued but no credits, i.e. fabric congestion. Warn above 1000 per window.",
 		"Look at the fabric: congested switch ports, the job's traffic pattern, adaptive routing and congestion control.",
 		counterCheck{names: []string{"port_xmit_wait"}, remedy: func(t string, _ *infiniband.Device, _ *infiniband.Port) string {
 			return fmt.Sprintf("%s waited for credits: the fabric is congested downstream; check the switch ports on the path (ibqueryerrors, UFM) and the traffic pattern", t)
 		}})
 
-	registerCounterCheck("hw.retrans", "Retransmissions",
+	l.registerCounterCheck("hw.retrans", "Retransmissions",
 		"hw_counters out_of_sequence, packet_seq_err, implied_nak_seq_err, duplicate_request, roce_adp_retrans (warn above 0), "+
 			"local_ack_timeout_err and roce_adp_retrans_to (warn above 0, fail above 100 per window): packet loss makes QPs retransmit. "+
 			"The hw_counter limits are the research's proposal, not an upstream number.",
@@ -94,7 +94,7 @@ func init() {
 				}
 				return fmt.Sprintf("packet loss on %s makes QPs retransmit: check the error counters of the links on the path (ctr.*, ibqueryerrors)", t)
 			}})
-	registerCounterCheck("hw.fatal", "QPs failed by exhausted retries",
+	l.registerCounterCheck("hw.fatal", "QPs failed by exhausted retries",
 		"hw_counters rnr_nak_retry_err, req_transport_retries_exceeded, req_rnr_retries_exceeded: QPs moved to error. Fail above 0 per window (research proposal).",
 		"RNR: the receiver does not post receive buffers fast enough (application). Transport retries: the peer is unreachable or the path loses packets.",
 		counterCheck{hw: true, names: []string{"rnr_nak_retry_err", "req_transport_retries_exceeded", "req_rnr_retries_exceeded"},
@@ -102,14 +102,14 @@ func init() {
 				return fmt.Sprintf("QPs on %s gave up: RNR retries mean a receiver that posts buffers too slowly (application side); "+
 					"transport retries a peer that is unreachable or a lossy path (check hw.retrans and ctr.* on both ends)", t)
 			}})
-	registerCounterCheck("hw.nobuf", "Receive queue out of buffers",
+	l.registerCounterCheck("hw.nobuf", "Receive queue out of buffers",
 		"hw_counters out_of_buffer: packets dropped because a receive queue had no posted buffer. Warn above 0 per window.",
 		"Host side: the receiving application or its CPU placement (NUMA, IRQ affinity) cannot keep up.",
 		counterCheck{hw: true, names: []string{"out_of_buffer"}, action: "irq-affinity",
 			remedy: func(t string, _ *infiniband.Device, _ *infiniband.Port) string {
 				return fmt.Sprintf("receivers on %s ran out of posted buffers: the application or its CPU placement cannot keep up; check NUMA and IRQ placement (irq.local)", t)
 			}})
-	registerCounterCheck("hw.cc", "RoCE congestion control",
+	l.registerCounterCheck("hw.cc", "RoCE congestion control",
 		"hw_counters np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled (reported) and rp_cnp_ignored (warn above 0: "+
 			"CNPs arrive for a priority without congestion control).",
 		"Enable DCQCN congestion control on the RoCE priority the traffic uses.",
@@ -118,7 +118,7 @@ func init() {
 				return fmt.Sprintf("%s ignores congestion notifications: enable congestion control (DCQCN) for the RoCE priority in use "+
 					"(mlnx_qos -i %s, /sys/class/net/%s/ecn/roce_rp/enable/<prio>)", t, orText(nonEmpty(p.Netdev), "<netdev>"), orText(nonEmpty(p.Netdev), "<netdev>"))
 			}})
-	registerCounterCheck("hw.icrc", "RoCE ICRC errors",
+	l.registerCounterCheck("hw.icrc", "RoCE ICRC errors",
 		"hw_counters rx_icrc_encapsulated: RoCE packets with a bad ICRC (corruption on the path). Fail above 0 per window (research proposal).",
 		"Check cables and switch ports on the path; an MTU mismatch can also corrupt encapsulated frames.",
 		counterCheck{hw: true, names: []string{"rx_icrc_encapsulated"},

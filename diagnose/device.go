@@ -13,8 +13,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 )
 
-func init() {
-	register(&Check{
+func deviceChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "dev.present",
 		Title: "RDMA devices present",
 		Reads: nil, // judges the absence of /sys/class/infiniband itself

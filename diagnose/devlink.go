@@ -12,8 +12,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
-func init() {
-	register(&Check{
+func devlinkChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "fw.pending",
 		Title: "No firmware burned and left inactive",
 		Reads: []Source{SourceDevlink},
@@ -24,7 +24,7 @@ func init() {
 		Remedy: "Activate in a maintenance window: mlxfwreset -d <pci> reset (or reboot); mlxfwmanager --query -d <pci> shows both versions.",
 		Run:    checkFirmwarePending,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "devlink.health",
 		Title: "devlink health reporters healthy",
 		Reads: []Source{SourceDevlink},

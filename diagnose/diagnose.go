@@ -24,6 +24,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -100,18 +101,50 @@ type Check struct {
 	Pending string
 }
 
-var registry []*Check
+// checkList is the catalogue being built: each concern file has one
+// function that adds its checks (no init() hooks between files).
+type checkList []*Check
 
-// register adds a check; called from the init functions of the concern
-// files.
-func register(c *Check) {
-	for _, o := range registry {
+// register adds a check.
+func (l *checkList) register(c *Check) {
+	for _, o := range *l {
 		if o.ID == c.ID {
-			panic("diagnose: duplicate check id " + c.ID)
+			panic("diagnose: duplicate check id " + c.ID) // a bug in a concern file
 		}
 	}
-	registry = append(registry, c)
+	*l = append(*l, c)
 }
+
+// catalogue is every check, built once on first use from the concern
+// files, in this order (the checks' order within a concern).
+var catalogue = sync.OnceValue(func() []*Check {
+	var l checkList
+	for _, add := range []func(*checkList){
+		countersChecks,
+		deviceChecks,
+		devlinkChecks,
+		firmwareChecks,
+		gpuChecks,
+		gpuACSChecks,
+		irqChecks,
+		kmsgChecks,
+		linkreasonChecks,
+		netdevChecks,
+		pciChecks,
+		pciPayloadChecks,
+		portChecks,
+		portwatchChecks,
+		probeChecks,
+		roceChecks,
+		smChecks,
+		temperatureChecks,
+		trafficChecks,
+		tuningChecks,
+	} {
+		add(&l)
+	}
+	return l
+})
 
 // concernOrder is the order concerns appear in reports: from "is there a
 // device" down to the probe.
@@ -127,7 +160,7 @@ func concernRank(id string) int {
 
 // Checks returns every registered check in report order.
 func Checks() []*Check {
-	out := slices.Clone(registry)
+	out := slices.Clone(catalogue())
 	sort.SliceStable(out, func(i, j int) bool { return concernRank(out[i].ID) < concernRank(out[j].ID) })
 	return out
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
-func init() {
-	register(&Check{
+func firmwareChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "fw.version",
 		Title: "Firmware matches the policy",
 		Reads: []Source{SourceInfiniband},
@@ -24,7 +24,7 @@ func init() {
 			"then mlxfwreset or reboot. rdma_doctor never flashes firmware.",
 		Run: checkFWVersion,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "fw.uniform",
 		Title: "Same firmware on same-model HCAs",
 		Reads: []Source{SourceInfiniband},

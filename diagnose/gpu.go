@@ -13,8 +13,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/pcicfg"
 )
 
-func init() {
-	register(&Check{
+func gpuChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "gpu.rail",
 		Title: "Every GPU has an HCA on its PCIe switch",
 		Reads: []Source{SourceGPU},
@@ -26,7 +26,7 @@ func init() {
 			"name the HCA each rank uses with NCCL_IB_HCA or describe the tree in an NCCL topology file (NCCL_TOPO_FILE).",
 		Run: checkGPURail,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "gpu.gpudirect",
 		Title: "GPUDirect RDMA ready",
 		Reads: []Source{SourceGPU},
@@ -245,8 +245,8 @@ func gpuDirectEvidence(d *gpu.GPUDirect) string {
 	return strings.Join(slices.Clip(e), "; ")
 }
 
-func init() {
-	register(&Check{
+func gpuACSChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "gpu.acs",
 		Title: "No ACS redirect between a GPU and its HCA",
 		Reads: []Source{SourceGPU},

@@ -12,8 +12,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 )
 
-func init() {
-	register(&Check{
+func irqChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "irq.local",
 		Title: "Completion IRQs on the HCA's NUMA node",
 		Reads: []Source{SourcePCI, SourceIRQ},
@@ -23,7 +23,7 @@ func init() {
 			"set_irq_affinity_bynode.sh), and keep irqbalance from undoing it.",
 		Run: checkIRQLocal,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "irq.spread",
 		Title: "Completion IRQs spread over CPUs",
 		Reads: []Source{SourcePCI, SourceIRQ},
@@ -32,7 +32,7 @@ func init() {
 		Remedy: "Spread the IRQs round-robin over the local CPUs (action irq-affinity).",
 		Run:    checkIRQSpread,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "irq.balance",
 		Title: "irqbalance does not undo placement",
 		Reads: []Source{SourcePCI, SourceIRQ},

@@ -14,8 +14,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
 )
 
-func init() {
-	register(&Check{
+func kmsgChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "kernel.events",
 		Title: "No RDMA driver trouble in the kernel log",
 		Reads: []Source{SourceKmsg},

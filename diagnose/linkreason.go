@@ -11,8 +11,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
 
-func init() {
-	register(&Check{
+func linkreasonChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "port.down_reason",
 		Title: "Why an Ethernet link is down",
 		Reads: []Source{SourceInfiniband, SourceNetdev},

@@ -11,8 +11,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
 
-func init() {
-	register(&Check{
+func netdevChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "port.netdev",
 		Title: "Netdev of an active port is up",
 		Reads: []Source{SourceInfiniband, SourceNetdev},
@@ -21,7 +21,7 @@ func init() {
 		Remedy: "ip link set <netdev> up; check the NetworkManager or ifcfg profile.",
 		Run:    checkPortNetdev,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "ipoib.mode",
 		Title: "IPoIB mode",
 		Reads: []Source{SourceNetdev},
@@ -31,7 +31,7 @@ func init() {
 		Remedy: "echo connected > /sys/class/net/<ib>/mode (legacy IPoIB only) and persist it in the NetworkManager profile (action ipoib-mode).",
 		Run:    checkIPoIBMode,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "ipoib.mtu",
 		Title: "IPoIB MTU matches the mode",
 		Reads: []Source{SourceNetdev},
@@ -40,7 +40,7 @@ func init() {
 		Remedy: "ip link set <ib> mtu <value> and persist it (action ipoib-mode).",
 		Run:    checkIPoIBMTU,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "ipoib.ipv6",
 		Title: "IPv6 on IPoIB per site policy",
 		Reads: []Source{SourceNetdev},
@@ -49,7 +49,7 @@ func init() {
 		Remedy: "sysctl -w net.ipv6.conf.<ib>.disable_ipv6=1 (or 0) and persist it (action ipoib-ipv6).",
 		Run:    checkIPoIBIPv6,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "roce.gid_v2",
 		Title: "RoCE v2 GIDs present",
 		Reads: []Source{SourceInfiniband, SourceNetdev},

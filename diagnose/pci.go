@@ -13,8 +13,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 )
 
-func init() {
-	register(&Check{
+func pciChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "pci.link",
 		Title: "PCIe link at full speed and width",
 		Reads: []Source{SourcePCI},
@@ -25,7 +25,7 @@ func init() {
 		Remedy: "Reseat the card, check the slot's bifurcation and PCIe generation setting in the BIOS; lspci -vv shows LnkCap and LnkSta.",
 		Run:    checkPCILink,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "pci.numa",
 		Title: "NUMA node known",
 		Reads: []Source{SourcePCI},

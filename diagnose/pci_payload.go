@@ -20,8 +20,8 @@ const (
 	minMaxReadRequest = 512
 )
 
-func init() {
-	register(&Check{
+func pciPayloadChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "pci.payload",
 		Title: "PCIe MaxPayload and MaxReadReq large enough",
 		Reads: []Source{SourcePCI},

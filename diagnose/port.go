@@ -12,8 +12,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 )
 
-func init() {
-	register(&Check{
+func portChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "port.phys",
 		Title: "Physical link up",
 		Reads: []Source{SourceInfiniband},
@@ -25,7 +25,7 @@ func init() {
 		Remedy: "Check cable and transceiver and the peer switch port; mlxlink -d <pci> -p <port> shows the Troubleshooting Info.",
 		Run:    checkPortPhys,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "port.state",
 		Title: "Logical port state ACTIVE",
 		Reads: []Source{SourceInfiniband},
@@ -34,7 +34,7 @@ func init() {
 		Remedy: "Fix the physical link first (port.phys); for INIT start a subnet manager; for ARMED check the SM log and partitions.",
 		Run:    checkPortState,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "port.rate",
 		Title: "Link rate as expected",
 		Reads: []Source{SourceInfiniband},
@@ -46,7 +46,7 @@ func init() {
 			"iblinkinfo shows the peer port, mlxlink -d <pci> the enabled and supported speeds.",
 		Run: checkPortRate,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "port.layer",
 		Title: "Link layer as expected",
 		Reads: []Source{SourceInfiniband},

@@ -12,8 +12,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
 )
 
-func init() {
-	register(&Check{
+func portwatchChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "port.flap",
 		Title: "Port not flapping",
 		Reads: []Source{SourcePortWatch},
@@ -25,7 +25,7 @@ func init() {
 			"-c shows the physical counters and the Troubleshooting Info, and the kernel log the link down/up messages.",
 		Run: checkPortFlap,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "port.drop",
 		Title: "Port not dropped",
 		Reads: []Source{SourcePortWatch},

@@ -12,8 +12,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 )
 
-func init() {
-	register(&Check{
+func probeChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "probe.latency",
 		Title: "Verbs probe latency",
 		Reads: []Source{SourceProbe},
@@ -23,7 +23,7 @@ func init() {
 		Remedy: "Check CPU governor and placement (cpu.governor, irq.local), then the links on the path (ctr.*, hw.retrans).",
 		Run:    checkProbeLatency,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "probe.bandwidth",
 		Title: "Verbs probe bandwidth",
 		Reads: []Source{SourceProbe},

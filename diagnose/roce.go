@@ -17,8 +17,8 @@ import (
 // "HowTo Configure PFC on ConnectX-4" do.
 const defaultRoCEPriority = 3
 
-func init() {
-	register(&Check{
+func roceChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "roce.lossless",
 		Title: "RoCE priority is lossless",
 		Reads: []Source{SourceRoCE},

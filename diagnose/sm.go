@@ -18,8 +18,8 @@ import (
 // runs a subnet manager.
 const capIsSM = 1 << 1
 
-func init() {
-	register(&Check{
+func smChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "sm.present",
 		Title: "Subnet manager has swept the port",
 		Reads: []Source{SourceInfiniband},
@@ -28,7 +28,7 @@ func init() {
 		Remedy: "Run one subnet manager per fabric: switch-embedded, UFM, or opensm (systemctl enable --now opensm) on a stable host.",
 		Run:    checkSMPresent,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "sm.master",
 		Title: "Subnet manager is master and alive",
 		Reads: []Source{SourceSM},
@@ -38,7 +38,7 @@ func init() {
 		Remedy: "Inspect the SM host (opensm log, systemctl status opensm, or the switch/UFM SM); fail over to a standby SM.",
 		Run:    checkSMMaster,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "sm.local",
 		Title: "Local OpenSM configuration",
 		Reads: []Source{SourceOpenSM, SourceInfiniband},

@@ -19,8 +19,8 @@ import (
 // warning event, 10 °C below the shutdown that takes the link down.
 const tempMarginCelsius = 5
 
-func init() {
-	register(&Check{
+func temperatureChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "hw.temperature",
 		Title: "Adapter temperatures below critical",
 		Reads: []Source{SourceHwmon},

@@ -10,8 +10,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
-func init() {
-	register(&Check{
+func trafficChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "port.traffic",
 		Title: "Data flowing",
 		Reads: []Source{SourceInfiniband, SourceHistory},

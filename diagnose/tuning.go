@@ -15,8 +15,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
-func init() {
-	register(&Check{
+func tuningChecks(l *checkList) {
+	l.register(&Check{
 		ID:    "dev.driver",
 		Title: "RDMA user-space access modules loaded",
 		Reads: []Source{SourceTuning, SourceInfiniband},
@@ -26,7 +26,7 @@ func init() {
 		Remedy: "modprobe the module and persist it (/etc/modules-load.d/rdma.conf), or install the rdma-core/OFED package that loads it.",
 		Run:    checkDevDriver,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "cpu.governor",
 		Title: "CPU frequency governor",
 		Reads: []Source{SourceTuning},
@@ -35,7 +35,7 @@ func init() {
 		Remedy: "cpupower frequency-set -g performance, or a tuned profile (action cpu-governor).",
 		Run:    checkGovernor,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "mem.hugepages",
 		Title: "Hugepages reserved",
 		Reads: []Source{SourceTuning},
@@ -44,7 +44,7 @@ func init() {
 		Remedy: "Reserve pages per NUMA node (/sys/devices/system/node/node<N>/hugepages/...; 1 GiB pages at boot: hugepagesz=1G hugepages=N) (action hugepages).",
 		Run:    checkHugepages,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "mem.memlock",
 		Title: "Locked-memory limit of the job launchers",
 		Reads: []Source{SourceTuning},
@@ -54,7 +54,7 @@ func init() {
 		Remedy: "A limits.d drop-in (* soft/hard memlock unlimited) and LimitMEMLOCK=infinity for systemd-started launchers (action memlock).",
 		Run:    checkMemlock,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "sysctl.net",
 		Title: "Socket buffer sysctls for IPoIB",
 		Reads: []Source{SourceTuning, SourceNetdev},
@@ -64,7 +64,7 @@ func init() {
 		Remedy: "sysctl -w the values and persist them in /etc/sysctl.d/90-rdma-doctor.conf (action sysctl).",
 		Run:    checkSysctls,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "cgroup.rdma",
 		Title: "rdma cgroup limits as configured",
 		Reads: []Source{SourceTuning},
@@ -76,7 +76,7 @@ func init() {
 			"a cgroup without rdma.max needs +rdma in its parent's cgroup.subtree_control, which is the cgroup manager's (systemd, Slurm) job.",
 		Run: checkRDMACgroups,
 	})
-	register(&Check{
+	l.register(&Check{
 		ID:    "drv.kernel",
 		Title: "Kernel at or above the site floor (RoCE)",
 		Reads: []Source{SourceTuning, SourceInfiniband},
