@@ -4,9 +4,7 @@
 package diagnose
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -124,15 +122,3 @@ func noTargets(why string) []Finding {
 	return []Finding{{Severity: Skip, Target: "host", Evidence: why}}
 }
 
-// errPath is the file path an error names, or "".
-func errPath(err error) string {
-	var pe *infiniband.ParseError
-	var fe *fs.PathError
-	switch {
-	case errors.As(err, &pe):
-		return pe.Path
-	case errors.As(err, &fe):
-		return fe.Path
-	}
-	return ""
-}

@@ -49,10 +49,8 @@ func pciDevices(s *Snapshot) []*irq.Device {
 
 // pciErr finds the read error of one attribute of a PCI function.
 func pciErr(f *pci.Function, name string) error {
-	for _, err := range f.Errors {
-		if p := errPath(err); p != "" && len(p) >= len(name) && p[len(p)-len(name):] == name {
-			return err
-		}
+	if errs := f.ErrorsFor(name); len(errs) > 0 {
+		return errs[0]
 	}
 	return nil
 }
