@@ -121,4 +121,3 @@ func bytesText(b float64) string {
 func noTargets(why string) []Finding {
 	return []Finding{{Severity: Skip, Target: "host", Evidence: why}}
 }
-
