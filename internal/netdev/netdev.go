@@ -83,7 +83,17 @@ type Netdev struct {
 	// Ethtool is what the running kernel reports; nil when not queried or
 	// when the kernel has no such interface in this network namespace.
 	Ethtool *EthtoolInfo
+
+	// absent are the live files (liveFiles) that did not exist when Read
+	// read the netdev: Refresh does not look for them again until the
+	// next Read (the slow refresh). A kernel that lacks carrier_up_count
+	// lacks it for good, and looking it up is a path walk that fails,
+	// on every scrape, for every netdev.
+	absent liveSet
 }
+
+// liveSet is a set of liveFiles, by index.
+type liveSet uint8
 
 // CarrierCounts are a netdev's carrier transition counters. The kernel
 // derives carrier_changes as up + down, so each is kept as read rather
@@ -155,18 +165,41 @@ func (r *reader) fail(err error) { r.errs = append(r.errs, err) }
 // by kernel and driver. EINVAL is no error either: carrier and some GID
 // entries fail that way when there is nothing to report.
 func (r *reader) text(name string) (string, bool) {
+	s, ok, _ := r.textOrMissing(name)
+	return s, ok
+}
+
+// textOrMissing is text, and whether the file does not exist.
+func (r *reader) textOrMissing(name string) (s string, ok, missing bool) {
 	b, err := r.host.Sys.ReadFile(name)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EINVAL) {
+		missing = errors.Is(err, fs.ErrNotExist)
+		if !missing && !errors.Is(err, syscall.EINVAL) {
 			r.fail(err)
 		}
-		return "", false
+		return "", false, missing
 	}
-	return string(b), true
+	return string(b), true, false
 }
 
 func parsed[T any](r *reader, name string, parse func(string) (T, error)) Opt[T] {
 	s, ok := r.text(name)
+	return sysattr.Parse(s, ok, parse, r.fail, func() string { return "/sys/" + name })
+}
+
+// liveParsed reads live file i (of liveFiles) of nd in dir. Refresh
+// (refresh true) skips a file that Read found missing; Read (refresh
+// false) records one it finds missing.
+func liveParsed[T any](r *reader, nd *Netdev, dir string, i int, refresh bool, parse func(string) (T, error)) Opt[T] {
+	bit := liveSet(1) << i
+	if refresh && nd.absent&bit != 0 {
+		return Opt[T]{}
+	}
+	name := dir + "/" + liveFiles[i]
+	s, ok, missing := r.textOrMissing(name)
+	if missing && !refresh {
+		nd.absent |= bit
+	}
 	return sysattr.Parse(s, ok, parse, r.fail, func() string { return "/sys/" + name })
 }
 
@@ -378,7 +411,38 @@ func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool) {
 // liveFiles are the attributes of a netdev that change between scrapes;
 // the rest (which netdevs carry RDMA, their kind, port, PCI function, GID
 // types, IPoIB mode and pkey) changes only when the admin reconfigures.
-var liveFiles = []string{"operstate", "carrier", "flags", "mtu", "carrier_changes", "carrier_up_count", "carrier_down_count"}
+var liveFiles = [...]string{"operstate", "carrier", "flags", "mtu", "carrier_changes", "carrier_up_count", "carrier_down_count"}
+
+// Indexes into liveFiles.
+const (
+	liveOperState = iota
+	liveCarrier
+	liveFlags
+	liveMTU
+	liveCarrierChanges
+	liveCarrierUp
+	liveCarrierDown
+)
+
+// readLive reads the live attributes of nd (Read: refresh false; Refresh:
+// true, skipping the files Read found missing).
+func (r *reader) readLive(nd *Netdev, refresh bool) {
+	dir := "class/net/" + nd.Name
+	nd.MTU = liveParsed(r, nd, dir, liveMTU, refresh, infiniband.ParseUint)
+	nd.OperState = liveParsed(r, nd, dir, liveOperState, refresh, ParseOperState)
+	nd.Carrier = liveParsed(r, nd, dir, liveCarrier, refresh, ParseBool01)
+	// The kernel lacks a carrier counter file before 4.16 (only
+	// carrier_changes exists): absent, no error.
+	nd.CarrierCounts = CarrierCounts{
+		Changes: liveParsed(r, nd, dir, liveCarrierChanges, refresh, infiniband.ParseUint),
+		Up:      liveParsed(r, nd, dir, liveCarrierUp, refresh, infiniband.ParseUint),
+		Down:    liveParsed(r, nd, dir, liveCarrierDown, refresh, infiniband.ParseUint),
+	}
+	nd.AdminUp = Opt[bool]{}
+	if f := liveParsed(r, nd, dir, liveFlags, refresh, infiniband.ParseHex); f.OK {
+		nd.AdminUp = some(f.V&iffUp != 0)
+	}
+}
 
 // Refresh re-reads the live part of a snapshot: each netdev's operstate,
 // carrier, carrier counts, flags and MTU, and the ethtool query (statistics are
@@ -388,41 +452,19 @@ var liveFiles = []string{"operstate", "carrier", "flags", "mtu", "carrier_change
 func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool) (*Snapshot, error) {
 	r := &reader{host: host}
 	for _, err := range base.Errors {
-		if !slices.Contains(liveFiles, path.Base(sysattr.ErrorPath(err))) {
+		if !slices.Contains(liveFiles[:], path.Base(sysattr.ErrorPath(err))) {
 			r.fail(err)
 		}
 	}
 	s := &Snapshot{Netdevs: slices.Clone(base.Netdevs), CharDevices: base.CharDevices}
 	for i := range s.Netdevs {
 		nd := &s.Netdevs[i]
-		dir := "class/net/" + nd.Name
-		nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
-		nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
-		nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
-		nd.CarrierCounts = carrierCounts(r, dir)
-		nd.AdminUp = adminUp(r, dir)
+		r.readLive(nd, true)
 		nd.Ethtool = nil
 	}
 	r.ethtoolAll(ctx, s, et)
 	s.Errors = r.errs
 	return s, ctx.Err()
-}
-
-// carrierCounts reads the carrier transition counters; a file the kernel
-// lacks (before 4.16 only carrier_changes exists) is absent, no error.
-func carrierCounts(r *reader, dir string) CarrierCounts {
-	return CarrierCounts{
-		Changes: parsed(r, dir+"/carrier_changes", infiniband.ParseUint),
-		Up:      parsed(r, dir+"/carrier_up_count", infiniband.ParseUint),
-		Down:    parsed(r, dir+"/carrier_down_count", infiniband.ParseUint),
-	}
-}
-
-func adminUp(r *reader, dir string) Opt[bool] {
-	if f := parsed(r, dir+"/flags", infiniband.ParseHex); f.OK {
-		return some(f.V&iffUp != 0)
-	}
-	return Opt[bool]{}
 }
 
 // netdev reads the attributes every kind shares, and the IPoIB ones.
@@ -433,11 +475,7 @@ func (r *reader) netdev(name string, kind Kind) Netdev {
 		nd.PCIAddress = path.Base(link)
 	}
 	nd.IfIndex = parsed(r, dir+"/ifindex", infiniband.ParseUint)
-	nd.MTU = parsed(r, dir+"/mtu", infiniband.ParseUint)
-	nd.OperState = parsed(r, dir+"/operstate", ParseOperState)
-	nd.Carrier = parsed(r, dir+"/carrier", ParseBool01)
-	nd.CarrierCounts = carrierCounts(r, dir)
-	nd.AdminUp = adminUp(r, dir)
+	r.readLive(&nd, false)
 	// /proc/sys/net/ipv6/conf/<if> is missing when IPv6 is disabled for
 	// the whole kernel (ipv6.disable=1); then the value is unknown here.
 	if b, err := r.host.Proc.ReadFile("sys/net/ipv6/conf/" + name + "/disable_ipv6"); err == nil {

@@ -278,7 +278,7 @@ func TestReadRoCEWithoutGIDAttrs(t *testing.T) {
 // carrier counters of a kernel ≥ 4.16 and whose second has only
 // carrier_changes, as kernels 3.15 to 4.15 do. No recorded listing of an
 // RDMA netdev has them, so they live only here, not in the fixture.
-func carrierHost(t *testing.T) (hostfs.Host, func(netdev, file, value string)) {
+func carrierHost(t *testing.T) (hostfs.Host, func(netdev, file, value string), string) {
 	t.Helper()
 	root := t.TempDir()
 	hostfstest.CopyTree(t, hostfstest.FixtureDir(t, "roce-cx6dx"), root)
@@ -296,7 +296,7 @@ func carrierHost(t *testing.T) (hostfs.Host, func(netdev, file, value string)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.Open(), write
+	return p.Open(), write, root
 }
 
 func counts(c CarrierCounts) string {
@@ -310,7 +310,7 @@ func counts(c CarrierCounts) string {
 }
 
 func TestCarrierCounts(t *testing.T) {
-	h, write := carrierHost(t)
+	h, write, _ := carrierHost(t)
 	s := read(t, h, Options{})
 	if len(s.Errors) != 0 || len(s.Netdevs) != 2 {
 		t.Fatalf("errors %v netdevs %v", s.Errors, s.Netdevs)
@@ -342,6 +342,44 @@ func TestCarrierCounts(t *testing.T) {
 	write("enp59s0f1np1", "carrier_changes", "2")
 	if r2, _ := Refresh(context.Background(), h, r, nil); len(r2.Errors) != 0 || counts(r2.Netdevs[1].CarrierCounts) != "2/-/-" {
 		t.Errorf("second refresh errors %v counts %s", r2.Errors, counts(r2.Netdevs[1].CarrierCounts))
+	}
+}
+
+// A live file that Read found missing (a kernel before 4.16 has no
+// carrier_up_count) is not looked for by Refresh, on every scrape, again;
+// the next Read (the slow refresh) finds it if it appeared. A file that
+// was there and went away is absent at the next Refresh, not served stale.
+func TestRefreshSkipsMissingLiveFiles(t *testing.T) {
+	h, write, root := carrierHost(t)
+	s := read(t, h, Options{})
+	write("enp59s0f1np1", "carrier_up_count", "6")
+	r, err := Refresh(context.Background(), h, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(r.Netdevs[1].CarrierCounts); got != "1/-/-" {
+		t.Errorf("refresh after the file appeared: %s, want 1/-/- (not looked for until the next Read)", got)
+	}
+	r, err = Refresh(context.Background(), h, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(r.Netdevs[1].CarrierCounts); got != "1/-/-" {
+		t.Errorf("second refresh: %s, want 1/-/- (the Read's memory carries over)", got)
+	}
+	s = read(t, h, Options{})
+	if got := counts(s.Netdevs[1].CarrierCounts); got != "1/6/-" {
+		t.Errorf("next Read: %s, want 1/6/-", got)
+	}
+	if err := os.Remove(filepath.Join(root, "sys/class/net/enp59s0f0np0/carrier_down_count")); err != nil {
+		t.Fatal(err)
+	}
+	r, err = Refresh(context.Background(), h, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(r.Netdevs[0].CarrierCounts); got != "7/4/-" {
+		t.Errorf("refresh after a file went away: %s, want 7/4/-", got)
 	}
 }
 
