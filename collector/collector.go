@@ -30,16 +30,29 @@ import (
 
 // Collector produces metrics for one concern from a host snapshot.
 type Collector interface {
-	// Update sends metrics to ch. It returns every error met (errors.Join);
-	// metrics it could read are still sent.
-	Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error
+	// Update adds its metrics to out. It returns every error met
+	// (errors.Join); metrics it could read are still added.
+	Update(ctx context.Context, snap *host.Snapshot, out *sink) error
 }
 
-// appender is a Collector that can append its metrics to a slice, which
-// the Aggregator then takes whole instead of receiving each metric from a
-// channel (two channel operations a metric: 4% of a dgx-h100 scrape).
-type appender interface {
-	Append(ctx context.Context, snap *host.Snapshot, out []prometheus.Metric) ([]prometheus.Metric, error)
+// sink is where a collector puts the metrics of one collection: a slice
+// the Aggregator takes whole, the samples made from a slab. A channel
+// cost two operations a metric and a goroutine to drain it (4% of a
+// dgx-h100 scrape). Each collection gives each collector its own sink, so
+// one that misses the deadline writes only to a sink nobody reads.
+type sink struct {
+	ms   []prometheus.Metric
+	slab expo.Slab
+}
+
+func (s *sink) add(m prometheus.Metric) { s.ms = append(s.ms, m) }
+
+func (s *sink) gauge(d *expo.Desc, v float64, labels ...string) {
+	s.ms = append(s.ms, s.slab.Gauge(d, v, labels...))
+}
+
+func (s *sink) counter(d *expo.Desc, v float64, labels ...string) {
+	s.ms = append(s.ms, s.slab.Counter(d, v, labels...))
 }
 
 // Env is what a collector is built with: the host it reads, what the
@@ -223,11 +236,11 @@ func (a *Aggregator) missed(ctx context.Context) []prometheus.Metric {
 }
 
 // collectOnce runs one collection and returns its metrics: every
-// collector concurrently, each one's metrics in one slice (no channel and
-// goroutine between a collector and the scrape besides its own), then the
-// aggregator's own. A collector that misses the deadline is reported as
-// failed and its late metrics are dropped, so a hung sysfs read cannot
-// hold the scrape.
+// collector concurrently, one goroutine each, each one's metrics in its
+// own sink, then the aggregator's own. A collector that misses the
+// deadline is reported as failed and its late metrics are dropped (its
+// goroutine finishes into a sink nobody reads), so a hung sysfs read
+// cannot hold the scrape.
 func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 	if a.timeout > 0 {
 		var cancel context.CancelFunc
@@ -245,19 +258,54 @@ func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 		defer cancel()
 	}
 	snap := a.host.Snapshot()
-	results := make([][]prometheus.Metric, len(a.names))
-	var wg sync.WaitGroup
-	for i, name := range a.names {
-		wg.Go(func() { results[i] = a.run(ctx, readCtx, snap, name, a.collectors[name], &a.seen[i]) })
+	begin := time.Now()
+	type result struct {
+		i        int
+		out      *sink
+		err      error
+		duration time.Duration
 	}
-	wg.Wait()
+	// Buffered for every collector: one that finishes after the deadline
+	// sends without a receiver and exits.
+	done := make(chan result, len(a.names))
+	for i, name := range a.names {
+		c := a.collectors[name]
+		out := &sink{ms: make([]prometheus.Metric, 0, a.seen[i].Load()+4)}
+		go func() {
+			start := time.Now()
+			err := c.Update(readCtx, snap, out)
+			done <- result{i, out, err, time.Since(start)}
+		}()
+	}
+	results := make([]*result, len(a.names))
+	for n := 0; n < len(a.names); n++ {
+		select {
+		case r := <-done:
+			results[r.i] = &r
+			a.seen[r.i].Store(int32(len(r.out.ms)))
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
 	n := 0
 	for _, r := range results {
-		n += len(r)
+		if r != nil {
+			n += len(r.out.ms)
+		}
 	}
-	out := make([]prometheus.Metric, 0, n+8)
-	for _, r := range results {
-		out = append(out, r...)
+	out := make([]prometheus.Metric, 0, n+4*len(a.names)+8)
+	for i, name := range a.names {
+		r := results[i]
+		if r == nil {
+			// The collector's goroutine still owns its sink: the late
+			// metrics are dropped.
+			err := fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
+			out = a.status(out, name, err, time.Since(begin))
+			continue
+		}
+		out = append(out, r.out.ms...)
+		out = a.status(out, name, r.err, r.duration)
 	}
 	for source, age := range a.host.Ages() {
 		out = append(out, expo.Gauge(ageDesc, age.Seconds(), source))
@@ -269,53 +317,8 @@ func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 		expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load())))
 }
 
-// run runs one collector and returns its metrics and its success,
-// duration and error count.
-func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name string, c Collector, seen *atomic.Int32) []prometheus.Metric {
-	begin := time.Now()
-	type result struct {
-		metrics []prometheus.Metric
-		err     error
-	}
-	done := make(chan result, 1)
-	buf := make([]prometheus.Metric, 0, seen.Load()+3)
-	if ap, ok := c.(appender); ok {
-		go func() {
-			ms, err := ap.Append(readCtx, snap, buf)
-			done <- result{ms, err}
-		}()
-	} else {
-		// Drained by a plain receive loop: a select with the deadline
-		// on every metric cost twice as much (pprof: 4% of a scrape).
-		metrics := make(chan prometheus.Metric, 64)
-		drained := make(chan struct{})
-		go func() {
-			for m := range metrics {
-				buf = append(buf, m)
-			}
-			close(drained)
-		}()
-		go func() {
-			err := c.Update(readCtx, snap, metrics)
-			close(metrics)
-			<-drained
-			done <- result{buf, err}
-		}()
-	}
-
-	var err error
-	var out []prometheus.Metric
-	select {
-	case r := <-done:
-		out, err = r.metrics, r.err
-		seen.Store(int32(len(out)))
-	case <-ctx.Done():
-		// The collector's goroutines still own their metrics: the late
-		// ones are dropped.
-		err = fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
-	}
-	duration := time.Since(begin).Seconds()
-
+// status appends a collector's success, duration and error count.
+func (a *Aggregator) status(out []prometheus.Metric, name string, err error, duration time.Duration) []prometheus.Metric {
 	// A refusal remembered from an earlier read (hostfs.ErrRefused) is no
 	// new failure: counted apart, it keeps a restricted function or an
 	// unimplemented counter from failing the collector on every scrape.
@@ -338,7 +341,7 @@ func (a *Aggregator) run(ctx, readCtx context.Context, snap *host.Snapshot, name
 	}
 	return append(out,
 		expo.Gauge(successDesc, success, name),
-		expo.Gauge(durationDesc, duration, name),
+		expo.Gauge(durationDesc, duration.Seconds(), name),
 		expo.Gauge(errorsDesc, float64(len(errs)), name),
 		expo.Gauge(refusedAttrsDesc, float64(refused), name))
 }

@@ -22,11 +22,11 @@ import (
 )
 
 type fakeCollector struct {
-	update func(ctx context.Context, ch chan<- prometheus.Metric) error
+	update func(ctx context.Context, out *sink) error
 }
 
-func (f fakeCollector) Update(ctx context.Context, _ *host.Snapshot, ch chan<- prometheus.Metric) error {
-	return f.update(ctx, ch)
+func (f fakeCollector) Update(ctx context.Context, _ *host.Snapshot, out *sink) error {
+	return f.update(ctx, out)
 }
 
 var fakeDesc = prometheus.NewDesc("rdma_fake", "fake", nil, nil)
@@ -35,16 +35,16 @@ var fakeDesc = prometheus.NewDesc("rdma_fake", "fake", nil, nil)
 // that ignores its deadline.
 func fakes() map[string]Collector {
 	return map[string]Collector{
-		"fake_ok": fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
-			ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 7)
+		"fake_ok": fakeCollector{func(_ context.Context, out *sink) error {
+			out.add(prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 7))
 			return nil
 		}},
-		"fake_partial": fakeCollector{func(_ context.Context, ch chan<- prometheus.Metric) error {
+		"fake_partial": fakeCollector{func(_ context.Context, out *sink) error {
 			return errors.Join(errors.New("read a: EIO"), errors.New("read b: EINVAL"))
 		}},
-		"fake_hung": fakeCollector{func(ctx context.Context, ch chan<- prometheus.Metric) error {
+		"fake_hung": fakeCollector{func(ctx context.Context, out *sink) error {
 			time.Sleep(2 * time.Second) // a read that ignores the deadline
-			ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 99)
+			out.add(prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 99))
 			return nil
 		}},
 	}
@@ -92,10 +92,10 @@ rdma_scrape_collector_success{collector="fake_partial"} 0
 func TestRefusedAttributesAreNoErrors(t *testing.T) {
 	refusal := &fs.PathError{Op: "read", Path: "/sys/class/infiniband/mlx5_0/fw_ver", Err: syscall.EINVAL}
 	a := newAggregator(host.New(host.Options{}), slog.New(slog.DiscardHandler), time.Second, map[string]Collector{
-		"remembered": fakeCollector{func(context.Context, chan<- prometheus.Metric) error {
+		"remembered": fakeCollector{func(context.Context, *sink) error {
 			return errors.Join(&hostfs.RefusedError{Err: refusal}, &hostfs.RefusedError{Err: refusal})
 		}},
-		"first": fakeCollector{func(context.Context, chan<- prometheus.Metric) error { return refusal }},
+		"first": fakeCollector{func(context.Context, *sink) error { return refusal }},
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Bind(context.Background()))
@@ -177,58 +177,3 @@ func TestOnceLoggerLRU(t *testing.T) {
 
 // fakeAppender is a collector that appends its metrics to a slice
 // (appender), as the infiniband collector does.
-type fakeAppender struct {
-	fakeCollector
-	append func(ctx context.Context, out []prometheus.Metric) ([]prometheus.Metric, error)
-}
-
-func (f fakeAppender) Append(ctx context.Context, _ *host.Snapshot, out []prometheus.Metric) ([]prometheus.Metric, error) {
-	return f.append(ctx, out)
-}
-
-// A collector that appends gets what one that sends gets: its metrics
-// and success, its errors counted, and past the deadline its late
-// metrics dropped; its channel Update is never called.
-func TestAggregatorAppender(t *testing.T) {
-	never := fakeCollector{func(context.Context, chan<- prometheus.Metric) error {
-		t.Error("Update called on an appender")
-		return nil
-	}}
-	m := func(v float64) prometheus.Metric {
-		return prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, v)
-	}
-	a := newAggregator(host.New(host.Options{}), slog.New(slog.DiscardHandler), 200*time.Millisecond, map[string]Collector{
-		"fake_ok": fakeAppender{never, func(_ context.Context, out []prometheus.Metric) ([]prometheus.Metric, error) {
-			return append(out, m(8)), nil
-		}},
-		"fake_partial": fakeAppender{never, func(_ context.Context, out []prometheus.Metric) ([]prometheus.Metric, error) {
-			return out, errors.Join(errors.New("read a: EIO"), errors.New("read b: EINVAL"))
-		}},
-		"fake_hung": fakeAppender{never, func(_ context.Context, out []prometheus.Metric) ([]prometheus.Metric, error) {
-			time.Sleep(2 * time.Second) // a read that ignores the deadline
-			return append(out, m(99)), nil
-		}},
-	})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.Bind(context.Background()))
-	want := `
-# HELP rdma_fake fake
-# TYPE rdma_fake gauge
-rdma_fake 8
-# HELP rdma_scrape_collector_errors rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.
-# TYPE rdma_scrape_collector_errors gauge
-rdma_scrape_collector_errors{collector="fake_hung"} 1
-rdma_scrape_collector_errors{collector="fake_ok"} 0
-rdma_scrape_collector_errors{collector="fake_partial"} 2
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
-# TYPE rdma_scrape_collector_success gauge
-rdma_scrape_collector_success{collector="fake_hung"} 0
-rdma_scrape_collector_success{collector="fake_ok"} 1
-rdma_scrape_collector_success{collector="fake_partial"} 0
-`
-	for range 2 {
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_fake", "rdma_scrape_collector_errors", "rdma_scrape_collector_success"); err != nil {
-			t.Fatal(err)
-		}
-	}
-}

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -45,7 +43,7 @@ func NewDevlinkCollector(Env) Collector {
 	}
 }
 
-func (c *devlinkCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *devlinkCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	dl, err := snap.Devlink(ctx)
 	if errors.Is(err, host.ErrNotLive) {
 		return nil
@@ -54,18 +52,18 @@ func (c *devlinkCollector) Update(ctx context.Context, snap *host.Snapshot, ch c
 		return err
 	}
 	for _, d := range dl.Devices {
-		c.reporters(ch, d)
+		c.reporters(out, d)
 		if d.Info == nil {
 			continue
 		}
 		for _, comp := range devlink.Components(*d.Info) {
 			if comp.Pending.OK {
-				gauge(ch, c.pending, b2f(comp.Pending.V), d.Name, comp.Name)
+				gauge(out, c.pending, b2f(comp.Pending.V), d.Name, comp.Name)
 			}
 		}
 		for _, r := range d.Info.Running {
 			st, _ := devlink.Lookup(d.Info.Stored, r.Name)
-			gauge(ch, c.fwInfo, 1, d.Name, r.Name, r.Value, st)
+			gauge(out, c.fwInfo, 1, d.Name, r.Name, r.Value, st)
 		}
 	}
 	var errs []error
@@ -80,9 +78,9 @@ func (c *devlinkCollector) Update(ctx context.Context, snap *host.Snapshot, ch c
 		sort.Strings(queries)
 		for _, q := range queries {
 			for st, n := range s.Outcomes[devlink.Query(q)] {
-				gauge(ch, c.requests, float64(n), q, string(st))
+				gauge(out, c.requests, float64(n), q, string(st))
 			}
-			gauge(ch, c.skipped, float64(s.Skipped), q)
+			gauge(out, c.skipped, float64(s.Skipped), q)
 		}
 		errs = append(errs, s.Errors...)
 	}
@@ -92,7 +90,7 @@ func (c *devlinkCollector) Update(ctx context.Context, snap *host.Snapshot, ch c
 // reporters exports one series per device and reporter name. A name on
 // several ports of one function (a vnic reporter per representor) is
 // one series: the worst state and the summed counts.
-func (c *devlinkCollector) reporters(ch chan<- prometheus.Metric, d host.DevlinkDevice) {
+func (c *devlinkCollector) reporters(out *sink, d host.DevlinkDevice) {
 	type agg struct {
 		healthy, stateOK   bool
 		errs, recs         uint64
@@ -121,13 +119,13 @@ func (c *devlinkCollector) reporters(ch chan<- prometheus.Metric, d host.Devlink
 	for _, n := range names {
 		a := by[n]
 		if a.stateOK {
-			gauge(ch, c.state, b2f(a.healthy), d.Name, n)
+			gauge(out, c.state, b2f(a.healthy), d.Name, n)
 		}
 		if a.haveErrs {
-			counter(ch, c.errs, float64(a.errs), d.Name, n)
+			counter(out, c.errs, float64(a.errs), d.Name, n)
 		}
 		if a.haveRecs {
-			counter(ch, c.recovers, float64(a.recs), d.Name, n)
+			counter(out, c.recovers, float64(a.recs), d.Name, n)
 		}
 	}
 }

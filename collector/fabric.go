@@ -76,14 +76,14 @@ func (c *FabricCollector) Runner() *fabric.Runner { return c.runner }
 // it exports is then the previous scan's fabric or nothing, and the
 // collector is on only where it was asked for, so a scan that cannot run
 // is a fault to fix, not how the host is.
-func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink) error {
 	st := c.runner.Status()
-	counter(ch, c.scans, float64(st.Scans))
-	counter(ch, c.failures, float64(st.Failures))
+	counter(out, c.scans, float64(st.Scans))
+	counter(out, c.failures, float64(st.Failures))
 	var err error
 	if st.Scans > 0 {
-		gauge(ch, c.success, b2f(st.OK))
-		gauge(ch, c.duration, st.Duration.Seconds())
+		gauge(out, c.success, b2f(st.OK))
+		gauge(out, c.duration, st.Duration.Seconds())
 		if !st.OK && st.Err != nil {
 			err = fmt.Errorf("iblinkinfo scan: %w", st.Err)
 		}
@@ -92,16 +92,16 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, ch chan<- 
 	if f == nil {
 		return err
 	}
-	gauge(ch, c.lastSuccess, float64(st.LastSuccess.UnixNano())/1e9)
-	gauge(ch, c.links, float64(len(f.Links)))
-	gauge(ch, c.degraded, float64(f.Degraded()))
-	gauge(ch, c.switches, float64(f.Switches))
-	gauge(ch, c.cas, float64(f.CAs))
-	gauge(ch, c.ports, float64(f.Ports))
-	gauge(ch, c.down, float64(f.DownPorts))
-	gauge(ch, c.malformed, float64(f.Malformed))
+	gauge(out, c.lastSuccess, float64(st.LastSuccess.UnixNano())/1e9)
+	gauge(out, c.links, float64(len(f.Links)))
+	gauge(out, c.degraded, float64(f.Degraded()))
+	gauge(out, c.switches, float64(f.Switches))
+	gauge(out, c.cas, float64(f.CAs))
+	gauge(out, c.ports, float64(f.Ports))
+	gauge(out, c.down, float64(f.DownPorts))
+	gauge(out, c.malformed, float64(f.Malformed))
 	for _, m := range c.linkMetrics(f) {
-		ch <- m
+		out.add(m)
 	}
 	return err
 }

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -64,7 +62,7 @@ func NewGPUCollector(Env) Collector {
 	}
 }
 
-func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	s, err := snap.GPUs(ctx)
 	if s == nil {
 		return err
@@ -76,32 +74,32 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if f.NUMANode.OK {
 			numa = strconv.Itoa(f.NUMANode.V)
 		}
-		gauge(ch, c.info, 1, g.Name(), g.Address, fmt.Sprintf("%04x:%04x", g.Vendor, g.Device), numa, g.Driver)
+		gauge(out, c.info, 1, g.Name(), g.Address, fmt.Sprintf("%04x:%04x", g.Vendor, g.Device), numa, g.Driver)
 		if f.LinkSpeed.OK {
-			gauge(ch, c.speed, f.LinkSpeed.V, g.Name())
+			gauge(out, c.speed, f.LinkSpeed.V, g.Name())
 		}
 		if f.LinkWidth.OK {
-			gauge(ch, c.width, float64(f.LinkWidth.V), g.Name())
+			gauge(out, c.width, float64(f.LinkWidth.V), g.Name())
 		}
 		// Width only: a GPU's link speed follows its power state.
 		if f.LinkWidth.OK && f.MaxLinkWidth.OK {
-			gauge(ch, c.degraded, b2f(f.LinkWidth.V < f.MaxLinkWidth.V), g.Name())
+			gauge(out, c.degraded, b2f(f.LinkWidth.V < f.MaxLinkWidth.V), g.Name())
 		}
-		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, g.Name())
+		pathSeries(out, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, g.Name())
 	}
 	if p := s.P2P; p != nil {
-		c.p2p(ch, p)
+		c.p2p(out, p)
 	}
 	for _, a := range s.Affinity {
-		gauge(ch, c.affinity, 1, strconv.Itoa(a.GPU), a.Device, a.Link.String())
+		gauge(out, c.affinity, 1, strconv.Itoa(a.GPU), a.Device, a.Link.String())
 	}
 	if d := s.GPUDirect; d != nil {
-		gauge(ch, c.ready, b2f(d.PeerMemReady()), gpuDirectPeerMem)
+		gauge(out, c.ready, b2f(d.PeerMemReady()), gpuDirectPeerMem)
 		if r, ok := d.DMABufReady(); ok {
-			gauge(ch, c.ready, b2f(r), gpuDirectDMABuf)
+			gauge(out, c.ready, b2f(r), gpuDirectDMABuf)
 		}
 		if d.Module.OK {
-			gauge(ch, c.module, 1, string(d.Module.V), d.ModuleVersion)
+			gauge(out, c.module, 1, string(d.Module.V), d.ModuleVersion)
 		}
 	}
 	return errors.Join(append(s.Errors, err)...)
@@ -110,19 +108,19 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 // p2p exports the ACS, ATS and IOMMU state between the GPUs and their
 // nearest HCAs. Each address is exported once: the bridges are unique,
 // and a GPU or HCA is in Functions once.
-func (c *gpuCollector) p2p(ch chan<- prometheus.Metric, p *gpu.P2P) {
+func (c *gpuCollector) p2p(out *sink, p *gpu.P2P) {
 	for i := range p.Bridges {
 		b := &p.Bridges[i]
 		a, present, known := b.Config.ACS()
 		if !known {
 			continue
 		}
-		gauge(ch, c.acsRedirect, b2f(present && a.Redirects()), b.Address)
+		gauge(out, c.acsRedirect, b2f(present && a.Redirects()), b.Address)
 		if present {
-			gauge(ch, c.acsControl, float64(a.Ctl), b.Address)
+			gauge(out, c.acsControl, float64(a.Ctl), b.Address)
 		}
 		if t, present, _ := b.Config.ATS(); present {
-			gauge(ch, c.ats, b2f(t.Enabled), b.Address)
+			gauge(out, c.ats, b2f(t.Enabled), b.Address)
 		}
 	}
 	addrs := make([]string, 0, len(p.Functions))
@@ -133,10 +131,10 @@ func (c *gpuCollector) p2p(ch chan<- prometheus.Metric, p *gpu.P2P) {
 	for _, a := range addrs {
 		f := p.Functions[a]
 		if t, present, _ := f.Config.ATS(); present {
-			gauge(ch, c.ats, b2f(t.Enabled), a)
+			gauge(out, c.ats, b2f(t.Enabled), a)
 		}
 		if f.IOMMU.OK {
-			gauge(ch, c.iommu, 1, a, f.IOMMU.V)
+			gauge(out, c.iommu, 1, a, f.IOMMU.V)
 		}
 	}
 }

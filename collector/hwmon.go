@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
@@ -34,7 +32,7 @@ func NewHwmonCollector(Env) Collector {
 	}
 }
 
-func (c *hwmonCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *hwmonCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	s, err := snap.Temperatures(ctx)
 	if s == nil {
 		return err
@@ -48,7 +46,7 @@ func (c *hwmonCollector) Update(ctx context.Context, snap *host.Snapshot, ch cha
 				o hwmon.Opt[float64]
 			}{{c.temp, sn.Input}, {c.crit, sn.Crit}, {c.highest, sn.Highest}} {
 				if v.o.OK {
-					gauge(ch, v.d, v.o.V, d.Name, sn.Label)
+					gauge(out, v.d, v.o.V, d.Name, sn.Label)
 				}
 			}
 		}

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -67,67 +65,29 @@ func NewInfinibandCollector(env Env) Collector {
 	return c
 }
 
-func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
-	ms, err := c.Append(ctx, snap, nil)
-	for _, m := range ms {
-		ch <- m
-	}
-	return err
-}
-
-// Append implements appender: the Aggregator takes the metrics as one
-// slice, without a channel operation per metric (a dgx-h100 scrape has
-// over a thousand of them).
-func (c *infinibandCollector) Append(ctx context.Context, snap *host.Snapshot, out []prometheus.Metric) ([]prometheus.Metric, error) {
+func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	class, err := snap.Class(ctx)
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
-			return out, nil // no RDMA on this host: nothing to report, nothing wrong
+			return nil // no RDMA on this host: nothing to report, nothing wrong
 		}
 		if class == nil {
-			return out, err
+			return err
 		}
 	}
-	s := &sink{ms: out}
 	for i := range class.Devices {
-		c.device(s, &class.Devices[i])
+		c.device(out, &class.Devices[i])
 	}
-	return s.ms, errors.Join(append(class.Errors(), err)...)
+	return errors.Join(append(class.Errors(), err)...)
 }
 
-func gauge(ch chan<- prometheus.Metric, d *expo.Desc, v float64, labels ...string) {
-	ch <- expo.Gauge(d, v, labels...)
-}
+func gauge(out *sink, d *expo.Desc, v float64, labels ...string) { out.gauge(d, v, labels...) }
 
-func counter(ch chan<- prometheus.Metric, d *expo.Desc, v float64, labels ...string) {
-	ch <- expo.Counter(d, v, labels...)
-}
+func counter(out *sink, d *expo.Desc, v float64, labels ...string) { out.counter(d, v, labels...) }
 
-// sink collects a collector's metrics in a slice (appender), the
-// samples made from a slab.
-type sink struct {
-	ms   []prometheus.Metric
-	slab expo.Slab
-}
-
-func (s *sink) gauge(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, s.slab.Gauge(d, v, labels...))
-}
-
-func (s *sink) counter(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, s.slab.Counter(d, v, labels...))
-}
-
-func optGauge[T uint64 | int](ch chan<- prometheus.Metric, d *expo.Desc, o infiniband.Opt[T], labels ...string) {
+func optGauge[T uint64 | int](out *sink, d *expo.Desc, o infiniband.Opt[T], labels ...string) {
 	if o.OK {
-		gauge(ch, d, float64(o.V), labels...)
-	}
-}
-
-// optSink is optGauge into a sink.
-func optSink[T uint64 | int](s *sink, d *expo.Desc, o infiniband.Opt[T], labels ...string) {
-	if o.OK {
-		s.gauge(d, float64(o.V), labels...)
+		out.gauge(d, float64(o.V), labels...)
 	}
 }
 
@@ -200,9 +160,9 @@ func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.
 			s.gauge(c.degraded, deg, pl...)
 		}
 	}
-	optSink(s, c.lid, p.LID, pl...)
-	optSink(s, c.smLID, p.SMLID, pl...)
-	optSink(s, c.smSL, p.SMSL, pl...)
+	optGauge(s, c.lid, p.LID, pl...)
+	optGauge(s, c.smLID, p.SMLID, pl...)
+	optGauge(s, c.smSL, p.SMSL, pl...)
 	if has, judged := sm.PortHasSM(p); judged {
 		v := 0.0
 		if has {
@@ -210,8 +170,8 @@ func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.
 		}
 		s.gauge(c.hasSM, v, pl...)
 	}
-	optSink(s, c.lmc, p.LIDMaskCount, pl...)
-	optSink(s, c.capMask, p.CapMask, pl...)
+	optGauge(s, c.lmc, p.LIDMaskCount, pl...)
+	optGauge(s, c.capMask, p.CapMask, pl...)
 
 	ext := p.Extended()
 	lab := labelPairs(d.Name, port, p.Counters)

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -46,7 +44,7 @@ func NewIRQCollector(_ Env, perIRQ bool) Collector {
 	}
 }
 
-func (c *irqCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *irqCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	// The PCI functions are the pci collector's read: one source.
 	s, err := snap.Placement(ctx)
 	if err != nil {
@@ -60,25 +58,25 @@ func (c *irqCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 	for i := range s.Devices {
 		d := &s.Devices[i]
 		if n, ok := d.CompletionCount(); ok {
-			gauge(ch, c.irqs, float64(n), d.Name)
+			gauge(out, c.irqs, float64(n), d.Name)
 		}
 		if n, ok := d.OffNode(); ok {
-			gauge(ch, c.offNode, float64(n), d.Name)
+			gauge(out, c.offNode, float64(n), d.Name)
 		}
 		if used, ok := d.CPUsUsed(); ok {
-			gauge(ch, c.cpus, float64(used.Len()), d.Name)
+			gauge(out, c.cpus, float64(used.Len()), d.Name)
 		}
 		if c.perIRQ {
-			c.each(ch, d)
+			c.each(out, d)
 		}
 	}
 	if s.Irqbalance.OK {
-		gauge(ch, c.irqbalance, b2f(len(s.Irqbalance.V) > 0))
+		gauge(out, c.irqbalance, b2f(len(s.Irqbalance.V) > 0))
 	}
 	return errors.Join(append(s.Errors, err)...)
 }
 
-func (c *irqCollector) each(ch chan<- prometheus.Metric, d *irq.Device) {
+func (c *irqCollector) each(out *sink, d *irq.Device) {
 	for k := range d.IRQs {
 		q := &d.IRQs[k]
 		num := strconv.Itoa(q.Number)
@@ -89,10 +87,10 @@ func (c *irqCollector) each(ch chan<- prometheus.Metric, d *irq.Device) {
 		if q.Effective.OK {
 			eff = q.Effective.V.String()
 		}
-		gauge(ch, c.irqInfo, 1, d.Name, num, q.Name, q.Vector.Kind.String(), aff, eff)
-		counter(ch, c.irqTotal, float64(q.Total), d.Name, num)
+		gauge(out, c.irqInfo, 1, d.Name, num, q.Name, q.Vector.Kind.String(), aff, eff)
+		counter(out, c.irqTotal, float64(q.Total), d.Name, num)
 		if off, ok := d.IRQOffNode(q); ok {
-			gauge(ch, c.irqOffNode, b2f(off), d.Name, num)
+			gauge(out, c.irqOffNode, b2f(off), d.Name, num)
 		}
 	}
 }

@@ -6,8 +6,6 @@ package collector
 import (
 	"context"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
@@ -43,30 +41,30 @@ func NewKmsgCollector(Env) Collector {
 	}
 }
 
-func (c *kmsgCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *kmsgCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	kl, ok := snap.KernelLog(ctx)
 	if !ok {
 		return nil // no reader (a CLI snapshot): nothing to say
 	}
 	if !kl.Status.Reading {
 		// Unreadable: the reason, and no event series (not zeros).
-		gauge(ch, c.reading, 0, kl.Status.Reason)
+		gauge(out, c.reading, 0, kl.Status.Reason)
 		return nil
 	}
-	gauge(ch, c.reading, 1, "")
+	gauge(out, c.reading, 1, "")
 	st := kl.Stats
-	counter(ch, c.records, float64(st.Records))
-	counter(ch, c.bytes, float64(st.Bytes))
-	counter(ch, c.lost, float64(st.Lost))
-	counter(ch, c.overruns, float64(st.Overruns))
-	counter(ch, c.unparsable, float64(st.Unparsable))
-	counter(ch, c.ovf, float64(st.Overflow))
+	counter(out, c.records, float64(st.Records))
+	counter(out, c.bytes, float64(st.Bytes))
+	counter(out, c.lost, float64(st.Lost))
+	counter(out, c.overruns, float64(st.Overruns))
+	counter(out, c.unparsable, float64(st.Unparsable))
+	counter(out, c.ovf, float64(st.Overflow))
 	seen := map[[2]string]bool{}
 	for _, e := range kl.Events {
 		seen[[2]string{e.Device, e.Event.Name}] = true
-		counter(ch, c.events, float64(e.Live), e.Device, e.Event.Name, string(e.Event.Severity))
+		counter(out, c.events, float64(e.Live), e.Device, e.Event.Name, string(e.Event.Severity))
 		if e.History > 0 {
-			gauge(ch, c.history, float64(e.History), e.Device, e.Event.Name, string(e.Event.Severity))
+			gauge(out, c.history, float64(e.History), e.Device, e.Event.Name, string(e.Event.Severity))
 		}
 	}
 	// Zeros for the fatal events of every RDMA device, so an alert's
@@ -79,7 +77,7 @@ func (c *kmsgCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan
 		d := class.Devices[i].Name
 		for _, ev := range kmsg.Events {
 			if ev.Severity == kmsg.Fatal && !seen[[2]string{d, ev.Name}] {
-				counter(ch, c.events, 0, d, ev.Name, string(ev.Severity))
+				counter(out, c.events, 0, d, ev.Name, string(ev.Severity))
 			}
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -56,94 +54,94 @@ func NewNetdevCollector(Env) Collector {
 	return c
 }
 
-func (c *netdevCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *netdevCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	s, err := snap.Netdevs(ctx)
 	if s == nil {
 		return err
 	}
 	for i := range s.Netdevs {
-		c.netdev(ch, &s.Netdevs[i])
+		c.netdev(out, &s.Netdevs[i])
 	}
 	for _, cd := range s.CharDevices {
-		gauge(ch, c.charDevice, 1, cd.Device, cd.Path)
+		gauge(out, c.charDevice, 1, cd.Device, cd.Path)
 	}
 	return errors.Join(append(s.Errors, err)...)
 }
 
-func (c *netdevCollector) netdev(ch chan<- prometheus.Metric, n *netdev.Netdev) {
+func (c *netdevCollector) netdev(out *sink, n *netdev.Netdev) {
 	port := ""
 	if n.Port > 0 {
 		port = strconv.Itoa(n.Port)
 	}
-	gauge(ch, c.info, 1, n.Name, string(n.Kind), n.Device, port, n.PCIAddress)
-	optGauge(ch, c.mtu, n.MTU, n.Name)
+	gauge(out, c.info, 1, n.Name, string(n.Kind), n.Device, port, n.PCIAddress)
+	optGauge(out, c.mtu, n.MTU, n.Name)
 	if n.OperState.OK {
-		gauge(ch, c.up, b2f(n.OperState.V == "up"), n.Name)
+		gauge(out, c.up, b2f(n.OperState.V == "up"), n.Name)
 	}
-	optBool(ch, c.carrier, n.Carrier, n.Name)
-	optCounter(ch, c.carrierChanges, n.CarrierCounts.Changes, n.Name)
-	optCounter(ch, c.carrierUp, n.CarrierCounts.Up, n.Name)
-	optCounter(ch, c.carrierDown, n.CarrierCounts.Down, n.Name)
-	optBool(ch, c.ipv6Disabled, n.IPv6Disabled, n.Name)
+	optBool(out, c.carrier, n.Carrier, n.Name)
+	optCounter(out, c.carrierChanges, n.CarrierCounts.Changes, n.Name)
+	optCounter(out, c.carrierUp, n.CarrierCounts.Up, n.Name)
+	optCounter(out, c.carrierDown, n.CarrierCounts.Down, n.Name)
+	optBool(out, c.ipv6Disabled, n.IPv6Disabled, n.Name)
 	if ib := n.IPoIB; ib != nil {
 		pkey := ""
 		if ib.Pkey.OK {
 			pkey = fmt.Sprintf("0x%04x", ib.Pkey.V)
 		}
-		gauge(ch, c.ipoibInfo, 1, n.Name, pkey, ib.Parent)
+		gauge(out, c.ipoibInfo, 1, n.Name, pkey, ib.Parent)
 		if ib.Mode.OK {
-			gauge(ch, c.connected, b2f(ib.Mode.V == netdev.ModeConnected), n.Name)
+			gauge(out, c.connected, b2f(ib.Mode.V == netdev.ModeConnected), n.Name)
 		}
-		optBool(ch, c.connectedSupported, ib.ConnectedModeSupported, n.Name)
-		optBool(ch, c.enhanced, ib.Enhanced, n.Name)
+		optBool(out, c.connectedSupported, ib.ConnectedModeSupported, n.Name)
+		optBool(out, c.enhanced, ib.Enhanced, n.Name)
 	}
 	for _, t := range []string{netdev.GIDRoCEv1, netdev.GIDRoCEv2} {
 		if n.GIDTypes != nil {
-			gauge(ch, c.roceGIDs, float64(n.GIDTypes[t]), n.Name, n.Device, port, t)
+			gauge(out, c.roceGIDs, float64(n.GIDTypes[t]), n.Name, n.Device, port, t)
 		}
 	}
 	if e := n.Ethtool; e != nil {
-		gauge(ch, c.ethtoolInfo, 1, n.Name, e.Driver, e.DriverVersion, e.FirmwareVersion, e.BusInfo)
+		gauge(out, c.ethtoolInfo, 1, n.Name, e.Driver, e.DriverVersion, e.FirmwareVersion, e.BusInfo)
 		if e.SpeedMbps.OK {
-			gauge(ch, c.speed, float64(e.SpeedMbps.V)*1e6/8, n.Name)
+			gauge(out, c.speed, float64(e.SpeedMbps.V)*1e6/8, n.Name)
 		}
 		for _, st := range e.Stats {
 			// A name that encodes direction and priority gets them as
 			// labels, so one query sums a priority or compares them.
 			if dir, prio, rest, ok := roce.PrioStat(st.Name); ok {
-				counter(ch, c.prioStat, float64(st.Value), n.Name, dir, strconv.Itoa(prio), rest)
+				counter(out, c.prioStat, float64(st.Value), n.Name, dir, strconv.Itoa(prio), rest)
 				continue
 			}
-			counter(ch, c.ethtoolStat, float64(st.Value), n.Name, st.Name)
+			counter(out, c.ethtoolStat, float64(st.Value), n.Name, st.Name)
 		}
 		if l := e.Link; l != nil {
-			optBool(ch, c.link, l.Link, n.Name)
+			optBool(out, c.link, l.Link, n.Name)
 			if l.ExtState.OK {
-				gauge(ch, c.extState, 1, n.Name, l.ExtState.V.String(), netdev.SubstateName(l.ExtState.V, l.ExtSubstate.V))
+				gauge(out, c.extState, 1, n.Name, l.ExtState.V.String(), netdev.SubstateName(l.ExtState.V, l.ExtSubstate.V))
 			}
 			if l.DownEvents.OK {
-				counter(ch, c.downEvents, float64(l.DownEvents.V), n.Name)
+				counter(out, c.downEvents, float64(l.DownEvents.V), n.Name)
 			}
 		}
 		if f := e.FEC; f != nil {
 			if f.CorrectedBlocks.OK {
-				counter(ch, c.fecCorrected, float64(f.CorrectedBlocks.V), n.Name)
+				counter(out, c.fecCorrected, float64(f.CorrectedBlocks.V), n.Name)
 			}
 			if f.UncorrectableBlocks.OK {
-				counter(ch, c.fecUncorrectable, float64(f.UncorrectableBlocks.V), n.Name)
+				counter(out, c.fecUncorrectable, float64(f.UncorrectableBlocks.V), n.Name)
 			}
 		}
 	}
 }
 
-func optCounter(ch chan<- prometheus.Metric, d *expo.Desc, o netdev.Opt[uint64], labels ...string) {
+func optCounter(out *sink, d *expo.Desc, o netdev.Opt[uint64], labels ...string) {
 	if o.OK {
-		counter(ch, d, float64(o.V), labels...)
+		counter(out, d, float64(o.V), labels...)
 	}
 }
 
-func optBool(ch chan<- prometheus.Metric, d *expo.Desc, o netdev.Opt[bool], labels ...string) {
+func optBool(out *sink, d *expo.Desc, o netdev.Opt[bool], labels ...string) {
 	if o.OK {
-		gauge(ch, d, b2f(o.V), labels...)
+		gauge(out, d, b2f(o.V), labels...)
 	}
 }

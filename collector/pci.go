@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -48,7 +46,7 @@ func NewPCICollector(Env) Collector {
 	}
 }
 
-func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	devs, err := snap.PCI(ctx)
 	if err != nil {
 		if errors.Is(err, infiniband.ErrNoClass) {
@@ -69,23 +67,23 @@ func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<
 		if f.LocalCPUs.OK {
 			local = f.LocalCPUs.V.String()
 		}
-		gauge(ch, c.info, 1, d.Name, f.Address, local)
-		optGauge(ch, c.numaNode, f.NUMANode, d.Name)
+		gauge(out, c.info, 1, d.Name, f.Address, local)
+		optGauge(out, c.numaNode, f.NUMANode, d.Name)
 		if f.LinkSpeed.OK {
-			gauge(ch, c.speed, f.LinkSpeed.V, d.Name)
+			gauge(out, c.speed, f.LinkSpeed.V, d.Name)
 		}
 		if f.MaxLinkSpeed.OK {
-			gauge(ch, c.maxSpeed, f.MaxLinkSpeed.V, d.Name)
+			gauge(out, c.maxSpeed, f.MaxLinkSpeed.V, d.Name)
 		}
-		optGauge(ch, c.width, f.LinkWidth, d.Name)
-		optGauge(ch, c.maxWidth, f.MaxLinkWidth, d.Name)
+		optGauge(out, c.width, f.LinkWidth, d.Name)
+		optGauge(out, c.maxWidth, f.MaxLinkWidth, d.Name)
 		if deg, ok := f.LinkDegraded(); ok {
-			gauge(ch, c.degraded, b2f(deg), d.Name)
+			gauge(out, c.degraded, b2f(deg), d.Name)
 		}
-		optGauge(ch, c.maxPayload, f.Payload.MaxPayload, d.Name)
-		optGauge(ch, c.maxReadRequest, f.Payload.MaxReadRequest, d.Name)
+		optGauge(out, c.maxPayload, f.Payload.MaxPayload, d.Name)
+		optGauge(out, c.maxReadRequest, f.Payload.MaxReadRequest, d.Name)
 		errs = append(errs, f.Path.Errors...)
-		pathSeries(ch, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, d.Name)
+		pathSeries(out, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, d.Name)
 	}
 	return errors.Join(errs...)
 }
@@ -100,10 +98,10 @@ const (
 // pathSeries exports a function's PCIe health: whether its path to the
 // root port is down-trained, its AER totals and its root port's. The pci
 // and gpu collectors share it, each with its own label (device, gpu).
-func pathSeries(ch chan<- prometheus.Metric, degraded, aer, rootAER *expo.Desc, own pci.AER, p *pci.Path, label string) {
+func pathSeries(out *sink, degraded, aer, rootAER *expo.Desc, own pci.AER, p *pci.Path, label string) {
 	if p.RootPort != "" {
 		if hops, ok := p.Degraded(); ok {
-			gauge(ch, degraded, b2f(len(hops) > 0), label)
+			gauge(out, degraded, b2f(len(hops) > 0), label)
 		}
 	}
 	for _, s := range []struct {
@@ -115,10 +113,10 @@ func pathSeries(ch chan<- prometheus.Metric, degraded, aer, rootAER *expo.Desc, 
 		{aerFatal, own.Fatal, p.RootPortAER.RootPortFatal},
 	} {
 		if s.dev.OK {
-			counter(ch, aer, float64(s.dev.V), label, s.name)
+			counter(out, aer, float64(s.dev.V), label, s.name)
 		}
 		if s.root.OK {
-			counter(ch, rootAER, float64(s.root.V), label, s.name)
+			counter(out, rootAER, float64(s.root.V), label, s.name)
 		}
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
@@ -38,15 +36,15 @@ func NewPortwatchCollector(Env) Collector {
 	}
 }
 
-func (c *portwatchCollector) Update(_ context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *portwatchCollector) Update(_ context.Context, snap *host.Snapshot, out *sink) error {
 	hs, ok := snap.PortHistory()
 	if !ok {
 		return nil // no sampler (a CLI snapshot): nothing to say
 	}
 	w := snap.Host().PortWatcher()
 	rounds, busy := w.Cost()
-	counter(ch, c.rounds, float64(rounds))
-	counter(ch, c.busy, busy.Seconds())
+	counter(out, c.rounds, float64(rounds))
+	counter(out, c.busy, busy.Seconds())
 	for _, h := range hs {
 		if h.Changed.IsZero() {
 			continue // not read yet, or unreadable: absent, not 0
@@ -56,11 +54,11 @@ func (c *portwatchCollector) Update(_ context.Context, snap *host.Snapshot, ch c
 		// first flap; the other states once entered (a bounded set).
 		for _, to := range portwatch.StateLabels {
 			if n := h.Transitions[to]; n > 0 || to == "down" || to == "active" {
-				counter(ch, c.transitions, float64(n), h.Device, port, to)
+				counter(out, c.transitions, float64(n), h.Device, port, to)
 			}
 		}
-		counter(ch, c.downSeconds, h.DownSeconds, h.Device, port)
-		gauge(ch, c.changed, float64(h.Changed.UnixNano())/1e9, h.Device, port)
+		counter(out, c.downSeconds, h.DownSeconds, h.Device, port)
+		gauge(out, c.changed, float64(h.Changed.UnixNano())/1e9, h.Device, port)
 	}
 	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
@@ -39,7 +37,7 @@ func NewRDMANetlinkCollector(Env) Collector {
 	}
 }
 
-func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	s, err := snap.RDMANetlink(ctx)
 	if errors.Is(err, host.ErrNotLive) {
 		return nil
@@ -68,7 +66,7 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 		for _, cs := range st.Counters {
 			if cs.Optional {
 				m[cs.Name] = true
-				gauge(ch, c.enabled, b2f(cs.Enabled), st.Device, port, cs.Name)
+				gauge(out, c.enabled, b2f(cs.Enabled), st.Device, port, cs.Name)
 			}
 		}
 		optional[st.Device+"/"+port] = m
@@ -82,13 +80,13 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 			// Counters sysfs also has are rdma_port_hw_counter_total:
 			// one series per fact.
 			if (known && opt[ct.Name]) || (!known && haveSysfs && !hw[ct.Name]) {
-				counter(ch, c.optional, float64(ct.Value), ps.Device, port, ct.Name)
+				counter(out, c.optional, float64(ct.Value), ps.Device, port, ct.Name)
 			}
 		}
 	}
 	for _, r := range s.Resources {
 		for name, v := range r.Totals {
-			gauge(ch, c.resources, float64(v), r.Device, name)
+			gauge(out, c.resources, float64(v), r.Device, name)
 		}
 	}
 	queries := make([]string, 0, len(s.Outcomes))
@@ -98,7 +96,7 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 	sort.Strings(queries)
 	for _, q := range queries {
 		for st, n := range s.Outcomes[rdmanl.Query(q)] {
-			gauge(ch, c.requests, float64(n), q, string(st))
+			gauge(out, c.requests, float64(n), q, string(st))
 		}
 	}
 	return errors.Join(s.Errors...)

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
@@ -49,7 +47,7 @@ func NewRoCECollector(Env) Collector {
 	}
 }
 
-func (c *roceCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *roceCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	s, err := snap.RoCE(ctx)
 	if s == nil {
 		return err
@@ -64,13 +62,13 @@ func (c *roceCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan
 			}
 			for p, v := range en {
 				if v.OK {
-					gauge(ch, c.ecn, b2f(v.V), n.Name, pt, strconv.Itoa(p))
+					gauge(out, c.ecn, b2f(v.V), n.Name, pt, strconv.Itoa(p))
 				}
 			}
 		}
-		optGauge(ch, c.cnpPrio, n.CNPPriority, n.Name)
-		optGauge(ch, c.cnpDSCP, n.CNPDSCP, n.Name)
-		optGauge(ch, c.tos, n.DefaultToS, n.Device, strconv.Itoa(n.Port))
+		optGauge(out, c.cnpPrio, n.CNPPriority, n.Name)
+		optGauge(out, c.cnpDSCP, n.CNPDSCP, n.Name)
+		optGauge(out, c.tos, n.DefaultToS, n.Device, strconv.Itoa(n.Port))
 		if n.DCBStatus != "" {
 			outcomes[[2]string{string(rdmanl.QueryDCB), string(n.DCBStatus)}]++
 		}
@@ -81,25 +79,25 @@ func (c *roceCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan
 			if pfc := d.PFC; pfc != nil {
 				for p := range roce.Priorities {
 					prio := strconv.Itoa(p)
-					gauge(ch, c.pfc, b2f(pfc.Enabled&(1<<p) != 0), n.Name, prio)
-					counter(ch, c.pfcFrames, float64(pfc.Requests[p]), n.Name, "tx", prio)
-					counter(ch, c.pfcFrames, float64(pfc.Indications[p]), n.Name, "rx", prio)
+					gauge(out, c.pfc, b2f(pfc.Enabled&(1<<p) != 0), n.Name, prio)
+					counter(out, c.pfcFrames, float64(pfc.Requests[p]), n.Name, "tx", prio)
+					counter(out, c.pfcFrames, float64(pfc.Indications[p]), n.Name, "rx", prio)
 				}
 			}
-			gauge(ch, c.trustDSCP, b2f(d.TrustDSCP()), n.Name)
+			gauge(out, c.trustDSCP, b2f(d.TrustDSCP()), n.Name)
 			if e := d.ETS; e != nil {
 				for p, tc := range e.PrioTC {
-					gauge(ch, c.prioTC, float64(tc), n.Name, strconv.Itoa(p))
+					gauge(out, c.prioTC, float64(tc), n.Name, strconv.Itoa(p))
 				}
 			}
 		}
 		if p := n.Pause; p != nil {
-			gauge(ch, c.pause, b2f(p.RX), n.Name, "rx")
-			gauge(ch, c.pause, b2f(p.TX), n.Name, "tx")
+			gauge(out, c.pause, b2f(p.RX), n.Name, "rx")
+			gauge(out, c.pause, b2f(p.TX), n.Name, "tx")
 		}
 	}
 	for k, v := range outcomes {
-		gauge(ch, c.kernel, float64(v), k[0], k[1])
+		gauge(out, c.kernel, float64(v), k[0], k[1])
 	}
 	return errors.Join(append(s.Errors, err)...)
 }

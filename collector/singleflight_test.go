@@ -23,7 +23,7 @@ import (
 // release is closed, so a test controls when a collection ends; a is an
 // Aggregator running only it.
 func blocking(calls *atomic.Int32, entered chan<- struct{}, release <-chan struct{}) *Aggregator {
-	c := fakeCollector{func(ctx context.Context, ch chan<- prometheus.Metric) error {
+	c := fakeCollector{func(ctx context.Context, out *sink) error {
 		n := calls.Add(1)
 		entered <- struct{}{}
 		select {
@@ -31,7 +31,7 @@ func blocking(calls *atomic.Int32, entered chan<- struct{}, release <-chan struc
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, float64(n))
+		out.add(prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, float64(n)))
 		return nil
 	}}
 	return newAggregator(host.New(host.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)), time.Minute,

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
@@ -116,7 +114,7 @@ func (c *SMCollector) Runner() *sm.Runner { return c.runner }
 // access: the shipped systemd unit runs unprivileged) is not: like a
 // host without ib_umad, it is how the host is deployed, and it would
 // fail on every scrape of every such host.
-func (c *SMCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *SMCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	var errs []error
 	st := c.runner.Status()
 	if st.TargetsErr != nil && !errors.Is(st.TargetsErr, sm.ErrNoUmad) && !errors.Is(st.TargetsErr, sm.ErrNoUmadDevice) {
@@ -124,12 +122,12 @@ func (c *SMCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<-
 	}
 	for i := range st.Ports {
 		p := &st.Ports[i]
-		c.port(ch, p)
+		c.port(out, p)
 		if !p.OK && p.Err != nil && !p.CannotRun() {
 			errs = append(errs, fmt.Errorf("sminfo through %s: %w", p.Target.String(), p.Err))
 		}
 	}
-	if err := c.local(ctx, snap, ch); err != nil {
+	if err := c.local(ctx, snap, out); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -142,41 +140,41 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-func (c *SMCollector) port(ch chan<- prometheus.Metric, p *sm.PortStatus) {
+func (c *SMCollector) port(out *sink, p *sm.PortStatus) {
 	port := strconv.Itoa(p.Port)
 	if !p.CannotRun() {
-		gauge(ch, c.success, b2f(p.OK), p.Device, port)
+		gauge(out, c.success, b2f(p.OK), p.Device, port)
 	}
-	counter(ch, c.runs, float64(p.Runs), p.Device, port)
-	counter(ch, c.failures, float64(p.Failures), p.Device, port)
-	gauge(ch, c.duration, p.Duration.Seconds(), p.Device, port)
+	counter(out, c.runs, float64(p.Runs), p.Device, port)
+	counter(out, c.failures, float64(p.Failures), p.Device, port)
+	gauge(out, c.duration, p.Duration.Seconds(), p.Device, port)
 	if !p.HaveInfo {
 		return
 	}
-	gauge(ch, c.lastSuccess, float64(p.LastSuccess.UnixNano())/1e9, p.Device, port)
+	gauge(out, c.lastSuccess, float64(p.LastSuccess.UnixNano())/1e9, p.Device, port)
 	i := p.Info
-	gauge(ch, c.info, 1, p.Device, port, strconv.Itoa(i.LID), i.GUID, i.State.String())
-	gauge(ch, c.lid, float64(i.LID), p.Device, port)
-	gauge(ch, c.priority, float64(i.Priority), p.Device, port)
-	gauge(ch, c.state, float64(i.State), p.Device, port)
-	gauge(ch, c.activity, float64(i.ActivityCount), p.Device, port)
-	gauge(ch, c.stalled, b2f(p.Stalled), p.Device, port)
+	gauge(out, c.info, 1, p.Device, port, strconv.Itoa(i.LID), i.GUID, i.State.String())
+	gauge(out, c.lid, float64(i.LID), p.Device, port)
+	gauge(out, c.priority, float64(i.Priority), p.Device, port)
+	gauge(out, c.state, float64(i.State), p.Device, port)
+	gauge(out, c.activity, float64(i.ActivityCount), p.Device, port)
+	gauge(out, c.stalled, b2f(p.Stalled), p.Device, port)
 }
 
-func (c *SMCollector) local(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *SMCollector) local(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	st, err := snap.OpenSM(ctx)
 	if st == nil {
 		return err
 	}
 	errs := []error{err}
-	gauge(ch, c.running, b2f(st.Running()))
-	gauge(ch, c.processes, float64(len(st.Processes)))
+	gauge(out, c.running, b2f(st.Running()))
+	gauge(out, c.processes, float64(len(st.Processes)))
 	for _, p := range st.Processes {
 		prio := ""
 		if p.Priority >= 0 {
 			prio = strconv.Itoa(p.Priority)
 		}
-		gauge(ch, c.process, 1, p.GUID, prio, p.ConfigFile)
+		gauge(out, c.process, 1, p.GUID, prio, p.ConfigFile)
 	}
 	if cf := st.Config; cf != nil {
 		guid, _, gerr := cf.GUID("guid")
@@ -186,7 +184,7 @@ func (c *SMCollector) local(ctx context.Context, snap *host.Snapshot, ch chan<- 
 			engine = "minhop"
 		}
 		errs = append(errs, gerr, perr)
-		gauge(ch, c.confInfo, 1, cf.Path, guid, prefix, engine)
+		gauge(out, c.confInfo, 1, cf.Path, guid, prefix, engine)
 		for _, o := range []struct {
 			desc *expo.Desc
 			name string
@@ -195,23 +193,23 @@ func (c *SMCollector) local(ctx context.Context, snap *host.Snapshot, ch chan<- 
 			if err != nil {
 				errs = append(errs, err)
 			} else if ok {
-				gauge(ch, o.desc, float64(v), cf.Path)
+				gauge(out, o.desc, float64(v), cf.Path)
 			}
 		}
-		gauge(ch, c.confBad, float64(cf.Malformed), cf.Path)
+		gauge(out, c.confBad, float64(cf.Malformed), cf.Path)
 	}
 	for _, sh := range st.Shell {
-		gauge(ch, c.defaults, 1, sh.Path, sh.Values["GUIDS"], sh.Values["PRIORITY"], sh.Values["PORTS"])
-		gauge(ch, c.confBad, float64(sh.Malformed), sh.Path)
+		gauge(out, c.defaults, 1, sh.Path, sh.Values["GUIDS"], sh.Values["PRIORITY"], sh.Values["PORTS"])
+		gauge(out, c.confBad, float64(sh.Malformed), sh.Path)
 	}
 	for _, l := range st.Logs {
 		if !l.SubnetUp.IsZero() {
-			gauge(ch, c.logSubnetUp, float64(l.SubnetUp.UnixNano())/1e9, l.Path)
+			gauge(out, c.logSubnetUp, float64(l.SubnetUp.UnixNano())/1e9, l.Path)
 		}
 		if l.State != "" {
-			gauge(ch, c.logState, 1, l.Path, l.State)
+			gauge(out, c.logState, 1, l.Path, l.State)
 		}
-		gauge(ch, c.logErrors, float64(l.Errors), l.Path)
+		gauge(out, c.logErrors, float64(l.Errors), l.Path)
 	}
 	return errors.Join(errs...)
 }

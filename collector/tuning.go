@@ -9,8 +9,6 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
@@ -63,7 +61,7 @@ func limitValue(v uint64) float64 {
 	return float64(v)
 }
 
-func (c *tuningCollector) Update(ctx context.Context, snap *host.Snapshot, ch chan<- prometheus.Metric) error {
+func (c *tuningCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	s, err := snap.Tuning(ctx)
 	if s == nil {
 		return err
@@ -71,37 +69,37 @@ func (c *tuningCollector) Update(ctx context.Context, snap *host.Snapshot, ch ch
 	for _, p := range s.Hugepages {
 		size := strconv.FormatUint(p.SizeBytes, 10)
 		if p.Node < 0 {
-			optGauge(ch, c.hugepages, p.Total, size)
-			optGauge(ch, c.hugepagesFree, p.Free, size)
+			optGauge(out, c.hugepages, p.Total, size)
+			optGauge(out, c.hugepagesFree, p.Free, size)
 		} else {
 			node := strconv.Itoa(p.Node)
-			optGauge(ch, c.nodeHugepages, p.Total, node, size)
-			optGauge(ch, c.nodeHugepagesFree, p.Free, node, size)
+			optGauge(out, c.nodeHugepages, p.Total, node, size)
+			optGauge(out, c.nodeHugepagesFree, p.Free, node, size)
 		}
 	}
 	for _, sc := range s.Sysctls {
 		if sc.Values.OK && len(sc.Values.V) == 1 {
-			gauge(ch, c.sysctl, float64(sc.Values.V[0]), sc.Name)
+			gauge(out, c.sysctl, float64(sc.Values.V[0]), sc.Name)
 		}
 	}
 	for g, n := range s.GovernorCounts() {
-		gauge(ch, c.governor, float64(n), g)
+		gauge(out, c.governor, float64(n), g)
 	}
 	if s.THPEnabled.OK {
-		gauge(ch, c.thp, 1, "enabled", s.THPEnabled.V)
+		gauge(out, c.thp, 1, "enabled", s.THPEnabled.V)
 	}
 	if s.THPDefrag.OK {
-		gauge(ch, c.thp, 1, "defrag", s.THPDefrag.V)
+		gauge(out, c.thp, 1, "defrag", s.THPDefrag.V)
 	}
 	if s.KernelRelease.OK {
-		gauge(ch, c.kernel, 1, s.KernelRelease.V)
+		gauge(out, c.kernel, 1, s.KernelRelease.V)
 	}
 	if s.SELinux.OK {
-		gauge(ch, c.selinux, 1, s.SELinux.V)
+		gauge(out, c.selinux, 1, s.SELinux.V)
 	}
 	for _, m := range c.modules {
 		if loaded, ok := s.ModuleLoaded(m); ok {
-			gauge(ch, c.module, b2f(loaded), m)
+			gauge(out, c.module, b2f(loaded), m)
 		}
 	}
 	// One series pair per name: the lowest limit among its processes is
@@ -119,18 +117,18 @@ func (c *tuningCollector) Update(ctx context.Context, snap *host.Snapshot, ch ch
 		low[m.Process] = p
 	}
 	for name, p := range low {
-		gauge(ch, c.memlock, limitValue(p.soft), name, "soft")
-		gauge(ch, c.memlock, limitValue(p.hard), name, "hard")
+		gauge(out, c.memlock, limitValue(p.soft), name, "soft")
+		gauge(out, c.memlock, limitValue(p.hard), name, "hard")
 	}
 	for name, n := range s.MemlockProcesses {
-		gauge(ch, c.memlockProcs, float64(n), name)
+		gauge(out, c.memlockProcs, float64(n), name)
 	}
 	for _, l := range s.RDMACgroups {
 		if !c.cgroups || !l.Limited() || !c.keep(l.Device) {
 			continue
 		}
-		gauge(ch, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")
-		gauge(ch, c.cgroupRDMA, limitValue(l.HCAObject), l.Cgroup, l.Device, "hca_object")
+		gauge(out, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")
+		gauge(out, c.cgroupRDMA, limitValue(l.HCAObject), l.Cgroup, l.Device, "hca_object")
 	}
 	return errors.Join(append(s.Errors, err)...)
 }
