@@ -36,28 +36,26 @@ type entryID struct {
 	ok bool
 }
 
-// readClassEntries lists the class directory's kept devices and their
-// identities; nil when the directory cannot be read (then nothing is
-// compared: the slow read reports the error).
-func readClassEntries(sys hostfs.FS, keep func(string) bool) classEntries {
-	names, err := infiniband.DeviceNames(sys, keep)
+// classEntriesOf is the identities of listed devices by name; nil when
+// the class directory could not be read (then nothing is compared: the
+// slow read reports the error).
+func classEntriesOf(list []infiniband.Entry, err error) classEntries {
 	if err != nil {
 		return nil
 	}
-	out := classEntries{}
-	for _, name := range names {
-		id, ok, _ := hostfs.IdentityOf(sys, infiniband.ClassDir+"/"+name)
-		out[name] = entryID{id, ok}
+	out := make(classEntries, len(list))
+	for _, e := range list {
+		out[e.Name] = entryID{e.ID, e.HasID}
 	}
 	return out
 }
 
-// readPCI reads the slow PCI source: the class entries first, so that a
-// device that changes during the read is seen as changed by the next
-// snapshot.
-func (h *Host) readPCI(ctx context.Context) (pciRead, error) {
-	entries := readClassEntries(h.fs.Sys, h.Keep)
-	devs, err := pci.ReadDevices(ctx, h.fs.Sys, h.Keep)
+// readPCI reads the slow PCI source for the snapshot's class listing,
+// taken before it, so that a device that changes during the read is seen
+// as changed by the next snapshot.
+func (s *Snapshot) readPCI(ctx context.Context) (pciRead, error) {
+	entries := classEntriesOf(s.devices())
+	devs, err := pci.ReadDevices(ctx, s.h.fs.Sys, s.h.Keep)
 	return pciRead{devs: devs, entries: entries}, err
 }
 
@@ -72,7 +70,7 @@ func (s *Snapshot) checkDevices() {
 		if !ok || last.entries == nil {
 			return
 		}
-		now := readClassEntries(s.h.fs.Sys, s.h.Keep)
+		now := classEntriesOf(s.devices())
 		if now == nil || maps.Equal(now, last.entries) {
 			return
 		}

@@ -280,6 +280,9 @@ type Snapshot struct {
 	// Time is when the snapshot was taken (or its reused class read).
 	Time time.Time
 
+	// listing is the class directory's kept devices and their
+	// identities, listed once for the class read and the device check.
+	listing once[[]infiniband.Entry]
 	class   once[*infiniband.Class]
 	netdevs once[*netdev.Snapshot]
 	bus     once[[]pci.BusFunction]
@@ -301,7 +304,11 @@ func (s *Snapshot) FS() hostfs.Host { return s.h.fs }
 // the device cache. infiniband.ErrNoClass means no RDMA core.
 func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
 	return s.class.get(func() (*infiniband.Class, error) {
-		c, err := s.h.ib.Read(ctx)
+		entries, err := s.devices()
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.h.ib.ReadListed(ctx, entries)
 		if c != nil {
 			s.h.record(c, err, s.Time, ctx.Err() == nil)
 		}
@@ -309,11 +316,19 @@ func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
 	})
 }
 
+// devices lists the class directory's kept devices with the identities of
+// their directories, once per snapshot.
+func (s *Snapshot) devices() ([]infiniband.Entry, error) {
+	return s.listing.get(func() ([]infiniband.Entry, error) {
+		return infiniband.ListDevices(s.h.fs.Sys, s.h.Keep)
+	})
+}
+
 // PCI is the PCI function of every RDMA device (slow, but read again at
 // once when the class's devices change: checkDevices).
 func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
 	s.checkDevices()
-	r, err := s.h.pci.get(ctx, s.h.now(), s.h.slowT, s.h.readPCI)
+	r, err := s.h.pci.get(ctx, s.h.now(), s.h.slowT, s.readPCI)
 	return r.devs, err
 }
 

@@ -212,19 +212,26 @@ func (st *static) close() {
 // first, the devices read so far are returned with ctx's error: one wedged
 // file costs its device, not the whole class.
 func (r *Reader) Read(ctx context.Context) (*Class, error) {
-	names, err := DeviceNames(r.sys, r.keep)
+	entries, err := ListDevices(r.sys, r.keep)
 	if err != nil {
 		return nil, err
 	}
-	r.forget(names)
+	return r.ReadListed(ctx, entries)
+}
 
-	results := make(chan indexed, len(names))
-	for i, name := range names {
-		go func() { results <- indexed{i, r.device(ctx, name)} }()
+// ReadListed is Read of the devices ListDevices listed on the same FS
+// with the same filter (the host snapshot lists them once for every
+// reader of the class).
+func (r *Reader) ReadListed(ctx context.Context, entries []Entry) (*Class, error) {
+	r.forget(entries)
+
+	results := make(chan indexed, len(entries))
+	for i, e := range entries {
+		go func() { results <- indexed{i, r.device(ctx, e)} }()
 	}
-	got := make([]*Device, len(names))
+	got := make([]*Device, len(entries))
 	var done int
-	for done < len(names) {
+	for done < len(entries) {
 		select {
 		case res := <-results:
 			got[res.i] = &res.dev
@@ -234,6 +241,31 @@ func (r *Reader) Read(ctx context.Context) (*Class, error) {
 		}
 	}
 	return collect(got), ctx.Err()
+}
+
+// Entry is a device of the class directory and the identity of its
+// directory (HasID false when it cannot be told: a dangling link, an FS
+// without identities). A re-registered device (driver reload, firmware
+// reset) has a new directory, so a new identity.
+type Entry struct {
+	Name  string
+	ID    hostfs.Identity
+	HasID bool
+}
+
+// ListDevices lists the devices DeviceNames lists, each with its
+// directory's identity.
+func ListDevices(sys hostfs.FS, keep func(string) bool) ([]Entry, error) {
+	names, err := DeviceNames(sys, keep)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(names))
+	for i, name := range names {
+		id, ok, _ := hostfs.IdentityOf(sys, ClassDir+"/"+name)
+		out[i] = Entry{Name: name, ID: id, HasID: ok}
+	}
+	return out, nil
 }
 
 type indexed struct {
@@ -253,15 +285,15 @@ func collect(got []*Device) *Class {
 
 // forget drops the cache entries of devices no longer listed: a vanished
 // device's attributes are never served.
-func (r *Reader) forget(names []string) {
+func (r *Reader) forget(entries []Entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.static) == 0 {
 		return
 	}
-	keep := make(map[string]bool, len(names))
-	for _, n := range names {
-		keep[n] = true
+	keep := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		keep[e.Name] = true
 	}
 	for n, st := range r.static {
 		if !keep[n] {
@@ -273,12 +305,12 @@ func (r *Reader) forget(names []string) {
 
 // staticOf returns the device's static part, from the cache while it is
 // the same directory and young enough, else read now.
-func (r *Reader) staticOf(name string) *static {
+func (r *Reader) staticOf(e Entry) *static {
+	name, id, hasID := e.Name, e.ID, e.HasID
 	dir := ClassDir + "/" + name
 	if r.maxAge <= 0 {
 		return readStatic(r.sys, dir, name)
 	}
-	id, hasID, _ := hostfs.IdentityOf(r.sys, dir)
 	now := r.now()
 	r.mu.Lock()
 	st := r.static[name]
@@ -384,8 +416,8 @@ func counterFiles(r *sysattr.Dir, dir string, pma bool) []counterFile {
 }
 
 // device reads one device: its static part (cached) and its live part.
-func (r *Reader) device(ctx context.Context, name string) Device {
-	st := r.staticOf(name)
+func (r *Reader) device(ctx context.Context, e Entry) Device {
+	st := r.staticOf(e)
 	if r.maxAge <= 0 {
 		defer st.close() // no cache: nothing is kept open either
 	}
