@@ -78,8 +78,9 @@ func (l Live) Exec(ctx context.Context, proto int, typ uint16, flags int, body [
 	req.AddRawData(body)
 	req.Sockets = map[int]*nl.SocketHandle{proto: {Socket: s}}
 	err = req.ExecuteIter(proto, 0, keep)
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
+	if cerr := ctx.Err(); cerr != nil {
+		// Abandoned: whatever the socket said after the close is moot.
+		return cerr
 	}
 	if errors.Is(err, nl.ErrDumpInterrupted) {
 		return ErrInterrupted
