@@ -122,6 +122,22 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 			gauge(ch, c.resources, float64(v), r.Device, name)
 		}
 	}
+	c.optIn(ch, s)
+	queries := make([]string, 0, len(s.Outcomes))
+	for q := range s.Outcomes {
+		queries = append(queries, string(q))
+	}
+	sort.Strings(queries)
+	for _, q := range queries {
+		for st, n := range s.Outcomes[rdmanl.Query(q)] {
+			gauge(ch, c.requests, float64(n), q, string(st))
+		}
+	}
+	return errors.Join(s.Errors...)
+}
+
+// optIn writes the opt-in series: per-process totals and QP counters.
+func (c *rdmaNetlinkCollector) optIn(ch chan<- prometheus.Metric, s *rdmanl.Snapshot) {
 	for _, r := range s.ProcessResources {
 		for p, n := range r.Objects {
 			gauge(ch, c.procObjects, float64(n), r.Device, r.Type, p)
@@ -156,15 +172,4 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 			}
 		}
 	}
-	queries := make([]string, 0, len(s.Outcomes))
-	for q := range s.Outcomes {
-		queries = append(queries, string(q))
-	}
-	sort.Strings(queries)
-	for _, q := range queries {
-		for st, n := range s.Outcomes[rdmanl.Query(q)] {
-			gauge(ch, c.requests, float64(n), q, string(st))
-		}
-	}
-	return errors.Join(s.Errors...)
 }
