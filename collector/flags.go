@@ -54,7 +54,7 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }},
 	{"hwmon", true, "temperature sensors of each RDMA device's adapter from the kernel's hwmon class (mlx5 ASIC and module, Linux 6.6+), read on the slow interval: each read is a firmware command",
 		func(env Env, _ *Flags) (Collector, error) { return NewHwmonCollector(env), nil }},
-	{"rdma_netlink", true, "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked)",
+	{"rdma_netlink", true, "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked); opt-in per-process totals and QP counters (docs/rdma-netlink.md)",
 		func(env Env, _ *Flags) (Collector, error) { return NewRDMANetlinkCollector(env), nil }},
 	{"devlink", true, "devlink health reporters of each RDMA device's PCI function (mlx5 fw, fw_fatal, tx, rx, vnic: state, errors, recoveries) and its firmware versions running and stored (burned, not activated); live /sys only, no privileges; one reporter dump per scrape, one INFO_GET per device on the slow interval",
 		func(env Env, _ *Flags) (Collector, error) { return NewDevlinkCollector(env), nil }},
