@@ -6,6 +6,7 @@ package collector
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -52,7 +54,7 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }},
 	{"hwmon", true, "temperature sensors of each RDMA device's adapter from the kernel's hwmon class (mlx5 ASIC and module, Linux 6.6+), read on the slow interval: each read is a firmware command",
 		func(env Env, _ *Flags) (Collector, error) { return NewHwmonCollector(env), nil }},
-	{"rdma_netlink", true, "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked)",
+	{"rdma_netlink", true, "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked); opt-in per-process totals and QP counters (docs/rdma-netlink.md)",
 		func(env Env, _ *Flags) (Collector, error) { return NewRDMANetlinkCollector(env), nil }},
 	{"devlink", true, "devlink health reporters of each RDMA device's PCI function (mlx5 fw, fw_fatal, tx, rx, vnic: state, errors, recoveries) and its firmware versions running and stored (burned, not activated); live /sys only, no privileges; one reporter dump per scrape, one INFO_GET per device on the slow interval",
 		func(env Env, _ *Flags) (Collector, error) { return NewDevlinkCollector(env), nil }},
@@ -104,10 +106,23 @@ type Flags struct {
 	EthtoolStats string
 	SM           SMOptions
 	Fabric       FabricOptions
+	RDMANetlink  RDMANetlinkOptions
 	// PortWatchInterval is the port state sampler's period.
 	PortWatchInterval time.Duration
 	// KmsgInterval is how often the kernel log reader drains /dev/kmsg.
 	KmsgInterval time.Duration
+}
+
+// RDMANetlinkOptions are the rdma_netlink collector's opt-in reads.
+type RDMANetlinkOptions struct {
+	// ProcessResources dumps every qp, cq, mr, pd and ctx object and
+	// counts them by process name, at most MaxProcesses a device, at most
+	// MaxObjects objects a scrape.
+	ProcessResources bool
+	MaxProcesses     int
+	MaxObjects       int
+	// QPCounters reads each port's QP counter mode and bound counters.
+	QPCounters bool
 }
 
 // FabricOptions configure the fabric collector's iblinkinfo runner.
@@ -150,6 +165,18 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.netdev.ethtool-stats",
 		"Anchored regexp of the ethtool statistics exported as rdma_netdev_ethtool_stat_total (default: mlx5 physical-layer errors, discards, pause and FEC counters). Empty exports none.").
 		Default(netdev.DefaultStats).StringVar(&f.EthtoolStats)
+	app.Flag("collector.rdma_netlink.process-resources",
+		"Also export rdma_resource_process_objects: each device's qp, cq, mr, pd and ctx objects by owning process name (/proc/PID/comm; kernel owners as [module]), never by PID. Five dumps per device per scrape; on mlx5 each QP dumped costs the kernel one firmware command.").
+		BoolVar(&f.RDMANetlink.ProcessResources)
+	app.Flag("collector.rdma_netlink.max-processes",
+		"Process names per device in rdma_resource_process_objects (those with the most objects); the rest are summed as process=\"other\" and rdma_resource_process_capped says so.").
+		Default(strconv.Itoa(rdmanl.DefaultMaxProcesses)).IntVar(&f.RDMANetlink.MaxProcesses)
+	app.Flag("collector.rdma_netlink.max-objects",
+		"Objects (resource objects and QP counters) read per scrape; reaching it abandons the dump under way and skips the rest, and rdma_resource_dump_truncated says which.").
+		Default(strconv.Itoa(rdmanl.DefaultMaxObjects)).IntVar(&f.RDMANetlink.MaxObjects)
+	app.Flag("collector.rdma_netlink.qp-counters",
+		"Also export each port's QP counter mode (rdma statistic qp mode) and its bound QP counters; their values only per QP type, in auto mode by type alone (never per process). Two requests per port per scrape.").
+		BoolVar(&f.RDMANetlink.QPCounters)
 	app.Flag("collector.sm.sminfo-path",
 		"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device (/sys/class/infiniband_mad/umadN and /dev/infiniband/umadN below --path.rootfs).").
 		Default("sminfo").StringVar(&f.SM.SminfoPath)
@@ -217,6 +244,20 @@ func (f *Flags) Modules() []string {
 		}
 	}
 	return mods
+}
+
+// RDMANetlinkQuery is the RDMA netlink query the flags ask for.
+func (f *Flags) RDMANetlinkQuery() (rdmanl.Options, error) {
+	o := f.RDMANetlink
+	if o.MaxProcesses < 1 {
+		return rdmanl.Options{}, fmt.Errorf("--collector.rdma_netlink.max-processes must be at least 1, not %d", o.MaxProcesses)
+	}
+	if o.MaxObjects < 1 {
+		return rdmanl.Options{}, fmt.Errorf("--collector.rdma_netlink.max-objects must be at least 1, not %d", o.MaxObjects)
+	}
+	return rdmanl.Options{Stats: true, Status: true, Resources: true,
+		ProcessResources: o.ProcessResources, MaxProcesses: o.MaxProcesses, MaxObjects: o.MaxObjects,
+		QPCounters: o.QPCounters}, nil
 }
 
 // EthtoolQuery is the ethtool query the flags ask for; nil for none.

@@ -16,6 +16,10 @@ import (
 
 type rdmaNetlinkCollector struct {
 	optional, enabled, resources, requests *expo.Desc
+	// Opt-in: per-process totals, QP counters.
+	procObjects, procUnnamed, procCapped, dumpTruncated *expo.Desc
+	qpMode, qpCounters, qpCounterQPs, qpTypeCounter     *expo.Desc
+	qpTruncated                                         *expo.Desc
 }
 
 // NewRDMANetlinkCollector builds the rdma_netlink collector. Its requests
@@ -31,6 +35,33 @@ func NewRDMANetlinkCollector(Env) Collector {
 		resources: desc("rdma_device_resources",
 			"Resources of an RDMA device now allocated, by type (rdma resource show: pd, cq, qp, cm_id, mr, ctx, srq), from RDMA netlink; a total that only grows is a leak.",
 			"device", "resource"),
+		procObjects: desc("rdma_resource_process_objects",
+			"Objects of an RDMA device by type (qp, cq, mr, pd, ctx) and owning process: the name in /proc/PID/comm (never a PID), a kernel owner as [module] (e.g. [ib_core]), past --collector.rdma_netlink.max-processes the rest as other. Opt-in (--collector.rdma_netlink.process-resources): five dumps per device per scrape, one object per entry; on mlx5 each QP dumped costs the kernel a firmware command.",
+			"device", "type", "process"),
+		procUnnamed: desc("rdma_resource_process_unnamed_objects",
+			"Objects of an RDMA device by type whose process could not be named: the kernel gave no PID (the task exited, or it is in another PID namespace) or PID/comm could not be read (exited since, or --path.procfs is another PID namespace's /proc).",
+			"device", "type"),
+		procCapped: desc("rdma_resource_process_capped",
+			"1 when an RDMA device had more owning processes than --collector.rdma_netlink.max-processes: those with fewer objects are summed as process=\"other\".",
+			"device"),
+		dumpTruncated: desc("rdma_resource_dump_truncated",
+			"1 when --collector.rdma_netlink.max-objects was reached during or before a device's dump of that type (the per-process counts undercount), 0 when the dump was read whole.",
+			"device", "type"),
+		qpMode: desc("rdma_port_qp_counter_mode",
+			"1 for an RDMA port's QP counter mode (rdma statistic qp mode): none (no QP counters), auto (the kernel binds QPs by criteria: type, pid, type,pid) or manual. Opt-in (--collector.rdma_netlink.qp-counters).",
+			"device", "port", "mode", "criteria"),
+		qpCounters: desc("rdma_port_qp_counters",
+			"QP counters bound on an RDMA port now (rdma statistic qp show), in auto or manual mode.",
+			"device", "port"),
+		qpCounterQPs: desc("rdma_port_qp_counter_qps",
+			"QPs bound to a QP counter on an RDMA port now.",
+			"device", "port"),
+		qpTruncated: desc("rdma_port_qp_counter_dump_truncated",
+			"1 when --collector.rdma_netlink.max-objects was reached during or before a port's QP counter dump: its rdma_port_qp_counters, rdma_port_qp_counter_qps and rdma_port_qp_type_counter_total are absent; 0 when read whole.",
+			"device", "port"),
+		qpTypeCounter: desc("rdma_port_qp_type_counter_total",
+			"A hardware counter of an RDMA port's QPs of one type (RC, UD, ...), from the auto-mode QP counters when the mode is auto by QP type alone: absent in per-PID and manual mode (a counter per process or per the operator's binding, not exported per counter). Resets when the type's last QP goes and its counter is freed.",
+			"device", "port", "qp_type", "counter"),
 		requests: desc("rdma_netlink_requests",
 			"RDMA netlink requests of this scrape by query and outcome (ok, unsupported, no_netlink, denied, no_device, truncated, error): why series are absent.",
 			"query", "status"),
@@ -89,6 +120,7 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 			gauge(out, c.resources, float64(v), r.Device, name)
 		}
 	}
+	c.optIn(ch, s)
 	queries := make([]string, 0, len(s.Outcomes))
 	for q := range s.Outcomes {
 		queries = append(queries, string(q))
@@ -100,4 +132,42 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 		}
 	}
 	return errors.Join(s.Errors...)
+}
+
+// optIn writes the opt-in series: per-process totals and QP counters.
+func (c *rdmaNetlinkCollector) optIn(ch chan<- prometheus.Metric, s *rdmanl.Snapshot) {
+	for _, r := range s.ProcessResources {
+		for p, n := range r.Objects {
+			gauge(ch, c.procObjects, float64(n), r.Device, r.Type, p)
+		}
+		gauge(ch, c.procUnnamed, float64(r.Unnamed), r.Device, r.Type)
+		gauge(ch, c.dumpTruncated, b2f(r.Truncated), r.Device, r.Type)
+	}
+	capped := map[string]bool{}
+	for _, r := range s.ProcessResources {
+		if _, seen := capped[r.Device]; !seen || r.Capped {
+			capped[r.Device] = r.Capped
+		}
+	}
+	for d, v := range capped {
+		gauge(ch, c.procCapped, b2f(v), d)
+	}
+	for _, m := range s.QPCounterModes {
+		gauge(ch, c.qpMode, 1, m.Device, strconv.FormatUint(uint64(m.Port), 10), m.ModeName(), m.Criteria())
+	}
+	for _, pc := range s.QPCounters {
+		port := strconv.FormatUint(uint64(pc.Port), 10)
+		gauge(ch, c.qpTruncated, b2f(pc.Truncated), pc.Device, port)
+		if pc.Truncated {
+			// A partial count is no count: absent, and said.
+			continue
+		}
+		gauge(ch, c.qpCounters, float64(pc.Counters), pc.Device, port)
+		gauge(ch, c.qpCounterQPs, float64(pc.QPs), pc.Device, port)
+		for _, t := range pc.ByType {
+			for _, v := range t.Counters {
+				counter(ch, c.qpTypeCounter, float64(v.Value), pc.Device, port, t.QPType, v.Name)
+			}
+		}
+	}
 }

@@ -193,7 +193,9 @@ func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (ho
 		}
 	}
 	if f.Enabled("rdma_netlink") {
-		opts.RDMANetlink = rdmanl.Options{Stats: true, Status: true, Resources: true}
+		if opts.RDMANetlink, err = f.RDMANetlinkQuery(); err != nil {
+			return host.Options{}, err
+		}
 	}
 	return opts, nil
 }

@@ -6,7 +6,10 @@ package host
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 )
@@ -27,8 +30,34 @@ func (s *Snapshot) RDMANetlink(ctx context.Context) (*rdmanl.Snapshot, error) {
 		}
 		o := s.h.opts.RDMANetlink
 		o.Keep = s.h.Keep
+		if o.ProcessResources {
+			o.ProcessName = processNamer(s.h.fs.Proc)
+		}
 		return rdmanl.Read(ctx, s.h.opts.Kernel, o), nil
 	})
+}
+
+// processNamer names the processes the kernel reports by PID from
+// PID/comm below the proc root, one bounded read each. The kernel gives
+// PIDs in rdma_doctor's own PID namespace, so a proc root of another
+// namespace (a container's --path.procfs=/host/proc without hostPID)
+// would put other processes' names on them: there, when the proc root's
+// "self" is not this process's PID, it names none, and their objects
+// count as unnamed.
+func processNamer(proc hostfs.FS) func(pid uint32) (string, bool) {
+	self, err := proc.ReadLink("self")
+	if err != nil || self != strconv.Itoa(os.Getpid()) {
+		return func(uint32) (string, bool) { return "", false }
+	}
+	return func(pid uint32) (string, bool) {
+		b, err := proc.ReadFile(strconv.FormatUint(uint64(pid), 10) + "/comm")
+		if err != nil {
+			// The process exited between the dump and the read.
+			return "", false
+		}
+		n := rdmanl.CleanComm(b)
+		return n, n != ""
+	}
 }
 
 // RoCE is the lossless configuration of the RoCE netdevs (live: the PFC

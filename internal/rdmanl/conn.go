@@ -17,7 +17,9 @@ import (
 // Conn sends one netlink request and hands each reply message's payload
 // (after the netlink header) to keep, until keep returns false; the rest
 // of the reply is drained unseen. An NLMSG_ERROR reply is the error,
-// a syscall.Errno.
+// a syscall.Errno. Cancelling ctx abandons the request: the socket is
+// closed, so a dump the kernel builds as it is read (every nldev dump)
+// stops being built, and Exec returns ctx's error.
 type Conn interface {
 	Exec(ctx context.Context, proto int, typ uint16, flags int, body []byte, keep func(msg []byte) bool) error
 }
@@ -60,6 +62,11 @@ func (l Live) Exec(ctx context.Context, proto int, typ uint16, flags int, body [
 		return fmt.Errorf("netlink socket: %w", err)
 	}
 	defer s.Close()
+	// A dump is built as it is read: draining one the caller no longer
+	// wants still costs the kernel every object (a firmware command per
+	// QP on mlx5). Closing the socket on cancel stops it.
+	stop := context.AfterFunc(ctx, s.Close)
+	defer stop()
 	tv := unix.NsecToTimeval(t.Nanoseconds())
 	if err := s.SetSendTimeout(&tv); err != nil {
 		return fmt.Errorf("netlink socket: %w", err)
@@ -71,6 +78,10 @@ func (l Live) Exec(ctx context.Context, proto int, typ uint16, flags int, body [
 	req.AddRawData(body)
 	req.Sockets = map[int]*nl.SocketHandle{proto: {Socket: s}}
 	err = req.ExecuteIter(proto, 0, keep)
+	if cerr := ctx.Err(); cerr != nil {
+		// Abandoned: whatever the socket said after the close is moot.
+		return cerr
+	}
 	if errors.Is(err, nl.ErrDumpInterrupted) {
 		return ErrInterrupted
 	}

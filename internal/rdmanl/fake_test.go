@@ -85,6 +85,9 @@ type fakeConn struct {
 	replies  map[string][][]byte
 	errs     map[string]error
 	requests []string
+	// delivered counts the messages handed to keep, by request key: a
+	// cancelled request gets no more, as the live socket, closed, does.
+	delivered map[string]int
 }
 
 func key(typ uint16, body []byte) string {
@@ -111,6 +114,13 @@ func (f *fakeConn) Exec(ctx context.Context, proto int, typ uint16, flags int, b
 		return err
 	}
 	for _, m := range f.replies[k] {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if f.delivered == nil {
+			f.delivered = map[string]int{}
+		}
+		f.delivered[k]++
 		if !keep(m) {
 			break
 		}

@@ -5,8 +5,12 @@ package rdmanl
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 )
 
 // TestLiveKernel asks the running kernel. Without RDMA devices (CI) the
@@ -15,7 +19,8 @@ import (
 func TestLiveKernel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s := Read(ctx, Live{}, Options{Stats: true, Status: true, Resources: true})
+	s := Read(ctx, Live{}, Options{Stats: true, Status: true, Resources: true, ProcessResources: true, QPCounters: true,
+		ProcessName: func(uint32) (string, bool) { return "", false }})
 	dev := s.Outcomes[QueryDevice]
 	if len(dev) != 1 {
 		t.Fatalf("device dump outcomes %v, want exactly one", dev)
@@ -25,6 +30,10 @@ func TestLiveKernel(t *testing.T) {
 		t.Logf("kernel has RDMA netlink, %d devices", len(s.Devices))
 		if len(s.Devices) == 0 && (len(s.Stats) != 0 || s.Outcomes[QueryStatistic] != nil) {
 			t.Errorf("no devices but statistics %v %v", s.Stats, s.Outcomes[QueryStatistic])
+		}
+		if len(s.Devices) == 0 && (s.Outcomes[QueryResourceObjects] != nil || s.Outcomes[QueryQPCounterMode] != nil ||
+			len(s.ProcessResources) != 0 || len(s.QPCounterModes) != 0) {
+			t.Errorf("no devices but per-object reads %v %v", s.Outcomes, s.ProcessResources)
 		}
 		if s.Outcomes[QueryResource][StatusOK] != 1 {
 			t.Errorf("resource dump outcomes %v", s.Outcomes[QueryResource])
@@ -39,5 +48,30 @@ func TestLiveKernel(t *testing.T) {
 	}
 	for _, err := range s.Errors {
 		t.Errorf("error: %v", err)
+	}
+}
+
+// TestLiveCancelAbandons: a request whose context is cancelled from its
+// own callback (what the object cap does) returns the context's error at
+// once and hands keep nothing more: the socket is closed, so the kernel
+// builds no more of the dump. RTM_GETLINK stands in for an nldev dump
+// (every kernel has rtnetlink; these have no RDMA devices).
+func TestLiveCancelAbandons(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := nl.NewIfInfomsg(unix.AF_UNSPEC).Serialize()
+	n := 0
+	err := Live{}.Exec(ctx, unix.NETLINK_ROUTE, unix.RTM_GETLINK, unix.NLM_F_DUMP, body, func([]byte) bool {
+		n++
+		cancel()
+		return false
+	})
+	if !errors.Is(err, context.Canceled) || n != 1 {
+		t.Errorf("err %v after %d messages, want context.Canceled after 1", err, n)
+	}
+	// The same request not cancelled ends cleanly.
+	n = 0
+	if err := (Live{}).Exec(context.Background(), unix.NETLINK_ROUTE, unix.RTM_GETLINK, unix.NLM_F_DUMP, body, func([]byte) bool { n++; return true }); err != nil || n == 0 {
+		t.Errorf("uncancelled dump: %v, %d messages", err, n)
 	}
 }

@@ -129,6 +129,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(resourceMsg(0, "mlx5_0", [][2]any{{"qp", 9}}))
 	f.Add(deviceMsg(3, "mlx5_3", 2))
 	f.Add(ieeeMsg(0x08, []App{{Selector: 5, Priority: 3, Protocol: 26}}))
+	f.Add(objectsMsg(0, "mlx5_0", attrResQP, attrResQPEntry, attrResLQPN, obj{id: 8, kern: "ib_ipoib"}, obj{id: 9, pid: 548}))
+	f.Add(modeMsg(2, "mlx5_2", 1, counterModeAuto, counterMaskQPType))
+	f.Add(countersMsg(2, "mlx5_2", qpc{id: 5, port: 1, qpType: 2, lqpns: []uint32{178}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// No input may panic; a decoded value must be whole.
 		if s, err := DecodeStat(b); err == nil && (s.Device == "" || s.Port == 0) {
@@ -146,5 +149,12 @@ func FuzzDecode(f *testing.F) {
 		if d, err := DecodeDCB(b); err == nil && d.Netdev == "" {
 			t.Errorf("dcb %+v", d)
 		}
+		if dev, err := decodeObjects(b, attrResQP, attrResQPEntry, func(owner) bool { return true }); err == nil && dev == "" {
+			t.Errorf("objects without device")
+		}
+		if m, err := DecodeQPCounterMode(b); err == nil && (m.Device == "" || m.Port == 0) {
+			t.Errorf("qp counter mode without handle: %+v", m)
+		}
+		_ = decodeQPCounters(b, func(qpCounter) bool { return true })
 	})
 }

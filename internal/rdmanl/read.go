@@ -21,6 +21,13 @@ const (
 	QueryStatistic     Query = "statistic"
 	QueryCounterStatus Query = "counter_status"
 	QueryResource      Query = "resource"
+	// QueryResourceObjects is one per-object dump (qp, cq, mr, pd, ctx)
+	// of one device, for the per-process totals.
+	QueryResourceObjects Query = "resource_objects"
+	// QueryQPCounterMode is one port's QP counter mode request, and
+	// QueryQPCounters one port's dump of its bound QP counters.
+	QueryQPCounterMode Query = "qp_counter_mode"
+	QueryQPCounters    Query = "qp_counters"
 	QueryDCB           Query = "dcb"
 	QueryPause         Query = "pause"
 )
@@ -83,6 +90,33 @@ type Options struct {
 	// Stats, Status and Resources select the queries (the device dump
 	// always runs when any does).
 	Stats, Status, Resources bool
+	// ProcessResources dumps every object of each kept device (qp, cq,
+	// mr, pd, ctx: one dump each) and counts them by owning process
+	// (ProcessName) or kernel module. Off by default: on mlx5 each QP in
+	// the dump costs the kernel a QUERY_QP firmware command.
+	ProcessResources bool
+	// ProcessName names a user process by the PID the kernel gives (in
+	// the reader's PID namespace); false when it cannot. Nil names none.
+	ProcessName func(pid uint32) (string, bool)
+	// MaxProcesses caps the named processes per device (0:
+	// DefaultMaxProcesses); the rest are summed into OtherProcesses.
+	MaxProcesses int
+	// MaxObjects caps the objects (resource objects and QP counters)
+	// decoded per Read (0: DefaultMaxObjects); reaching it abandons the
+	// dump under way, so the kernel stops building it, and skips the
+	// rest, each counted truncated.
+	MaxObjects int
+	// QPCounters reads each port's QP counter mode and, in auto or manual
+	// mode, its bound QP counters (`rdma statistic qp mode`, `rdma
+	// statistic qp show`).
+	QPCounters bool
+}
+
+func (o Options) maxObjects() int {
+	if o.MaxObjects <= 0 {
+		return DefaultMaxObjects
+	}
+	return o.MaxObjects
 }
 
 // Snapshot is what one Read got.
@@ -91,9 +125,17 @@ type Snapshot struct {
 	Stats     []PortStats
 	Status    []PortStatus
 	Resources []Resources
+	// ProcessResources are the per-process totals, one per device and
+	// object type that answered or was cut at the object cap.
+	ProcessResources []ProcessResources
+	// QPCounterModes and QPCounters are the ports' QP counter modes and,
+	// where counters can be bound, their bound counters.
+	QPCounterModes []QPCounterMode
+	QPCounters     []PortQPCounters
 	// Outcomes counts the requests of each query by how they ended.
 	Outcomes map[Query]map[Status]int
-	// Errors are the StatusError and StatusTruncated outcomes' errors.
+	// Errors are the StatusError and StatusTruncated outcomes' errors;
+	// the object cap is a setting, not a fault, and adds none.
 	Errors []error
 }
 
@@ -105,6 +147,11 @@ func (s *Snapshot) outcome(q Query, err error) Status {
 	case errors.Is(err, ErrInterrupted):
 		st = StatusError
 	}
+	return s.outcomeStatus(q, st, err)
+}
+
+// outcomeStatus counts a request that ended with st.
+func (s *Snapshot) outcomeStatus(q Query, st Status, err error) Status {
 	if s.Outcomes == nil {
 		s.Outcomes = map[Query]map[Status]int{}
 	}
@@ -112,7 +159,7 @@ func (s *Snapshot) outcome(q Query, err error) Status {
 		s.Outcomes[q] = map[Status]int{}
 	}
 	s.Outcomes[q][st]++
-	if st == StatusError || st == StatusTruncated {
+	if err != nil && (st == StatusError || st == StatusTruncated) {
 		s.Errors = append(s.Errors, fmt.Errorf("rdma netlink %s: %w", q, err))
 	}
 	return st
@@ -178,7 +225,7 @@ func portRequest[T any](ctx context.Context, c Conn, cmd int, d Device, port uin
 // request's outcome is counted, and what answered is kept.
 func Read(ctx context.Context, c Conn, opts Options) *Snapshot {
 	s := &Snapshot{}
-	if !opts.Stats && !opts.Status && !opts.Resources {
+	if !opts.Stats && !opts.Status && !opts.Resources && !opts.ProcessResources && !opts.QPCounters {
 		return s
 	}
 	max := opts.MaxDevices
@@ -215,6 +262,13 @@ func Read(ctx context.Context, c Conn, opts Options) *Snapshot {
 				}
 			}
 		}
+	}
+	b := &budget{left: opts.maxObjects()}
+	if opts.QPCounters && ctx.Err() == nil {
+		s.readQPCounters(ctx, c, opts, b)
+	}
+	if opts.ProcessResources && ctx.Err() == nil {
+		s.readProcessResources(ctx, c, opts, b)
 	}
 	if opts.Resources && ctx.Err() == nil {
 		res, err := dump(ctx, c, nldevType(nl.RDMA_NLDEV_CMD_RES_GET), max, DecodeResources)
