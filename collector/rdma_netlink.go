@@ -120,7 +120,7 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 			gauge(out, c.resources, float64(v), r.Device, name)
 		}
 	}
-	c.optIn(ch, s)
+	c.optIn(out, s)
 	queries := make([]string, 0, len(s.Outcomes))
 	for q := range s.Outcomes {
 		queries = append(queries, string(q))
@@ -135,13 +135,13 @@ func (c *rdmaNetlinkCollector) Update(ctx context.Context, snap *host.Snapshot, 
 }
 
 // optIn writes the opt-in series: per-process totals and QP counters.
-func (c *rdmaNetlinkCollector) optIn(ch chan<- prometheus.Metric, s *rdmanl.Snapshot) {
+func (c *rdmaNetlinkCollector) optIn(out *sink, s *rdmanl.Snapshot) {
 	for _, r := range s.ProcessResources {
 		for p, n := range r.Objects {
-			gauge(ch, c.procObjects, float64(n), r.Device, r.Type, p)
+			gauge(out, c.procObjects, float64(n), r.Device, r.Type, p)
 		}
-		gauge(ch, c.procUnnamed, float64(r.Unnamed), r.Device, r.Type)
-		gauge(ch, c.dumpTruncated, b2f(r.Truncated), r.Device, r.Type)
+		gauge(out, c.procUnnamed, float64(r.Unnamed), r.Device, r.Type)
+		gauge(out, c.dumpTruncated, b2f(r.Truncated), r.Device, r.Type)
 	}
 	capped := map[string]bool{}
 	for _, r := range s.ProcessResources {
@@ -150,23 +150,23 @@ func (c *rdmaNetlinkCollector) optIn(ch chan<- prometheus.Metric, s *rdmanl.Snap
 		}
 	}
 	for d, v := range capped {
-		gauge(ch, c.procCapped, b2f(v), d)
+		gauge(out, c.procCapped, b2f(v), d)
 	}
 	for _, m := range s.QPCounterModes {
-		gauge(ch, c.qpMode, 1, m.Device, strconv.FormatUint(uint64(m.Port), 10), m.ModeName(), m.Criteria())
+		gauge(out, c.qpMode, 1, m.Device, strconv.FormatUint(uint64(m.Port), 10), m.ModeName(), m.Criteria())
 	}
 	for _, pc := range s.QPCounters {
 		port := strconv.FormatUint(uint64(pc.Port), 10)
-		gauge(ch, c.qpTruncated, b2f(pc.Truncated), pc.Device, port)
+		gauge(out, c.qpTruncated, b2f(pc.Truncated), pc.Device, port)
 		if pc.Truncated {
 			// A partial count is no count: absent, and said.
 			continue
 		}
-		gauge(ch, c.qpCounters, float64(pc.Counters), pc.Device, port)
-		gauge(ch, c.qpCounterQPs, float64(pc.QPs), pc.Device, port)
+		gauge(out, c.qpCounters, float64(pc.Counters), pc.Device, port)
+		gauge(out, c.qpCounterQPs, float64(pc.QPs), pc.Device, port)
 		for _, t := range pc.ByType {
 			for _, v := range t.Counters {
-				counter(ch, c.qpTypeCounter, float64(v.Value), pc.Device, port, t.QPType, v.Name)
+				counter(out, c.qpTypeCounter, float64(v.Value), pc.Device, port, t.QPType, v.Name)
 			}
 		}
 	}

@@ -11,21 +11,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 )
 
 // series writes each metric f sends as `name{label=value,...} value`.
-func series(t *testing.T, f func(ch chan<- prometheus.Metric)) []string {
+func series(t *testing.T, f func(out *sink)) []string {
 	t.Helper()
-	ch := make(chan prometheus.Metric, 256)
-	f(ch)
-	close(ch)
+	var s sink
+	f(&s)
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	var out []string
-	for m := range ch {
+	for _, m := range s.ms {
 		var pb dto.Metric
 		if err := m.Write(&pb); err != nil {
 			t.Fatal(err)
@@ -59,7 +57,7 @@ func TestRDMANetlinkOptIn(t *testing.T) {
 			{Device: "mlx5_3", Port: 1, Counters: 1, Truncated: true},
 		},
 	}
-	got := series(t, func(ch chan<- prometheus.Metric) { c.optIn(ch, s) })
+	got := series(t, func(out *sink) { c.optIn(out, s) })
 	want := []string{
 		"rdma_port_qp_counter_dump_truncated{device=mlx5_2,port=1} 0",
 		"rdma_port_qp_counter_dump_truncated{device=mlx5_3,port=1} 1",
@@ -81,7 +79,7 @@ func TestRDMANetlinkOptIn(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// Off (the default): nothing.
-	if got := series(t, func(ch chan<- prometheus.Metric) { c.optIn(ch, &rdmanl.Snapshot{}) }); len(got) != 0 {
+	if got := series(t, func(out *sink) { c.optIn(out, &rdmanl.Snapshot{}) }); len(got) != 0 {
 		t.Errorf("empty snapshot: %v", got)
 	}
 }
