@@ -4,118 +4,26 @@
 package sff
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/sff/sfftest"
 )
 
-// half is one half page of a recorded memory.
-type half struct {
-	addr, page uint8
-	upper      bool
-}
+type half = sfftest.Half
 
-// memory is a recorded module memory: the half pages the recording has.
-type memory struct {
-	halves map[half][]byte
-	// reads counts Read calls, to show the decoder reads only what it
-	// needs.
-	reads []half
-}
+type memory = sfftest.Memory
 
-func (m *memory) Read(addr, page uint8, offset, length int) ([]byte, error) {
-	h := half{addr, page, offset >= HalfPage}
-	m.reads = append(m.reads, h)
-	b, ok := m.halves[h]
-	if !ok {
-		return nil, fmt.Errorf("page 0x%02x not in the recording", page)
-	}
-	start := offset % HalfPage
-	if start+length > len(b) {
-		return b[start:], nil
-	}
-	return b[start : start+length], nil
-}
+func hp(addr, page uint8, upper bool) half { return half{Addr: addr, Page: page, Upper: upper} }
 
-func (m *memory) set(h half, off int, v []byte) {
-	if m.halves[h] == nil {
-		m.halves[h] = make([]byte, HalfPage)
-	}
-	copy(m.halves[h][off:], v)
-}
-
-var (
-	// ethtool -m ... hex on: "0x0120:         00 11 ...". Offsets are
-	// ethtool's linear layout: 0-255 page 00h, then the upper halves of
-	// pages 01h, 02h, 03h (SFF-8636); 256-511 A2h (SFF-8472).
-	ethtoolRow = regexp.MustCompile(`^0x([0-9a-f]{4}):\s+((?:[0-9a-f]{2} ?)+)$`)
-	// Juniper picd: a "... Page NNh:" or "Lower Page:" title, then
-	// "  0x80:4b 00 ..." rows.
-	picdTitle = regexp.MustCompile(`(Lower Page|Upper Page ([0-9a-f]{2})h):$`)
-	picdRow   = regexp.MustCompile(`^\s+0x([0-9a-f]{2}):((?:[0-9a-f]{2} ?){16})$`)
-)
-
-func hexBytes(t testing.TB, s string) []byte {
-	t.Helper()
-	var out []byte
-	for _, f := range strings.Fields(s) {
-		v, err := strconv.ParseUint(f, 16, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, byte(v))
-	}
-	return out
-}
+func hexBytes(t testing.TB, s string) []byte { return sfftest.HexBytes(t, s) }
 
 // recorded loads a testdata dump (README.md names each source).
 func recorded(t testing.TB, name string, spec Spec) *memory {
-	t.Helper()
-	raw, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &memory{halves: map[half][]byte{}}
-	page, inPage := uint8(0), false
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), " ")
-		if g := ethtoolRow.FindStringSubmatch(line); g != nil {
-			off, _ := strconv.ParseUint(g[1], 16, 16)
-			h := half{AddrA0, 0, off >= HalfPage}
-			switch {
-			case off >= 2*HalfPage && spec == SFF8472:
-				h = half{AddrA2, 0, off >= 3*HalfPage}
-			case off >= 2*HalfPage:
-				h = half{AddrA0, uint8(off/HalfPage - 1), true}
-			}
-			m.set(h, int(off%HalfPage), hexBytes(t, g[2]))
-			continue
-		}
-		if g := picdTitle.FindStringSubmatch(line); g != nil {
-			inPage, page = true, 0
-			if g[2] != "" {
-				p, _ := strconv.ParseUint(g[2], 16, 8)
-				page = uint8(p)
-			}
-			continue
-		}
-		if g := picdRow.FindStringSubmatch(line); g != nil && inPage {
-			off, _ := strconv.ParseUint(g[1], 16, 8)
-			m.set(half{AddrA0, page, off >= HalfPage}, int(off%HalfPage), hexBytes(t, g[2]))
-		}
-	}
-	if len(m.halves) == 0 {
-		t.Fatalf("%s: no dump found", name)
-	}
-	return m
+	return sfftest.Load(t, "testdata/"+name, spec == SFF8472)
 }
 
 // near compares decoded values with the expected ones to well below the
@@ -139,8 +47,8 @@ func wantLimits(t *testing.T, what string, got Opt[Limits], want Limits) {
 
 func wantReads(t *testing.T, m *memory, want ...half) {
 	t.Helper()
-	if fmt.Sprint(m.reads) != fmt.Sprint(want) {
-		t.Errorf("reads %v, want %v", m.reads, want)
+	if fmt.Sprint(m.Reads) != fmt.Sprint(want) {
+		t.Errorf("reads %v, want %v", m.Reads, want)
 	}
 }
 
@@ -182,7 +90,7 @@ func TestDecodeSFF8636Recorded(t *testing.T) {
 	wantLimits(t, "tx bias", th.TxBias, Limits{8.5e-3, 5.492e-3, 8e-3, 6e-3})
 	wantLimits(t, "tx power", th.TxPower, Limits{3.4673e-3, 0.0724e-3, 1.7378e-3, 0.1445e-3})
 	wantLimits(t, "rx power", th.RxPower, Limits{3.4673e-3, 0.0467e-3, 1.7378e-3, 0.0933e-3})
-	wantReads(t, mem, half{AddrA0, 0, false}, half{AddrA0, 0, true}, half{AddrA0, 3, true})
+	wantReads(t, mem, hp(AddrA0, 0, false), hp(AddrA0, 0, true), hp(AddrA0, 3, true))
 }
 
 // An 800G DR8 OSFP (CMIS 5.1) carrying light on all eight lanes: page
@@ -224,8 +132,8 @@ func TestDecodeCMISRecordedDR8(t *testing.T) {
 	wantLimits(t, "tx power", th.TxPower, Limits{3.981e-3, 0.257e-3, 3.1622e-3, 0.3235e-3})
 	wantLimits(t, "tx bias", th.TxBias, Limits{130e-3, 10e-3, 125e-3, 15e-3})
 	wantLimits(t, "rx power", th.RxPower, Limits{4.7863e-3, 0.1288e-3, 3.8018e-3, 0.1819e-3})
-	wantReads(t, mem, half{AddrA0, 0, false}, half{AddrA0, 0, true}, half{AddrA0, 1, true},
-		half{AddrA0, 2, true}, half{AddrA0, 0x11, true})
+	wantReads(t, mem, hp(AddrA0, 0, false), hp(AddrA0, 0, true), hp(AddrA0, 1, true),
+		hp(AddrA0, 2, true), hp(AddrA0, 0x11, true))
 }
 
 // A copper active electrical cable (Credo, CMIS 5.0): page 01h byte 160
@@ -254,7 +162,7 @@ func TestDecodeCMISRecordedAEC(t *testing.T) {
 	if th.RxPower.OK || th.TxBias.OK || th.TxPower.OK {
 		t.Errorf("lane thresholds of a module without lane monitors: %+v", th)
 	}
-	wantReads(t, mem, half{AddrA0, 0, false}, half{AddrA0, 0, true}, half{AddrA0, 1, true}, half{AddrA0, 2, true})
+	wantReads(t, mem, hp(AddrA0, 0, false), hp(AddrA0, 0, true), hp(AddrA0, 1, true), hp(AddrA0, 2, true))
 }
 
 // A GPON SFP stick without diagnostics (A0h byte 92 = 0x00): identity
@@ -274,7 +182,7 @@ func TestDecodeSFF8472RecordedNoDDM(t *testing.T) {
 	if m.Temperature.OK || m.Voltage.OK || m.Lanes != nil || m.Thresholds != nil {
 		t.Errorf("monitors of a module without DDM: %+v", m)
 	}
-	wantReads(t, mem, half{AddrA0, 0, false})
+	wantReads(t, mem, hp(AddrA0, 0, false))
 }
 
 // The SFF-8472 diagnostics path. No recording of an SFP with DDM that
@@ -288,11 +196,11 @@ func TestDecodeSFF8472RecordedNoDDM(t *testing.T) {
 // as SFF-8472 Table 9-5 lays them out.
 func TestDecodeSFF8472DDMLayout(t *testing.T) {
 	mem := recorded(t, "sff8472-sfp-noddm-odi-hack-gpon.txt", SFF8472)
-	a0 := mem.halves[half{AddrA0, 0, false}]
+	a0 := mem.Halves[hp(AddrA0, 0, false)]
 	a0[92], a0[93] = 0x60, 0x80
 	a2 := make([]byte, HalfPage)
 	copy(a2, hexBytes(t, "5f 00 e7 00 5a 00 ec 00 94 70 6d 60 90 88 71 48"))
-	mem.halves[half{AddrA2, 0, false}] = a2
+	mem.Halves[hp(AddrA2, 0, false)] = a2
 	m, err := Decode(mem)
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +215,7 @@ func TestDecodeSFF8472DDMLayout(t *testing.T) {
 	}
 	wantLimits(t, "temperature", m.Thresholds.Temperature, Limits{95, -25, 90, -20})
 	wantLimits(t, "voltage", m.Thresholds.Voltage, Limits{3.8, 2.8, 3.7, 2.9})
-	wantReads(t, mem, half{AddrA0, 0, false}, half{AddrA2, 0, false})
+	wantReads(t, mem, hp(AddrA0, 0, false), hp(AddrA2, 0, false))
 	a0[92] = 0x50 // DDM, externally calibrated
 	if m, err := Decode(mem); err != nil || m.Absent != AbsentExternalCal || m.Temperature.OK {
 		t.Errorf("externally calibrated: %+v, %v", m, err)
@@ -319,12 +227,12 @@ func TestDecodeSFF8472DDMLayout(t *testing.T) {
 func TestDecodeAbsent(t *testing.T) {
 	t.Run("sff8636 copper", func(t *testing.T) {
 		mem := recorded(t, "sff8636-qsfp28-mellanox-mlxsw.txt", SFF8636)
-		mem.halves[half{AddrA0, 0, true}][147-128] = 0xA0 // passive copper, unequalized
+		mem.Halves[hp(AddrA0, 0, true)][147-128] = 0xA0 // passive copper, unequalized
 		m, err := Decode(mem)
 		if err != nil || m.Absent != AbsentCopper || m.Temperature.OK || m.Lanes != nil {
 			t.Errorf("%+v, %v", m, err)
 		}
-		mem.halves[half{AddrA0, 0, true}][147-128] = 0xC0 // active copper: module monitors only
+		mem.Halves[hp(AddrA0, 0, true)][147-128] = 0xC0 // active copper: module monitors only
 		m, err = Decode(mem)
 		if err != nil || m.Absent != AbsentCopper || !m.Temperature.OK || m.Lanes != nil {
 			t.Errorf("%+v, %v", m, err)
@@ -332,7 +240,7 @@ func TestDecodeAbsent(t *testing.T) {
 	})
 	t.Run("sff8636 not ready", func(t *testing.T) {
 		mem := recorded(t, "sff8636-qsfp28-mellanox-mlxsw.txt", SFF8636)
-		mem.halves[half{AddrA0, 0, false}][2] |= 0x01
+		mem.Halves[hp(AddrA0, 0, false)][2] |= 0x01
 		m, err := Decode(mem)
 		if err != nil || m.Absent != AbsentNotReady || m.Temperature.OK || m.Lanes != nil {
 			t.Errorf("%+v, %v", m, err)
@@ -340,32 +248,32 @@ func TestDecodeAbsent(t *testing.T) {
 	})
 	t.Run("sff8636 flat memory, no tx power", func(t *testing.T) {
 		mem := recorded(t, "sff8636-qsfp28-mellanox-mlxsw.txt", SFF8636)
-		mem.halves[half{AddrA0, 0, false}][2] |= 0x04
-		mem.halves[half{AddrA0, 0, true}][220-128] &^= 0x04
+		mem.Halves[hp(AddrA0, 0, false)][2] |= 0x04
+		mem.Halves[hp(AddrA0, 0, true)][220-128] &^= 0x04
 		m, err := Decode(mem)
 		if err != nil || m.Thresholds != nil || len(m.Lanes) != 4 || m.Lanes[0].TxPower.OK || !m.Lanes[0].RxPower.OK {
 			t.Errorf("%+v, %v", m, err)
 		}
-		wantReads(t, mem, half{AddrA0, 0, false}, half{AddrA0, 0, true})
+		wantReads(t, mem, hp(AddrA0, 0, false), hp(AddrA0, 0, true))
 	})
 	t.Run("cmis flat memory", func(t *testing.T) {
 		mem := recorded(t, "cmis-osfp-dr8-juniper-qfx5240.txt", CMIS)
-		mem.halves[half{AddrA0, 0, false}][2] |= 0x80
+		mem.Halves[hp(AddrA0, 0, false)][2] |= 0x80
 		m, err := Decode(mem)
 		if err != nil || m.Absent != AbsentFlat || m.Temperature.OK || m.Lanes != nil || m.Thresholds != nil {
 			t.Errorf("%+v, %v", m, err)
 		}
-		wantReads(t, mem, half{AddrA0, 0, false}, half{AddrA0, 0, true})
+		wantReads(t, mem, hp(AddrA0, 0, false), hp(AddrA0, 0, true))
 	})
 	t.Run("cmis rx power only, bias x4", func(t *testing.T) {
 		mem := recorded(t, "cmis-osfp-dr8-juniper-qfx5240.txt", CMIS)
-		mem.halves[half{AddrA0, 1, true}][159-128] = 0x00
-		mem.halves[half{AddrA0, 1, true}][160-128] = 0x04 | 0x10
+		mem.Halves[hp(AddrA0, 1, true)][159-128] = 0x00
+		mem.Halves[hp(AddrA0, 1, true)][160-128] = 0x04 | 0x10
 		m, err := Decode(mem)
 		if err != nil || m.Temperature.OK || m.Voltage.OK || len(m.Lanes) != 8 || !m.Lanes[0].RxPower.OK || m.Lanes[0].TxBias.OK || m.Lanes[0].TxPower.OK {
 			t.Errorf("%+v, %v", m, err)
 		}
-		mem.halves[half{AddrA0, 1, true}][160-128] = 0x01 | 0x10
+		mem.Halves[hp(AddrA0, 1, true)][160-128] = 0x01 | 0x10
 		m, _ = Decode(mem)
 		wantOpt(t, "tx bias x4", m.Lanes[0].TxBias, 4*0x88af*2e-6)
 	})
@@ -385,20 +293,20 @@ func TestDecodeAbsent(t *testing.T) {
 // Unreadable, short or unknown memory is an error value, never a panic
 // or a plausible module; a missing optional page keeps what was read.
 func TestDecodeErrors(t *testing.T) {
-	empty := &memory{halves: map[half][]byte{}}
+	empty := &memory{Halves: map[half][]byte{}}
 	if m, err := Decode(empty); err == nil || m != nil {
 		t.Errorf("no memory: %+v, %v", m, err)
 	}
-	short := &memory{halves: map[half][]byte{{AddrA0, 0, false}: {0x11, 0x07}}}
+	short := &memory{Halves: map[half][]byte{hp(AddrA0, 0, false): {0x11, 0x07}}}
 	if _, err := Decode(short); !errors.Is(err, ErrTruncated) {
 		t.Errorf("2 bytes: %v, want ErrTruncated", err)
 	}
-	unknown := &memory{halves: map[half][]byte{{AddrA0, 0, false}: make([]byte, HalfPage)}}
+	unknown := &memory{Halves: map[half][]byte{hp(AddrA0, 0, false): make([]byte, HalfPage)}}
 	if _, err := Decode(unknown); !errors.Is(err, ErrUnknownIdentifier) || !strings.Contains(err.Error(), "0x00") {
 		t.Errorf("identifier 0: %v, want ErrUnknownIdentifier", err)
 	}
 	mem := recorded(t, "cmis-osfp-dr8-juniper-qfx5240.txt", CMIS)
-	delete(mem.halves, half{AddrA0, 0x11, true})
+	delete(mem.Halves, hp(AddrA0, 0x11, true))
 	m, err := Decode(mem)
 	if err == nil || m == nil || !m.Temperature.OK || m.Lanes != nil || m.Thresholds == nil {
 		t.Errorf("page 11h unreadable: %+v, %v; want the module monitors and an error", m, err)
@@ -421,8 +329,8 @@ func FuzzDecode(f *testing.F) {
 	} {
 		mem := recorded(f, s.name, s.spec)
 		var seed []byte
-		for _, h := range []half{{AddrA0, 0, false}, {AddrA0, 0, true}, {AddrA0, 1, true}, {AddrA0, 2, true}, {AddrA0, 3, true}, {AddrA0, 0x11, true}} {
-			b := mem.halves[h]
+		for _, h := range []half{hp(AddrA0, 0, false), hp(AddrA0, 0, true), hp(AddrA0, 1, true), hp(AddrA0, 2, true), hp(AddrA0, 3, true), hp(AddrA0, 0x11, true)} {
+			b := mem.Halves[h]
 			if b == nil {
 				b = make([]byte, HalfPage)
 			}
@@ -431,19 +339,19 @@ func FuzzDecode(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		order := []half{{AddrA0, 0, false}, {AddrA0, 0, true}, {AddrA0, 1, true}, {AddrA0, 2, true}, {AddrA0, 3, true}, {AddrA0, 0x11, true}, {AddrA2, 0, false}}
-		mem := &memory{halves: map[half][]byte{}}
+		order := []half{hp(AddrA0, 0, false), hp(AddrA0, 0, true), hp(AddrA0, 1, true), hp(AddrA0, 2, true), hp(AddrA0, 3, true), hp(AddrA0, 0x11, true), hp(AddrA2, 0, false)}
+		mem := &memory{Halves: map[half][]byte{}}
 		for i, h := range order {
 			if lo := i * HalfPage; lo < len(b) {
-				mem.halves[h] = b[lo:min(len(b), lo+HalfPage)]
+				mem.Halves[h] = b[lo:min(len(b), lo+HalfPage)]
 			}
 		}
 		m, err := Decode(mem)
 		if err != nil && m == nil {
 			return
 		}
-		if len(mem.reads) > len(order) {
-			t.Errorf("%d reads", len(mem.reads))
+		if len(mem.Reads) > len(order) {
+			t.Errorf("%d reads", len(mem.Reads))
 		}
 		if len(m.Lanes) > cmisLanesPerBank || len(m.Vendor) > 16 || len(m.PartNumber) > 16 {
 			t.Errorf("out of bounds: %+v", m)
