@@ -318,7 +318,7 @@ func decode8636(r Reader, lower []byte, m *Module) error {
 		}
 	}
 	// Byte 2 bit 2, Flat_mem: only page 00h; otherwise page 03h holds
-	// the thresholds.
+	// the thresholds (p3[n-128] is byte n; temperature at 128).
 	if lower[2]&0x04 != 0 {
 		return nil
 	}
@@ -327,7 +327,7 @@ func decode8636(r Reader, lower []byte, m *Module) error {
 		return err
 	}
 	t := &Thresholds{
-		Temperature: limits(p3, 128-128, temperature), Voltage: limits(p3, 144-128, voltage),
+		Temperature: limits(p3, 0, temperature), Voltage: limits(p3, 144-128, voltage),
 		RxPower: limits(p3, 176-128, power), TxBias: limits(p3, 184-128, bias),
 	}
 	if txPower {
@@ -370,10 +370,11 @@ func decodeCMIS(r Reader, lower []byte, m *Module) error {
 	biasMult := float64(uint(1) << ((lane >> 3) & 0x03))
 	hasBias, hasTx, hasRx := lane&0x01 != 0, lane&0x02 != 0, lane&0x04 != 0
 	var errs []error
+	// Page 02h, p2[n-128] is byte n: temperature limits at 128.
 	if p2, err := read(r, AddrA0, 2, HalfPage); err == nil {
 		t := &Thresholds{}
 		if mod&0x01 != 0 {
-			t.Temperature = limits(p2, 128-128, temperature)
+			t.Temperature = limits(p2, 0, temperature)
 		}
 		if mod&0x02 != 0 {
 			t.Voltage = limits(p2, 136-128, voltage)
