@@ -104,6 +104,9 @@ type Flags struct {
 	// selects the statistics exported.
 	Ethtool      bool
 	EthtoolStats string
+	// ModuleEEPROM reads each RoCE netdev's transceiver memory (needs
+	// Ethtool and CAP_NET_ADMIN).
+	ModuleEEPROM bool
 	SM           SMOptions
 	Fabric       FabricOptions
 	RDMANetlink  RDMANetlinkOptions
@@ -165,6 +168,9 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.netdev.ethtool-stats",
 		"Anchored regexp of the ethtool statistics exported as rdma_netdev_ethtool_stat_total (default: mlx5 physical-layer errors, discards, pause and FEC counters). Empty exports none.").
 		Default(netdev.DefaultStats).StringVar(&f.EthtoolStats)
+	app.Flag("collector.netdev.module-eeprom",
+		"Read each RoCE netdev's transceiver memory (ethtool netlink MODULE_EEPROM_GET, Linux 5.13+; SFF-8472, SFF-8636, CMIS) for rdma_netdev_module_*: temperature, voltage, per-lane Rx power, Tx bias and Tx power. Off by default: each page is a firmware access, and the kernel allows it only with CAP_NET_ADMIN. Read on the slow interval, only for netdevs of RDMA ports the device filter keeps, and only with --collector.netdev.ethtool.").
+		BoolVar(&f.ModuleEEPROM)
 	app.Flag("collector.rdma_netlink.process-resources",
 		"Also export rdma_resource_process_objects: each device's qp, cq, mr, pd and ctx objects by owning process name (/proc/PID/comm; kernel owners as [module]), never by PID. Five dumps per device per scrape; on mlx5 each QP dumped costs the kernel one firmware command.").
 		BoolVar(&f.RDMANetlink.ProcessResources)
@@ -272,5 +278,5 @@ func (f *Flags) EthtoolQuery() (*netdev.Ethtool, error) {
 			return nil, err
 		}
 	}
-	return &netdev.Ethtool{Stats: stats}, nil
+	return &netdev.Ethtool{Stats: stats, ModuleEEPROM: f.ModuleEEPROM}, nil
 }

@@ -21,6 +21,7 @@ type netdevCollector struct {
 	ethtoolInfo, speed, ethtoolStat, prioStat, charDevice        *expo.Desc
 	link, extState, downEvents, fecCorrected, fecUncorrectable   *expo.Desc
 	carrierChanges, carrierUp, carrierDown                       *expo.Desc
+	mod                                                          moduleDescs
 }
 
 // NewNetdevCollector builds the netdev collector; the ethtool query and
@@ -49,6 +50,7 @@ func NewNetdevCollector(Env) Collector {
 		fecCorrected:       desc("rdma_netdev_fec_corrected_blocks_total", "FEC blocks corrected (ethtool netlink FEC statistics); absent where the driver has none.", "netdev"),
 		fecUncorrectable:   desc("rdma_netdev_fec_uncorrectable_blocks_total", "FEC blocks that could not be corrected: frames lost on the wire.", "netdev"),
 		prioStat:           desc("rdma_netdev_priority_stat_total", "A per-priority ethtool statistic selected by --collector.netdev.ethtool-stats, split by direction and priority (rx_prio3_pause is direction rx, priority 3, stat pause).", "netdev", "direction", "priority", "stat"),
+		mod:                newModuleDescs(),
 		charDevice:         desc("rdma_device_char_device_info", "A /dev/infiniband character device of an RDMA device (uverbs, umad, issm); always 1.", "device", "path"),
 	}
 	return c
@@ -100,6 +102,7 @@ func (c *netdevCollector) netdev(out *sink, n *netdev.Netdev) {
 			gauge(out, c.roceGIDs, float64(n.GIDTypes[t]), n.Name, n.Device, port, t)
 		}
 	}
+	c.mod.module(out, n.Name, n.Module)
 	if e := n.Ethtool; e != nil {
 		gauge(out, c.ethtoolInfo, 1, n.Name, e.Driver, e.DriverVersion, e.FirmwareVersion, e.BusInfo)
 		if e.SpeedMbps.OK {

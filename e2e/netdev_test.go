@@ -81,7 +81,16 @@ func TestNetdevLive(t *testing.T) {
 			t.Errorf("%s: link detected %v (%v), want 1", nd, s.value, ok)
 		}
 	}
-	for _, name := range []string{"rdma_netdev_link_ext_state", "rdma_netdev_fec_corrected_blocks_total", "rdma_netdev_fec_uncorrectable_blocks_total"} {
+	// The module EEPROM request reached the kernel (root in the test's
+	// user namespace passes its CAP_NET_ADMIN check) and veth has no
+	// module: the reason, and no module series.
+	for _, nd := range []string{"enp59s0f0np0", "enp59s0f1np1"} {
+		if s, ok := lookup(live, "rdma_netdev_module_eeprom_readable", "netdev", nd); !ok || s.value != 0 || s.labels["reason"] != "unsupported" {
+			t.Errorf("%s: module eeprom readable %v %v (%v), want 0 unsupported", nd, s.value, s.labels, ok)
+		}
+	}
+	for _, name := range []string{"rdma_netdev_link_ext_state", "rdma_netdev_fec_corrected_blocks_total", "rdma_netdev_fec_uncorrectable_blocks_total",
+		"rdma_netdev_module_info", "rdma_netdev_module_temperature_celsius", "rdma_netdev_module_rx_power_watts"} {
 		if n := len(live[name]); n != 0 {
 			t.Errorf("%s: %d series on veths, want none", name, n)
 		}
@@ -154,7 +163,7 @@ func netdevLiveChild(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cmd := exec.Command(os.Getenv("RDMA_DOCTOR_BIN"), "--web.listen-address="+addr, "--path.procfs="+filepath.Join(root, "proc"),
-		"--collector.netdev.ethtool-stats=peer_ifindex", "--log.level=debug")
+		"--collector.netdev.ethtool-stats=peer_ifindex", "--collector.netdev.module-eeprom", "--log.level=debug")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -50,11 +50,17 @@ type Stat struct {
 
 // Ethtool queries the running kernel's netdevs. It needs no privileges:
 // the get commands it uses (GDRVINFO, GSET, GSTRINGS, GSTATS, and the
-// netlink LINKSTATE_GET and FEC_GET) are allowed to any user. It sees the network namespace of the process.
+// netlink LINKSTATE_GET and FEC_GET) are allowed to any user; only the
+// opt-in ModuleEEPROM needs CAP_NET_ADMIN. It sees the network namespace
+// of the process.
 type Ethtool struct {
 	// Stats selects statistics by name (anchored by the caller); nil reads
 	// none.
 	Stats *regexp.Regexp
+	// ModuleEEPROM also reads each RoCE netdev's transceiver memory
+	// (module.go): needs CAP_NET_ADMIN, and each page is a firmware
+	// access.
+	ModuleEEPROM bool
 }
 
 // Query reads driver information, link speed and the selected statistics

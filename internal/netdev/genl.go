@@ -60,6 +60,16 @@ func (q *genlQuery) Close() error { return q.c.Close() }
 // reply's attributes. headerFlags are ETHTOOL_A_HEADER_FLAGS
 // (ETHTOOL_FLAG_STATS).
 func (q *genlQuery) get(cmd uint8, headerAttr uint16, name string, headerFlags uint32) ([]byte, error) {
+	data, err := encodeRequest(headerAttr, name, headerFlags, nil)
+	if err != nil {
+		return nil, err
+	}
+	return q.execute(cmd, data)
+}
+
+// encodeRequest encodes the attributes of an ethtool request: the header
+// nest naming the netdev, then what extra adds.
+func encodeRequest(headerAttr uint16, name string, headerFlags uint32, extra func(*netlink.AttributeEncoder)) ([]byte, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.Nested(headerAttr, func(nae *netlink.AttributeEncoder) error {
 		nae.String(unix.ETHTOOL_A_HEADER_DEV_NAME, name)
@@ -68,10 +78,14 @@ func (q *genlQuery) get(cmd uint8, headerAttr uint16, name string, headerFlags u
 		}
 		return nil
 	})
-	data, err := ae.Encode()
-	if err != nil {
-		return nil, err
+	if extra != nil {
+		extra(ae)
 	}
+	return ae.Encode()
+}
+
+// execute sends one request and returns the one reply's attributes.
+func (q *genlQuery) execute(cmd uint8, data []byte) ([]byte, error) {
 	msgs, err := q.c.Execute(genetlink.Message{
 		Header: genetlink.Header{Command: cmd, Version: ethtoolGenlVersion},
 		Data:   data,

@@ -90,6 +90,12 @@ type Netdev struct {
 	// lacks it for good, and looking it up is a path walk that fails,
 	// on every scrape, for every netdev.
 	absent liveSet
+
+	// Module is the transceiver memory of a RoCE netdev's port
+	// (Ethtool.ModuleEEPROM); nil when not asked. Read with the slow
+	// netdev attributes (Read), kept by Refresh: each page read is a
+	// firmware access.
+	Module *ModuleEEPROM
 }
 
 // liveSet is a set of liveFiles, by index.
@@ -297,7 +303,7 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 		}
 	}
 
-	r.ethtoolAll(ctx, s, opts.Ethtool)
+	r.ethtoolAll(ctx, s, opts.Ethtool, true)
 
 	if opts.CharDevices {
 		charDevices := opts.Mapper.CharDevices
@@ -387,8 +393,9 @@ func (r *reader) ports(ctx context.Context, class *infiniband.Class, keep func(s
 	return devs, out
 }
 
-// ethtoolAll queries every netdev of s the running kernel has.
-func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool) {
+// ethtoolAll queries every netdev of s the running kernel has; module
+// also reads the module memories the query asks for.
+func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool, module bool) {
 	if et == nil || len(s.Netdevs) == 0 {
 		return
 	}
@@ -404,7 +411,7 @@ func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool) {
 		if ctx.Err() != nil {
 			break
 		}
-		r.ethtool(&s.Netdevs[i], et, kernel)
+		r.ethtool(&s.Netdevs[i], et, kernel, module)
 	}
 }
 
@@ -447,8 +454,8 @@ func (r *reader) readLive(nd *Netdev, refresh bool) {
 // Refresh re-reads the live part of a snapshot: each netdev's operstate,
 // carrier, carrier counts, flags and MTU, and the ethtool query (statistics are
 // counters). base, read by Read a while ago, is not changed; the result
-// shares its other attributes. Its errors are base's other errors and the
-// live reads'.
+// shares its other attributes, the module memories among them. Its errors
+// are base's other errors and the live reads'.
 func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool) (*Snapshot, error) {
 	r := &reader{host: host}
 	for _, err := range base.Errors {
@@ -462,7 +469,7 @@ func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool)
 		r.readLive(nd, true)
 		nd.Ethtool = nil
 	}
-	r.ethtoolAll(ctx, s, et)
+	r.ethtoolAll(ctx, s, et, false)
 	s.Errors = r.errs
 	return s, ctx.Err()
 }
@@ -551,7 +558,12 @@ func (r *reader) isMlx5(nd *Netdev) (mlx5, known bool) {
 // and the same ifindex as the sysfs tree says. A fixture tree, or a pod
 // without the host network, names interfaces the kernel here does not
 // have (or has as something else); those are skipped, not errors.
-func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel *KernelIfindex) {
+//
+// module reads the module memory too, when the query asks for it, of a
+// RoCE netdev mapped to a kept RDMA port (an IPoIB port's module belongs
+// to the InfiniBand port, and an unmapped netdev to a device the filter
+// may exclude).
+func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel *KernelIfindex, module bool) {
 	idx, ok := kernel.Index(nd.Name)
 	if !nd.IfIndex.OK || !ok || uint64(idx) != nd.IfIndex.V {
 		return
@@ -561,4 +573,11 @@ func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel *KernelIfindex) {
 		r.fail(err)
 	}
 	nd.Ethtool = info
+	if module && e.ModuleEEPROM && nd.Kind == KindRoCE && nd.Device != "" {
+		me, err := readModule(nd.Name)
+		if err != nil {
+			r.fail(err)
+		}
+		nd.Module = me
+	}
 }
