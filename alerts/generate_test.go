@@ -102,8 +102,9 @@ func TestRenderOtherConfig(t *testing.T) {
 		`rdma_probe_bandwidth_ratio < 0.85`,
 		`summary: RDMA probe bandwidth is below 85 % of the port rate.`,
 		`peer="loopback"} > 3e-06`,
-		`peer!="loopback"} > 8e-06`,
-		`(limit 3 µs in loopback, 8 µs through a switch)`,
+		`memory="gpu"} > 3e-06`,
+		`peer!="loopback", memory!="gpu"} > 8e-06`,
+		`(limit 3 µs in loopback and from GPU memory, 8 µs through a switch)`,
 		`http://{{ $labels.instance }}:9873/diagnose has the evidence and the remedy.`,
 	} {
 		if !strings.Contains(out, want) {

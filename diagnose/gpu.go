@@ -116,6 +116,28 @@ func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 				g.Index, switchOf(g.Chain), n.devs[0], n.link, g.Index, n.devs[0], n.link)
 		case n.link > gpu.PXB:
 			fd.Severity = Fail
+			if j, ok := crowded(nears[i].devs, i, func(j int) (gpu.Link, []string, bool) {
+				return nears[j].link, nears[j].devs, nears[j].ok
+			}, len(nears)); ok {
+				// An HCA missing here and one too many on a neighbour's
+				// switch is one card in the wrong slot (two cards swapped
+				// between switches), not a card off the bus.
+				o := &s.GPU.GPUs[j]
+				extra := nears[j].devs[len(nears[j].devs)-1]
+				fd.Observed += fmt.Sprintf("; GPU%d's switch %s holds %s", o.Index, switchOf(o.Chain), strings.Join(nears[j].devs, " and "))
+				for _, d := range nears[j].devs {
+					if d != n.devs[0] {
+						fd.Evidence += fmt.Sprintf("; %s below %s", d, devChain(s.GPU, d))
+					}
+				}
+				fd.Remedy = fmt.Sprintf("GPU%d's PCIe switch (upstream port %s) has no HCA while GPU%d's (%s) has %d (%s): an HCA is "+
+					"seated in the wrong slot, as when two cards are swapped between switches. Compare the slots with lspci -tv and move "+
+					"one of %s below %s; until then pin GPU%d's ranks to %s and GPU%d's to the other with NCCL_IB_HCA, or describe the "+
+					"tree in an NCCL topology file (NCCL_TOPO_FILE)",
+					g.Index, switchOf(g.Chain), o.Index, switchOf(o.Chain), len(nears[j].devs), strings.Join(nears[j].devs, ", "),
+					strings.Join(nears[j].devs, ", "), switchOf(g.Chain), g.Index, extra, o.Index)
+				break
+			}
 			fd.Remedy = fmt.Sprintf("no HCA shares GPU%d's PCIe switch (upstream port %s): check that the HCA of that switch is on "+
 				"the bus (lspci -tv shows what hangs below %s) and seated in its slot; until then pin GPU%d's ranks to %s with "+
 				"NCCL_IB_HCA, or describe the tree in an NCCL topology file (NCCL_TOPO_FILE)",
@@ -134,6 +156,26 @@ func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 		out = append(out, fd)
 	}
 	return out, nil
+}
+
+// crowded finds, for GPU i without a near HCA, another GPU with several
+// near (PIX or PXB) HCAs that are all among i's nearest ones (nearest is
+// that GPU's ordered list): the first such GPU by index.
+func crowded(nearest []string, i int, near func(int) (gpu.Link, []string, bool), n int) (int, bool) {
+	for j := 0; j < n; j++ {
+		l, devs, ok := near(j)
+		if j == i || !ok || l > gpu.PXB || len(devs) < 2 {
+			continue
+		}
+		all := true
+		for _, d := range devs {
+			all = all && slices.Contains(nearest, d)
+		}
+		if all {
+			return j, true
+		}
+	}
+	return 0, false
 }
 
 func chainText(c gpu.Chain) string {

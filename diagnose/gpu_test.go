@@ -24,6 +24,9 @@ import (
 func TestGPUChecks(t *testing.T) {
 	good := evaluateHost(t, filepath.Join(fixtures, "hgx-h100"), nil)
 	bad := evaluateHost(t, filepath.Join(fixtures, "hgx-h100-nogdr"), nil)
+	// Rail 1's CX-7 swapped with switch 0's CX-6 Dx: GPU0's switch holds
+	// mlx5_0 and mlx5_1, GPU1's none.
+	swapped := evaluateHost(t, filepath.Join(fixtures, "hgx-h100-swapped"), nil)
 	none := evaluateHost(t, filepath.Join(fixtures, "dgx-h100"), nil)
 	// The recorded EPYC host: every GPU and HCA right below a root port of
 	// its own host bridge, the nearest HCAs at NODE (nvidia-smi recorded
@@ -41,6 +44,13 @@ func TestGPUChecks(t *testing.T) {
 		{bad, "gpu.rail", "gpu2", Fail, []string{"mlx5_0,mlx5_1,mlx5_5 at NODE", "NCCL_IB_HCA", "NCCL_TOPO_FILE", "0000:49:00.0"}},
 		{bad, "gpu.rail", "gpu3", Pass, []string{"mlx5_5 at PIX"}},
 		{bad, "gpu.gpudirect", "host", Fail, []string{"not registered with ib_core", "proprietary module 515.76", "CONFIG_PCI_P2PDMA=y"}},
+		{swapped, "gpu.rail", "gpu1", Fail, []string{"mlx5_0,mlx5_1,mlx5_4,mlx5_5 at NODE", "GPU0's switch 0000:16:00.0 holds mlx5_0 and mlx5_1",
+			"upstream port 0000:38:00.0", "seated in the wrong slot", "move one of mlx5_0, mlx5_1 below 0000:38:00.0",
+			"pin GPU1's ranks to mlx5_1", "NCCL_IB_HCA", "NCCL_TOPO_FILE", "mlx5_1 below pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:03.0"}},
+		{swapped, "gpu.rail", "gpu0", Pass, []string{"mlx5_0,mlx5_1 at PIX"}},
+		{swapped, "gpu.rail", "gpu2", Pass, []string{"mlx5_4 at PIX"}},
+		{swapped, "gpu.acs", "gpu1", Skip, []string{"GPU1 shares no PCIe switch with an HCA"}},
+		{bad, "gpu.rail", "gpu2", Fail, []string{"check that the HCA of that switch is on the bus"}},
 		{none, "gpu.rail", "host", Skip, []string{"no GPUs"}},
 		{none, "gpu.gpudirect", "host", Skip, []string{"no GPUs"}},
 		{good, "gpu.acs", "gpu0", Pass, []string{"no ACS redirect between GPU0 and mlx5_0",

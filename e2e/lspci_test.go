@@ -22,36 +22,17 @@ import (
 // the exporter reports must be the register the exporter exports, and
 // the redirect verdict must follow from it; the DevCtl MaxPayload and
 // MaxReadReq it decodes for every RDMA device's function must be the
-// exporter's rdma_device_pcie_max_{payload,read_request}_bytes. lspci also insists on each function's irq and
-// resource files, which the fixtures do not record: the test adds empty
-// ones to its copy, not to the fixture.
+// exporter's rdma_device_pcie_max_{payload,read_request}_bytes.
 func TestLspciAgrees(t *testing.T) {
 	requireTool(t, "lspci")
 	requireTool(t, "unshare")
-	for _, host := range []string{"hgx-h100", "hgx-h100-nogdr"} {
+	for _, host := range []string{"hgx-h100", "hgx-h100-nogdr", "hgx-h100-swapped"} {
 		t.Run(host, func(t *testing.T) {
 			e := start(t, hostArgs(t, host)...)
 			_, body := e.get(t, "/metrics")
 			fams := scrapeFamilies(t, body)
-			sys := filepath.Join(t.TempDir(), "sys")
-			hostfstest.CopyTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", host, "sys"), sys)
-			devs, err := filepath.Glob(filepath.Join(sys, "bus/pci/devices/*"))
-			if err != nil || len(devs) == 0 {
-				t.Fatal(devs, err)
-			}
-			for _, d := range devs {
-				for _, f := range []string{"irq", "resource"} {
-					if err := os.WriteFile(filepath.Join(d, f), nil, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			cmd := exec.Command("unshare", "-r", "-m", "sh", "-c", `mount --bind "$1" /sys && lspci -D -vvv`, "sh", sys)
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("lspci: %v\n%s", err, out)
-			}
-			acs := lspciACSCtl(string(out))
+			out := lspciOnFixture(t, host, "-D", "-vvv")
+			acs := lspciACSCtl(out)
 			regs := fams["rdma_pci_acs_control_register"]
 			if len(regs) == 0 {
 				t.Fatal("no rdma_pci_acs_control_register series")
@@ -76,10 +57,10 @@ func TestLspciAgrees(t *testing.T) {
 				}
 				redirect += int(s.value)
 			}
-			if want := map[string]int{"hgx-h100": 0, "hgx-h100-nogdr": 14}[host]; redirect != want {
+			if want := map[string]int{"hgx-h100": 0, "hgx-h100-nogdr": 14, "hgx-h100-swapped": 0}[host]; redirect != want {
 				t.Errorf("%d redirecting bridges, want %d", redirect, want)
 			}
-			sizes := lspciDevCtlSizes(string(out))
+			sizes := lspciDevCtlSizes(out)
 			addr := map[string]string{}
 			for _, s := range fams["rdma_device_pci_info"] {
 				addr[s.labels["device"]] = s.labels["pci_address"]
@@ -106,6 +87,34 @@ func TestLspciAgrees(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lspciOnFixture runs the real lspci with args in a private mount
+// namespace whose /sys is a copy of the fixture host's. lspci insists on
+// each function's irq and resource files, which the fixtures do not
+// record: the copy gets empty ones, the fixture does not. Only stdout is
+// read (pcilib warns on stderr about functions without config).
+func lspciOnFixture(t *testing.T, host string, args ...string) string {
+	t.Helper()
+	sys := filepath.Join(t.TempDir(), "sys")
+	hostfstest.CopyTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", host, "sys"), sys)
+	devs, err := filepath.Glob(filepath.Join(sys, "bus/pci/devices/*"))
+	if err != nil || len(devs) == 0 {
+		t.Fatal(devs, err)
+	}
+	for _, d := range devs {
+		for _, f := range []string{"irq", "resource"} {
+			if err := os.WriteFile(filepath.Join(d, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd := exec.Command("unshare", append([]string{"-r", "-m", "sh", "-c", `mount --bind "$1" /sys && shift && exec lspci "$@"`, "sh", sys}, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("lspci %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 // lspciDevCtlSizes maps each function of lspci -D -vvv to the sizes of
