@@ -88,7 +88,7 @@ type Aggregator struct {
 // and reuse its metrics instead of each reading the whole host tree again.
 type flight struct {
 	done    chan struct{} // closed when metrics is complete
-	metrics []prometheus.Metric
+	metrics [][]prometheus.Metric
 	waiters int // scrapes sharing it besides the one that started it (tests)
 }
 
@@ -171,15 +171,18 @@ func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
 // failed rather than waiting past its deadline. Constant metrics are
 // immutable, so sharing them between responses is safe.
 func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
-	for _, m := range a.Metrics(ctx) {
-		ch <- m
+	for _, ms := range a.Metrics(ctx) {
+		for _, m := range ms {
+			ch <- m
+		}
 	}
 }
 
 // Metrics returns the metrics of one collection, shared as Collect
-// shares it; the caller must not change the slice. The metrics handler's
-// text path writes them directly (internal/expo).
-func (a *Aggregator) Metrics(ctx context.Context) []prometheus.Metric {
+// shares it, in parts (one per collector: they are not copied into one
+// slice); the caller must not change them. The metrics handler's text
+// path writes them directly (internal/expo).
+func (a *Aggregator) Metrics(ctx context.Context) [][]prometheus.Metric {
 	a.flightMu.Lock()
 	f := a.flight
 	if f != nil {
@@ -226,13 +229,13 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // missed reports every collector failed for a scrape that gave up waiting
 // for the shared collection.
-func (a *Aggregator) missed(ctx context.Context) []prometheus.Metric {
+func (a *Aggregator) missed(ctx context.Context) [][]prometheus.Metric {
 	var out []prometheus.Metric
 	for _, name := range a.names {
 		a.errLog.log(name, fmt.Errorf("collector %s: scrape deadline passed while waiting for the shared collection: %w", name, ctx.Err()))
 		out = append(out, expo.Gauge(successDesc, 0, name), expo.Gauge(errorsDesc, 1, name))
 	}
-	return out
+	return [][]prometheus.Metric{out}
 }
 
 // collectOnce runs one collection and returns its metrics: every
@@ -241,7 +244,7 @@ func (a *Aggregator) missed(ctx context.Context) []prometheus.Metric {
 // deadline is reported as failed and its late metrics are dropped (its
 // goroutine finishes into a sink nobody reads), so a hung sysfs read
 // cannot hold the scrape.
-func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
+func (a *Aggregator) collectOnce(ctx context.Context) [][]prometheus.Metric {
 	if a.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
@@ -270,6 +273,7 @@ func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 	done := make(chan result, len(a.names))
 	for i, name := range a.names {
 		c := a.collectors[name]
+		// Room for what it sent last time and its four status series.
 		out := &sink{ms: make([]prometheus.Metric, 0, a.seen[i].Load()+4)}
 		go func() {
 			start := time.Now()
@@ -288,33 +292,29 @@ func (a *Aggregator) collectOnce(ctx context.Context) []prometheus.Metric {
 		}
 		break
 	}
-	n := 0
-	for _, r := range results {
-		if r != nil {
-			n += len(r.out.ms)
-		}
-	}
-	out := make([]prometheus.Metric, 0, n+4*len(a.names)+8)
+	parts := make([][]prometheus.Metric, 0, len(a.names)+1)
 	for i, name := range a.names {
 		r := results[i]
 		if r == nil {
 			// The collector's goroutine still owns its sink: the late
 			// metrics are dropped.
 			err := fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
-			out = a.status(out, name, err, time.Since(begin))
+			parts = append(parts, a.status(nil, name, err, time.Since(begin)))
 			continue
 		}
-		out = append(out, r.out.ms...)
-		out = a.status(out, name, r.err, r.duration)
+		parts = append(parts, a.status(r.out.ms, name, r.err, r.duration))
 	}
-	for source, age := range a.host.Ages() {
-		out = append(out, expo.Gauge(ageDesc, age.Seconds(), source))
+	ages := a.host.Ages()
+	own := make([]prometheus.Metric, 0, len(ages)+3)
+	for source, age := range ages {
+		own = append(own, expo.Gauge(ageDesc, age.Seconds(), source))
 	}
 	st := a.host.FS().ReadStats()
-	return append(out,
+	own = append(own,
 		expo.Gauge(stuckDesc, float64(st.Stuck)),
 		expo.Counter(refusedDesc, float64(st.Refused)),
 		expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load())))
+	return append(parts, own)
 }
 
 // status appends a collector's success, duration and error count.

@@ -151,14 +151,20 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	r := c.latest()
-	if r == nil {
-		return
-	}
-	ch <- expo.Gauge(c.reportTS, float64(r.Time.UnixNano())/1e9)
-	for _, m := range c.series(r) {
+	for _, m := range c.AppendMetrics(nil) {
 		ch <- m
 	}
+}
+
+// AppendMetrics appends what Collect sends to out: the metrics handler
+// takes them as a slice, without a goroutine and a channel per scrape.
+func (c *statusCollector) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
+	r := c.latest()
+	if r == nil {
+		return out
+	}
+	out = append(out, expo.Gauge(c.reportTS, float64(r.Time.UnixNano())/1e9))
+	return append(out, c.series(r)...)
 }
 
 // series are a report's samples, built on first use.

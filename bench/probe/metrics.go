@@ -63,22 +63,30 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. It only copies the store: it
 // never waits for a probe.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.AppendMetrics(nil) {
+		ch <- m
+	}
+}
+
+// AppendMetrics appends what Collect sends to out: the metrics handler
+// takes them as a slice, without a goroutine and a channel per scrape.
+func (c *Collector) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
 	if c.Guard != nil {
 		c.Guard.Mark()
 	}
 	for _, e := range c.Store.Latest() {
 		lv := []string{e.Peer, e.Test, e.Device, strconv.Itoa(e.Port), string(e.Memory.orHost())}
 		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(lv, extra...)...)
+			out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append(lv, extra...)...))
 		}
 		if e.Last != nil {
 			gauge(successDesc, b2f(e.Last.Success))
 			gauge(lastRunDesc, float64(e.Last.End().UnixNano())/1e9)
 			gauge(durationDesc, e.Last.Duration.Seconds())
 		}
-		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.CounterValue, float64(e.Runs), lv...)
+		out = append(out, prometheus.MustNewConstMetric(runsDesc, prometheus.CounterValue, float64(e.Runs), lv...))
 		for reason, n := range e.Failures {
-			ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(n), append(lv, reason)...)
+			out = append(out, prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(n), append(lv, reason)...))
 		}
 		s := e.LastSuccess
 		if s == nil {
@@ -108,6 +116,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	return out
 }
 
 func b2f(b bool) float64 {

@@ -298,8 +298,9 @@ func (h headOnly) Write(p []byte) (int, error) { return len(p), nil }
 // own registry (go_*, process_*, probe, diagnose) is gathered as usual.
 func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
 	// The collection's metrics are shared with concurrent scrapes: the
-	// parts' are grouped beside them, never appended to them.
-	metrics := [][]prometheus.Metric{m.agg.Metrics(ctx)}
+	// parts' are grouped beside them, never appended to them (Clip: the
+	// append copies the shared list of slices).
+	metrics := slices.Clip(m.agg.Metrics(ctx))
 	for _, c := range m.parts {
 		metrics = append(metrics, collect(c))
 	}
@@ -382,8 +383,17 @@ func acceptsGzip(r *http.Request) bool {
 	return false
 }
 
-// collect returns what a collector sends.
+// metricsAppender is a part that hands over its metrics as a slice.
+type metricsAppender interface {
+	AppendMetrics([]prometheus.Metric) []prometheus.Metric
+}
+
+// collect returns what a collector sends: without a goroutine and a
+// channel where the collector appends.
 func collect(c prometheus.Collector) []prometheus.Metric {
+	if a, ok := c.(metricsAppender); ok {
+		return a.AppendMetrics(nil)
+	}
 	ch := make(chan prometheus.Metric, 64)
 	go func() { c.Collect(ch); close(ch) }()
 	var out []prometheus.Metric

@@ -84,13 +84,21 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // left out, as client_golang's collector (without ReportErrors) does. The
 // metrics are expo samples: the text path writes them directly.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.AppendMetrics(nil) {
+		ch <- m
+	}
+}
+
+// AppendMetrics appends what Collect sends to out: the metrics handler
+// takes them as a slice, without a goroutine and a channel per scrape.
+func (c *Collector) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gauge := func(d *expo.Desc, v float64) { ch <- expo.Gauge(d, v) }
+	gauge := func(d *expo.Desc, v float64) { out = append(out, expo.Gauge(d, v)) }
 	if b, err := c.stat.Read(c.buf); err == nil {
 		c.buf = b[:0]
 		if st, err := ParseStat(b); err == nil {
-			ch <- expo.Counter(c.cpu, float64(st.UTime+st.STime)/userHZ)
+			out = append(out, expo.Counter(c.cpu, float64(st.UTime+st.STime)/userHZ))
 			gauge(c.vsize, float64(st.VSize))
 			gauge(c.rss, float64(st.RSS*int64(os.Getpagesize())))
 			if c.startTime == 0 {
@@ -113,11 +121,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if b, err := c.netstat.Read(c.buf); err == nil {
 		c.buf = b[:0]
-		if in, out, err := ParseNetstat(b); err == nil {
-			ch <- expo.Counter(c.in, in)
-			ch <- expo.Counter(c.out, out)
+		if in, sent, err := ParseNetstat(b); err == nil {
+			out = append(out, expo.Counter(c.in, in), expo.Counter(c.out, sent))
 		}
 	}
+	return out
 }
 
 // Stat is what the collector takes from /proc/PID/stat: CPU times and
