@@ -125,6 +125,9 @@ type Host struct {
 	fs   hostfs.Host
 	// netFS is fs with the netdevs' live attributes kept open.
 	netFS hostfs.Host
+	// ifindexes is the socket of the ethtool query's ifindex lookups,
+	// kept open for every snapshot.
+	ifindexes netdev.Ifindexes
 	ib    *infiniband.Reader
 	now   func() time.Time
 	slowT time.Duration
@@ -381,12 +384,12 @@ func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
 			// The ports and their link layers are the class's: read once.
 			class, _ := s.Class(ctx)
 			return netdev.Read(ctx, s.h.fs, netdev.Options{Keep: s.h.Keep, Mapper: s.h.opts.Mapper,
-				Ethtool: s.h.opts.Ethtool, CharDevices: true, Class: class})
+				Ethtool: s.h.opts.Ethtool, CharDevices: true, Class: class, Ifindexes: &s.h.ifindexes})
 		})
 		if fresh || base == nil {
 			return base, err
 		}
-		return netdev.Refresh(ctx, s.h.netFS, base, s.h.opts.Ethtool)
+		return netdev.Refresh(ctx, s.h.netFS, base, s.h.opts.Ethtool, &s.h.ifindexes)
 	})
 }
 

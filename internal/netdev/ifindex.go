@@ -4,6 +4,8 @@
 package netdev
 
 import (
+	"sync"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -39,3 +41,27 @@ func (k *KernelIfindex) Index(name string) (int, bool) {
 
 // Close closes the socket.
 func (k *KernelIfindex) Close() error { return unix.Close(k.fd) }
+
+// Ifindexes is a KernelIfindex opened on first use and kept open by its
+// owner (the host, for the life of the process): a socket opened and
+// closed on every scrape was a fifth of the netdev refresh's CPU. The
+// zero value is ready; safe for concurrent use (the ioctls share the
+// socket). A socket that could not be opened is tried again next time.
+type Ifindexes struct {
+	mu sync.Mutex
+	k  *KernelIfindex
+}
+
+// Kernel returns the kept KernelIfindex, opening it if need be.
+func (s *Ifindexes) Kernel() (*KernelIfindex, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.k == nil {
+		k, err := NewKernelIfindex()
+		if err != nil {
+			return nil, err
+		}
+		s.k = k
+	}
+	return s.k, nil
+}

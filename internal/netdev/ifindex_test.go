@@ -4,6 +4,7 @@
 package netdev
 
 import (
+	"fmt"
 	"net"
 	"testing"
 )
@@ -29,6 +30,45 @@ func TestKernelIfindex(t *testing.T) {
 	for _, name := range []string{"rdma-doctor-no", "", "a-name-longer-than-ifnamsiz"} {
 		if idx, ok := k.Index(name); ok {
 			t.Errorf("%q: index %d for a netdev the kernel does not have", name, idx)
+		}
+	}
+}
+
+// Ifindexes opens its socket once and answers from it concurrently: the
+// same KernelIfindex every time, lookups that agree with the kernel from
+// several goroutines at once.
+func TestIfindexesKept(t *testing.T) {
+	var ix Ifindexes
+	first, err := ix.Kernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 8)
+	for range 8 {
+		go func() {
+			k, err := ix.Kernel()
+			switch {
+			case err != nil:
+				done <- err
+			case k != first:
+				done <- fmt.Errorf("a second socket: %p, first %p", k, first)
+			default:
+				if idx, ok := k.Index("lo"); !ok || idx != lo.Index {
+					done <- fmt.Errorf("lo: %d %v, want %d", idx, ok, lo.Index)
+					return
+				}
+				done <- nil
+			}
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -158,6 +158,9 @@ type Options struct {
 	// devices, ports, link layers and port netdevs. nil reads the class
 	// directory's listings here.
 	Class *infiniband.Class
+	// Ifindexes is the kept socket of the ethtool query's ifindex
+	// lookups; nil opens one for this read.
+	Ifindexes *Ifindexes
 }
 
 type reader struct {
@@ -303,7 +306,7 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 		}
 	}
 
-	r.ethtoolAll(ctx, s, opts.Ethtool, true)
+	r.ethtoolAll(ctx, s, opts.Ethtool, opts.Ifindexes, true)
 
 	if opts.CharDevices {
 		charDevices := opts.Mapper.CharDevices
@@ -395,18 +398,26 @@ func (r *reader) ports(ctx context.Context, class *infiniband.Class, keep func(s
 
 // ethtoolAll queries every netdev of s the running kernel has; module
 // also reads the module memories the query asks for.
-func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool, module bool) {
+func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool, ix *Ifindexes, module bool) {
 	if et == nil || len(s.Netdevs) == 0 {
 		return
 	}
 	// One ioctl per netdev on one socket, not a netlink dump of every
 	// interface the kernel has.
-	kernel, err := NewKernelIfindex()
+	var kernel *KernelIfindex
+	var err error
+	if ix == nil {
+		kernel, err = NewKernelIfindex()
+		if err == nil {
+			defer kernel.Close()
+		}
+	} else {
+		kernel, err = ix.Kernel()
+	}
 	if err != nil {
 		r.fail(fmt.Errorf("ethtool: a socket to look up netdevs: %w", err))
 		return
 	}
-	defer kernel.Close()
 	for i := range s.Netdevs {
 		if ctx.Err() != nil {
 			break
@@ -456,7 +467,7 @@ func (r *reader) readLive(nd *Netdev, refresh bool) {
 // counters). base, read by Read a while ago, is not changed; the result
 // shares its other attributes, the module memories among them. Its errors
 // are base's other errors and the live reads'.
-func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool) (*Snapshot, error) {
+func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool, ix *Ifindexes) (*Snapshot, error) {
 	r := &reader{host: host}
 	for _, err := range base.Errors {
 		if !slices.Contains(liveFiles[:], path.Base(sysattr.ErrorPath(err))) {
@@ -469,7 +480,7 @@ func Refresh(ctx context.Context, host hostfs.Host, base *Snapshot, et *Ethtool)
 		r.readLive(nd, true)
 		nd.Ethtool = nil
 	}
-	r.ethtoolAll(ctx, s, et, false)
+	r.ethtoolAll(ctx, s, et, ix, false)
 	s.Errors = r.errs
 	return s, ctx.Err()
 }

@@ -325,7 +325,7 @@ func TestCarrierCounts(t *testing.T) {
 	write("enp59s0f0np0", "carrier_up_count", "5")
 	write("enp59s0f0np0", "carrier_down_count", "4")
 	write("enp59s0f1np1", "carrier_changes", "x")
-	r, err := Refresh(context.Background(), h, s, nil)
+	r, err := Refresh(context.Background(), h, s, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestCarrierCounts(t *testing.T) {
 	}
 	// The refresh after that drops the old parse error: it is a live file.
 	write("enp59s0f1np1", "carrier_changes", "2")
-	if r2, _ := Refresh(context.Background(), h, r, nil); len(r2.Errors) != 0 || counts(r2.Netdevs[1].CarrierCounts) != "2/-/-" {
+	if r2, _ := Refresh(context.Background(), h, r, nil, nil); len(r2.Errors) != 0 || counts(r2.Netdevs[1].CarrierCounts) != "2/-/-" {
 		t.Errorf("second refresh errors %v counts %s", r2.Errors, counts(r2.Netdevs[1].CarrierCounts))
 	}
 }
@@ -353,14 +353,14 @@ func TestRefreshSkipsMissingLiveFiles(t *testing.T) {
 	h, write, root := carrierHost(t)
 	s := read(t, h, Options{})
 	write("enp59s0f1np1", "carrier_up_count", "6")
-	r, err := Refresh(context.Background(), h, s, nil)
+	r, err := Refresh(context.Background(), h, s, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := counts(r.Netdevs[1].CarrierCounts); got != "1/-/-" {
 		t.Errorf("refresh after the file appeared: %s, want 1/-/- (not looked for until the next Read)", got)
 	}
-	r, err = Refresh(context.Background(), h, r, nil)
+	r, err = Refresh(context.Background(), h, r, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestRefreshSkipsMissingLiveFiles(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "sys/class/net/enp59s0f0np0/carrier_down_count")); err != nil {
 		t.Fatal(err)
 	}
-	r, err = Refresh(context.Background(), h, s, nil)
+	r, err = Refresh(context.Background(), h, s, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
