@@ -128,9 +128,9 @@ type Host struct {
 	// ifindexes is the socket of the ethtool query's ifindex lookups,
 	// kept open for every snapshot.
 	ifindexes netdev.Ifindexes
-	ib    *infiniband.Reader
-	now   func() time.Time
-	slowT time.Duration
+	ib        *infiniband.Reader
+	now       func() time.Time
+	slowT     time.Duration
 
 	pci       slow[pciRead]
 	netdevs   slow[*netdev.Snapshot]
