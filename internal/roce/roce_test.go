@@ -5,9 +5,11 @@ package roce
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -173,5 +175,34 @@ func TestLiveVeth(t *testing.T) {
 	}
 	if o := s.Netdevs[1]; o.Live || o.DCBStatus != "" || o.PauseStatus != "" {
 		t.Errorf("netdev under another ifindex asked the kernel: %+v", o)
+	}
+}
+
+// TestDefaultStatsPerPriority: every per-priority pause, discard and
+// ECN-marked statistic mlx5 names (drivers/net/ethernet/mellanox/mlx5/
+// core/en_stats.c: pport_per_prio_pfc_stats_desc with "prio%d",
+// pport_per_prio_traffic_stats_desc, pport_per_tc_prio_stats_desc,
+// pport_per_tc_congest_prio_stats_desc) is selected by the default
+// ethtool-stats regexp and splits into a direction and a priority, so it
+// is exported as rdma_netdev_priority_stat_total; the per-priority byte
+// and packet counters are not selected.
+func TestDefaultStatsPerPriority(t *testing.T) {
+	def := regexp.MustCompile("^(?:" + netdev.DefaultStats + ")$")
+	for _, f := range []string{"rx_prio%d_pause", "rx_prio%d_pause_duration", "tx_prio%d_pause", "tx_prio%d_pause_duration",
+		"rx_prio%d_pause_transition", "rx_prio%d_discards", "rx_prio%d_buf_discard", "rx_prio%d_cong_discard", "rx_prio%d_marked"} {
+		for p := range Priorities {
+			name := fmt.Sprintf(f, p)
+			if !def.MatchString(name) {
+				t.Errorf("%s not in the default selection", name)
+			}
+			if d, prio, rest, ok := PrioStat(name); !ok || d != name[:2] || prio != p || rest == "" {
+				t.Errorf("%s: %s %d %q %v", name, d, prio, rest, ok)
+			}
+		}
+	}
+	for _, name := range []string{"rx_prio0_bytes", "rx_prio0_packets", "tx_prio7_bytes", "tx_prio7_packets", "rx_global_pause"} {
+		if def.MatchString(name) {
+			t.Errorf("%s in the default selection", name)
+		}
 	}
 }
