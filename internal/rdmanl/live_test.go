@@ -99,13 +99,13 @@ func TestLiveDCBVeth(t *testing.T) {
 	testenv.Run(t, "ip", "link", "set", "rddcb0", "up")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, nd := range []string{"rddcb0", "lo"} {
-		d, err := ReadDCB(ctx, Live{}, nd)
-		if d != nil || !errors.Is(err, unix.EOPNOTSUPP) || Classify(err) != StatusUnsupported {
-			t.Errorf("%s: %+v, %v (%s); want EOPNOTSUPP, unsupported", nd, d, err, Classify(err))
-		}
+	d, err := ReadDCB(ctx, Live{}, "rddcb0")
+	if d != nil || !errors.Is(err, unix.EOPNOTSUPP) || Classify(err) != StatusUnsupported {
+		t.Errorf("veth: %+v, %v (%s); want EOPNOTSUPP, unsupported", d, err, Classify(err))
 	}
-	d, err := ReadDCB(ctx, Live{}, "rdnone0")
+	// A short name (IFNAMSIZ fits: a longer one is EINVAL from the
+	// attribute policy, TestLiveDCBUnsupported) the kernel does not have.
+	d, err = ReadDCB(ctx, Live{}, "rdnone0")
 	if d != nil || !errors.Is(err, unix.ENODEV) || Classify(err) != StatusNoDevice {
 		t.Errorf("unknown netdev: %+v, %v (%s); want ENODEV, no_device", d, err, Classify(err))
 	}
