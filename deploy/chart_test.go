@@ -354,7 +354,7 @@ func TestChartToggles(t *testing.T) {
 		return parseRender(t, out)
 	}
 	const plain, tools = "ghcr.io/rdma-doctor/rdma_doctor:0.1.0", "ghcr.io/rdma-doctor/rdma_doctor:0.1.0-tools"
-	devices := []string{"/dev/infiniband", "/proc", "/sys"}
+	devices := []string{"/boot", "/dev/infiniband", "/proc", "/sys"}
 
 	t.Run("nfd", func(t *testing.T) {
 		pod, _ := podOf(t, render(t, "nfd"), "rdma-doctor")
@@ -420,6 +420,23 @@ func TestChartToggles(t *testing.T) {
 			!slices.Contains(hostPaths(pod), "/dev/kmsg") || c["image"] != plain {
 			t.Errorf("rootReads: security %v, host paths %v, image %v: want privileged root with /dev/kmsg, plain image",
 				c["securityContext"], hostPaths(pod), c["image"])
+		}
+	})
+	t.Run("kernelConfig off", func(t *testing.T) {
+		// Hosts without /boot: the volume (type Directory) would keep the
+		// pod from starting, so the chart can leave it out.
+		out, err := helmTemplate(t, helm, "", "kernelConfig.enabled=false")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod, c := podOf(t, parseRender(t, out), "rdma-doctor")
+		for _, m := range c["volumeMounts"].([]any) {
+			if lookup(m, "name") == "boot" {
+				t.Errorf("kernelConfig.enabled=false still mounts %v", m)
+			}
+		}
+		if hp := hostPaths(pod); !slices.Equal(hp, []string{"/proc", "/sys"}) {
+			t.Errorf("kernelConfig.enabled=false: host paths %v, want /proc and /sys", hp)
 		}
 	})
 	t.Run("dashboards", func(t *testing.T) {

@@ -242,7 +242,8 @@ func TestDaemonSetContract(t *testing.T) {
 }
 
 // checkExporter checks a DaemonSet, its Service and ServiceMonitor for what
-// the schema cannot: Linux nodes only, host /sys and /proc read-only where
+// the schema cannot: Linux nodes only, host /sys, /proc and /boot (the
+// kernel configuration GPUDirect DMA-BUF readiness reads) read-only where
 // --path.rootfs looks (every host path read-only), host network, no
 // hostPID, and a ServiceMonitor that finds the pods and names the job the
 // alerts expect. sm may be nil (no prometheus-operator).
@@ -281,7 +282,7 @@ func checkExporter(t *testing.T, ds, svc, sm map[string]any) {
 			mounts[hp+" -> "+lookup(m, "mountPath").(string)] = true
 		}
 	}
-	for _, want := range []string{"/sys -> /host/sys", "/proc -> /host/proc"} {
+	for _, want := range []string{"/sys -> /host/sys", "/proc -> /host/proc", "/boot -> /host/boot"} {
 		if !mounts[want] {
 			t.Errorf("missing read-only host mount %s (have %v)", want, mounts)
 		}
@@ -319,7 +320,7 @@ func checkExporter(t *testing.T, ds, svc, sm map[string]any) {
 }
 
 // checkUnprivileged checks the default pod: non-root, no capabilities, no
-// escalation, a read-only root, no host path but /sys and /proc, and no
+// escalation, a read-only root, no host path but /sys, /proc and /boot, and no
 // priority class (system-node-critical is refused outside kube-system by
 // quota-limited clusters).
 func checkUnprivileged(t *testing.T, ds map[string]any) {
@@ -343,8 +344,8 @@ func checkUnprivileged(t *testing.T, ds map[string]any) {
 			hostPaths = append(hostPaths, p.(string))
 		}
 	}
-	if slices.Sort(hostPaths); !slices.Equal(hostPaths, []string{"/proc", "/sys"}) {
-		t.Errorf("host paths %v: want only /sys and /proc", hostPaths)
+	if slices.Sort(hostPaths); !slices.Equal(hostPaths, []string{"/boot", "/proc", "/sys"}) {
+		t.Errorf("host paths %v: want only /sys, /proc and /boot", hostPaths)
 	}
 }
 

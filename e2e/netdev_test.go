@@ -95,6 +95,27 @@ func TestNetdevLive(t *testing.T) {
 			t.Errorf("%s: %d series on veths, want none", name, n)
 		}
 	}
+	// The roce collector asked the kernel's DCB netlink (RTM_GETDCB,
+	// DCB_CMD_IEEE_GET) and ETHTOOL_GPAUSEPARAM for both veths: veth has
+	// neither, so the outcome counts say unsupported, the live-only
+	// series are absent and the collector did not fail.
+	for _, q := range []string{"dcb", "pause"} {
+		if s, ok := lookup(live, "rdma_roce_kernel_requests", "query", q, "status", "unsupported"); !ok || s.value != 2 {
+			t.Errorf("roce %s requests unsupported: %v (%v), want 2; all: %q", q, s.value, ok, seriesSet(live["rdma_roce_kernel_requests"]))
+		}
+	}
+	if n := len(live["rdma_roce_kernel_requests"]); n != 2 {
+		t.Errorf("roce kernel request outcomes: %q, want only the two unsupported", seriesSet(live["rdma_roce_kernel_requests"]))
+	}
+	for _, name := range []string{"rdma_roce_pfc_enabled", "rdma_roce_pfc_frames_total", "rdma_roce_trust_dscp",
+		"rdma_roce_priority_traffic_class", "rdma_roce_global_pause_enabled"} {
+		if n := len(live[name]); n != 0 {
+			t.Errorf("%s: %d series on veths, want none", name, n)
+		}
+	}
+	if s, ok := lookup(live, "rdma_scrape_collector_success", "collector", "roce"); !ok || s.value != 1 {
+		t.Errorf("roce collector success %v (%v), want 1", s.value, ok)
+	}
 	if s, ok := lookup(live, "rdma_netdev_ethtool_stat_total", "netdev", "enp59s0f0np0", "stat", "peer_ifindex"); !ok || strconv.FormatFloat(s.value, 'f', -1, 64) != strings.TrimSpace(string(peer)) {
 		t.Errorf("peer_ifindex %v (%v), want %s", s.value, ok, peer)
 	}

@@ -17,10 +17,18 @@ import (
 // mlx5 physical-layer errors, discards, pause and FEC counters of
 // research/diagnose.md §2.3 (kernel Documentation/networking/device_drivers/
 // ethernet/mellanox/mlx5/counters.rst), plus rx_bits_phy, the denominator of
-// the bit error rate.
+// the bit error rate, and the per-priority pause, discard and ECN-marked
+// counters the lossless audit needs (en_stats.c: the per-priority PFC group
+// rx/tx_prio%d_pause, _pause_duration, rx_prio%d_pause_transition; the
+// per-priority traffic group's rx_prio%d_discards; the per-TC buffer and
+// congestion groups' rx_prio%d_buf_discard, rx_prio%d_cong_discard,
+// rx_prio%d_marked). The per-priority byte and packet counters are left
+// out: traffic volume per priority is 32 series per netdev that no check
+// reads.
 const DefaultStats = `rx_(pcs_symbol_err|symbol_err|corrected_bits|crc_errors|discards|bits)_phy` +
 	`|tx_discards_phy|rx_err_lane_[0-9]+_phy|link_down_events_phy|rx_out_of_buffer` +
 	`|rx_buffer_passed_thres_phy|(rx|tx)_pause_ctrl_phy|(rx|tx)_prio[0-7]_pause(_duration)?` +
+	`|rx_prio[0-7]_(pause_transition|discards|buf_discard|cong_discard|marked)` +
 	`|tx_pause_storm_(warning|error)_events`
 
 // EthtoolInfo is what the SIOCETHTOOL ioctl reports for a netdev.

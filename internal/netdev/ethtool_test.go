@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // TestEthtoolVeth runs the ethtool path against real kernel netdevs: a veth
@@ -26,18 +27,18 @@ import (
 // (veth has only peer_ifindex and per-queue XDP counters), firmware
 // versions or bus addresses (veth has none).
 func TestEthtoolVeth(t *testing.T) {
-	if !inChild(t.Name()) {
+	if !testenv.InChild(t.Name()) {
 		if _, err := os.Stat("/usr/sbin/ip"); err != nil {
 			if _, err := os.Stat("/sbin/ip"); err != nil {
-				skipOrFail(t, "ip (iproute2) not installed")
+				testenv.SkipOrFail(t, "ip (iproute2) not installed")
 			}
 		}
-		t.Log(inNamespaces(t, t.Name(), "-n"))
+		t.Log(testenv.InNamespaces(t, t.Name(), "-n"))
 		return
 	}
-	run(t, "ip", "link", "add", "rdtest0", "type", "veth", "peer", "name", "rdtest1")
-	run(t, "ip", "link", "set", "rdtest0", "up")
-	run(t, "ip", "link", "set", "rdtest1", "up")
+	testenv.Run(t, "ip", "link", "add", "rdtest0", "type", "veth", "peer", "name", "rdtest1")
+	testenv.Run(t, "ip", "link", "set", "rdtest0", "up")
+	testenv.Run(t, "ip", "link", "set", "rdtest1", "up")
 	peer, err := net.InterfaceByName("rdtest1")
 	if err != nil {
 		t.Fatal(err)
@@ -71,11 +72,11 @@ func TestEthtoolVeth(t *testing.T) {
 	if info.FEC != nil {
 		t.Errorf("FEC statistics on veth: %+v", info.FEC)
 	}
-	run(t, "ip", "link", "set", "rdtest1", "down")
+	testenv.Run(t, "ip", "link", "set", "rdtest1", "down")
 	if down, err := e.Query("rdtest0"); err != nil || down.Link == nil || !down.Link.Link.OK || down.Link.Link.V {
 		t.Errorf("link state with the peer down: %+v, %v", down.Link, err)
 	}
-	run(t, "ip", "link", "set", "rdtest1", "up")
+	testenv.Run(t, "ip", "link", "set", "rdtest1", "up")
 
 	// The default selection names mlx5 counters only: nothing on veth.
 	def := &Ethtool{Stats: regexp.MustCompile("^(?:" + DefaultStats + ")$")}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/sff"
 	"github.com/rdma-doctor/rdma_doctor/internal/sff/sfftest"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // fakeModuleKernel answers MODULE_EEPROM_GET requests as
@@ -154,11 +155,11 @@ func TestModuleResultReasons(t *testing.T) {
 // As root in a new user and network namespace the request passes the
 // CAP_NET_ADMIN check, so the answer is the driver's EOPNOTSUPP.
 func TestReadModuleVeth(t *testing.T) {
-	if !inChild(t.Name()) {
-		t.Log(inNamespaces(t, t.Name(), "-n"))
+	if !testenv.InChild(t.Name()) {
+		t.Log(testenv.InNamespaces(t, t.Name(), "-n"))
 		return
 	}
-	run(t, "ip", "link", "add", "vm0", "type", "veth", "peer", "name", "vm1")
+	testenv.Run(t, "ip", "link", "add", "vm0", "type", "veth", "peer", "name", "vm1")
 	me, err := readModule("vm0")
 	if err != nil || me.Reason != ModuleReasonUnsupported || me.Module != nil {
 		t.Fatalf("veth: %+v, %v; want reason unsupported", me, err)

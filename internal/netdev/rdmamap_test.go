@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // TestLiveMapperOnFixtures runs rdmamap (LiveMapper), which reads the live
@@ -22,8 +23,8 @@ import (
 // and character-device lookups and our use of them, on every fixture
 // layout. What it cannot: a kernel's own sysfs (no RDMA hardware here).
 func TestLiveMapperOnFixtures(t *testing.T) {
-	if !inChild(t.Name()) {
-		t.Log(inNamespaces(t, t.Name(), "-m"))
+	if !testenv.InChild(t.Name()) {
+		t.Log(testenv.InNamespaces(t, t.Name(), "-m"))
 		return
 	}
 	compared := 0

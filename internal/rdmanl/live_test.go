@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // TestLiveKernel asks the running kernel. Without RDMA devices (CI) the
@@ -73,5 +75,38 @@ func TestLiveCancelAbandons(t *testing.T) {
 	n = 0
 	if err := (Live{}).Exec(context.Background(), unix.NETLINK_ROUTE, unix.RTM_GETLINK, unix.NLM_F_DUMP, body, func([]byte) bool { n++; return true }); err != nil || n == 0 {
 		t.Errorf("uncancelled dump: %v, %d messages", err, n)
+	}
+}
+
+// TestLiveDCBVeth sends the real DCB_CMD_IEEE_GET (RTM_GETDCB) for a veth
+// the test creates in a private user and network namespace. veth has no
+// dcbnl_ops, so dcb_doit answers EOPNOTSUPP: the "driver does not support
+// DCB" outcome every non-DCB netdev gives (a VF, a bond, an upstream
+// driver without DCB), classified unsupported, not an error. A name the
+// kernel does not have is ENODEV from the same handler: no_device. What
+// this cannot cover: a driver's DCB reply (no DCB-capable netdev here;
+// the recorded replies in testdata cover the decoder). A kernel built
+// without CONFIG_DCB has no RTM_GETDCB handler and answers EOPNOTSUPP to
+// the unknown name too, failing the last assertion: that kernel is not
+// the one this test describes.
+func TestLiveDCBVeth(t *testing.T) {
+	if !testenv.InChild(t.Name()) {
+		testenv.RequireTool(t, "ip", "ip (iproute2) not installed")
+		t.Log(testenv.InNamespaces(t, t.Name(), "-n"))
+		return
+	}
+	testenv.Run(t, "ip", "link", "add", "rddcb0", "type", "veth", "peer", "name", "rddcb1")
+	testenv.Run(t, "ip", "link", "set", "rddcb0", "up")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := ReadDCB(ctx, Live{}, "rddcb0")
+	if d != nil || !errors.Is(err, unix.EOPNOTSUPP) || Classify(err) != StatusUnsupported {
+		t.Errorf("veth: %+v, %v (%s); want EOPNOTSUPP, unsupported", d, err, Classify(err))
+	}
+	// A short name (IFNAMSIZ fits: a longer one is EINVAL from the
+	// attribute policy, TestLiveDCBUnsupported) the kernel does not have.
+	d, err = ReadDCB(ctx, Live{}, "rdnone0")
+	if d != nil || !errors.Is(err, unix.ENODEV) || Classify(err) != StatusNoDevice {
+		t.Errorf("unknown netdev: %+v, %v (%s); want ENODEV, no_device", d, err, Classify(err))
 	}
 }

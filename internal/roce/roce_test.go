@@ -5,9 +5,13 @@ package roce
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 func write(t *testing.T, root, p, v string) {
@@ -122,5 +127,82 @@ func TestLivePauseLoopback(t *testing.T) {
 	_, err := EthtoolPause("lo")
 	if st := rdmanl.Classify(err); st != rdmanl.StatusUnsupported {
 		t.Errorf("lo pause: %v (%s)", err, st)
+	}
+}
+
+// TestLiveVeth runs Read against the running kernel for a veth the test
+// creates in a private user and network namespace, named in the netdev
+// list as a RoCE netdev with the kernel's ifindex: the kernel lookup
+// (SIOCGIFINDEX), the real DCB_CMD_IEEE_GET and ETHTOOL_GPAUSEPARAM. veth
+// has neither dcbnl_ops nor get_pauseparam: both outcomes unsupported,
+// no DCB, no pause, and no error, as on any netdev whose driver lacks
+// DCB. A second entry whose tree ifindex is not the kernel's is never
+// asked about.
+func TestLiveVeth(t *testing.T) {
+	if !testenv.InChild(t.Name()) {
+		testenv.RequireTool(t, "ip", "ip (iproute2) not installed")
+		t.Log(testenv.InNamespaces(t, t.Name(), "-n"))
+		return
+	}
+	testenv.Run(t, "ip", "link", "add", "rdroce0", "type", "veth", "peer", "name", "rdroce1")
+	testenv.Run(t, "ip", "link", "set", "rdroce0", "up")
+	testenv.Run(t, "ip", "link", "set", "rdroce1", "up")
+	var idx [2]uint64
+	for i, nd := range []string{"rdroce0", "rdroce1"} {
+		ifi, err := net.InterfaceByName(nd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx[i] = uint64(ifi.Index)
+	}
+	nds := []netdev.Netdev{
+		{Name: "rdroce0", Kind: netdev.KindRoCE, Device: "rxe0", Port: 1, IfIndex: sysattr.Some(idx[0])},
+		{Name: "rdroce1", Kind: netdev.KindRoCE, Device: "rxe1", Port: 1, IfIndex: sysattr.Some(idx[1] + 100)},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := Read(ctx, hostfs.Dir(t.TempDir()), nds, Options{Conn: rdmanl.Live{}, Pause: EthtoolPause})
+	if len(s.Errors) != 0 || len(s.Netdevs) != 2 {
+		t.Fatalf("errors %v, netdevs %+v", s.Errors, s.Netdevs)
+	}
+	v := s.Netdevs[0]
+	if !v.Live || v.DCBStatus != rdmanl.StatusUnsupported || v.DCB != nil || v.PauseStatus != rdmanl.StatusUnsupported || v.Pause != nil {
+		t.Errorf("veth: %+v; want live, dcb and pause unsupported, neither present", v)
+	}
+	// An upstream-like netdev: no ecn directory, no configfs entry.
+	if v.ECN != nil || v.CNPPriority.OK || v.DefaultToS.OK {
+		t.Errorf("veth has sysfs state its tree lacks: %+v", v)
+	}
+	if o := s.Netdevs[1]; o.Live || o.DCBStatus != "" || o.PauseStatus != "" {
+		t.Errorf("netdev under another ifindex asked the kernel: %+v", o)
+	}
+}
+
+// TestDefaultStatsPerPriority: every per-priority pause, discard and
+// ECN-marked statistic mlx5 names (drivers/net/ethernet/mellanox/mlx5/
+// core/en_stats.c: pport_per_prio_pfc_stats_desc with "prio%d",
+// pport_per_prio_traffic_stats_desc, pport_per_tc_prio_stats_desc,
+// pport_per_tc_congest_prio_stats_desc) is selected by the default
+// ethtool-stats regexp and splits into a direction and a priority, so it
+// is exported as rdma_netdev_priority_stat_total; the per-priority byte
+// and packet counters are not selected.
+func TestDefaultStatsPerPriority(t *testing.T) {
+	def := regexp.MustCompile("^(?:" + netdev.DefaultStats + ")$")
+	for _, f := range []string{"rx_prio%d_pause", "rx_prio%d_pause_duration", "tx_prio%d_pause", "tx_prio%d_pause_duration",
+		"rx_prio%d_pause_transition", "rx_prio%d_discards", "rx_prio%d_buf_discard", "rx_prio%d_cong_discard", "rx_prio%d_marked"} {
+		for p := range Priorities {
+			name := fmt.Sprintf(f, p)
+			if !def.MatchString(name) {
+				t.Errorf("%s not in the default selection", name)
+			}
+			if d, prio, rest, ok := PrioStat(name); !ok || d != name[:2] || prio != p || rest == "" {
+				t.Errorf("%s: %s %d %q %v", name, d, prio, rest, ok)
+			}
+		}
+	}
+	for _, name := range []string{"rx_prio0_bytes", "rx_prio0_packets", "tx_prio7_bytes", "tx_prio7_packets", "rx_global_pause"} {
+		if def.MatchString(name) {
+			t.Errorf("%s in the default selection", name)
+		}
 	}
 }

@@ -204,6 +204,11 @@ spec:
         - name: proc
           mountPath: /host/proc
           readOnly: true
+        {{- if $v.kernelConfig.enabled }}
+        - name: boot
+          mountPath: /host/boot
+          readOnly: true
+        {{- end }}
         {{- if $devices }}
         - name: infiniband
           mountPath: /host/dev/infiniband
@@ -226,6 +231,14 @@ spec:
       hostPath:
         path: /proc
         type: Directory
+    {{- if $v.kernelConfig.enabled }}
+    # The kernel configuration, /boot/config-<release>: GPUDirect DMA-BUF
+    # readiness reads CONFIG_PCI_P2PDMA from it (docs/gpu.md).
+    - name: boot
+      hostPath:
+        path: /boot
+        type: Directory
+    {{- end }}
     {{- if $devices }}
     - name: infiniband
       hostPath:
