@@ -45,6 +45,10 @@ type Desc struct {
 	// scrape after scrape, so checking that order costs one comparison a
 	// sample where sorting again costs many.
 	perm atomic.Pointer[[]int32]
+	// header is the family's HELP line and the start of its TYPE line
+	// ("# HELP name help\n# TYPE name "), escaped once here instead of on
+	// every scrape.
+	header []byte
 }
 
 // NewDesc returns the Desc of a family with variable labels.
@@ -55,6 +59,11 @@ func NewDesc(name, help string, labels ...string) *Desc {
 		d.order[i] = i
 	}
 	sort.SliceStable(d.order, func(i, j int) bool { return labels[d.order[i]] < labels[d.order[j]] })
+	h := append([]byte("# HELP "), name...)
+	h = append(h, ' ')
+	h = appendEscaped(h, help, false)
+	h = append(h, "\n# TYPE "...)
+	d.header = append(h, name...)
 	return d
 }
 
@@ -308,12 +317,7 @@ func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*S
 
 func (f *Family) appendText(b []byte) []byte {
 	d := f.desc
-	b = append(b, "# HELP "...)
-	b = append(b, d.Name...)
-	b = append(b, ' ')
-	b = appendEscaped(b, d.Help, false)
-	b = append(b, "\n# TYPE "...)
-	b = append(b, d.Name...)
+	b = append(b, d.header...)
 	if f.typ == dto.MetricType_COUNTER {
 		b = append(b, " counter\n"...)
 	} else {
@@ -330,13 +334,7 @@ func (f *Family) appendText(b []byte) []byte {
 				b = append(b, d.Labels[i]...)
 				b = append(b, `="`...)
 				if i < len(s.labels) {
-					// client_golang refuses a label value that is not
-					// UTF-8; free text from sysfs (node_desc) can be.
-					v := s.labels[i]
-					if !utf8.ValidString(v) {
-						v = strings.ToValidUTF8(v, "\uFFFD")
-					}
-					b = appendEscaped(b, v, true)
+					b = appendLabelValue(b, s.labels[i])
 				}
 				b = append(b, '"')
 			}
@@ -347,6 +345,23 @@ func (f *Family) appendText(b []byte) []byte {
 		b = append(b, '\n')
 	}
 	return b
+}
+
+// appendLabelValue appends a label value escaped. Most values are plain
+// ASCII (device names, port numbers, counter names): one pass tells, and
+// they are copied whole.
+func appendLabelValue(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c >= utf8.RuneSelf || c == '\\' || c == '\n' || c == '"' {
+			// client_golang refuses a label value that is not UTF-8;
+			// free text from sysfs (node_desc) can be.
+			if !utf8.ValidString(v) {
+				v = strings.ToValidUTF8(v, "\uFFFD")
+			}
+			return appendEscaped(b, v, true)
+		}
+	}
+	return append(b, v...)
 }
 
 // appendEscaped escapes as the text format does: backslash and newline in

@@ -37,6 +37,7 @@ func TestWriteTextMatchesClientGolang(t *testing.T) {
 		Gauge(port, 1, "mlx5_1", "1", "InfiniBand", ""),
 		Gauge(port, 1, "mlx5_0", "2", "Ethernet", `en"p\1`+"\n"),
 		Gauge(port, 1, "mlx5_0", "10", "InfiniBand", "ib0"),
+		Gauge(port, 1, "mlx5_3", "1", "InfiniBand", "nœud-ü"),
 		Counter(ctr, 4127, "1", "mlx5_0"),
 		Counter(ctr, 1.5e19, "1", "mlx5_10"),
 		Counter(ctr, math.Inf(1), "2", "mlx5_0"),
