@@ -143,6 +143,11 @@ type Family struct {
 // without appending to it.
 func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
 	fams = map[string]*Family{}
+	// A collector sends a family's samples in runs (a port's counters,
+	// a device's hw counters): the map is asked only when the Desc
+	// changes.
+	var last *Desc
+	var f *Family
 	for _, ms := range metrics {
 		for _, m := range ms {
 			s, ok := m.(*Sample)
@@ -150,10 +155,13 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 				other = append(other, m)
 				continue
 			}
-			f := fams[s.desc.Name]
-			if f == nil {
-				f = &Family{desc: s.desc, typ: s.typ, samples: make([]*Sample, 0, s.desc.seen.Load())}
-				fams[s.desc.Name] = f
+			if s.desc != last {
+				last = s.desc
+				f = fams[s.desc.Name]
+				if f == nil {
+					f = &Family{desc: s.desc, typ: s.typ, samples: make([]*Sample, 0, s.desc.seen.Load())}
+					fams[s.desc.Name] = f
+				}
 			}
 			f.samples = append(f.samples, s)
 		}
