@@ -72,6 +72,17 @@ var moduleOnly = []string{
 	"rdma_netdev_module_rx_power_threshold_watts",
 }
 
+// rdmaNetlinkOnly are the rdma_netlink collector's series: RDMA netlink
+// answers only for the running kernel's devices (never on a fixture tree),
+// and the opt-in ones only with --collector.rdma_netlink.process-resources
+// or .qp-counters. collector.TestRDMANetlinkOptIn exports the opt-in ones
+// from recorded replies; rdma_device_resources is the resource summary
+// the same collector exports (decoded by internal/rdmanl's tests).
+var rdmaNetlinkOnly = []string{
+	"rdma_device_resources", "rdma_resource_process_objects", "rdma_resource_process_capped", "rdma_resource_dump_truncated",
+	"rdma_port_qp_counter_mode", "rdma_port_qp_counters", "rdma_port_qp_counter_qps", "rdma_port_qp_counter_dump_truncated",
+}
+
 // readerOnly are metrics exported only once a background reader has met
 // something no fixture tree holds: a kernel log with a driver message
 // (TestKernelLogEvents feeds a fake /dev/kmsg and checks it is exported).
@@ -206,6 +217,9 @@ func TestQueriesNameExportedMetrics(t *testing.T) {
 	}
 	for _, n := range liveRoCEOnly {
 		known[n] = "live RoCE host"
+	}
+	for _, n := range rdmaNetlinkOnly {
+		known[n] = "live RDMA netlink (collector.TestRDMANetlinkOptIn)"
 	}
 	for _, n := range moduleOnly {
 		known[n] = "a live module memory (collector.TestNetdevModuleSeriesDR8)"
