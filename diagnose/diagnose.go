@@ -129,6 +129,7 @@ var catalogue = sync.OnceValue(func() []*Check {
 		irqChecks,
 		kmsgChecks,
 		linkreasonChecks,
+		moduleChecks,
 		netdevChecks,
 		pciChecks,
 		pciPayloadChecks,

@@ -75,6 +75,10 @@ const (
 	// SourceHwmon: internal/hwmon through host.Snapshot.Temperatures (the
 	// RDMA devices' temperature sensors, on the slow interval).
 	SourceHwmon Source = "hwmon"
+	// SourceModule: the transceiver memory of the RoCE netdevs
+	// (internal/sff through netdev.Netdev.Module), read only with
+	// --collector.netdev.module-eeprom.
+	SourceModule Source = "module"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -140,6 +144,10 @@ type Snapshot struct {
 	// why it is nil.
 	Hwmon    *hwmon.Snapshot
 	HwmonErr error
+	// ModulesAsked is whether the netdev read asks for the transceiver
+	// memory (--collector.netdev.module-eeprom): without it every
+	// Netdev.Module is nil by design, not unreadable.
+	ModulesAsked bool
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -228,6 +236,11 @@ func (s *Snapshot) unavailable(src Source) string {
 		if s.Hwmon == nil {
 			return "cannot read the temperature sensors: " + errText(s.HwmonErr)
 		}
+	case SourceModule:
+		if !s.ModulesAsked {
+			return "the transceiver memory is read only with --collector.netdev.module-eeprom (each page is a firmware " +
+				"access; it needs CAP_NET_ADMIN)"
+		}
 	case SourceGPU:
 		if s.GPU == nil {
 			return "cannot read the GPUs: " + errText(s.GPUErr)
@@ -312,6 +325,9 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		r = &Reader{}
 	}
 	s := &Snapshot{Time: hs.Time, Hostname: hs.Hostname(ctx), WasActive: hs.Host().WasActive}
+	if et := hs.Host().Options().Ethtool; et != nil {
+		s.ModulesAsked = et.ModuleEEPROM
+	}
 	// The sources are independent; the slow ones (process scans) run next
 	// to the class read.
 	var wg sync.WaitGroup

@@ -5,10 +5,13 @@ package e2e
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestKernelLogEvents puts a file in /dev/kmsg's record format below a
@@ -77,5 +80,133 @@ func TestKernelLogUnreadable(t *testing.T) {
 	}
 	if n := strings.Count(e.stderr.String(), "cannot read the kernel log"); n != 1 {
 		t.Errorf("logged %d times, want once:\n%s", n, e.stderr.String())
+	}
+}
+
+// TestKernelLogEventAlert is issue 17's pipeline end to end: a FIFO in
+// place of /dev/kmsg below a copied host's root, the built server reading
+// it, a real Prometheus scraping the server with the shipped rules
+// (quickRules: no `for:` to wait out). Nothing is written until Prometheus
+// has the fatal event counter at 0; then a real firmware fatal message
+// (testdata/recorded.txt of internal/kmsg) on mlx5_0's PCI function goes
+// into the FIFO, and it must reach /metrics (rdma_kernel_events_total 1),
+// /diagnose (kernel.events fails for mlx5_0 with the message) and
+// Prometheus, where RdmaKernelFatalEvent fires for mlx5_0 and only there.
+func TestKernelLogEventAlert(t *testing.T) {
+	promBin := requireTool(t, "prometheus")
+	root := smCopyHost(t, "cx6-hdr-fdr")
+	link, err := os.Readlink(filepath.Join(root, "sys/class/infiniband/mlx5_0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pci := filepath.Base(filepath.Dir(filepath.Dir(link)))
+	kmsg := filepath.Join(root, "dev", "kmsg")
+	if err := os.MkdirAll(filepath.Dir(kmsg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(kmsg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rdma_doctor.yml")
+	writeFile(t, cfg, "diagnose:\n  interval: 1s\n")
+	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.kmsg.interval=50ms")
+	fatal := `rdma_kernel_events_total{device="mlx5_0",event="fw_fatal_error",severity="fatal"}`
+	smWaitFor(t, e.addr, fatal+" 0")
+
+	rules := filepath.Join(dir, "rules.yml")
+	writeFile(t, rules, string(quickRules(t)))
+	promCfg := filepath.Join(dir, "prometheus.yml")
+	writeFile(t, promCfg, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%q]
+scrape_configs:
+  - job_name: rdma_doctor
+    static_configs:
+      - targets: [%q]
+`, rules, e.addr))
+	prom := startDaemon(t, "prometheus", promBin, "/-/ready",
+		"--config.file="+promCfg,
+		"--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
+		"--web.listen-address=ADDR",
+	)
+	// increase() needs the 0 before the 1: wait until Prometheus has it.
+	promValue := func(q string) (string, bool) {
+		var resp struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		getJSON(t, "http://"+prom.addr+"/api/v1/query?"+url.Values{"query": {q}}.Encode(), &resp)
+		if len(resp.Data.Result) != 1 {
+			return "", false
+		}
+		v, _ := resp.Data.Result[0].Value[1].(string)
+		return v, true
+	}
+	waitProm := func(q, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+			if v, ok := promValue(q); ok && v == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				v, _ := promValue(q)
+				t.Fatalf("Prometheus %s = %q, want %s\n%s", q, v, want, prom.out.String())
+			}
+		}
+	}
+	waitProm(fatal, "0")
+	var firing struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	getJSON(t, "http://"+prom.addr+"/api/v1/alerts", &firing)
+	for _, a := range firing.Data.Alerts {
+		if a.Labels["alertname"] == "RdmaKernelFatalEvent" {
+			t.Fatalf("RdmaKernelFatalEvent before any event: %+v", a)
+		}
+	}
+
+	// The reader holds the FIFO open, so a non-blocking open for writing
+	// succeeds (ENXIO would mean no reader).
+	w, err := os.OpenFile(kmsg, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatalf("open the FIFO for writing: %v", err)
+	}
+	fmt.Fprintf(w, "3,101,900000000,-;mlx5_core %s: poll_health:817:(pid 0): Fatal error 1 detected\n SUBSYSTEM=pci\n DEVICE=+pci:%s\n", pci, pci)
+	w.Close()
+
+	smWaitFor(t, e.addr, fatal+" 1")
+	smWaitFor(t, e.addr, `rdma_diagnose_status{check="kernel.events",target="mlx5_0"} 2`)
+	_, page := e.get(t, "/diagnose?format=json")
+	if !strings.Contains(page, "Fatal error 1 detected") {
+		t.Errorf("/diagnose lacks the message:\n%.3000s", page)
+	}
+	waitProm(fatal, "1")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		getJSON(t, "http://"+prom.addr+"/api/v1/alerts", &firing)
+		var got []map[string]string
+		for _, a := range firing.Data.Alerts {
+			if a.Labels["alertname"] == "RdmaKernelFatalEvent" && a.State == "firing" {
+				got = append(got, a.Labels)
+			}
+		}
+		if len(got) == 1 && got[0]["device"] == "mlx5_0" && got[0]["event"] == "fw_fatal_error" && got[0]["severity"] == "critical" {
+			break
+		}
+		if len(got) > 1 {
+			t.Fatalf("RdmaKernelFatalEvent fired for more than mlx5_0: %v", got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("RdmaKernelFatalEvent did not fire for mlx5_0: %v\n%s", got, prom.out.String())
+		}
 	}
 }

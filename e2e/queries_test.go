@@ -60,6 +60,29 @@ var liveRoCEOnly = []string{
 	"rdma_roce_global_pause_enabled", "rdma_roce_ecn_enabled", "rdma_port_optional_counter_total", "rdma_optional_counter_enabled",
 }
 
+// moduleOnly are the transceiver memory series of
+// --collector.netdev.module-eeprom: read only from a RoCE netdev of the
+// running kernel with a module in its cage (MODULE_EEPROM_GET, needs
+// CAP_NET_ADMIN), never on a fixture tree. collector.TestNetdevModuleSeriesDR8
+// exports them from a recorded module memory; the alerts on them are
+// checked by promtool cases (alerts/tests/module.yml).
+var moduleOnly = []string{
+	"rdma_netdev_module_eeprom_readable", "rdma_netdev_module_info", "rdma_netdev_module_temperature_celsius",
+	"rdma_netdev_module_temperature_threshold_celsius", "rdma_netdev_module_rx_power_watts",
+	"rdma_netdev_module_rx_power_threshold_watts",
+}
+
+// rdmaNetlinkOnly are the rdma_netlink collector's series: RDMA netlink
+// answers only for the running kernel's devices (never on a fixture tree),
+// and the opt-in ones only with --collector.rdma_netlink.process-resources
+// or .qp-counters. collector.TestRDMANetlinkOptIn exports the opt-in ones
+// from recorded replies; rdma_device_resources is the resource summary
+// the same collector exports (decoded by internal/rdmanl's tests).
+var rdmaNetlinkOnly = []string{
+	"rdma_device_resources", "rdma_resource_process_objects", "rdma_resource_process_capped", "rdma_resource_dump_truncated",
+	"rdma_port_qp_counter_mode", "rdma_port_qp_counters", "rdma_port_qp_counter_qps", "rdma_port_qp_counter_dump_truncated",
+}
+
 // readerOnly are metrics exported only once a background reader has met
 // something no fixture tree holds: a kernel log with a driver message
 // (TestKernelLogEvents feeds a fake /dev/kmsg and checks it is exported).
@@ -194,6 +217,12 @@ func TestQueriesNameExportedMetrics(t *testing.T) {
 	}
 	for _, n := range liveRoCEOnly {
 		known[n] = "live RoCE host"
+	}
+	for _, n := range rdmaNetlinkOnly {
+		known[n] = "live RDMA netlink (collector.TestRDMANetlinkOptIn)"
+	}
+	for _, n := range moduleOnly {
+		known[n] = "a live module memory (collector.TestNetdevModuleSeriesDR8)"
 	}
 
 	qs, err := dashboards.Queries()

@@ -81,6 +81,18 @@ func host(s selectors) *dashboard.DashboardBuilder {
 			query(`rdma_devlink_health_reporter_state{`+s.dev+`}`, "{{instance}} {{device}} {{reporter}}"))).
 		WithPanel(tableOf("Firmware running and stored", "devlink dev info per component: a stored version that differs from the running one is burned and not activated (RdmaFirmwarePending, fw.pending).", 24,
 			instant(`rdma_device_firmware_version_info{`+s.dev+`}`))).
+		// The module series carry the netdev only (the module belongs to
+		// the RoCE netdev's port; rdma_port_info maps it to device/port).
+		WithRow(row("Transceiver modules (RoCE, --collector.netdev.module-eeprom)")).
+		WithPanel(graph("Module temperature", "Each RoCE port's transceiver temperature from its own memory, against the module's own high warning and high alarm thresholds in °C (RdmaModuleTemperatureNearAlarm fires at the high warning; port.module judges both).", units.Celsius,
+			query(`rdma_netdev_module_temperature_celsius{`+s.host+`}`, "{{instance}} {{netdev}}"),
+			query(`rdma_netdev_module_temperature_threshold_celsius{`+s.host+`, threshold=~"high_warning|high_alarm"}`, "{{threshold}} {{instance}} {{netdev}}"))).
+		WithPanel(graph("Module Rx power per lane", "Received optical power of each media lane, against the module's own low warning and low alarm thresholds (RdmaModuleRxPowerLow fires at the low alarm). Copper cables and AECs have no lane monitors.", units.Watt,
+			query(`rdma_netdev_module_rx_power_watts{`+s.host+`}`, "{{instance}} {{netdev}} lane {{lane}}"),
+			query(`rdma_netdev_module_rx_power_threshold_watts{`+s.host+`, threshold=~"low_warning|low_alarm"}`, "{{threshold}} {{instance}} {{netdev}}"))).
+		WithPanel(tableOf("Modules", "Each RoCE netdev's transceiver: type, memory map, vendor, part number, why it has no monitors; and whether its memory was read (reason permission: no CAP_NET_ADMIN, unsupported, io_error: empty cage).", 24,
+			instant(`rdma_netdev_module_info{`+s.host+`}`),
+			instant(`rdma_netdev_module_eeprom_readable{`+s.host+`}`))).
 		WithRow(row("Driver hw_counters")).
 		WithPanel(graph("Retransmits", "Retransmissions per second (out_of_sequence, packet_seq_err, implied_nak_seq_err, local_ack_timeout_err, duplicate_request, roce_adp_retrans*, hfi1 Rc*).", "ops",
 			query(s.record("retransmits")+`{`+s.port+`}`, legend))).
@@ -90,6 +102,19 @@ func host(s selectors) *dashboard.DashboardBuilder {
 			query(`rate(rdma_port_hw_counter_total{`+s.port+`, counter=~"np_cnp_sent|np_ecn_marked_roce_packets|rp_cnp_handled|rp_cnp_ignored"}`+ri+`)`, legend+" {{counter}}"))).
 		WithPanel(graph("Device hw_counters", "Every device-level hw_counter that moved, per second.", "ops",
 			query(`rate(rdma_device_hw_counter_total{`+s.dev+`}`+ri+`) > 0`, "{{instance}} {{device}} {{counter}}"))).
+		WithRow(row("RDMA resources (RDMA netlink)")).
+		WithPanel(graph("Resources per device", "Objects each RDMA device has allocated now, by type (rdma resource show: pd, cq, qp, cm_id, mr, ctx, srq); a total that only grows is a leak.", "none",
+			query(`rdma_device_resources{`+s.dev+`}`, "{{instance}} {{device}} {{resource}}"))).
+		WithPanel(graph("Objects per process", "Objects by owning process name and type (opt-in --collector.rdma_netlink.process-resources; process other: past --collector.rdma_netlink.max-processes): which job holds the QPs and MRs.", "none",
+			query(`rdma_resource_process_objects{`+s.dev+`}`, "{{instance}} {{device}} {{process}} {{type}}"))).
+		WithPanel(tableOf("QP counter mode", "Each port's QP counter mode (opt-in --collector.rdma_netlink.qp-counters): none, auto by criteria (type, pid) or manual, and the counters and QPs bound now.", 12,
+			instant(`rdma_port_qp_counter_mode{`+s.port+`} == 1`),
+			instant(`rdma_port_qp_counters{`+s.port+`}`),
+			instant(`rdma_port_qp_counter_qps{`+s.port+`}`))).
+		WithPanel(tableOf("Resource dump caps", "1 where a cap was hit: more owning processes than --collector.rdma_netlink.max-processes (summed as other), or a dump cut at --collector.rdma_netlink.max-objects (its counts undercount).", 12,
+			instant(`rdma_resource_process_capped{`+s.dev+`} == 1`),
+			instant(`rdma_resource_dump_truncated{`+s.dev+`} == 1`),
+			instant(`rdma_port_qp_counter_dump_truncated{`+s.port+`} == 1`))).
 		WithRow(row("NUMA and IRQs")).
 		WithPanel(tableOf("Placement", "NUMA node (-1: the platform does not say), completion IRQs, IRQs allowed off the node, distinct CPUs used, PCIe link degraded.", 24,
 			instant(`rdma_device_numa_node{`+s.dev+`}`),
