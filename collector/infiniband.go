@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
@@ -26,6 +27,70 @@ type infinibandCollector struct {
 	// hasSM is the subnet manager family's sysfs part: it is derived from
 	// the state, phys_state, sm_lid and link_layer read here (sm.go).
 	hasSM *expo.Desc
+
+	// labels are the label value slices of the last collection, by
+	// device and port (port 0: the device's own hw counters), reused
+	// while the counters are the same: samples never change their
+	// labels, so a slice can serve scrape after scrape. A collection
+	// that overran its deadline may still run beside the next: mu.
+	mu     sync.Mutex
+	labels map[labelKey]*labelSet
+}
+
+type labelKey struct {
+	device string
+	port   int
+}
+
+// labelSet is the label values of one port's (or device's) series: the
+// (device, port) pair and, per counter, labelPairs of the counter names
+// it was made for.
+type labelSet struct {
+	port              string
+	pair              []string
+	counters, hw      []string
+	counterLab, hwLab []string
+}
+
+// sameNames reports whether counters are named as names, in order.
+func sameNames(names []string, counters []infiniband.Counter) bool {
+	if len(names) != len(counters) {
+		return false
+	}
+	for i := range counters {
+		if names[i] != counters[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+func counterNames(counters []infiniband.Counter) []string {
+	out := make([]string, len(counters))
+	for i := range counters {
+		out[i] = counters[i].Name
+	}
+	return out
+}
+
+// labelsOf returns the label set of a port (num 0: the device itself),
+// the last collection's if its counters are the same ones, and keeps it
+// in next.
+func (c *infinibandCollector) labelsOf(next map[labelKey]*labelSet, device string, num int, counters, hw []infiniband.Counter) *labelSet {
+	k := labelKey{device, num}
+	c.mu.Lock()
+	ls := c.labels[k]
+	c.mu.Unlock()
+	if ls == nil || !sameNames(ls.counters, counters) || !sameNames(ls.hw, hw) {
+		port := ""
+		if num > 0 {
+			port = strconv.Itoa(num)
+		}
+		ls = &labelSet{port: port, pair: []string{device, port}, counters: counterNames(counters), hw: counterNames(hw),
+			counterLab: labelPairs(device, port, counters), hwLab: labelPairs(device, port, hw)}
+	}
+	next[k] = ls
+	return ls
 }
 
 // NewInfinibandCollector builds the infiniband collector.
@@ -75,9 +140,15 @@ func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, o
 			return err
 		}
 	}
+	next := make(map[labelKey]*labelSet, len(c.labels))
 	for i := range class.Devices {
-		c.device(out, &class.Devices[i])
+		c.device(out, next, &class.Devices[i])
 	}
+	// Only the devices and ports of this collection are kept: a vanished
+	// one's labels go with it.
+	c.mu.Lock()
+	c.labels = next
+	c.mu.Unlock()
 	return errors.Join(append(class.Errors(), err)...)
 }
 
@@ -91,7 +162,7 @@ func optGauge[T uint64 | int](out *sink, d *expo.Desc, o infiniband.Opt[T], labe
 	}
 }
 
-func (c *infinibandCollector) device(s *sink, d *infiniband.Device) {
+func (c *infinibandCollector) device(s *sink, next map[labelKey]*labelSet, d *infiniband.Device) {
 	nodeType := ""
 	if d.NodeType.OK {
 		nodeType = d.NodeType.V.Name
@@ -101,14 +172,15 @@ func (c *infinibandCollector) device(s *sink, d *infiniband.Device) {
 	if d.NodeDesc.OK && d.NodeDesc.V != "" {
 		s.gauge(c.nodeDesc, 1, d.Name, d.NodeDesc.V)
 	}
-	// Label values in one allocation for all the device's hw counters
+	// Label values in one slice for all the device's hw counters
 	// (samples keep their label slices; nothing changes them).
-	lab := labelPairs(d.Name, "", d.HWCounters)
+	lab := c.labelsOf(next, d.Name, 0, nil, d.HWCounters).hwLab
 	for i, hc := range d.HWCounters {
 		s.counter(c.hwCounterDevice, float64(hc.Value), lab[2*i:2*i+2:2*i+2]...)
 	}
 	for i := range d.Ports {
-		c.port(s, d, &d.Ports[i])
+		p := &d.Ports[i]
+		c.port(s, c.labelsOf(next, d.Name, p.Num, p.Counters, p.HWCounters), d, p)
 	}
 }
 
@@ -130,10 +202,10 @@ func labelPairs(device, port string, counters []infiniband.Counter) []string {
 	return lab
 }
 
-func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.Port) {
-	port := strconv.Itoa(p.Num)
+func (c *infinibandCollector) port(s *sink, ls *labelSet, d *infiniband.Device, p *infiniband.Port) {
+	port := ls.port
 	// The (device, port) label values, shared by the port's samples.
-	pl := []string{d.Name, port}
+	pl := ls.pair
 	var speed, width string
 	if p.Rate.OK {
 		speed, width = p.Rate.V.Speed, p.Rate.V.WidthLabel()
@@ -174,7 +246,7 @@ func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.
 	optGauge(s, c.capMask, p.CapMask, pl...)
 
 	ext := p.Extended()
-	lab := labelPairs(d.Name, port, p.Counters)
+	lab := ls.counterLab
 	for i, pc := range p.Counters {
 		dpc := lab[3*i : 3*i+3 : 3*i+3]
 		spec, known := infiniband.LookupCounter(pc.Name)
@@ -189,7 +261,7 @@ func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.
 		}
 		s.gauge(c.saturated, sat, dpc...)
 	}
-	lab = labelPairs(d.Name, port, p.HWCounters)
+	lab = ls.hwLab
 	for i, hc := range p.HWCounters {
 		s.counter(c.hwCounterPort, float64(hc.Value), lab[3*i:3*i+3:3*i+3]...)
 	}

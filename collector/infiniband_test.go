@@ -4,13 +4,17 @@
 package collector
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 )
 
 func gatherHost(t *testing.T, host string, cfg *config.Config) prometheus.Gatherer {
@@ -115,4 +119,64 @@ rdma_scrape_collector_success{collector="infiniband"} 1
 			t.Errorf("lifespan exported as a counter: %s", key)
 		}
 	}
+}
+
+// The label slices a collection reuses from the last one follow the
+// counters: after mlx5_0 is re-registered with one counter fewer and one
+// hw counter more, a collector that has served the old device writes
+// exactly what a new one writes.
+func TestInfinibandLabelsFollowCounters(t *testing.T) {
+	root := t.TempDir()
+	hostfstest.CopyTree(t, "../fixtures/hosts/cx6-hdr-fdr", root)
+	env := hostEnv(t, root)
+	served := gatherOne(t, "infiniband", on(env, NewInfinibandCollector(env)))
+	before := gatherText(t, served)
+	if !strings.Contains(before, `counter="symbol_error",device="mlx5_0",port="1"`) {
+		t.Fatal("the fixture's mlx5_0 port 1 has no symbol_error counter")
+	}
+
+	// A re-registration: a new directory, with other counters.
+	dir := filepath.Join(root, "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0")
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	hostfstest.CopyTree(t, dir+".old", dir)
+	if err := os.RemoveAll(dir + ".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "ports/1/counters/symbol_error")); err != nil {
+		t.Fatal(err)
+	}
+	// out_of_buffer is a real mlx5 hw counter the fixture's port lacks.
+	if err := os.WriteFile(filepath.Join(dir, "ports/1/hw_counters/out_of_buffer"), []byte("12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	after := gatherText(t, served)
+	fresh := hostEnv(t, root)
+	want := gatherText(t, gatherOne(t, "infiniband", on(fresh, NewInfinibandCollector(fresh))))
+	if after != want {
+		t.Errorf("after re-registration, the collector that served the old device writes\n%s\nwant\n%s", after, want)
+	}
+	if strings.Contains(after, `counter="symbol_error",device="mlx5_0",port="1"`) || !strings.Contains(after, `counter="out_of_buffer",device="mlx5_0",port="1"`) {
+		t.Error("the re-registered device's counters are not those of its new directory")
+	}
+}
+
+// gatherText is g's exposition, less the collector's duration.
+func gatherText(t *testing.T, g prometheus.Gatherer) string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if mf.GetName() == "rdma_scrape_collector_duration_seconds" {
+			continue
+		}
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }
