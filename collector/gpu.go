@@ -22,6 +22,9 @@ type gpuCollector struct {
 	pathDegraded, aer, rootAER   *expo.Desc
 	acsRedirect, acsControl      *expo.Desc
 	ats, iommu                   *expo.Desc
+
+	// out is the samples of the last read (a slow source).
+	out rendered[*gpu.Snapshot]
 }
 
 // Paths of GPUDirect RDMA, the values of rdma_gpudirect_ready's path label.
@@ -67,42 +70,45 @@ func (c *gpuCollector) Update(ctx context.Context, snap *host.Snapshot, out *sin
 	if s == nil {
 		return err
 	}
-	for i := range s.GPUs {
-		g := &s.GPUs[i]
-		f := &g.Function
-		numa := ""
-		if f.NUMANode.OK {
-			numa = strconv.Itoa(f.NUMANode.V)
+	rerr := c.out.append(out, s, err, func(out *sink) error {
+		for i := range s.GPUs {
+			g := &s.GPUs[i]
+			f := &g.Function
+			numa := ""
+			if f.NUMANode.OK {
+				numa = strconv.Itoa(f.NUMANode.V)
+			}
+			gauge(out, c.info, 1, g.Name(), g.Address, fmt.Sprintf("%04x:%04x", g.Vendor, g.Device), numa, g.Driver)
+			if f.LinkSpeed.OK {
+				gauge(out, c.speed, f.LinkSpeed.V, g.Name())
+			}
+			if f.LinkWidth.OK {
+				gauge(out, c.width, float64(f.LinkWidth.V), g.Name())
+			}
+			// Width only: a GPU's link speed follows its power state.
+			if f.LinkWidth.OK && f.MaxLinkWidth.OK {
+				gauge(out, c.degraded, b2f(f.LinkWidth.V < f.MaxLinkWidth.V), g.Name())
+			}
+			pathSeries(out, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, g.Name())
 		}
-		gauge(out, c.info, 1, g.Name(), g.Address, fmt.Sprintf("%04x:%04x", g.Vendor, g.Device), numa, g.Driver)
-		if f.LinkSpeed.OK {
-			gauge(out, c.speed, f.LinkSpeed.V, g.Name())
+		if p := s.P2P; p != nil {
+			c.p2p(out, p)
 		}
-		if f.LinkWidth.OK {
-			gauge(out, c.width, float64(f.LinkWidth.V), g.Name())
+		for _, a := range s.Affinity {
+			gauge(out, c.affinity, 1, strconv.Itoa(a.GPU), a.Device, a.Link.String())
 		}
-		// Width only: a GPU's link speed follows its power state.
-		if f.LinkWidth.OK && f.MaxLinkWidth.OK {
-			gauge(out, c.degraded, b2f(f.LinkWidth.V < f.MaxLinkWidth.V), g.Name())
+		if d := s.GPUDirect; d != nil {
+			gauge(out, c.ready, b2f(d.PeerMemReady()), gpuDirectPeerMem)
+			if r, ok := d.DMABufReady(); ok {
+				gauge(out, c.ready, b2f(r), gpuDirectDMABuf)
+			}
+			if d.Module.OK {
+				gauge(out, c.module, 1, string(d.Module.V), d.ModuleVersion)
+			}
 		}
-		pathSeries(out, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, g.Name())
-	}
-	if p := s.P2P; p != nil {
-		c.p2p(out, p)
-	}
-	for _, a := range s.Affinity {
-		gauge(out, c.affinity, 1, strconv.Itoa(a.GPU), a.Device, a.Link.String())
-	}
-	if d := s.GPUDirect; d != nil {
-		gauge(out, c.ready, b2f(d.PeerMemReady()), gpuDirectPeerMem)
-		if r, ok := d.DMABufReady(); ok {
-			gauge(out, c.ready, b2f(r), gpuDirectDMABuf)
-		}
-		if d.Module.OK {
-			gauge(out, c.module, 1, string(d.Module.V), d.ModuleVersion)
-		}
-	}
-	return errors.Join(append(s.Errors, err)...)
+		return errors.Join(s.Errors...)
+	})
+	return errors.Join(rerr, err)
 }
 
 // p2p exports the ACS, ATS and IOMMU state between the GPUs and their

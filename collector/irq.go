@@ -19,6 +19,9 @@ type irqCollector struct {
 
 	irqs, offNode, cpus, irqbalance *expo.Desc
 	irqInfo, irqTotal, irqOffNode   *expo.Desc
+
+	// out is the samples of the last placement (a slow source).
+	out rendered[*irq.Snapshot]
 }
 
 // NewIRQCollector builds the irq collector; perIRQ adds the per-IRQ series.
@@ -55,25 +58,28 @@ func (c *irqCollector) Update(ctx context.Context, snap *host.Snapshot, out *sin
 			return err
 		}
 	}
-	for i := range s.Devices {
-		d := &s.Devices[i]
-		if n, ok := d.CompletionCount(); ok {
-			gauge(out, c.irqs, float64(n), d.Name)
+	rerr := c.out.append(out, s, err, func(out *sink) error {
+		for i := range s.Devices {
+			d := &s.Devices[i]
+			if n, ok := d.CompletionCount(); ok {
+				gauge(out, c.irqs, float64(n), d.Name)
+			}
+			if n, ok := d.OffNode(); ok {
+				gauge(out, c.offNode, float64(n), d.Name)
+			}
+			if used, ok := d.CPUsUsed(); ok {
+				gauge(out, c.cpus, float64(used.Len()), d.Name)
+			}
+			if c.perIRQ {
+				c.each(out, d)
+			}
 		}
-		if n, ok := d.OffNode(); ok {
-			gauge(out, c.offNode, float64(n), d.Name)
+		if s.Irqbalance.OK {
+			gauge(out, c.irqbalance, b2f(len(s.Irqbalance.V) > 0))
 		}
-		if used, ok := d.CPUsUsed(); ok {
-			gauge(out, c.cpus, float64(used.Len()), d.Name)
-		}
-		if c.perIRQ {
-			c.each(out, d)
-		}
-	}
-	if s.Irqbalance.OK {
-		gauge(out, c.irqbalance, b2f(len(s.Irqbalance.V) > 0))
-	}
-	return errors.Join(append(s.Errors, err)...)
+		return errors.Join(s.Errors...)
+	})
+	return errors.Join(rerr, err)
 }
 
 func (c *irqCollector) each(out *sink, d *irq.Device) {

@@ -19,6 +19,23 @@ type pciCollector struct {
 	degraded, pathDegraded           *expo.Desc
 	aer, rootAER                     *expo.Desc
 	maxPayload, maxReadRequest       *expo.Desc
+
+	// out is the samples of the last PCI read (a slow source).
+	out rendered[pciKey]
+}
+
+// pciKey tells one PCI read's device list from another: the slow source
+// serves the same slice until it reads again.
+type pciKey struct {
+	first *pci.Device
+	n     int
+}
+
+func keyOf(devs []pci.Device) pciKey {
+	if len(devs) == 0 {
+		return pciKey{}
+	}
+	return pciKey{&devs[0], len(devs)}
 }
 
 // NewPCICollector builds the pci collector. Its data is the snapshot's
@@ -56,36 +73,39 @@ func (c *pciCollector) Update(ctx context.Context, snap *host.Snapshot, out *sin
 			return err
 		}
 	}
-	errs := []error{err}
-	for _, d := range devs {
-		errs = append(errs, d.PCI.Errors...)
-		f := &d.PCI
-		if f.Address == "" {
-			continue // software device or vanished: no PCI function
+	rerr := c.out.append(out, keyOf(devs), err, func(out *sink) error {
+		var errs []error
+		for _, d := range devs {
+			errs = append(errs, d.PCI.Errors...)
+			f := &d.PCI
+			if f.Address == "" {
+				continue // software device or vanished: no PCI function
+			}
+			local := ""
+			if f.LocalCPUs.OK {
+				local = f.LocalCPUs.V.String()
+			}
+			gauge(out, c.info, 1, d.Name, f.Address, local)
+			optGauge(out, c.numaNode, f.NUMANode, d.Name)
+			if f.LinkSpeed.OK {
+				gauge(out, c.speed, f.LinkSpeed.V, d.Name)
+			}
+			if f.MaxLinkSpeed.OK {
+				gauge(out, c.maxSpeed, f.MaxLinkSpeed.V, d.Name)
+			}
+			optGauge(out, c.width, f.LinkWidth, d.Name)
+			optGauge(out, c.maxWidth, f.MaxLinkWidth, d.Name)
+			if deg, ok := f.LinkDegraded(); ok {
+				gauge(out, c.degraded, b2f(deg), d.Name)
+			}
+			optGauge(out, c.maxPayload, f.Payload.MaxPayload, d.Name)
+			optGauge(out, c.maxReadRequest, f.Payload.MaxReadRequest, d.Name)
+			errs = append(errs, f.Path.Errors...)
+			pathSeries(out, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, d.Name)
 		}
-		local := ""
-		if f.LocalCPUs.OK {
-			local = f.LocalCPUs.V.String()
-		}
-		gauge(out, c.info, 1, d.Name, f.Address, local)
-		optGauge(out, c.numaNode, f.NUMANode, d.Name)
-		if f.LinkSpeed.OK {
-			gauge(out, c.speed, f.LinkSpeed.V, d.Name)
-		}
-		if f.MaxLinkSpeed.OK {
-			gauge(out, c.maxSpeed, f.MaxLinkSpeed.V, d.Name)
-		}
-		optGauge(out, c.width, f.LinkWidth, d.Name)
-		optGauge(out, c.maxWidth, f.MaxLinkWidth, d.Name)
-		if deg, ok := f.LinkDegraded(); ok {
-			gauge(out, c.degraded, b2f(deg), d.Name)
-		}
-		optGauge(out, c.maxPayload, f.Payload.MaxPayload, d.Name)
-		optGauge(out, c.maxReadRequest, f.Payload.MaxReadRequest, d.Name)
-		errs = append(errs, f.Path.Errors...)
-		pathSeries(out, c.pathDegraded, c.aer, c.rootAER, f.AER, &f.Path, d.Name)
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
+	return errors.Join(err, rerr)
 }
 
 // AER error kinds, the values of the kind label.

@@ -26,6 +26,9 @@ type tuningCollector struct {
 	hugepages, hugepagesFree, nodeHugepages, nodeHugepagesFree *expo.Desc
 	sysctl, governor, thp, kernel, selinux, module             *expo.Desc
 	memlock, memlockProcs, cgroupRDMA                          *expo.Desc
+
+	// out is the samples of the last read (a slow source).
+	out rendered[*tuning.Snapshot]
 }
 
 // NewTuningCollector builds the tuning collector; modules are the module
@@ -66,69 +69,72 @@ func (c *tuningCollector) Update(ctx context.Context, snap *host.Snapshot, out *
 	if s == nil {
 		return err
 	}
-	for _, p := range s.Hugepages {
-		size := strconv.FormatUint(p.SizeBytes, 10)
-		if p.Node < 0 {
-			optGauge(out, c.hugepages, p.Total, size)
-			optGauge(out, c.hugepagesFree, p.Free, size)
-		} else {
-			node := strconv.Itoa(p.Node)
-			optGauge(out, c.nodeHugepages, p.Total, node, size)
-			optGauge(out, c.nodeHugepagesFree, p.Free, node, size)
+	rerr := c.out.append(out, s, err, func(out *sink) error {
+		for _, p := range s.Hugepages {
+			size := strconv.FormatUint(p.SizeBytes, 10)
+			if p.Node < 0 {
+				optGauge(out, c.hugepages, p.Total, size)
+				optGauge(out, c.hugepagesFree, p.Free, size)
+			} else {
+				node := strconv.Itoa(p.Node)
+				optGauge(out, c.nodeHugepages, p.Total, node, size)
+				optGauge(out, c.nodeHugepagesFree, p.Free, node, size)
+			}
 		}
-	}
-	for _, sc := range s.Sysctls {
-		if sc.Values.OK && len(sc.Values.V) == 1 {
-			gauge(out, c.sysctl, float64(sc.Values.V[0]), sc.Name)
+		for _, sc := range s.Sysctls {
+			if sc.Values.OK && len(sc.Values.V) == 1 {
+				gauge(out, c.sysctl, float64(sc.Values.V[0]), sc.Name)
+			}
 		}
-	}
-	for g, n := range s.GovernorCounts() {
-		gauge(out, c.governor, float64(n), g)
-	}
-	if s.THPEnabled.OK {
-		gauge(out, c.thp, 1, "enabled", s.THPEnabled.V)
-	}
-	if s.THPDefrag.OK {
-		gauge(out, c.thp, 1, "defrag", s.THPDefrag.V)
-	}
-	if s.KernelRelease.OK {
-		gauge(out, c.kernel, 1, s.KernelRelease.V)
-	}
-	if s.SELinux.OK {
-		gauge(out, c.selinux, 1, s.SELinux.V)
-	}
-	for _, m := range c.modules {
-		if loaded, ok := s.ModuleLoaded(m); ok {
-			gauge(out, c.module, b2f(loaded), m)
+		for g, n := range s.GovernorCounts() {
+			gauge(out, c.governor, float64(n), g)
 		}
-	}
-	// One series pair per name: the lowest limit among its processes is
-	// the one that breaks a job.
-	type pair struct{ soft, hard uint64 }
-	low := map[string]pair{}
-	for _, m := range s.Memlock {
-		p, seen := low[m.Process]
-		if !seen || m.Soft < p.soft {
-			p.soft = m.Soft
+		if s.THPEnabled.OK {
+			gauge(out, c.thp, 1, "enabled", s.THPEnabled.V)
 		}
-		if !seen || m.Hard < p.hard {
-			p.hard = m.Hard
+		if s.THPDefrag.OK {
+			gauge(out, c.thp, 1, "defrag", s.THPDefrag.V)
 		}
-		low[m.Process] = p
-	}
-	for name, p := range low {
-		gauge(out, c.memlock, limitValue(p.soft), name, "soft")
-		gauge(out, c.memlock, limitValue(p.hard), name, "hard")
-	}
-	for name, n := range s.MemlockProcesses {
-		gauge(out, c.memlockProcs, float64(n), name)
-	}
-	for _, l := range s.RDMACgroups {
-		if !c.cgroups || !l.Limited() || !c.keep(l.Device) {
-			continue
+		if s.KernelRelease.OK {
+			gauge(out, c.kernel, 1, s.KernelRelease.V)
 		}
-		gauge(out, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")
-		gauge(out, c.cgroupRDMA, limitValue(l.HCAObject), l.Cgroup, l.Device, "hca_object")
-	}
-	return errors.Join(append(s.Errors, err)...)
+		if s.SELinux.OK {
+			gauge(out, c.selinux, 1, s.SELinux.V)
+		}
+		for _, m := range c.modules {
+			if loaded, ok := s.ModuleLoaded(m); ok {
+				gauge(out, c.module, b2f(loaded), m)
+			}
+		}
+		// One series pair per name: the lowest limit among its processes is
+		// the one that breaks a job.
+		type pair struct{ soft, hard uint64 }
+		low := map[string]pair{}
+		for _, m := range s.Memlock {
+			p, seen := low[m.Process]
+			if !seen || m.Soft < p.soft {
+				p.soft = m.Soft
+			}
+			if !seen || m.Hard < p.hard {
+				p.hard = m.Hard
+			}
+			low[m.Process] = p
+		}
+		for name, p := range low {
+			gauge(out, c.memlock, limitValue(p.soft), name, "soft")
+			gauge(out, c.memlock, limitValue(p.hard), name, "hard")
+		}
+		for name, n := range s.MemlockProcesses {
+			gauge(out, c.memlockProcs, float64(n), name)
+		}
+		for _, l := range s.RDMACgroups {
+			if !c.cgroups || !l.Limited() || !c.keep(l.Device) {
+				continue
+			}
+			gauge(out, c.cgroupRDMA, limitValue(l.HCAHandle), l.Cgroup, l.Device, "hca_handle")
+			gauge(out, c.cgroupRDMA, limitValue(l.HCAObject), l.Cgroup, l.Device, "hca_object")
+		}
+		return errors.Join(s.Errors...)
+	})
+	return errors.Join(rerr, err)
 }
