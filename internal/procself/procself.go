@@ -57,9 +57,12 @@ func New() *Collector {
 	proc := hostfs.Dir(procRoot)
 	d := func(name, help string) *expo.Desc { return expo.NewDesc(name, help) }
 	return &Collector{
-		proc:     proc,
-		stat:     hostfs.NewAttr(proc, "self/stat"),
-		netstat:  hostfs.NewTable(proc, "self/net/netstat"),
+		proc: proc,
+		stat: hostfs.NewAttr(proc, "self/stat"),
+		// One record (proc_create_net_single): it comes whole in one
+		// read that the buffer holds, and reading on to end of file would
+		// have the kernel print it all again for the empty answer.
+		netstat:  hostfs.NewAttr(proc, "self/net/netstat"),
 		cpu:      d("process_cpu_seconds_total", "Total user and system CPU time spent in seconds."),
 		openFDs:  d("process_open_fds", "Number of open file descriptors."),
 		maxFDs:   d("process_max_fds", "Maximum number of open file descriptors."),
