@@ -282,15 +282,15 @@ func (a *Aggregator) collectOnce(ctx context.Context) [][]prometheus.Metric {
 		}()
 	}
 	results := make([]*result, len(a.names))
-	for n := 0; n < len(a.names); n++ {
+wait:
+	for range a.names {
 		select {
 		case r := <-done:
 			results[r.i] = &r
 			a.seen[r.i].Store(int32(len(r.out.ms)))
-			continue
 		case <-ctx.Done():
+			break wait
 		}
-		break
 	}
 	parts := make([][]prometheus.Metric, 0, len(a.names)+1)
 	for i, name := range a.names {
