@@ -4,6 +4,7 @@
 package rdmanl
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -156,6 +157,30 @@ func hwcounters(as []attr, f func(entry []attr) error) error {
 	return nil
 }
 
+// hwcounter decodes one HWCOUNTER_ENTRY: a counter's name and value,
+// both required.
+func hwcounter(fields []attr) (Counter, error) {
+	var c Counter
+	var haveValue bool
+	for _, f := range fields {
+		var err error
+		switch f.typ {
+		case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME:
+			c.Name, err = f.str()
+		case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE:
+			c.Value, err = f.u64()
+			haveValue = true
+		}
+		if err != nil {
+			return Counter{}, err
+		}
+	}
+	if c.Name == "" || !haveValue {
+		return Counter{}, errors.New("counter without name or value")
+	}
+	return c, nil
+}
+
 // DecodeStat decodes one RDMA_NLDEV_CMD_STAT_GET reply (the default
 // counter of a port).
 func DecodeStat(msg []byte) (PortStats, error) {
@@ -170,23 +195,9 @@ func DecodeStat(msg []byte) (PortStats, error) {
 	s := PortStats{Device: dev, Port: port}
 	seen := map[string]bool{}
 	err = hwcounters(as, func(fields []attr) error {
-		var c Counter
-		var haveValue bool
-		for _, f := range fields {
-			var err error
-			switch f.typ {
-			case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME:
-				c.Name, err = f.str()
-			case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE:
-				c.Value, err = f.u64()
-				haveValue = true
-			}
-			if err != nil {
-				return fmt.Errorf("statistic %s/%d: %w", dev, port, err)
-			}
-		}
-		if c.Name == "" || !haveValue {
-			return fmt.Errorf("statistic %s/%d: counter without name or value", dev, port)
+		c, err := hwcounter(fields)
+		if err != nil {
+			return fmt.Errorf("statistic %s/%d: %w", dev, port, err)
 		}
 		if !seen[c.Name] {
 			seen[c.Name] = true

@@ -257,23 +257,9 @@ func decodeQPCounter(b []byte) (qpCounter, error) {
 		return qpCounter{}, fmt.Errorf("qp counter without id")
 	}
 	err = hwcounters(fields, func(entry []attr) error {
-		var c Counter
-		var haveValue bool
-		for _, f := range entry {
-			var err error
-			switch f.typ {
-			case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME:
-				c.Name, err = f.str()
-			case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE:
-				c.Value, err = f.u64()
-				haveValue = true
-			}
-			if err != nil {
-				return fmt.Errorf("qp counter: %w", err)
-			}
-		}
-		if c.Name == "" || !haveValue {
-			return fmt.Errorf("qp counter: hwcounter without name or value")
+		c, err := hwcounter(entry)
+		if err != nil {
+			return fmt.Errorf("qp counter: %w", err)
 		}
 		qc.values = append(qc.values, c)
 		return nil
@@ -286,7 +272,7 @@ func decodeQPCounter(b []byte) (qpCounter, error) {
 func (s *Snapshot) readQPCounters(ctx context.Context, c Conn, opts Options, b *budget) {
 	for _, d := range s.Devices {
 		for p := uint32(1); p <= d.Ports && p <= 256 && ctx.Err() == nil; p++ {
-			m, err := statRequest(ctx, c, d, p, modeRequest(d, p), DecodeQPCounterMode)
+			m, err := request(ctx, c, nl.RDMA_NLDEV_CMD_STAT_GET, d, p, modeRequest(d, p), DecodeQPCounterMode)
 			if s.outcome(QueryQPCounterMode, err) != StatusOK {
 				continue
 			}
@@ -305,27 +291,6 @@ func (s *Snapshot) readQPCounters(ctx context.Context, c Conn, opts Options, b *
 			}
 		}
 	}
-}
-
-// statRequest is a STAT_GET doit with body; the reply is one message.
-func statRequest[T any](ctx context.Context, c Conn, d Device, port uint32, body []byte, dec func([]byte) (T, error)) (T, error) {
-	var v T
-	var got bool
-	var decErr error
-	err := c.Exec(ctx, unix.NETLINK_RDMA, nldevType(nl.RDMA_NLDEV_CMD_STAT_GET), unix.NLM_F_ACK, body, func(msg []byte) bool {
-		if !got {
-			got = true
-			v, decErr = dec(msg)
-		}
-		return false
-	})
-	if err == nil && !got {
-		err = fmt.Errorf("%s/%d: no reply", d.Name, port)
-	}
-	if err == nil {
-		err = decErr
-	}
-	return v, err
 }
 
 // readPortQPCounters dumps one port's counters, one object of b each.

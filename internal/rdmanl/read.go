@@ -201,6 +201,12 @@ func dump[T any](ctx context.Context, c Conn, typ uint16, max int, dec func([]by
 func portRequest[T any](ctx context.Context, c Conn, cmd int, d Device, port uint32, dec func([]byte) (T, error)) (T, error) {
 	body := append(nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(d.Index)).Serialize(),
 		nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_PORT_INDEX, nl.Uint32Attr(port)).Serialize()...)
+	return request(ctx, c, cmd, d, port, body, dec)
+}
+
+// request is a doit request about a port with body; the reply is one
+// message, which dec decodes.
+func request[T any](ctx context.Context, c Conn, cmd int, d Device, port uint32, body []byte, dec func([]byte) (T, error)) (T, error) {
 	var v T
 	var got bool
 	var decErr error
