@@ -23,12 +23,7 @@ import (
 // history is exported apart.
 func TestKernelLogEvents(t *testing.T) {
 	root := smCopyHost(t, "cx6-hdr-fdr")
-	link, err := os.Readlink(filepath.Join(root, "sys/class/infiniband/mlx5_0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// .../0000:3b:00.0/infiniband/mlx5_0: the PCI function is two up.
-	pci := filepath.Base(filepath.Dir(filepath.Dir(link)))
+	pci := pciFunction(t, root, "mlx5_0")
 	kmsg := filepath.Join(root, "dev", "kmsg")
 	// A real message (testdata/recorded.txt) on mlx5_0's function.
 	smWriteFile(t, kmsg, fmt.Sprintf("6,100,18865848172,-;mlx5_core %s enp1s0f0np0: Link down\n SUBSYSTEM=pci\n DEVICE=+pci:%s\n", pci, pci))
@@ -95,11 +90,7 @@ func TestKernelLogUnreadable(t *testing.T) {
 func TestKernelLogEventAlert(t *testing.T) {
 	promBin := requireTool(t, "prometheus")
 	root := smCopyHost(t, "cx6-hdr-fdr")
-	link, err := os.Readlink(filepath.Join(root, "sys/class/infiniband/mlx5_0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pci := filepath.Base(filepath.Dir(filepath.Dir(link)))
+	pci := pciFunction(t, root, "mlx5_0")
 	kmsg := filepath.Join(root, "dev", "kmsg")
 	if err := os.MkdirAll(filepath.Dir(kmsg), 0o755); err != nil {
 		t.Fatal(err)
@@ -209,4 +200,15 @@ scrape_configs:
 			t.Fatalf("RdmaKernelFatalEvent did not fire for mlx5_0: %v\n%s", got, prom.out.String())
 		}
 	}
+}
+
+// pciFunction is the PCI function of an RDMA device of the host tree at
+// root: its class link is .../0000:3b:00.0/infiniband/mlx5_0, two up.
+func pciFunction(t *testing.T, root, device string) string {
+	t.Helper()
+	link, err := os.Readlink(filepath.Join(root, "sys/class/infiniband", device))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Base(filepath.Dir(filepath.Dir(link)))
 }
