@@ -4,6 +4,7 @@
 package collector
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -269,6 +270,11 @@ func (f *Flags) RDMANetlinkQuery() (rdmanl.Options, error) {
 // EthtoolQuery is the ethtool query the flags ask for; nil for none.
 func (f *Flags) EthtoolQuery() (*netdev.Ethtool, error) {
 	if !f.Ethtool {
+		if f.ModuleEEPROM {
+			// The module memory is read through the ethtool query: asked
+			// for without it, it would silently be nothing.
+			return nil, errors.New("--collector.netdev.module-eeprom needs --collector.netdev.ethtool (on by default; --no-collector.netdev.ethtool turns it off)")
+		}
 		return nil, nil
 	}
 	var stats *regexp.Regexp

@@ -4,6 +4,7 @@
 package collector
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -34,5 +35,23 @@ func TestDisableDefaults(t *testing.T) {
 				t.Errorf("%v: %s enabled %v, want %v", tc.args, name, got, want)
 			}
 		}
+	}
+}
+
+// The module memory is read through the ethtool query: asking for it with
+// the query off is a start-up error, not a silent nothing.
+func TestModuleEEPROMNeedsEthtool(t *testing.T) {
+	f := DefaultFlags()
+	f.ModuleEEPROM = true
+	if et, err := f.EthtoolQuery(); err != nil || et == nil || !et.ModuleEEPROM {
+		t.Errorf("with the ethtool query on: %+v, %v", et, err)
+	}
+	f.Ethtool = false
+	if _, err := f.EthtoolQuery(); err == nil || !strings.Contains(err.Error(), "--collector.netdev.ethtool") {
+		t.Errorf("with the ethtool query off: %v, want an error naming --collector.netdev.ethtool", err)
+	}
+	f.ModuleEEPROM = false
+	if et, err := f.EthtoolQuery(); err != nil || et != nil {
+		t.Errorf("both off: %+v, %v", et, err)
 	}
 }
