@@ -17,7 +17,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
-const realConf = "../../../shared/realdata/opensm/opensm-3.3.23-debian12-default.conf"
+// realConf is a recorded default configuration (testdata/README.md).
+const realConf = "testdata/opensm-3.3.23-debian12-default.conf"
 
 func readReal(t testing.TB) []byte {
 	t.Helper()
