@@ -19,7 +19,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
@@ -30,6 +29,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/goself"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
@@ -148,10 +148,14 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 			return nil, err
 		}
 	}
+	var goRuntime *goself.Collector
+	if !noExporterMetrics {
+		goRuntime = goself.New()
+	}
 	s := &Server{
 		App:      a,
 		Mux:      http.NewServeMux(),
-		Registry: exporterRegistry(noExporterMetrics),
+		Registry: exporterRegistry(goRuntime),
 		Links: []web.LandingLinks{
 			{Address: metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
 		},
@@ -164,10 +168,10 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 		return nil, err
 	}
 	if !noExporterMetrics {
-		// client_golang's process collector's series, for less
-		// (internal/procself); a part rather than in the registry, so
-		// the text path writes them directly.
-		s.Parts = append(s.Parts, procself.New())
+		// client_golang's process and Go collectors' series, for less
+		// (internal/procself, internal/goself); parts rather than in the
+		// registry, so the text path writes them directly.
+		s.Parts = append(s.Parts, procself.New(), goRuntime)
 	}
 	m := metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, exporterReg: s.Registry, timeout: scrapeTO}
 	if maxRequests > 0 {
@@ -179,12 +183,15 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	return s, nil
 }
 
-func exporterRegistry(disableExporterMetrics bool) *prometheus.Registry {
+// exporterRegistry is the registry of the exporter's own series that are
+// client_golang metrics: build information, the promhttp handler's and,
+// with goRuntime, the GC pause summary (the other go_* and the process_*
+// series are parts: newServer).
+func exporterRegistry(goRuntime *goself.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(versioncollector.NewCollector(name))
-	if !disableExporterMetrics {
-		// The process_* series are a part (internal/procself, newServer).
-		reg.MustRegister(collectors.NewGoCollector())
+	if goRuntime != nil {
+		reg.MustRegister(goRuntime.GC())
 	}
 	return reg
 }
