@@ -71,7 +71,7 @@ func (s *Snapshot) RoCE(ctx context.Context) (*roce.Snapshot, error) {
 		if nds == nil {
 			return nil, err
 		}
-		var opts roce.Options
+		opts := roce.Options{Ifindexes: &s.h.ifindexes}
 		if s.h.opts.Kernel != nil {
 			opts.Conn, opts.Pause = s.h.opts.Kernel, roce.EthtoolPause
 		}

@@ -65,3 +65,16 @@ func (s *Ifindexes) Kernel() (*KernelIfindex, error) {
 	}
 	return s.k, nil
 }
+
+// Lookup returns s's kept KernelIfindex, or, when s is nil, one opened
+// for the caller alone; release closes that one (and nothing of s's).
+func (s *Ifindexes) Lookup() (k *KernelIfindex, release func(), err error) {
+	if s != nil {
+		k, err = s.Kernel()
+		return k, func() {}, err
+	}
+	if k, err = NewKernelIfindex(); err != nil {
+		return nil, func() {}, err
+	}
+	return k, func() { k.Close() }, nil
+}

@@ -404,16 +404,8 @@ func (r *reader) ethtoolAll(ctx context.Context, s *Snapshot, et *Ethtool, ix *I
 	}
 	// One ioctl per netdev on one socket, not a netlink dump of every
 	// interface the kernel has.
-	var kernel *KernelIfindex
-	var err error
-	if ix == nil {
-		kernel, err = NewKernelIfindex()
-		if err == nil {
-			defer kernel.Close()
-		}
-	} else {
-		kernel, err = ix.Kernel()
-	}
+	kernel, release, err := ix.Lookup()
+	defer release()
 	if err != nil {
 		r.fail(fmt.Errorf("ethtool: a socket to look up netdevs: %w", err))
 		return

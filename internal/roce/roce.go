@@ -91,8 +91,11 @@ type Options struct {
 	// Pause reads a netdev's global pause setting; nil asks nothing.
 	Pause func(netdev string) (Pause, error)
 	// Interfaces lists the kernel's interfaces by name and ifindex; nil
-	// is net.Interfaces.
+	// looks each RoCE netdev up with an ioctl on Ifindexes's socket.
 	Interfaces func() (map[string]int, error)
+	// Ifindexes is the kept socket of those lookups (the host's, shared
+	// with the netdev reader); nil opens one for this read.
+	Ifindexes *netdev.Ifindexes
 }
 
 // EthtoolPause reads ETHTOOL_GPAUSEPARAM, allowed to any user.
@@ -112,12 +115,12 @@ func EthtoolPause(name string) (Pause, error) {
 // kernelIndexes is the running kernel's ifindex of each RoCE netdev of
 // nds that it has: one ioctl each (netdev.KernelIfindex), not a netlink
 // dump of every interface.
-func kernelIndexes(nds []netdev.Netdev) (map[string]int, error) {
-	k, err := netdev.NewKernelIfindex()
+func kernelIndexes(ix *netdev.Ifindexes, nds []netdev.Netdev) (map[string]int, error) {
+	k, release, err := ix.Lookup()
+	defer release()
 	if err != nil {
 		return nil, err
 	}
-	defer k.Close()
 	m := map[string]int{}
 	for i := range nds {
 		if nds[i].Kind != netdev.KindRoCE {
@@ -161,7 +164,7 @@ func Read(ctx context.Context, sys hostfs.FS, nds []netdev.Netdev, opts Options)
 	if opts.Conn != nil || opts.Pause != nil {
 		list := opts.Interfaces
 		if list == nil {
-			list = func() (map[string]int, error) { return kernelIndexes(nds) }
+			list = func() (map[string]int, error) { return kernelIndexes(opts.Ifindexes, nds) }
 		}
 		var err error
 		if kernel, err = list(); err != nil {
