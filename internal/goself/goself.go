@@ -24,11 +24,12 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 )
 
-// series is one go_* gauge or counter: the sum of runtime/metrics values.
+// series is one go_* gauge or counter: the sum of runtime/metrics values,
+// by their indexes in Collector.samples.
 type series struct {
 	desc    *expo.Desc
 	counter bool
-	sources []string
+	sources []int
 }
 
 // table is every go_* gauge and counter and the runtime/metrics values it
@@ -73,10 +74,8 @@ type Collector struct {
 	gc                        *gcStats
 
 	mu sync.Mutex
-	// samples is the runtime/metrics values read, each once; index maps
-	// a series' sources to them.
+	// samples is the runtime/metrics values read, each once.
 	samples []metrics.Sample
-	index   map[string]int
 }
 
 // New returns the collector. A runtime/metrics value this Go release
@@ -92,8 +91,8 @@ func New() *Collector {
 			last: prometheus.NewDesc("go_memstats_last_gc_time_seconds",
 				"When the last GC cycle ended, in seconds since the epoch (0: none yet).", nil, nil),
 		},
-		index: map[string]int{},
 	}
+	index := map[string]int{}
 	known := map[string]bool{}
 	for _, d := range metrics.All() {
 		known[d.Name] = true
@@ -106,13 +105,17 @@ func New() *Collector {
 		if !ok {
 			continue
 		}
-		for _, src := range t.sources {
-			if _, seen := c.index[src]; !seen {
-				c.index[src] = len(c.samples)
+		idx := make([]int, len(t.sources))
+		for i, src := range t.sources {
+			j, seen := index[src]
+			if !seen {
+				j = len(c.samples)
+				index[src] = j
 				c.samples = append(c.samples, metrics.Sample{Name: src})
 			}
+			idx[i] = j
 		}
-		c.series = append(c.series, series{desc: expo.NewDesc(t.name, t.help), counter: t.counter, sources: t.sources})
+		c.series = append(c.series, series{desc: expo.NewDesc(t.name, t.help), counter: t.counter, sources: idx})
 	}
 	return c
 }
@@ -141,8 +144,8 @@ func (c *Collector) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
 	metrics.Read(c.samples)
 	for _, s := range c.series {
 		v, ok := 0.0, true
-		for _, src := range s.sources {
-			x, good := value(c.samples[c.index[src]].Value)
+		for _, i := range s.sources {
+			x, good := value(c.samples[i].Value)
 			v += x
 			ok = ok && good
 		}
