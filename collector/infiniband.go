@@ -43,34 +43,26 @@ type labelKey struct {
 }
 
 // labelSet is the label values of one port's (or device's) series: the
-// (device, port) pair and, per counter, labelPairs of the counter names
-// it was made for.
+// (device, port) pair and, per counter, labelPairs of the counters it was
+// made for.
 type labelSet struct {
 	port              string
 	pair              []string
-	counters, hw      []string
 	counterLab, hwLab []string
 }
 
-// sameNames reports whether counters are named as names, in order.
-func sameNames(names []string, counters []infiniband.Counter) bool {
-	if len(names) != len(counters) {
+// labelsFor reports whether lab, labelPairs of some counters (stride
+// values each, the counter name last), names counters, in order.
+func labelsFor(lab []string, stride int, counters []infiniband.Counter) bool {
+	if len(lab) != stride*len(counters) {
 		return false
 	}
 	for i := range counters {
-		if names[i] != counters[i].Name {
+		if lab[stride*i+stride-1] != counters[i].Name {
 			return false
 		}
 	}
 	return true
-}
-
-func counterNames(counters []infiniband.Counter) []string {
-	out := make([]string, len(counters))
-	for i := range counters {
-		out[i] = counters[i].Name
-	}
-	return out
 }
 
 // labelsOf returns the label set of a port (num 0: the device itself),
@@ -81,12 +73,16 @@ func (c *infinibandCollector) labelsOf(next map[labelKey]*labelSet, device strin
 	c.mu.Lock()
 	ls := c.labels[k]
 	c.mu.Unlock()
-	if ls == nil || !sameNames(ls.counters, counters) || !sameNames(ls.hw, hw) {
+	stride := 3 // device, port, counter
+	if num == 0 {
+		stride = 2 // device, counter
+	}
+	if ls == nil || !labelsFor(ls.counterLab, stride, counters) || !labelsFor(ls.hwLab, stride, hw) {
 		port := ""
 		if num > 0 {
 			port = strconv.Itoa(num)
 		}
-		ls = &labelSet{port: port, pair: []string{device, port}, counters: counterNames(counters), hw: counterNames(hw),
+		ls = &labelSet{port: port, pair: []string{device, port},
 			counterLab: labelPairs(device, port, counters), hwLab: labelPairs(device, port, hw)}
 	}
 	next[k] = ls
