@@ -19,8 +19,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -30,20 +30,20 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/goself"
+	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their
-// landing page Links), the registry of the exporter's own metrics (go_*,
-// process_*, build info), and the collectors of the server's parts
-// (diagnose, probe), which every scrape collects beside the host's.
+// landing page Links) and the collectors of the server's parts (build
+// info, diagnose, probe, the exporter's own go_*, process_* and
+// promhttp_* series), which every scrape collects beside the host's.
 type Server struct {
-	App      *App
-	Mux      *http.ServeMux
-	Links    []web.LandingLinks
-	Registry *prometheus.Registry
-	Parts    []prometheus.Collector
+	App   *App
+	Mux   *http.ServeMux
+	Links []web.LandingLinks
+	Parts []prometheus.Collector
 }
 
 func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
@@ -148,17 +148,13 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 			return nil, err
 		}
 	}
-	var goRuntime *goself.Collector
-	if !noExporterMetrics {
-		goRuntime = goself.New()
-	}
 	s := &Server{
-		App:      a,
-		Mux:      http.NewServeMux(),
-		Registry: exporterRegistry(goRuntime),
+		App: a,
+		Mux: http.NewServeMux(),
 		Links: []web.LandingLinks{
 			{Address: metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
 		},
+		Parts: []prometheus.Collector{buildInfo()},
 	}
 	store := probe.NewStore()
 	if err := addDiagnose(ctx, s, agg, store); err != nil {
@@ -167,33 +163,36 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	if err := addProbe(ctx, s, store); err != nil {
 		return nil, err
 	}
+	// client_golang's process, Go and promhttp series, for less
+	// (internal/procself, goself, httpself): parts rather than registered
+	// collectors, so the text path writes them directly.
+	var scrapes *httpself.Stats
 	if !noExporterMetrics {
-		// client_golang's process and Go collectors' series, for less
-		// (internal/procself, internal/goself); parts rather than in the
-		// registry, so the text path writes them directly.
-		s.Parts = append(s.Parts, procself.New(), goRuntime)
+		scrapes = httpself.New()
+		s.Parts = append(s.Parts, procself.New(), goself.New(), scrapes)
 	}
-	m := metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, exporterReg: s.Registry, timeout: scrapeTO}
+	m := &metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, timeout: scrapeTO}
 	if maxRequests > 0 {
 		m.inFlight = make(chan struct{}, maxRequests)
 	}
-	s.Mux.Handle(metricsPath, promhttp.InstrumentMetricHandler(s.Registry, m))
+	var h http.Handler = m
+	if scrapes != nil {
+		h = scrapes.Instrument(m)
+	}
+	s.Mux.Handle(metricsPath, h)
 	a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
 		"collectors", agg.Names())
 	return s, nil
 }
 
-// exporterRegistry is the registry of the exporter's own series that are
-// client_golang metrics: build information, the promhttp handler's and,
-// with goRuntime, the GC pause summary (the other go_* and the process_*
-// series are parts: newServer).
-func exporterRegistry(goRuntime *goself.Collector) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(versioncollector.NewCollector(name))
-	if goRuntime != nil {
-		reg.MustRegister(goRuntime.GC())
-	}
-	return reg
+// buildInfo is the <name>_build_info series of client_golang's version
+// collector (collectors/version), as an expo sample: the text path writes
+// it without a registry.
+func buildInfo() metricList {
+	d := expo.NewDesc(name+"_build_info",
+		"A metric with a constant '1' value labeled by version, revision, branch, goversion from which "+name+" was built, and the goos and goarch for the build.",
+		"version", "revision", "branch", "goversion", "goos", "goarch", "tags")
+	return metricList{expo.Gauge(d, 1, version.Version, version.GetRevision(), version.Branch, version.GoVersion, version.GoOS, version.GoArch, version.GetTags())}
 }
 
 func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metricsPath string, scrapeTO time.Duration) error {
@@ -253,15 +252,14 @@ func readOnly(h http.Handler) http.Handler {
 // metricsHandler serves one scrape. Each scrape gets its own registry so the
 // collectors run under this request's deadline.
 type metricsHandler struct {
-	agg         *collector.Aggregator
-	logger      *slog.Logger
-	parts       []prometheus.Collector
-	exporterReg *prometheus.Registry
-	timeout     time.Duration
-	inFlight    chan struct{}
+	agg      *collector.Aggregator
+	logger   *slog.Logger
+	parts    []prometheus.Collector
+	timeout  time.Duration
+	inFlight chan struct{}
 }
 
-func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (m *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.inFlight != nil {
 		select {
 		case m.inFlight <- struct{}{}:
@@ -285,7 +283,7 @@ func (m metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.agg.Bind(ctx))
 	reg.MustRegister(m.parts...)
-	promhttp.HandlerFor(prometheus.Gatherers{m.exporterReg, reg}, promhttp.HandlerOpts{
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
@@ -302,8 +300,9 @@ func (h headOnly) Write(p []byte) (int, error) { return len(p), nil }
 // serveText writes the text format as promhttp would, but the collectors'
 // samples go straight to the response (internal/expo): building
 // client_golang's metric families cost most of a scrape. The exporter's
-// own registry (go_*, process_*, probe, diagnose) is gathered as usual.
-func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
+// parts' metrics are expo samples too; a registry gathers only what is
+// not (probe results).
+func (m *metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
 	// The collection's metrics are shared with concurrent scrapes: the
 	// parts' are grouped beside them, never appended to them (Clip: the
 	// append copies the shared list of slices).
@@ -312,19 +311,15 @@ func (m metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r 
 		metrics = append(metrics, collect(c))
 	}
 	fams, other := expo.Group(metrics...)
-	// Gatherers merges and checks again what one registry has already
-	// checked (a quarter of the exporter's own metrics' cost): only
-	// when there are metrics besides the registry's.
-	var g prometheus.Gatherer = m.exporterReg
+	var gathered []*dto.MetricFamily
 	if len(other) > 0 {
-		extra := prometheus.NewRegistry()
-		extra.MustRegister(metricList(other))
-		g = prometheus.Gatherers{m.exporterReg, extra}
-	}
-	gathered, err := g.Gather()
-	if err != nil {
-		// As promhttp.ContinueOnError: log, serve what was gathered.
-		m.logger.Error("gathering the exporter's own metrics", "err", err)
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(metricList(other))
+		var err error
+		if gathered, err = reg.Gather(); err != nil {
+			// As promhttp.ContinueOnError: log, serve what was gathered.
+			m.logger.Error("gathering metrics", "err", err)
+		}
 	}
 	w.Header().Set("Content-Type", string(format))
 	var out io.Writer = w
@@ -410,9 +405,15 @@ func collect(c prometheus.Collector) []prometheus.Metric {
 	return out
 }
 
-// metricList is a collector of ready metrics (those that are not expo
-// samples), for the text path's registry.
+// metricList is a collector of ready metrics: a part (build info), or
+// those of a scrape that are not expo samples, for the text path's
+// registry.
 type metricList []prometheus.Metric
+
+// AppendMetrics appends the metrics to out.
+func (l metricList) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
+	return append(out, l...)
+}
 
 func (l metricList) Describe(chan<- *prometheus.Desc) {}
 

@@ -75,9 +75,15 @@ func (d *Desc) Prometheus() *prometheus.Desc { return d.prom }
 type Sample struct {
 	desc   *Desc
 	typ    dto.MetricType
-	value  float64
+	value  float64 // a summary's: the sum
 	labels []string
+	// A summary's count and quantiles (increasing).
+	count     uint64
+	quantiles []Quantile
 }
+
+// Quantile is one quantile of a summary: Q in [0, 1], its value V.
+type Quantile struct{ Q, V float64 }
 
 // Gauge and Counter make samples; labels are in the Desc's order. A
 // label count that does not match the Desc is a bug in the collector, and
@@ -89,6 +95,12 @@ func Gauge(d *Desc, v float64, labels ...string) *Sample {
 // Counter makes a counter sample.
 func Counter(d *Desc, v float64, labels ...string) *Sample {
 	return &Sample{desc: d, typ: dto.MetricType_COUNTER, value: v, labels: labels}
+}
+
+// Summary makes a summary sample: its count and sum since start, and
+// quantiles in increasing order of Q.
+func Summary(d *Desc, count uint64, sum float64, quantiles []Quantile, labels ...string) *Sample {
+	return &Sample{desc: d, typ: dto.MetricType_SUMMARY, value: sum, labels: labels, count: count, quantiles: quantiles}
 }
 
 // Slab makes samples 64 at a time: one allocation where a collector of
@@ -119,6 +131,17 @@ func (s *Sample) Desc() *prometheus.Desc { return s.desc.prom }
 
 // Write implements prometheus.Metric: the slow path (protobuf, tests).
 func (s *Sample) Write(m *dto.Metric) error {
+	if s.typ == dto.MetricType_SUMMARY {
+		q := make(map[float64]float64, len(s.quantiles))
+		for _, x := range s.quantiles {
+			q[x.Q] = x.V
+		}
+		c, err := prometheus.NewConstSummary(s.desc.prom, s.count, s.value, q, s.labels...)
+		if err != nil {
+			return err
+		}
+		return c.Write(m)
+	}
 	vt := prometheus.GaugeValue
 	if s.typ == dto.MetricType_COUNTER {
 		vt = prometheus.CounterValue
@@ -326,33 +349,68 @@ func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*S
 func (f *Family) appendText(b []byte) []byte {
 	d := f.desc
 	b = append(b, d.header...)
-	if f.typ == dto.MetricType_COUNTER {
+	switch f.typ {
+	case dto.MetricType_COUNTER:
 		b = append(b, " counter\n"...)
-	} else {
+	case dto.MetricType_SUMMARY:
+		b = append(b, " summary\n"...)
+	default:
 		b = append(b, " gauge\n"...)
 	}
 	for _, s := range f.sorted() {
-		b = append(b, d.Name...)
-		if len(d.order) > 0 {
-			b = append(b, '{')
-			for k, i := range d.order {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, d.Labels[i]...)
-				b = append(b, `="`...)
-				if i < len(s.labels) {
-					b = appendLabelValue(b, s.labels[i])
-				}
-				b = append(b, '"')
-			}
-			b = append(b, '}')
+		if f.typ != dto.MetricType_SUMMARY {
+			b = appendSeries(b, d.Name, "", d, s, false, 0)
+			b = appendFloat(b, s.value)
+			b = append(b, '\n')
+			continue
 		}
-		b = append(b, ' ')
+		// As expfmt writes a summary: a line per quantile, the quantile
+		// label after the others, then _sum and _count.
+		for _, q := range s.quantiles {
+			b = appendSeries(b, d.Name, "", d, s, true, q.Q)
+			b = appendFloat(b, q.V)
+			b = append(b, '\n')
+		}
+		b = appendSeries(b, d.Name, "_sum", d, s, false, 0)
 		b = appendFloat(b, s.value)
+		b = append(b, '\n')
+		b = appendSeries(b, d.Name, "_count", d, s, false, 0)
+		b = appendFloat(b, float64(s.count))
 		b = append(b, '\n')
 	}
 	return b
+}
+
+// appendSeries appends a series' name (with suffix), its labels in name
+// order and, with quantile, the quantile label last, then the space
+// before the value.
+func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bool, q float64) []byte {
+	b = append(b, name...)
+	b = append(b, suffix...)
+	if len(d.order) > 0 || quantile {
+		b = append(b, '{')
+		for k, i := range d.order {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, d.Labels[i]...)
+			b = append(b, `="`...)
+			if i < len(s.labels) {
+				b = appendLabelValue(b, s.labels[i])
+			}
+			b = append(b, '"')
+		}
+		if quantile {
+			if len(d.order) > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `quantile="`...)
+			b = appendFloat(b, q)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	return append(b, ' ')
 }
 
 // appendLabelValue appends a label value escaped. Most values are plain

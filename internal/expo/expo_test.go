@@ -33,6 +33,8 @@ func TestWriteTextMatchesClientGolang(t *testing.T) {
 	port := NewDesc("rdma_port_info", "Port \\ attributes;\nalways 1.", "device", "port", "link_layer", "netdev")
 	ctr := NewDesc("rdma_port_symbol_errors_total", "Symbol errors.", "port", "device")
 	plain := NewDesc("rdma_host_reads_stuck", "Stuck reads.")
+	pauses := NewDesc("go_gc_duration_seconds", "GC pauses.")
+	probe := NewDesc("rdma_probe_latency_seconds", "Latency.", "test", "device")
 	samples := []prometheus.Metric{
 		Gauge(port, 1, "mlx5_1", "1", "InfiniBand", ""),
 		Gauge(port, 1, "mlx5_0", "2", "Ethernet", `en"p\1`+"\n"),
@@ -43,6 +45,9 @@ func TestWriteTextMatchesClientGolang(t *testing.T) {
 		Counter(ctr, math.Inf(1), "2", "mlx5_0"),
 		Counter(ctr, math.NaN(), "1", "mlx5_2"),
 		Gauge(plain, -1),
+		Summary(pauses, 4127, 0.0123, []Quantile{{0, 1.5e-05}, {0.25, 2e-05}, {0.5, 3.25e-05}, {0.75, 4e-05}, {1, 0.001}}),
+		Summary(probe, 3, 6e-06, []Quantile{{0.5, 2e-06}, {0.99, math.Inf(1)}}, "ib_write_lat", "mlx5_1"),
+		Summary(probe, 0, 0, nil, "ib_send_lat", "mlx5_0"),
 	}
 	extraDesc := prometheus.NewDesc("rdma_diagnose_status", "Diagnose.", []string{"check"}, nil)
 	extra := prometheus.MustNewConstMetric(extraDesc, prometheus.GaugeValue, 2, "port.phys")

@@ -7,9 +7,8 @@
 // through its registry on every scrape: 54 µs, 70 kB and 361 allocations
 // (go test -bench), 8-9 % of a dgx-h100 scrape's CPU in an A/B run of the
 // server. Here one runtime/metrics.Read fills a kept sample list and the
-// values go out as expo samples the text path writes directly; only the
-// two series of debug.ReadGCStats are client_golang metrics (GC), as expo
-// has no summaries.
+// values go out as expo samples the text path writes directly, the GC
+// pause summary of debug.ReadGCStats among them.
 package goself
 
 import (
@@ -66,16 +65,17 @@ var table = []struct {
 	{"go_memstats_sys_bytes", "Bytes mapped from the OS by the Go runtime (memory/classes/total).", false, []string{"/memory/classes/total:bytes"}},
 }
 
-// Collector is the go_* series but the GC pause summary. Safe for
-// concurrent use.
+// Collector is the go_* series. Safe for concurrent use.
 type Collector struct {
-	series                    []series
-	goroutines, threads, info *expo.Desc
-	gc                        *gcStats
+	series                                  []series
+	goroutines, threads, info, pauses, last *expo.Desc
 
 	mu sync.Mutex
 	// samples is the runtime/metrics values read, each once.
 	samples []metrics.Sample
+	// gc is reused: ReadGCStats fills its pause history in place once it
+	// is large enough, instead of allocating it on every scrape.
+	gc debug.GCStats
 }
 
 // New returns the collector. A runtime/metrics value this Go release
@@ -85,12 +85,10 @@ func New() *Collector {
 		goroutines: expo.NewDesc("go_goroutines", "Goroutines that exist now."),
 		threads:    expo.NewDesc("go_threads", "OS threads the Go runtime has created (runtime.ThreadCreateProfile)."),
 		info:       expo.NewDesc("go_info", "1, labelled with the Go release the exporter was built with.", "version"),
-		gc: &gcStats{
-			pauses: prometheus.NewDesc("go_gc_duration_seconds",
-				"Stop-the-world pause time of the GC cycles: quantiles over the recent cycles, sum and count since start.", nil, nil),
-			last: prometheus.NewDesc("go_memstats_last_gc_time_seconds",
-				"When the last GC cycle ended, in seconds since the epoch (0: none yet).", nil, nil),
-		},
+		pauses: expo.NewDesc("go_gc_duration_seconds",
+			"Stop-the-world pause time of the GC cycles: quantiles over the recent cycles, sum and count since start."),
+		last: expo.NewDesc("go_memstats_last_gc_time_seconds",
+			"When the last GC cycle ended, in seconds since the epoch (0: none yet)."),
 	}
 	index := map[string]int{}
 	known := map[string]bool{}
@@ -125,7 +123,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, s := range c.series {
 		ch <- s.desc.Prometheus()
 	}
-	for _, d := range []*expo.Desc{c.goroutines, c.threads, c.info} {
+	for _, d := range []*expo.Desc{c.goroutines, c.threads, c.info, c.pauses, c.last} {
 		ch <- d.Prometheus()
 	}
 }
@@ -158,6 +156,7 @@ func (c *Collector) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
 			out = append(out, expo.Gauge(s.desc, v))
 		}
 	}
+	out = c.appendGC(out)
 	c.mu.Unlock()
 	threads, _ := runtime.ThreadCreateProfile(nil)
 	return append(out,
@@ -179,44 +178,25 @@ func value(v metrics.Value) (float64, bool) {
 	return 0, false
 }
 
-// GC is the series of debug.ReadGCStats: the go_gc_duration_seconds
-// summary (quantiles 0, 0.25, 0.5, 0.75 and 1 of the recent pauses, their
-// sum and count since start) and go_memstats_last_gc_time_seconds, as
-// client_golang metrics for the exporter's registry (expo has no
-// summaries).
-func (c *Collector) GC() prometheus.Collector { return c.gc }
-
-type gcStats struct {
-	pauses, last *prometheus.Desc
-
-	mu sync.Mutex
-	// stats is reused: ReadGCStats fills its pause history in place
-	// once it is large enough, instead of allocating it on every scrape.
-	stats debug.GCStats
-}
-
-func (g *gcStats) Describe(ch chan<- *prometheus.Desc) {
-	ch <- g.pauses
-	ch <- g.last
-}
-
-func (g *gcStats) Collect(ch chan<- prometheus.Metric) {
-	g.mu.Lock()
-	if g.stats.PauseQuantiles == nil {
-		g.stats.PauseQuantiles = make([]time.Duration, 5)
+// appendGC appends the series of debug.ReadGCStats: the
+// go_gc_duration_seconds summary (quantiles 0, 0.25, 0.5, 0.75 and 1 of
+// the recent pauses, their sum and count since start) and
+// go_memstats_last_gc_time_seconds. Called with mu held.
+func (c *Collector) appendGC(out []prometheus.Metric) []prometheus.Metric {
+	s := &c.gc
+	if s.PauseQuantiles == nil {
+		s.PauseQuantiles = make([]time.Duration, 5)
 	}
-	debug.ReadGCStats(&g.stats)
-	s := &g.stats
-	q := make(map[float64]float64, len(s.PauseQuantiles))
+	debug.ReadGCStats(s)
+	q := make([]expo.Quantile, len(s.PauseQuantiles))
 	for i, d := range s.PauseQuantiles {
-		q[float64(i)/float64(len(s.PauseQuantiles)-1)] = d.Seconds()
+		q[i] = expo.Quantile{Q: float64(i) / float64(len(s.PauseQuantiles)-1), V: d.Seconds()}
 	}
 	last := 0.0
 	if !s.LastGC.IsZero() {
 		last = float64(s.LastGC.UnixNano()) / 1e9
 	}
-	n, total := uint64(s.NumGC), s.PauseTotal.Seconds()
-	g.mu.Unlock()
-	ch <- prometheus.MustNewConstSummary(g.pauses, n, total, q)
-	ch <- prometheus.MustNewConstMetric(g.last, prometheus.GaugeValue, last)
+	return append(out,
+		expo.Summary(c.pauses, uint64(s.NumGC), s.PauseTotal.Seconds(), q),
+		expo.Gauge(c.last, last))
 }

@@ -51,9 +51,9 @@ func val(mf *dto.MetricFamily) float64 {
 // consistent with its Desc.
 func TestMatchesClientGolang(t *testing.T) {
 	c := New()
-	ours := gather(t, c, c.GC())
+	ours := gather(t, c)
 	theirs := gather(t, collectors.NewGoCollector())
-	after := gather(t, c, c.GC())
+	after := gather(t, c)
 	var missing, extra []string
 	for name := range theirs {
 		if ours[name] == nil {
@@ -107,7 +107,7 @@ func TestMatchesClientGolang(t *testing.T) {
 // its value comes from.
 func TestHelp(t *testing.T) {
 	c := New()
-	ours := gather(t, c, c.GC())
+	ours := gather(t, c)
 	theirs := gather(t, collectors.NewGoCollector())
 	for name, mf := range ours {
 		if mf.GetHelp() == theirs[name].GetHelp() {
