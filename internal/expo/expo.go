@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -77,9 +78,15 @@ type Sample struct {
 	typ    dto.MetricType
 	value  float64 // a summary's: the sum
 	labels []string
-	// A summary's count and quantiles (increasing).
+	// summary is a summary's count and quantiles: behind a pointer, so
+	// that the gauges and counters, thousands a scrape, carry one word
+	// for them, not four.
+	summary *summary
+}
+
+type summary struct {
 	count     uint64
-	quantiles []Quantile
+	quantiles []Quantile // in increasing order of Q
 }
 
 // Quantile is one quantile of a summary: Q in [0, 1], its value V.
@@ -100,10 +107,14 @@ func Counter(d *Desc, v float64, labels ...string) *Sample {
 // Summary makes a summary sample: its count and sum since start, and
 // quantiles in increasing order of Q.
 func Summary(d *Desc, count uint64, sum float64, quantiles []Quantile, labels ...string) *Sample {
-	return &Sample{desc: d, typ: dto.MetricType_SUMMARY, value: sum, labels: labels, count: count, quantiles: quantiles}
+	return &Sample{desc: d, typ: dto.MetricType_SUMMARY, value: sum, labels: labels, summary: &summary{count, quantiles}}
 }
 
-// Slab makes samples 64 at a time: one allocation where a collector of
+// slabLen is how many samples a slab block holds: as many as fill 4 KiB,
+// an allocation size class (no rounding up).
+const slabLen = 4096 / int(unsafe.Sizeof(Sample{}))
+
+// Slab makes samples slabLen at a time: one allocation where a collector of
 // a thousand samples made a thousand. A sample keeps its slab alive; the
 // samples of one collection live and die together anyway.
 type Slab struct{ buf []Sample }
@@ -120,7 +131,7 @@ func (s *Slab) Counter(d *Desc, v float64, labels ...string) *Sample {
 
 func (s *Slab) next(x Sample) *Sample {
 	if len(s.buf) == cap(s.buf) {
-		s.buf = make([]Sample, 0, 64)
+		s.buf = make([]Sample, 0, slabLen)
 	}
 	s.buf = append(s.buf, x)
 	return &s.buf[len(s.buf)-1]
@@ -132,11 +143,11 @@ func (s *Sample) Desc() *prometheus.Desc { return s.desc.prom }
 // Write implements prometheus.Metric: the slow path (protobuf, tests).
 func (s *Sample) Write(m *dto.Metric) error {
 	if s.typ == dto.MetricType_SUMMARY {
-		q := make(map[float64]float64, len(s.quantiles))
-		for _, x := range s.quantiles {
+		q := make(map[float64]float64, len(s.summary.quantiles))
+		for _, x := range s.summary.quantiles {
 			q[x.Q] = x.V
 		}
-		c, err := prometheus.NewConstSummary(s.desc.prom, s.count, s.value, q, s.labels...)
+		c, err := prometheus.NewConstSummary(s.desc.prom, s.summary.count, s.value, q, s.labels...)
 		if err != nil {
 			return err
 		}
@@ -366,7 +377,7 @@ func (f *Family) appendText(b []byte) []byte {
 		}
 		// As expfmt writes a summary: a line per quantile, the quantile
 		// label after the others, then _sum and _count.
-		for _, q := range s.quantiles {
+		for _, q := range s.summary.quantiles {
 			b = appendSeries(b, d.Name, "", d, s, true, q.Q)
 			b = appendFloat(b, q.V)
 			b = append(b, '\n')
@@ -375,7 +386,7 @@ func (f *Family) appendText(b []byte) []byte {
 		b = appendFloat(b, s.value)
 		b = append(b, '\n')
 		b = appendSeries(b, d.Name, "_count", d, s, false, 0)
-		b = appendFloat(b, float64(s.count))
+		b = appendFloat(b, float64(s.summary.count))
 		b = append(b, '\n')
 	}
 	return b

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -194,5 +195,13 @@ func TestSlab(t *testing.T) {
 		if g.value != want.value || g.typ != want.typ || !slices.Equal(g.labels, want.labels) || g.desc != d {
 			t.Fatalf("sample %d = %+v, want %+v", i, *g, *want)
 		}
+	}
+}
+
+// A slab block fills 4 KiB, an allocation size class, and no more.
+func TestSlabBlockSize(t *testing.T) {
+	size := uintptr(slabLen) * unsafe.Sizeof(Sample{})
+	if size > 4096 || size+unsafe.Sizeof(Sample{}) <= 4096 {
+		t.Errorf("a slab block of %d samples is %d bytes, want the most that fit 4096", slabLen, size)
 	}
 }
