@@ -109,7 +109,9 @@ func writeSideBySide(w io.Writer, s *sideBySide) {
 	writeSBSIntro(p, s)
 	writeSBSSummary(p, s)
 	writeSBSGoals(p, s)
+	writeSBSMemory(p, s)
 	writeSBSFlat(p, s)
+	writeSBSLinear(p, s)
 	writeSBSDetail(p, s)
 }
 
@@ -248,6 +250,78 @@ func writeSBSGoals(p func(string, ...any), s *sideBySide) {
 			map[bool]string{true: "yes", false: "no"}[float64(r.RSSRD) <= 16.8*(1<<20)])
 	}
 	p("\n")
+}
+
+// writeSBSMemory says where each exporter's resident memory lies.
+func writeSBSMemory(p func(string, ...any), s *sideBySide) {
+	if len(s.Memory) == 0 {
+		return
+	}
+	m0 := s.Memory[0]
+	p("Where the resident memory lies: rdma_doctor (default collectors), node_exporter (infiniband\n")
+	p("collector) and tools/bareexporter (client_golang's default registry and promhttp, nothing\n")
+	p("else: the least any client_golang exporter, yuuki/rdma_exporter among them, has) run at once\n")
+	p("on %s, read from /proc/PID/status after %d interleaved scrapes of each. RssFile is the\n", m0.Host, m0.Scrapes)
+	p("binary's own pages, mapped from the page cache (shared, and dropped under memory pressure):\n")
+	p("it follows from the binary's loadable size and from how much of a file one page fault maps\n")
+	p("on this kernel, not from what a scrape does. RssAnon is the heap, stacks and runtime.\n\n")
+	p("| exporter | loadable segments | VmRSS | RssAnon | RssFile |\n|---|---|---|---|---|\n")
+	for _, m := range s.Memory {
+		p("| %s | %s | %s | %s | %s |\n", m.Name, mib(m.LoadBytes), mib(m.RSS), mib(m.Anon), mib(m.File))
+	}
+	p("\n")
+}
+
+// writeSBSLinear fits CPU per scrape = fixed + per device × devices over
+// the generated hosts for each exporter: the ratio can only be flat where
+// both exporters' fixed and per-device costs stand in the same proportion.
+func writeSBSLinear(p func(string, ...any), s *sideBySide) {
+	var lines []string
+	for _, c := range configs(s) {
+		var xs, rd, ne []float64
+		for _, r := range s.Runs {
+			if r.Config == c && !r.Slow && strings.HasPrefix(r.Host, "generated-") {
+				xs = append(xs, float64(r.Devices))
+				rd = append(rd, runMedian(r, func(x sbsRepeat) float64 { return float64(x.RD.CPUNS) }))
+				ne = append(ne, runMedian(r, func(x sbsRepeat) float64 { return float64(x.NE.CPUNS) }))
+			}
+		}
+		a, b, ok := fitLine(xs, rd)
+		a2, b2, ok2 := fitLine(xs, ne)
+		if !ok || !ok2 || a2 == 0 || b2 == 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("- %s: rdma_doctor %s + %s per device, node_exporter %s + %s per device: fixed %.2f×, per device %.2f×.\n",
+			c, ms(a), ms(b), ms(a2), ms(b2), a/a2, b/b2))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("CPU per scrape as fixed + per device × devices (least squares over the generated hosts'\n")
+	p("medians). The fixed part is a scrape's cost with no device: HTTP, compression, the\n")
+	p("exporter's own go_*/process_* series, and for rdma_doctor its other collectors and\n")
+	p("diagnose series; the ratio tends to the per-device ratio as devices grow and to the\n")
+	p("fixed ratio as they shrink, so it is flat only where the two agree.\n\n")
+	for _, l := range lines {
+		p("%s", l)
+	}
+	p("\n")
+}
+
+// fitLine is the least-squares line y = a + b·x; false with fewer than
+// two distinct x.
+func fitLine(xs, ys []float64) (a, b float64, ok bool) {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i, x := range xs {
+		sx, sy, sxx, sxy = sx+x, sy+ys[i], sxx+x*x, sxy+x*ys[i]
+	}
+	d := n*sxx - sx*sx
+	if len(xs) < 2 || d == 0 {
+		return 0, 0, false
+	}
+	b = (n*sxy - sx*sy) / d
+	return (sy - b*sx) / n, b, true
 }
 
 // flatLimit is how far apart the ratios of the generated hosts may be

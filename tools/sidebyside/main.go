@@ -58,7 +58,7 @@ func parseFlags() options {
 	flag.IntVar(&o.scrapes, "scrapes", 200, "timed scrapes of each exporter per repeat")
 	flag.IntVar(&o.warmup, "warmup", 20, "untimed scrapes of each exporter before the first repeat")
 	flag.IntVar(&o.repeats, "repeats", 3, "repeats")
-	flag.IntVar(&o.rssAfter, "rss-after", 1000, "scrapes of each exporter (warm-up and timed included) after which VmRSS is read")
+	flag.IntVar(&o.rssAfter, "rss-after", 1000, "scrapes of each exporter (warm-up and timed included) after which VmRSS is read; also the scrapes of the memory run (rdma_doctor, node_exporter and tools/bareexporter on -template; 0: none)")
 	flag.DurationVar(&o.slowGap, "slow-gap", 25*time.Millisecond, "pause before each scrape on the slow sysfs, longer than its hw_counters window, so that neither exporter reads the other's refresh")
 	flag.StringVar(&o.out, "o", "", "results file (JSON) for tools/perfreport")
 	flag.StringVar(&o.printFloor, "print-floor", "", "print the raw floor's file list of this host tree's sys/ and exit (to compare with what a scrape opens, e.g. under strace)")
@@ -133,6 +133,15 @@ func run(o options) error {
 		}
 		res.Runs = append(res.Runs, runs...)
 	}
+	if o.rssAfter > 0 {
+		root, err := hostTree(o, work, o.template)
+		if err != nil {
+			return err
+		}
+		if res.Memory, err = measureMemory(bins, work, o.template, root, o.rssAfter); err != nil {
+			return err
+		}
+	}
 	printSummary(res)
 	if o.out == "" {
 		return nil
@@ -159,7 +168,7 @@ func printFloorList(root string) error {
 
 // binaries are the programs a run starts.
 type binaries struct {
-	rdmaDoctor, nodeExporter, slowfs string
+	rdmaDoctor, nodeExporter, bareExporter, slowfs string
 }
 
 // prepare builds or finds rdma_doctor, node_exporter and slowfs.
@@ -182,6 +191,10 @@ func prepare(o options, work string) (binaries, error) {
 				return b, err
 			}
 		}
+	}
+	b.bareExporter = filepath.Join(work, "bareexporter")
+	if err := goCmd(nil, "build", "-o", b.bareExporter, "./tools/bareexporter"); err != nil {
+		return b, err
 	}
 	if len(o.slowHosts) > 0 {
 		b.slowfs = filepath.Join(work, "slowfs")

@@ -251,7 +251,15 @@ func printSummary(res *results) {
 		fmt.Printf("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1f MiB\t%.1f MiB\n", r.Host, r.Devices, r.Config, map[bool]string{true: "slow", false: "cache"}[r.Slow],
 			wallRange(r), cpuRange(r), floorRange(r), float64(r.RSSRD)/(1<<20), float64(r.RSSNE)/(1<<20))
 	}
+	if len(res.Memory) > 0 {
+		fmt.Println("\nexporter\tloadable\tVmRSS\tRssAnon\tRssFile")
+	}
+	for _, m := range res.Memory {
+		fmt.Printf("%s\t%.1f MiB\t%.1f MiB\t%.1f MiB\t%.1f MiB\n", m.Name, mb(m.LoadBytes), mb(m.RSS), mb(m.Anon), mb(m.File))
+	}
 }
+
+func mb(n uint64) float64 { return float64(n) / (1 << 20) }
 
 func wallRange(r runResult) string {
 	return rangeOf(r.Repeats, func(p repeat) float64 { return ratio(p.RD.MedianNS, p.NE.MedianNS) })

@@ -42,23 +42,26 @@ func cpuTicks(stat []byte) (uint64, error) {
 }
 
 // vmRSS is VmRSS in bytes from the text of /proc/PID/status.
-func vmRSS(status []byte) (uint64, error) {
+func vmRSS(status []byte) (uint64, error) { return statusBytes(status, "VmRSS") }
+
+// statusBytes is the "<n> kB" field key of /proc/PID/status, in bytes.
+func statusBytes(status []byte, key string) (uint64, error) {
 	for line := range strings.SplitSeq(string(status), "\n") {
-		v, ok := strings.CutPrefix(line, "VmRSS:")
+		v, ok := strings.CutPrefix(line, key+":")
 		if !ok {
 			continue
 		}
 		f := strings.Fields(v)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("status VmRSS %q: want \"<n> kB\"", v)
+			return 0, fmt.Errorf("status %s %q: want \"<n> kB\"", key, v)
 		}
 		kb, err := strconv.ParseUint(f[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("status VmRSS: %w", err)
+			return 0, fmt.Errorf("status %s: %w", key, err)
 		}
 		return kb * 1024, nil
 	}
-	return 0, fmt.Errorf("status has no VmRSS line")
+	return 0, fmt.Errorf("status has no %s line", key)
 }
 
 func truncate(b []byte) string {
@@ -92,4 +95,23 @@ func procRSS(pid int) (uint64, error) {
 		return 0, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return n, nil
+}
+
+// procMemory is process pid's resident memory: in all, anonymous (heap,
+// stacks) and file-backed (its binary's pages, mapped from the page
+// cache).
+func procMemory(pid int) (rss, anon, file uint64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, f := range []struct {
+		key string
+		dst *uint64
+	}{{"VmRSS", &rss}, {"RssAnon", &anon}, {"RssFile", &file}} {
+		if *f.dst, err = statusBytes(b, f.key); err != nil {
+			return 0, 0, 0, fmt.Errorf("pid %d: %w", pid, err)
+		}
+	}
+	return rss, anon, file, nil
 }

@@ -50,3 +50,26 @@ func TestOwnProcess(t *testing.T) {
 		t.Errorf("rss %d, %v", rss, err)
 	}
 }
+
+// The memory split of this process: the real kernel format, the parts
+// within the whole; and the loadable size of this test binary, an ELF file.
+func TestOwnMemory(t *testing.T) {
+	rss, anon, file, err := procMemory(os.Getpid())
+	if err != nil || rss == 0 || anon == 0 || file == 0 || anon+file > rss+4096 {
+		t.Errorf("rss %d, anon %d, file %d, %v", rss, anon, file, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := loadBytes(exe); err != nil || n == 0 || n > uint64(st.Size()) {
+		t.Errorf("loadable %d of a %d-byte file, %v", n, st.Size(), err)
+	}
+	if _, err := statusBytes([]byte("VmRSS:\t1 kB\n"), "RssAnon"); err == nil {
+		t.Error("a missing RssAnon accepted")
+	}
+}

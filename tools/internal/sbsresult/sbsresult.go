@@ -21,6 +21,21 @@ type Results struct {
 	SlowDelays   string   `json:"slow_delays"`
 	SlowGap      string   `json:"slow_gap"`
 	Runs         []Run    `json:"runs"`
+	Memory       []Memory `json:"memory,omitempty"`
+}
+
+// Memory is where one exporter's resident memory lies, read from
+// /proc/PID/status after Scrapes scrapes of Host.
+type Memory struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+	// LoadBytes is the size of the binary's loadable ELF segments: what
+	// it can map from its file at most.
+	LoadBytes uint64 `json:"load_bytes"`
+	RSS       uint64 `json:"rss"`
+	Anon      uint64 `json:"rss_anon"`
+	File      uint64 `json:"rss_file"`
+	Scrapes   int    `json:"scrapes"`
 }
 
 // Machine is where it ran.
