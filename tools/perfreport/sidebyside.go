@@ -246,7 +246,13 @@ func writeSBSGoals(p func(string, ...any), s *sideBySide) {
 		p("| %s | %.2f× | ≤ %.2f× | %s |\n", g.what, m, g.max, map[bool]string{true: "yes", false: "no"}[m <= g.max])
 	}
 	if r, ok := find(s, "dgx-h100", "default", false); ok {
-		p("| RSS after %d scrapes | %s | ≤ yuuki/rdma_exporter's (14.7–16.8 MiB, issue 13) | %s |\n", r.RSSScrapes, mib(r.RSSRD),
+		bare := ""
+		for _, m := range s.Memory {
+			if m.Name == "bareexporter" {
+				bare = "; a bare client_golang exporter here: " + mib(m.RSS)
+			}
+		}
+		p("| RSS after %d scrapes | %s | ≤ yuuki/rdma_exporter's (14.7–16.8 MiB, issue 13%s) | %s |\n", r.RSSScrapes, mib(r.RSSRD), bare,
 			map[bool]string{true: "yes", false: "no"}[float64(r.RSSRD) <= 16.8*(1<<20)])
 	}
 	p("\n")
