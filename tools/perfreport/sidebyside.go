@@ -111,7 +111,7 @@ func writeSideBySide(w io.Writer, s *sideBySide) {
 	writeSBSGoals(p, s)
 	writeSBSMemory(p, s)
 	writeSBSFlat(p, s)
-	writeSBSLinear(p, s)
+	writeSBSFixed(p, s)
 	writeSBSDetail(p, s)
 }
 
@@ -201,8 +201,12 @@ func writeSBSSummary(p func(string, ...any), s *sideBySide) {
 			if sr, ok := find(s, h.Host, c, true); ok {
 				slowWall, slowCPU = runRatios(sr, wallRatio).String(), runRatios(sr, cpuRatio).String()
 			}
+			floor := runRatios(r, floorRatio).String()
+			if r.Devices == 0 {
+				floor = "–" // no device: no file to read
+			}
 			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Host, r.Devices, r.Config,
-				runRatios(r, wallRatio), runRatios(r, cpuRatio), mib(r.RSSRD), mib(r.RSSNE), runRatios(r, floorRatio), slowWall, slowCPU)
+				runRatios(r, wallRatio), runRatios(r, cpuRatio), mib(r.RSSRD), mib(r.RSSNE), floor, slowWall, slowCPU)
 		}
 	}
 	p("\n")
@@ -278,56 +282,51 @@ func writeSBSMemory(p func(string, ...any), s *sideBySide) {
 	p("\n")
 }
 
-// writeSBSLinear fits CPU per scrape = fixed + per device × devices over
-// the generated hosts for each exporter: the ratio can only be flat where
-// both exporters' fixed and per-device costs stand in the same proportion.
-func writeSBSLinear(p func(string, ...any), s *sideBySide) {
+// writeSBSFixed splits CPU per scrape into a fixed part, measured on the
+// generated host with no device, and a part per device, from there to the
+// largest generated host: the ratio can only be flat where both
+// exporters' fixed and per-device costs stand in the same proportion.
+func writeSBSFixed(p func(string, ...any), s *sideBySide) {
+	cpuRD := func(x sbsRepeat) float64 { return float64(x.RD.CPUNS) }
+	cpuNE := func(x sbsRepeat) float64 { return float64(x.NE.CPUNS) }
 	var lines []string
 	for _, c := range configs(s) {
-		var xs, rd, ne []float64
-		for _, r := range s.Runs {
-			if r.Config == c && !r.Slow && strings.HasPrefix(r.Host, "generated-") {
-				xs = append(xs, float64(r.Devices))
-				rd = append(rd, runMedian(r, func(x sbsRepeat) float64 { return float64(x.RD.CPUNS) }))
-				ne = append(ne, runMedian(r, func(x sbsRepeat) float64 { return float64(x.NE.CPUNS) }))
+		var none, most *sbsRun
+		for i, r := range s.Runs {
+			if r.Config != c || r.Slow || !strings.HasPrefix(r.Host, "generated-") {
+				continue
+			}
+			if r.Devices == 0 {
+				none = &s.Runs[i]
+			} else if most == nil || r.Devices > most.Devices {
+				most = &s.Runs[i]
 			}
 		}
-		a, b, ok := fitLine(xs, rd)
-		a2, b2, ok2 := fitLine(xs, ne)
-		if !ok || !ok2 || a2 == 0 || b2 == 0 {
+		if none == nil || most == nil {
+			continue
+		}
+		n := float64(most.Devices)
+		fixedRD, fixedNE := runMedian(*none, cpuRD), runMedian(*none, cpuNE)
+		perRD, perNE := (runMedian(*most, cpuRD)-fixedRD)/n, (runMedian(*most, cpuNE)-fixedNE)/n
+		if fixedNE <= 0 || perNE <= 0 {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("- %s: rdma_doctor %s + %s per device, node_exporter %s + %s per device: fixed %.2f×, per device %.2f×.\n",
-			c, ms(a), ms(b), ms(a2), ms(b2), a/a2, b/b2))
+			c, ms(fixedRD), ms(perRD), ms(fixedNE), ms(perNE), fixedRD/fixedNE, perRD/perNE))
 	}
 	if len(lines) == 0 {
 		return
 	}
-	p("CPU per scrape as fixed + per device × devices (least squares over the generated hosts'\n")
-	p("medians). The fixed part is a scrape's cost with no device: HTTP, compression, the\n")
-	p("exporter's own go_*/process_* series, and for rdma_doctor its other collectors and\n")
-	p("diagnose series; the ratio tends to the per-device ratio as devices grow and to the\n")
-	p("fixed ratio as they shrink, so it is flat only where the two agree.\n\n")
+	p("CPU per scrape as a fixed part (generated-0: the host with no RDMA device) and a part\n")
+	p("per device (from there to the largest generated host). The fixed part is HTTP,\n")
+	p("compression, the exporter's own go_*, process_* and promhttp_* series, and for\n")
+	p("rdma_doctor its diagnose series and its other collectors' cached state. The ratio\n")
+	p("tends to the fixed ratio as devices shrink and to the per-device ratio as they grow,\n")
+	p("so it is flat only where the two agree.\n\n")
 	for _, l := range lines {
 		p("%s", l)
 	}
 	p("\n")
-}
-
-// fitLine is the least-squares line y = a + b·x; false with fewer than
-// two distinct x.
-func fitLine(xs, ys []float64) (a, b float64, ok bool) {
-	n := float64(len(xs))
-	var sx, sy, sxx, sxy float64
-	for i, x := range xs {
-		sx, sy, sxx, sxy = sx+x, sy+ys[i], sxx+x*x, sxy+x*ys[i]
-	}
-	d := n*sxx - sx*sx
-	if len(xs) < 2 || d == 0 {
-		return 0, 0, false
-	}
-	b = (n*sxy - sx*sy) / d
-	return (sy - b*sx) / n, b, true
 }
 
 // flatLimit is how far apart the ratios of the generated hosts may be
@@ -359,7 +358,7 @@ func flatness(s *sideBySide, c string, f func(sbsRepeat) (float64, float64)) (st
 	var parts []string
 	var meds []float64
 	for _, r := range s.Runs {
-		if r.Config != c || r.Slow || !strings.HasPrefix(r.Host, "generated-") {
+		if r.Config != c || r.Slow || !strings.HasPrefix(r.Host, "generated-") || r.Devices == 0 {
 			continue
 		}
 		m := runRatios(r, f).median()

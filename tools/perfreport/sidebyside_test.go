@@ -67,33 +67,33 @@ func TestSideBySide(t *testing.T) {
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
-// The memory table and the fixed + per-device fit are rendered from the
-// results: 1 device costs rdma_doctor 300 µs and node_exporter 2 ms, 64
-// devices 6.6 ms and 65 ms.
-func TestSideBySideMemoryAndFit(t *testing.T) {
+// The memory table and the fixed and per-device costs are rendered from
+// the results: with no device rdma_doctor costs 200 µs and node_exporter
+// 1 ms, each of 64 devices 100 µs and 1 ms more.
+func TestSideBySideMemoryAndFixed(t *testing.T) {
 	cpu := func(rd, ne float64) sbsRepeat {
 		return sbsRepeat{RD: sbsresult.Stats{MedianNS: 1, CPUNS: int64(rd)}, NE: sbsresult.Stats{MedianNS: 1, CPUNS: int64(ne)}}
 	}
-	// rdma_doctor: 200 µs + 100 µs a device; node_exporter: 1 ms + 1 ms.
 	s := &sideBySide{Runs: []sbsRun{
+		{Host: "generated-0", Devices: 0, Config: "infiniband", Repeats: []sbsRepeat{cpu(200e3, 1e6)}},
 		{Host: "generated-1", Devices: 1, Config: "infiniband", Repeats: []sbsRepeat{cpu(300e3, 2e6)}},
-		{Host: "generated-9", Devices: 9, Config: "infiniband", Repeats: []sbsRepeat{cpu(1100e3, 10e6)}},
 		{Host: "generated-64", Devices: 64, Config: "infiniband", Repeats: []sbsRepeat{cpu(6600e3, 65e6)}},
 	}, Memory: []sbsresult.Memory{{Name: "bareexporter", Host: "dgx-h100", LoadBytes: 8 << 20, RSS: 14 << 20, Anon: 7 << 20, File: 7 << 20, Scrapes: 1000}}}
 	var sb strings.Builder
-	writeSBSMemory(func(f string, a ...any) { fmt.Fprintf(&sb, f, a...) }, s)
-	writeSBSLinear(func(f string, a ...any) { fmt.Fprintf(&sb, f, a...) }, s)
+	pr := func(f string, a ...any) { fmt.Fprintf(&sb, f, a...) }
+	writeSBSMemory(pr, s)
+	writeSBSFixed(pr, s)
+	writeSBSFlat(pr, s)
 	out := sb.String()
 	for _, want := range []string{
 		"| bareexporter | 8.0 MiB | 14.0 MiB | 7.0 MiB | 7.0 MiB |",
 		"after 1000 interleaved scrapes",
 		"- infiniband: rdma_doctor 200µs + 100µs per device, node_exporter 1ms + 1ms per device: fixed 0.20×, per device 0.10×.",
+		// The host with no device is not one of the flat ratio's.
+		"ratio by devices 1: 0.15×, 64: 0.10×;",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
-	}
-	if _, _, ok := fitLine([]float64{9, 9}, []float64{1, 2}); ok {
-		t.Error("a line fitted through one x")
 	}
 }

@@ -79,7 +79,9 @@ func listFloor(sysfs string) (floorList, error) {
 		}
 		l.devices = append(l.devices, files)
 	}
-	if l.files() == 0 {
+	// A class without devices (generated-0) has nothing to read; devices
+	// without files are a tree the list does not understand.
+	if len(l.devices) > 0 && l.files() == 0 {
 		return l, fmt.Errorf("floor list: no files below %s", class)
 	}
 	return l, nil

@@ -144,10 +144,22 @@ func mustReadDir(t *testing.T, dir string) []os.DirEntry {
 
 func TestGenerateBounds(t *testing.T) {
 	g := hostGen{template: dgx(t), device: "mlx5_0"}
-	for _, n := range []int{0, 81} {
+	for _, n := range []int{-1, 81} {
 		if err := g.generate(t.TempDir(), n); err == nil {
 			t.Errorf("%d devices accepted", n)
 		}
+	}
+	// None: the host around the devices, an empty class and no PCI
+	// function of the template's.
+	dst := t.TempDir()
+	if err := g.generate(dst, 0); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(dst, "sys/class/infiniband")); err != nil || len(entries) != 0 {
+		t.Errorf("0 devices: class/infiniband %v, %v", entries, err)
+	}
+	if pci, _ := filepath.Glob(filepath.Join(dst, "sys/devices/pci*")); len(pci) != 0 {
+		t.Errorf("0 devices: %v", pci)
 	}
 	if err := (hostGen{template: dgx(t), device: "nope"}).generate(t.TempDir(), 1); err == nil {
 		t.Error("a missing template device was accepted")

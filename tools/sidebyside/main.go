@@ -52,7 +52,7 @@ func parseFlags() options {
 	flag.StringVar(&o.fixtures, "fixtures", "fixtures/hosts", "fixture hosts directory")
 	flag.StringVar(&o.template, "template", "dgx-h100", "fixture host the generated hosts are made from")
 	flag.StringVar(&o.templateDevice, "template-device", "mlx5_0", "device of -template cloned into the generated hosts")
-	hosts := flag.String("hosts", "dgx-h100,gen:1,gen:9,gen:32,gen:64", "hosts: fixture names and gen:N (N clones of -template-device)")
+	hosts := flag.String("hosts", "dgx-h100,gen:0,gen:1,gen:9,gen:32,gen:64", "hosts: fixture names and gen:N (N clones of -template-device; gen:0 has none, the fixed cost of a scrape)")
 	configs := flag.String("configs", "default,infiniband", "rdma_doctor configurations: default (its default collectors), infiniband (that collector alone)")
 	slow := flag.String("slow-hosts", "dgx-h100", "hosts also measured on the slow sysfs (tools/slowfs; needs root and /dev/fuse); empty for none")
 	flag.IntVar(&o.scrapes, "scrapes", 200, "timed scrapes of each exporter per repeat")
