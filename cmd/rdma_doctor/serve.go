@@ -249,8 +249,9 @@ func readOnly(h http.Handler) http.Handler {
 	})
 }
 
-// metricsHandler serves one scrape. Each scrape gets its own registry so the
-// collectors run under this request's deadline.
+// metricsHandler serves one scrape, its collection under this request's
+// deadline: in the text format straight from the samples (serveText), in
+// another format through a registry of its own.
 type metricsHandler struct {
 	agg      *collector.Aggregator
 	logger   *slog.Logger
