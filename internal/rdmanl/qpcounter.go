@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
 )
 
 // Counter attributes (include/uapi/rdma/rdma_netlink.h) and their values
@@ -296,25 +295,19 @@ func (s *Snapshot) readQPCounters(ctx context.Context, c Conn, opts Options, b *
 // readPortQPCounters dumps one port's counters, one object of b each.
 func readPortQPCounters(ctx context.Context, c Conn, d Device, port uint32, m QPCounterMode, b *budget) (PortQPCounters, error) {
 	pc := PortQPCounters{Device: d.Name, Port: port}
-	if b.left <= 0 {
-		pc.Truncated = true
-		return pc, errObjectCap
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type sums struct {
 		qps    uint64
 		values map[string]uint64
 	}
 	byType := map[string]*sums{}
-	var decErr error
-	err := c.Exec(ctx, unix.NETLINK_RDMA, nldevType(nl.RDMA_NLDEV_CMD_STAT_GET), unix.NLM_F_DUMP, countersRequest(d, port), func(msg []byte) bool {
+	err, decErr := cappedDump(ctx, c, nldevType(nl.RDMA_NLDEV_CMD_STAT_GET), countersRequest(d, port), b, func(msg []byte) (bool, error) {
+		full := false
 		err := decodeQPCounters(msg, func(qc qpCounter) bool {
 			if qc.port != 0 && qc.port != port {
 				return true
 			}
 			if !b.take() {
-				pc.Truncated = true
+				full = true
 				return false
 			}
 			pc.Counters++
@@ -333,22 +326,15 @@ func readPortQPCounters(ctx context.Context, c Conn, d Device, port uint32, m QP
 			}
 			return true
 		})
-		if err != nil {
-			decErr = errors.Join(decErr, err)
-		}
-		if pc.Truncated {
-			cancel()
-			return false
-		}
-		return true
+		return full, err
 	})
-	if pc.Truncated {
+	switch {
+	case errors.Is(err, errObjectCap):
+		pc.Truncated = true
 		return pc, errObjectCap
-	}
-	if err != nil {
+	case err != nil:
 		return PortQPCounters{}, err
-	}
-	if decErr != nil {
+	case decErr != nil:
 		return PortQPCounters{}, decErr
 	}
 	if m.ByTypeOnly() {

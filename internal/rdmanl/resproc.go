@@ -128,6 +128,37 @@ func (b *budget) take() bool {
 	return true
 }
 
+// cappedDump runs one RDMA netlink dump request, each message to decode,
+// which spends b and says when b ran out (full). A spent budget cancels
+// the request, so the kernel stops building the dump, and the answer is
+// errObjectCap: the cancel's own error is the cap, not a fault. Without
+// it, execErr is the exchange's error and decErr the decoding errors of
+// the messages, joined; a budget spent before the request sends nothing.
+func cappedDump(ctx context.Context, c Conn, typ uint16, body []byte, b *budget, decode func(msg []byte) (full bool, err error)) (execErr, decErr error) {
+	if b.left <= 0 {
+		return errObjectCap, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	capped := false
+	execErr = c.Exec(ctx, unix.NETLINK_RDMA, typ, unix.NLM_F_DUMP, body, func(msg []byte) bool {
+		full, err := decode(msg)
+		if err != nil {
+			decErr = errors.Join(decErr, err)
+		}
+		if full {
+			capped = true
+			cancel()
+			return false
+		}
+		return true
+	})
+	if capped {
+		return errObjectCap, nil
+	}
+	return execErr, decErr
+}
+
 // decodeObjects walks one message of a per-object resource dump: the
 // device handle, then the table of entries; each entry's owner goes to f
 // until f returns false.
@@ -194,18 +225,12 @@ func decodeOwner(b []byte) (owner, error) {
 // building the dump, and marks the dump truncated.
 func readObjects(ctx context.Context, c Conn, d Device, k resKind, b *budget) (procDump, error) {
 	pd := procDump{dev: d, kind: k, owners: map[owner]uint64{}}
-	if b.left <= 0 {
-		pd.truncated = true
-		return pd, errObjectCap
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	body := nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(d.Index)).Serialize()
-	var decErr error
-	err := c.Exec(ctx, unix.NETLINK_RDMA, nldevType(k.cmd), unix.NLM_F_DUMP, body, func(msg []byte) bool {
+	err, decErr := cappedDump(ctx, c, nldevType(k.cmd), body, b, func(msg []byte) (bool, error) {
+		full := false
 		_, err := decodeObjects(msg, k.table, k.entry, func(o owner) bool {
 			if !b.take() {
-				pd.truncated = true
+				full = true
 				return false
 			}
 			if o.pid == 0 && o.kern == "" {
@@ -215,20 +240,13 @@ func readObjects(ctx context.Context, c Conn, d Device, k resKind, b *budget) (p
 			}
 			return true
 		})
-		if err != nil {
-			decErr = errors.Join(decErr, err)
-		}
-		if pd.truncated {
-			cancel()
-			return false
-		}
-		return true
+		return full, err
 	})
-	if pd.truncated {
-		// The cancel's own error is the cap, not a fault.
+	switch {
+	case errors.Is(err, errObjectCap):
+		pd.truncated = true
 		return pd, errObjectCap
-	}
-	if err != nil {
+	case err != nil:
 		return procDump{}, err
 	}
 	return pd, decErr
