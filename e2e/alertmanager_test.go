@@ -67,6 +67,38 @@ func startDaemon(t *testing.T, name, bin, path string, args ...string) *daemon {
 	}
 }
 
+// startPrometheus runs Prometheus from bin in dir with the alert rules
+// at test intervals (quickRules), scraping targets every second and, with
+// alertmanager not empty, sending alerts there; args are more flags.
+func startPrometheus(t *testing.T, bin, dir, alertmanager string, targets []string, args ...string) *daemon {
+	t.Helper()
+	rules := filepath.Join(dir, "rules.yml")
+	writeFile(t, rules, string(quickRules(t)))
+	alerting := ""
+	if alertmanager != "" {
+		alerting = fmt.Sprintf("alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [%q]\n", alertmanager)
+	}
+	quoted := make([]string, len(targets))
+	for i, target := range targets {
+		quoted[i] = strconv.Quote(target)
+	}
+	cfg := filepath.Join(dir, "prometheus.yml")
+	writeFile(t, cfg, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%q]
+%sscrape_configs:
+  - job_name: rdma_doctor
+    static_configs:
+      - targets: [%s]
+`, rules, alerting, strings.Join(quoted, ", ")))
+	return startDaemon(t, "prometheus", bin, "/-/ready", append([]string{
+		"--config.file=" + cfg,
+		"--storage.tsdb.path=" + filepath.Join(dir, "prom-data"),
+		"--web.listen-address=ADDR",
+	}, args...)...)
+}
+
 func (d *daemon) waitReady(path string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -275,28 +307,7 @@ receivers:
 		"--cluster.listen-address=",
 	)
 
-	rules := filepath.Join(dir, "rules.yml")
-	writeFile(t, rules, string(quickRules(t)))
-	promCfg := filepath.Join(dir, "prometheus.yml")
-	writeFile(t, promCfg, fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [%q]
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: [%q]
-scrape_configs:
-  - job_name: rdma_doctor
-    static_configs:
-      - targets: [%q, %q]
-`, rules, am.addr, exp.addr, noSM.addr))
-	prom := startDaemon(t, "prometheus", promBin, "/-/ready",
-		"--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
-		"--web.listen-address=ADDR",
-		"--rules.alert.resend-delay=1s",
-	)
+	prom := startPrometheus(t, promBin, dir, am.addr, []string{exp.addr, noSM.addr}, "--rules.alert.resend-delay=1s")
 
 	// The downgrade: mlx5_0 runs FDR (4X, 56 Gb/s) where the config expects
 	// 200 Gb/s.

@@ -105,23 +105,7 @@ func TestKernelLogEventAlert(t *testing.T) {
 	fatal := `rdma_kernel_events_total{device="mlx5_0",event="fw_fatal_error",severity="fatal"}`
 	smWaitFor(t, e.addr, fatal+" 0")
 
-	rules := filepath.Join(dir, "rules.yml")
-	writeFile(t, rules, string(quickRules(t)))
-	promCfg := filepath.Join(dir, "prometheus.yml")
-	writeFile(t, promCfg, fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [%q]
-scrape_configs:
-  - job_name: rdma_doctor
-    static_configs:
-      - targets: [%q]
-`, rules, e.addr))
-	prom := startDaemon(t, "prometheus", promBin, "/-/ready",
-		"--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prom-data"),
-		"--web.listen-address=ADDR",
-	)
+	prom := startPrometheus(t, promBin, dir, "", []string{e.addr})
 	// increase() needs the 0 before the 1: wait until Prometheus has it.
 	promValue := func(q string) (string, bool) {
 		var resp struct {
