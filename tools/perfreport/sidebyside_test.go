@@ -20,6 +20,10 @@ func TestSideBySide(t *testing.T) {
 			`"node_exporter":{"median_ns":` + ftoa(ne) + `,"p90_ns":1,"cpu_ns":` + ftoa(ne) + `},` +
 			`"floor":{"median_ns":` + ftoa(floor) + `,"p90_ns":1,"cpu_ns":1}}`
 	}
+	// withFloors adds the pread and HTTP floors: 1 ns of CPU each.
+	withFloors := func(r string) string {
+		return strings.TrimSuffix(r, "}") + `,"pread_floor":{"median_ns":1,"p90_ns":1,"cpu_ns":1},"http_floor":{"median_ns":2,"p90_ns":2,"cpu_ns":1}}`
+	}
 	run := func(host string, devices int, config string, slow bool, reps ...string) string {
 		s := "false"
 		if slow {
@@ -30,7 +34,7 @@ func TestSideBySide(t *testing.T) {
 	}
 	in := `{"date":"D","command":"go run ./tools/sidebyside -o results.json","machine":{"nproc":2,"kernel":"6.1","cpu":"C","go":"go1"},
 "skipped":["yuuki/rdma_exporter: not on the Go module proxy"],"runs":[` + strings.Join([]string{
-		run("dgx-h100", 9, "infiniband", false, rep(2, 10, 1), rep(3, 10, 1)),
+		run("dgx-h100", 9, "infiniband", false, withFloors(rep(2, 10, 1)), withFloors(rep(3, 10, 1))),
 		run("dgx-h100", 9, "infiniband", true, rep(1, 10, 1)),
 		run("generated-1", 1, "infiniband", false, rep(1, 10, 1)),
 		run("generated-64", 64, "infiniband", false, rep(5, 10, 1)),
@@ -48,8 +52,9 @@ func TestSideBySide(t *testing.T) {
 	out := sb.String()
 	for _, want := range []string{
 		"| dgx-h100 | 9 | infiniband | 0.20–0.30× | 0.20–0.30× | 15.0 MiB | 20.0 MiB | 2.00–3.00× | 0.10× | 0.10× |",
-		"| infiniband only, wall | 0.30× | ≤ 0.20× | no |",
-		"| slow sysfs, infiniband only, wall | 0.10× | ≤ 0.25× | yes |",
+		"| infiniband only, wall | 0.30× | 0.30× | ≤ 0.20× | no |",
+		"| infiniband only, CPU | 0.30× | 0.20× | ≤ 0.20× | no |",
+		"| slow sysfs, infiniband only, wall | 0.10× | – | ≤ 0.25× | yes |",
 		"infiniband, wall ratio by devices 1: 0.10×, 64: 0.50×; largest / smallest 5.00: **not flat**",
 		"Skipped: yuuki/rdma_exporter",
 		"    go run ./tools/sidebyside -o results.json",
@@ -95,5 +100,37 @@ func TestSideBySideMemoryAndFixed(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
+	}
+}
+
+// The floors table splits rdma_doctor's CPU into the pread floor, the
+// HTTP floor and what lies above them; runs without floors (the slow
+// sysfs) are left out of it.
+func TestSideBySideFloors(t *testing.T) {
+	st := func(ns float64) sbsresult.Stats { return sbsresult.Stats{MedianNS: int64(ns), CPUNS: int64(ns)} }
+	withFloors := func(rd, ne, pread, http float64) sbsRepeat {
+		p, h := st(pread), st(http)
+		return sbsRepeat{RD: st(rd), NE: st(ne), PreadFloor: &p, HTTPFloor: &h}
+	}
+	s := &sideBySide{Runs: []sbsRun{
+		{Host: "dgx-h100", Devices: 9, Config: "infiniband", Repeats: []sbsRepeat{withFloors(2.5e6, 10e6, 0.8e6, 0.7e6)}},
+		{Host: "dgx-h100", Devices: 9, Config: "infiniband", Slow: true, Repeats: []sbsRepeat{{RD: st(9e6), NE: st(40e6)}}},
+	}}
+	var sb strings.Builder
+	pr := func(f string, a ...any) { fmt.Fprintf(&sb, f, a...) }
+	writeSBSFloors(pr, s)
+	writeSBSGoals(pr, s)
+	out := sb.String()
+	for _, want := range []string{
+		"| dgx-h100 | infiniband | 2.5ms | 800µs | 700µs | 1ms | 0.25× | 0.15× |",
+		"| infiniband only, CPU | 0.25× | 0.15× | ≤ 0.20× | no |",
+		"| slow sysfs, infiniband only, wall | 0.23× | – | ≤ 0.25× | yes |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "| dgx-h100 | infiniband |") != 1 {
+		t.Errorf("the slow run has no floors and no row:\n%s", out)
 	}
 }

@@ -6,8 +6,12 @@
 // host trees: both exporters run at once and are scraped interleaved, one
 // scrape of each in turn, as Prometheus scrapes (gzip, its Accept header),
 // so that the machine's load falls on both alike and their ratio means
-// something on a shared machine. In the same loop it times the raw floor:
-// bare open/read/close of the files an infiniband-only scrape reads. It
+// something on a shared machine. In the same loop it times the floors:
+// bare open/read/close of the files an infiniband-only scrape reads (the
+// raw floor), one pread of each on a kept descriptor (the pread floor), and
+// tools/bareexporter serving rdma_doctor's own exposition over net/http
+// (the HTTP floor): what is left of rdma_doctor's cost above the last two
+// is its own work. It
 // runs on fixture hosts, on generated hosts of N clones of one fixture
 // device, and on a slow sysfs (tools/slowfs: the same tree over FUSE with
 // a firmware-like delay per read). make bench runs it and tools/perfreport

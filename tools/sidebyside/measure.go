@@ -6,9 +6,12 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
 )
 
 // The results file's types (tools/internal/sbsresult, read by
@@ -61,6 +64,7 @@ type contender struct {
 	name  string
 	step  func() (time.Duration, error)
 	cpu   func() (time.Duration, error) // cumulative CPU time
+	put   func(*repeat, stats)          // where its figures go in a repeat
 	walls []time.Duration
 }
 
@@ -91,6 +95,22 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 		gap = o.slowGap
 	}
 	cs := contenders(rd.target, ne.target, floor, gap)
+	if !slow {
+		// The floors under rdma_doctor's own work: reading each file once
+		// on a kept descriptor, and serving its exposition over net/http.
+		kept, ferr := floor.open()
+		if ferr != nil {
+			return r, ferr
+		}
+		defer kept.close()
+		hf, ferr := startHTTPFloor(b.bareExporter, work, rd.target)
+		if ferr != nil {
+			return r, ferr
+		}
+		defer stopBoth(&err, hf)
+		cs = append(cs, readContender("pread floor", kept.read, 0, func(p *repeat, s stats) { p.PreadFloor = &s }),
+			scrapeContender(hf.target, 0, func(p *repeat, s stats) { p.HTTPFloor = &s }))
+	}
 	if err := loop(cs, o.warmup); err != nil {
 		return r, err
 	}
@@ -103,6 +123,10 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 		fmt.Printf("sidebyside: %s: repeat %d: wall %s / %s = %.2f, CPU %s / %s = %.2f, floor %s\n", label, i+1,
 			dur(rep.RD.MedianNS), dur(rep.NE.MedianNS), ratio(rep.RD.MedianNS, rep.NE.MedianNS),
 			dur(rep.RD.CPUNS), dur(rep.NE.CPUNS), ratio(rep.RD.CPUNS, rep.NE.CPUNS), dur(rep.Floor.MedianNS))
+		if rep.PreadFloor != nil && rep.HTTPFloor != nil {
+			fmt.Printf("sidebyside: %s: repeat %d: CPU of the floors: pread %s + HTTP %s = %.2f of node_exporter's\n", label, i+1,
+				dur(rep.PreadFloor.CPUNS), dur(rep.HTTPFloor.CPUNS), ratio(rep.PreadFloor.CPUNS+rep.HTTPFloor.CPUNS, rep.NE.CPUNS))
+		}
 	}
 	// Top up to rss-after scrapes of each exporter, then read VmRSS. Not
 	// on the slow sysfs: memory does not depend on how slow a read is, and
@@ -154,22 +178,36 @@ func inspect(r *runResult, rd, ne *target) error {
 	return nil
 }
 
+// contenders are the two exporters and the raw floor, in the order they
+// take turns.
 func contenders(rd, ne *target, floor floorList, gap time.Duration) []*contender {
-	scrape := func(t *target) *contender {
-		return &contender{name: t.name,
-			step: func() (time.Duration, error) {
-				if gap > 0 {
-					time.Sleep(gap)
-				}
-				return t.scrape()
-			},
-			cpu: func() (time.Duration, error) {
-				s, err := procCPU(t.pid)
-				return time.Duration(s * float64(time.Second)), err
-			}}
+	return []*contender{
+		scrapeContender(rd, gap, func(p *repeat, s stats) { p.RD = s }),
+		scrapeContender(ne, gap, func(p *repeat, s stats) { p.NE = s }),
+		readContender("floor", floor.read, gap, func(p *repeat, s stats) { p.Floor = s }),
 	}
-	var floorCPU time.Duration
-	f := &contender{name: "floor",
+}
+
+// scrapeContender scrapes t, after gap; its CPU is the process's.
+func scrapeContender(t *target, gap time.Duration, put func(*repeat, stats)) *contender {
+	return &contender{name: t.name, put: put,
+		step: func() (time.Duration, error) {
+			if gap > 0 {
+				time.Sleep(gap)
+			}
+			return t.scrape()
+		},
+		cpu: func() (time.Duration, error) {
+			s, err := procCPU(t.pid)
+			return time.Duration(s * float64(time.Second)), err
+		}}
+}
+
+// readContender runs read in this process, after gap; its CPU is this
+// process's over the reads alone.
+func readContender(name string, read func() (time.Duration, int, error), gap time.Duration, put func(*repeat, stats)) *contender {
+	var total time.Duration
+	return &contender{name: name, put: put,
 		step: func() (time.Duration, error) {
 			if gap > 0 {
 				time.Sleep(gap)
@@ -178,16 +216,30 @@ func contenders(rd, ne *target, floor floorList, gap time.Duration) []*contender
 			if err != nil {
 				return 0, err
 			}
-			el, _, err := floor.read()
+			el, _, err := read()
 			after, cerr := selfCPU()
 			if cerr != nil {
 				return 0, cerr
 			}
-			floorCPU += after - before
+			total += after - before
 			return el, err
 		},
-		cpu: func() (time.Duration, error) { return floorCPU, nil }}
-	return []*contender{scrape(rd), scrape(ne), f}
+		cpu: func() (time.Duration, error) { return total, nil }}
+}
+
+// startHTTPFloor saves rdma_doctor's exposition (one scrape, in the
+// format it negotiates with Prometheus's Accept header) and starts
+// tools/bareexporter serving it.
+func startHTTPFloor(bin, work string, rd *target) (*running, error) {
+	body, contentType, err := rd.plain()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(work, "http-floor-body.txt")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		return nil, err
+	}
+	return httpFloor(bin, path, contentType).start("", work)
 }
 
 // loop runs n rounds of one step of each contender, in turn.
@@ -223,15 +275,15 @@ func timedRepeat(cs []*contender, n int) (repeat, error) {
 			c.walls = append(c.walls, d)
 		}
 	}
-	out := make([]stats, len(cs))
+	var rep repeat
 	for i, c := range cs {
 		v, err := c.cpu()
 		if err != nil {
 			return repeat{}, err
 		}
-		out[i] = stats{MedianNS: int64(quantile(c.walls, 0.5)), P90NS: int64(quantile(c.walls, 0.9)), CPUNS: int64(v-cpu0[i]) / int64(n)}
+		c.put(&rep, stats{MedianNS: int64(quantile(c.walls, 0.5)), P90NS: int64(quantile(c.walls, 0.9)), CPUNS: int64(v-cpu0[i]) / int64(n)})
 	}
-	return repeat{RD: out[0], NE: out[1], Floor: out[2]}, nil
+	return rep, nil
 }
 
 func ratio(a, b int64) float64 {

@@ -20,6 +20,13 @@ func bareExporter(bin string) exporterSpec {
 	}}
 }
 
+// httpFloor runs tools/bareexporter serving the exposition in file body.
+func httpFloor(bin, body, contentType string) exporterSpec {
+	return exporterSpec{name: "http floor", bin: bin, args: func(_ string, port int) []string {
+		return []string{"-listen", "127.0.0.1:" + strconv.Itoa(port), "-body", body, "-content-type", contentType}
+	}}
+}
+
 // measureMemory runs rdma_doctor (its default collectors), node_exporter
 // and the bare client_golang exporter at once on root, scrapes each n
 // times interleaved, and reads where their resident memory lies: anonymous

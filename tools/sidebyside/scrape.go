@@ -76,6 +76,31 @@ func (t *target) scrape() (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// plain is one untimed scrape without compression: the body and its
+// Content-Type.
+func (t *target) plain() ([]byte, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	req.Header.Set("Accept", acceptHeader)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, "", fmt.Errorf("scrape %s: %w", t.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" {
+		return nil, "", fmt.Errorf("scrape %s without gzip: %s, Content-Encoding %q", t.name, resp.Status, resp.Header.Get("Content-Encoding"))
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, "", fmt.Errorf("scrape %s: body: %w", t.name, err)
+	}
+	return b, resp.Header.Get("Content-Type"), nil
+}
+
 // exposition is what one untimed scrape returned.
 type exposition struct {
 	contentType string

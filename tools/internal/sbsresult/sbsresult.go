@@ -61,6 +61,14 @@ type Repeat struct {
 	RD    Stats `json:"rdma_doctor"`
 	NE    Stats `json:"node_exporter"`
 	Floor Stats `json:"floor"`
+	// PreadFloor and HTTPFloor are the floors of what rdma_doctor does
+	// per scrape, timed in the same loop on the page cache (nil on the
+	// slow sysfs): one pread at offset 0 of each floor file on a kept
+	// descriptor, and tools/bareexporter serving rdma_doctor's own
+	// exposition over net/http, gzip-compressed per request, without
+	// making it.
+	PreadFloor *Stats `json:"pread_floor,omitempty"`
+	HTTPFloor  *Stats `json:"http_floor,omitempty"`
 }
 
 // Run is one host, one rdma_doctor configuration, page cache or slow
