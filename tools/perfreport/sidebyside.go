@@ -415,13 +415,15 @@ func writeSBSFlat(p func(string, ...any), s *sideBySide) {
 		for _, m := range []struct {
 			name string
 			f    func(sbsRepeat) (float64, float64)
-		}{{"wall", wallRatio}, {"CPU", cpuRatio}} {
+		}{{"wall", wallRatio}, {"CPU", cpuRatio}, {"floors' CPU", floorsCPURatio}} {
 			if line, ok := flatness(s, c, m.f); ok {
 				p("- %s, %s ratio by devices %s.\n", c, m.name, line)
 			}
 		}
 	}
-	p("\n")
+	p("\nThe floors' CPU ratio is what an exporter that did nothing beyond reading each file\n")
+	p("once and serving the text would have: where it is not flat, no exporter over net/http\n")
+	p("serving this exposition has a flat ratio against node_exporter.\n\n")
 }
 
 // flatness says how the ratio f of config c moves over the generated
