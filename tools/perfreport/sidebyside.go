@@ -54,22 +54,33 @@ func floorRatio(p sbsRepeat) (float64, float64) {
 	return float64(p.RD.MedianNS), float64(p.Floor.MedianNS)
 }
 
+// floorsOf is the repeat's pread and HTTP floors; ok is false where they
+// were not timed (the slow sysfs, results from before they were).
+func floorsOf(p sbsRepeat) (pread, http sbsresult.Stats, ok bool) {
+	if p.PreadFloor == nil || p.HTTPFloor == nil {
+		return pread, http, false
+	}
+	return *p.PreadFloor, *p.HTTPFloor, true
+}
+
 // floorsCPURatio and floorsWallRatio are the floors' sum (one pread of
 // each file, and serving rdma_doctor's exposition over net/http) against
 // node_exporter: the least ratio an exporter that reads these files and
 // serves this text over net/http could have. 0 where they were not timed.
 func floorsCPURatio(p sbsRepeat) (float64, float64) {
-	if p.PreadFloor == nil || p.HTTPFloor == nil {
+	pread, http, ok := floorsOf(p)
+	if !ok {
 		return 0, 0
 	}
-	return float64(p.PreadFloor.CPUNS + p.HTTPFloor.CPUNS), float64(p.NE.CPUNS)
+	return float64(pread.CPUNS + http.CPUNS), float64(p.NE.CPUNS)
 }
 
 func floorsWallRatio(p sbsRepeat) (float64, float64) {
-	if p.PreadFloor == nil || p.HTTPFloor == nil {
+	pread, http, ok := floorsOf(p)
+	if !ok {
 		return 0, 0
 	}
-	return float64(p.PreadFloor.MedianNS + p.HTTPFloor.MedianNS), float64(p.NE.MedianNS)
+	return float64(pread.MedianNS + http.MedianNS), float64(p.NE.MedianNS)
 }
 
 // String is "lo–hi" over the repeats (one value when they agree).
@@ -269,8 +280,8 @@ func writeSBSGoals(p func(string, ...any), s *sideBySide) {
 		}
 		m := runRatios(r, g.f).median()
 		floors := "–"
-		if fr := ratios(nil); g.floors != nil {
-			if fr = runRatios(r, g.floors); len(fr) > 0 {
+		if g.floors != nil {
+			if fr := runRatios(r, g.floors); len(fr) > 0 {
 				floors = fmt.Sprintf("%.2f×", fr.median())
 			}
 		}
@@ -292,22 +303,17 @@ func writeSBSGoals(p func(string, ...any), s *sideBySide) {
 // writeSBSFloors splits rdma_doctor's CPU per scrape into the floors
 // under it and what it spends above them.
 func writeSBSFloors(p func(string, ...any), s *sideBySide) {
-	med := func(r sbsRun, f func(sbsRepeat) float64) float64 {
-		return runMedian(r, func(x sbsRepeat) float64 {
-			if x.PreadFloor == nil || x.HTTPFloor == nil {
-				return 0
-			}
-			return f(x)
-		})
-	}
 	var rows []string
 	for _, r := range s.Runs {
-		if r.Slow || len(r.Repeats) == 0 || r.Repeats[0].PreadFloor == nil || r.Repeats[0].HTTPFloor == nil {
+		if len(r.Repeats) == 0 {
 			continue
 		}
-		rd := med(r, func(x sbsRepeat) float64 { return float64(x.RD.CPUNS) })
-		pread := med(r, func(x sbsRepeat) float64 { return float64(x.PreadFloor.CPUNS) })
-		http := med(r, func(x sbsRepeat) float64 { return float64(x.HTTPFloor.CPUNS) })
+		if _, _, ok := floorsOf(r.Repeats[0]); !ok {
+			continue
+		}
+		rd := runMedian(r, func(x sbsRepeat) float64 { return float64(x.RD.CPUNS) })
+		pread := runMedian(r, func(x sbsRepeat) float64 { p, _, _ := floorsOf(x); return float64(p.CPUNS) })
+		http := runMedian(r, func(x sbsRepeat) float64 { _, h, _ := floorsOf(x); return float64(h.CPUNS) })
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Host, r.Config, ms(rd), ms(pread), ms(http),
 			ms(rd-pread-http), runRatios(r, cpuRatio), runRatios(r, floorsCPURatio)))
 	}
