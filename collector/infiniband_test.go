@@ -135,15 +135,8 @@ func TestInfinibandLabelsFollowCounters(t *testing.T) {
 		t.Fatal("the fixture's mlx5_0 port 1 has no symbol_error counter")
 	}
 
-	// A re-registration: a new directory, with other counters.
-	dir := filepath.Join(root, "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/infiniband/mlx5_0")
-	if err := os.Rename(dir, dir+".old"); err != nil {
-		t.Fatal(err)
-	}
-	hostfstest.CopyTree(t, dir+".old", dir)
-	if err := os.RemoveAll(dir + ".old"); err != nil {
-		t.Fatal(err)
-	}
+	// A re-registration: a new link and directory, with other counters.
+	dir := hostfstest.Reregister(t, filepath.Join(root, "sys"), "mlx5_0")
 	if err := os.Remove(filepath.Join(dir, "ports/1/counters/symbol_error")); err != nil {
 		t.Fatal(err)
 	}

@@ -102,16 +102,9 @@ func TestSlowStateFollowsClassDevices(t *testing.T) {
 	}
 	want("numa_node rewritten in place again", look("numa_node rewritten again"), both, 0)
 
-	// mlx5_0 re-registered: its class directory is a new one (new inode),
-	// and the rewritten numa_node is read with it.
-	dir := filepath.Join(fn0, "infiniband/mlx5_0")
-	if err := os.Rename(dir, dir+".old"); err != nil {
-		t.Fatal(err)
-	}
-	hostfstest.CopyTree(t, dir+".old", dir)
-	if err := os.RemoveAll(dir + ".old"); err != nil {
-		t.Fatal(err)
-	}
+	// mlx5_0 re-registered: a new class link and directory, and the
+	// rewritten numa_node is read with it.
+	hostfstest.Reregister(t, filepath.Join(root, "sys"), "mlx5_0")
 	want("mlx5_0 re-registered", look("mlx5_0 re-registered"), both, 1)
 	if age := h.Ages()[SourcePCI]; age != 0 {
 		t.Errorf("PCI age %v after the re-read, want 0", age)

@@ -320,10 +320,10 @@ func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
 }
 
 // devices lists the class directory's kept devices with the identities of
-// their directories, once per snapshot.
+// their entries, once per snapshot.
 func (s *Snapshot) devices() ([]infiniband.Entry, error) {
 	return s.listing.get(func() ([]infiniband.Entry, error) {
-		return infiniband.ListDevices(s.h.fs.Sys, s.h.Keep)
+		return s.h.ib.List()
 	})
 }
 

@@ -124,7 +124,9 @@ var ErrNoClass = errors.New("no " + ClassDir + " directory: RDMA core not loaded
 // Read reads every device that keep accepts, without a cache (tests,
 // one-off reads). A long-lived reader uses a Reader.
 func Read(ctx context.Context, sys hostfs.FS, keep func(name string) bool) (*Class, error) {
-	return NewReader(sys, keep, -1, nil).Read(ctx)
+	r := NewReader(sys, keep, -1, nil)
+	defer r.listing.Close()
+	return r.Read(ctx)
 }
 
 // Reader reads the class again and again, keeping each device's static
@@ -138,6 +140,8 @@ type Reader struct {
 	keep   func(string) bool
 	maxAge time.Duration
 	now    func() time.Time
+	// listing is the class directory, kept open (List).
+	listing *hostfs.Listing
 
 	mu     sync.Mutex
 	static map[string]*static
@@ -150,7 +154,7 @@ func NewReader(sys hostfs.FS, keep func(string) bool, maxAge time.Duration, now 
 	if now == nil {
 		now = time.Now
 	}
-	return &Reader{sys: sys, keep: keep, maxAge: maxAge, now: now, static: map[string]*static{},
+	return &Reader{sys: sys, keep: keep, maxAge: maxAge, now: now, listing: hostfs.NewListing(sys, ClassDir), static: map[string]*static{},
 		bufs: sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}}
 }
 
@@ -212,16 +216,15 @@ func (st *static) close() {
 // first, the devices read so far are returned with ctx's error: one wedged
 // file costs its device, not the whole class.
 func (r *Reader) Read(ctx context.Context) (*Class, error) {
-	entries, err := ListDevices(r.sys, r.keep)
+	entries, err := r.List()
 	if err != nil {
 		return nil, err
 	}
 	return r.ReadListed(ctx, entries)
 }
 
-// ReadListed is Read of the devices ListDevices listed on the same FS
-// with the same filter (the host snapshot lists them once for every
-// reader of the class).
+// ReadListed is Read of the devices List listed (the host snapshot lists
+// them once for every reader of the class).
 func (r *Reader) ReadListed(ctx context.Context, entries []Entry) (*Class, error) {
 	r.forget(entries)
 
@@ -244,26 +247,33 @@ func (r *Reader) ReadListed(ctx context.Context, entries []Entry) (*Class, error
 }
 
 // Entry is a device of the class directory and the identity of its
-// directory (HasID false when it cannot be told: a dangling link, an FS
-// without identities). A re-registered device (driver reload, firmware
-// reset) has a new directory, so a new identity.
+// entry there (HasID false when it cannot be told: an FS without
+// identities). The entry is the link the kernel makes anew with each
+// registration of the device (device_add; device_del removes it), so a
+// re-registered device (driver reload, firmware reset) has a new
+// identity.
 type Entry struct {
 	Name  string
 	ID    hostfs.Identity
 	HasID bool
 }
 
-// ListDevices lists the devices DeviceNames lists, each with its
-// directory's identity.
-func ListDevices(sys hostfs.FS, keep func(string) bool) ([]Entry, error) {
-	names, err := DeviceNames(sys, keep)
+// List lists the devices keep accepts, as DeviceNames does, each with
+// its entry's identity, through the class directory kept open: one
+// getdents and a short lookup per device on every scrape.
+func (r *Reader) List() ([]Entry, error) {
+	listed, err := r.listing.List()
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNoClass
+		}
 		return nil, err
 	}
-	out := make([]Entry, len(names))
-	for i, name := range names {
-		id, ok, _ := hostfs.IdentityOf(sys, ClassDir+"/"+name)
-		out[i] = Entry{Name: name, ID: id, HasID: ok}
+	out := make([]Entry, 0, len(listed))
+	for _, e := range listed {
+		if r.keep == nil || r.keep(e.Name) {
+			out = append(out, Entry{Name: e.Name, ID: e.ID, HasID: e.HasID})
+		}
 	}
 	return out, nil
 }

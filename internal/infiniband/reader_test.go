@@ -64,23 +64,9 @@ func TestReaderDeviceChanges(t *testing.T) {
 	if err != nil || len(c.Devices) != 2 {
 		t.Fatalf("%v, %d devices", err, len(c.Devices))
 	}
-	// Re-register mlx5_0 with new firmware: its directory is replaced.
-	link := filepath.Join(root, "sys", ClassDir, "mlx5_0")
-	target, err := filepath.EvalSymlinks(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	moved := target + ".new"
-	if out, err := exec.Command("cp", "-a", target, moved).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v %s", err, out)
-	}
-	if err := os.WriteFile(filepath.Join(moved, "fw_ver"), []byte("20.99.9999\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(target); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(moved, target); err != nil {
+	// Re-register mlx5_0 with new firmware: a new link and directory.
+	dir := hostfstest.Reregister(t, filepath.Join(root, "sys"), "mlx5_0")
+	if err := os.WriteFile(filepath.Join(dir, "fw_ver"), []byte("20.99.9999\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(root, "sys", ClassDir, "mlx5_1")); err != nil {

@@ -45,3 +45,36 @@ func CopyTree(tb testing.TB, src, dst string) {
 		tb.Fatal(err)
 	}
 }
+
+// Reregister does to a copied host tree what the kernel does when it
+// re-registers an RDMA device (driver reload, firmware reset): device_del
+// removes its class link and its directory, device_add makes both anew.
+// Here the new ones are made before the old ones go, so that the file
+// system cannot hand them the old inodes. It returns the new directory, a
+// copy of the old one.
+func Reregister(tb testing.TB, sys, device string) string {
+	tb.Helper()
+	link := filepath.Join(sys, "class/infiniband", device)
+	rel, err := os.Readlink(link)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		tb.Fatal(err)
+	}
+	CopyTree(tb, dir+".old", dir)
+	if err := os.Symlink(rel, link+".new"); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(link+".new", link); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.RemoveAll(dir + ".old"); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
