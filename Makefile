@@ -96,6 +96,10 @@ image: build
 # SIDEBYSIDE_FLAGS='-rdma-doctor ./rdma_doctor -scrapes 300'. BENCH_RAW,
 # if set, is a directory that keeps the raw outputs (bench.txt, load.txt,
 # sidebyside.json) from which perfreport can rewrite the page.
+# YUUKI_EXPORTER, if set, is a yuuki/rdma_exporter binary measured in the
+# same loop (it is not on the Go module proxy: go build it from a checkout
+# of github.com/yuuki/rdma_exporter; docs/performance.md says which).
+YUUKI_EXPORTER   ?=
 BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose ./internal/portwatch
 LOAD_REQUESTS    ?= 20000
 SIDEBYSIDE_FLAGS ?=
@@ -106,7 +110,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(BENCH_PKGS) | tee $$d/bench.txt; \
 	RDMA_DOCTOR_LOAD_REQUESTS=$(LOAD_REQUESTS) RDMA_DOCTOR_PERF_OUT=$$d/load.txt \
 		$(GO) test -count=1 -run '^TestLoad$$' -v ./e2e; \
-	$(GO) run ./tools/sidebyside $(SIDEBYSIDE_FLAGS) -o $$d/sidebyside.json; \
+	$(GO) run ./tools/sidebyside $(if $(YUUKI_EXPORTER),-yuuki-exporter $(YUUKI_EXPORTER)) $(SIDEBYSIDE_FLAGS) -o $$d/sidebyside.json; \
 	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -sidebyside $$d/sidebyside.json -o docs/performance.md; \
 	if [ -n "$(BENCH_RAW)" ]; then mkdir -p "$(BENCH_RAW)" && cp $$d/bench.txt $$d/load.txt $$d/sidebyside.json "$(BENCH_RAW)"/; fi; \
 	echo "wrote docs/performance.md"

@@ -134,3 +134,35 @@ func TestSideBySideFloors(t *testing.T) {
 		t.Errorf("the slow run has no floors and no row:\n%s", out)
 	}
 }
+
+// With yuuki/rdma_exporter measured, its table gives rdma_doctor's ratios
+// to it, and the RSS goal compares with its RSS measured in the same run
+// instead of the figure.
+func TestSideBySideYuuki(t *testing.T) {
+	yk := func(rd, y int64) sbsRepeat {
+		return sbsRepeat{RD: sbsresult.Stats{MedianNS: rd, CPUNS: rd}, NE: sbsresult.Stats{MedianNS: 10, CPUNS: 10},
+			Floor: sbsresult.Stats{MedianNS: 1}, Yuuki: &sbsresult.Stats{MedianNS: y, CPUNS: y}}
+	}
+	s := &sideBySide{Yuuki: "yuuki/rdma_exporter v0.7.1", RSSAfter: 1000, Runs: []sbsRun{
+		{Host: "dgx-h100", Devices: 9, Config: "default", RSSRD: 20 << 20, RSSNE: 20 << 20, RSSYuuki: 15 << 20,
+			RSSScrapes: 1000, SamplesYuuki: 486, Repeats: []sbsRepeat{yk(2, 10), yk(3, 10)}},
+		{Host: "dgx-h100", Devices: 9, Config: "infiniband", Repeats: []sbsRepeat{{RD: sbsresult.Stats{MedianNS: 1, CPUNS: 1}, NE: sbsresult.Stats{MedianNS: 2, CPUNS: 2}}}},
+	}}
+	var sb strings.Builder
+	writeSideBySide(&sb, s)
+	out := sb.String()
+	for _, want := range []string{
+		"Against **yuuki/rdma_exporter v0.7.1**",
+		"It answers uncompressed",
+		"| dgx-h100 | 9 | default | page cache | 0.20–0.30× | 0.20–0.30× | 0s | 486 | 15.0 MiB |",
+		"| RSS after 1000 scrapes | 20.0 MiB | – | ≤ yuuki/rdma_exporter's (measured here: 15.0 MiB) | no |",
+		"raw floor, yuuki/rdma_exporter, pread floor",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "| dgx-h100 | 9 | infiniband | page cache |") != 0 {
+		t.Error("a run without yuuki/rdma_exporter has a row in its table")
+	}
+}

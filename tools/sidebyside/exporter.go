@@ -225,6 +225,16 @@ func nodeExporter(bin string) exporterSpec {
 	}}
 }
 
+// yuukiExporter runs yuuki/rdma_exporter as its users do, with its
+// defaults: its sysfs collector, and its ethtool and RDMA netlink ones,
+// which find nothing of a fixture tree on this machine (the netdevs are
+// not here, nor is NETLINK_RDMA) and say so once in its log.
+func yuukiExporter(bin string) exporterSpec {
+	return exporterSpec{name: "yuuki_rdma_exporter", bin: bin, args: func(root string, port int) []string {
+		return []string{"-sysfs-root", root + "/sys", "-listen-address", "127.0.0.1:" + strconv.Itoa(port), "-log-level", "error"}
+	}}
+}
+
 // running is a started exporter and its scrape target.
 type running struct {
 	proc   *process

@@ -40,6 +40,7 @@ import (
 
 type options struct {
 	rdmaDoctor, nodeExporter, neVersion, cache string
+	yuuki                                      string
 	fixtures, template, templateDevice         string
 	hosts, configs, slowHosts                  []string
 	scrapes, warmup, repeats, rssAfter         int
@@ -51,6 +52,7 @@ func parseFlags() options {
 	var o options
 	flag.StringVar(&o.rdmaDoctor, "rdma-doctor", "", "rdma_doctor binary to measure (default: build ./cmd/rdma_doctor)")
 	flag.StringVar(&o.nodeExporter, "node-exporter", "", "node_exporter binary (default: go install the pinned version into -cache)")
+	flag.StringVar(&o.yuuki, "yuuki-exporter", "", "yuuki/rdma_exporter binary, measured in the same loop with its defaults (it is not on the Go module proxy: go build it from a checkout of github.com/yuuki/rdma_exporter; empty: skipped)")
 	flag.StringVar(&o.neVersion, "node-exporter-version", "v1.10.1", "node_exporter version to install")
 	flag.StringVar(&o.cache, "cache", defaultCache(), "where node_exporter is installed, outside the repository")
 	flag.StringVar(&o.fixtures, "fixtures", "fixtures/hosts", "fixture hosts directory")
@@ -129,7 +131,9 @@ func run(o options) error {
 		return err
 	}
 	res := newResults(o, bins)
-	fmt.Println("sidebyside: yuuki/rdma_exporter is not on the Go module proxy: skipped")
+	for _, sk := range res.Skipped {
+		fmt.Println("sidebyside: skipped:", sk)
+	}
 	for _, h := range o.hosts {
 		runs, err := measureHost(o, bins, work, h)
 		if err != nil {
@@ -173,11 +177,13 @@ func printFloorList(root string) error {
 // binaries are the programs a run starts.
 type binaries struct {
 	rdmaDoctor, nodeExporter, bareExporter, slowfs string
+	// yuuki is yuuki/rdma_exporter; "": not measured.
+	yuuki string
 }
 
 // prepare builds or finds rdma_doctor, node_exporter and slowfs.
 func prepare(o options, work string) (binaries, error) {
-	b := binaries{rdmaDoctor: o.rdmaDoctor, nodeExporter: o.nodeExporter}
+	b := binaries{rdmaDoctor: o.rdmaDoctor, nodeExporter: o.nodeExporter, yuuki: o.yuuki}
 	if b.rdmaDoctor == "" {
 		b.rdmaDoctor = filepath.Join(work, "rdma_doctor")
 		// The revision goes into --version, and so into the report.
@@ -206,7 +212,10 @@ func prepare(o options, work string) (binaries, error) {
 			return b, err
 		}
 	}
-	for _, p := range []*string{&b.rdmaDoctor, &b.nodeExporter} {
+	for _, p := range []*string{&b.rdmaDoctor, &b.nodeExporter, &b.yuuki} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return b, err

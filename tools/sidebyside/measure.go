@@ -31,11 +31,32 @@ func newResults(o options, b binaries) *results {
 		Machine:      thisMachine(),
 		RDMADoctor:   version(b.rdmaDoctor),
 		NodeExporter: neVersion(o, b),
-		Skipped:      []string{"yuuki/rdma_exporter: not on the Go module proxy (go install cannot fetch it)"},
+		Yuuki:        yuukiVersion(b),
+		Skipped:      skipped(b),
 		Scrapes:      o.scrapes, Warmup: o.warmup, Repeats: o.repeats, RSSAfter: o.rssAfter,
 		SlowDelays: "counters/ 50µs per file, hw_counters/ 1ms per directory refresh (10ms window), 5µs otherwise",
 		SlowGap:    o.slowGap.String(),
 	}
+}
+
+// skipped says what a run leaves out and why.
+func skipped(b binaries) []string {
+	if b.yuuki != "" {
+		return nil
+	}
+	return []string{"yuuki/rdma_exporter: no -yuuki-exporter binary (it is not on the Go module proxy, so go install cannot fetch it; docs/performance.md says how to build it)"}
+}
+
+// yuukiVersion names yuuki/rdma_exporter's binary ("" when not measured).
+func yuukiVersion(b binaries) string {
+	if b.yuuki == "" {
+		return ""
+	}
+	v := version(b.yuuki) // "rdma_exporter v0.7.1"
+	if rest, ok := strings.CutPrefix(v, "rdma_exporter"); ok {
+		return "yuuki/rdma_exporter" + rest
+	}
+	return strings.TrimSpace("yuuki/rdma_exporter " + v)
 }
 
 // rerunCommand is the command line that reruns this measurement: the
@@ -95,6 +116,28 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 		gap = o.slowGap
 	}
 	cs := contenders(rd.target, ne.target, floor, gap)
+	// What the RSS top-up scrapes: the exporters, not the floors.
+	exporters := cs[:2:2]
+	var yk *running
+	if b.yuuki != "" {
+		if yk, err = yuukiExporter(b.yuuki).start(root, work); err != nil {
+			return r, err
+		}
+		defer stopBoth(&err, yk)
+		e, err := yk.target.inspect()
+		if err != nil {
+			return r, err
+		}
+		if e.samples == 0 {
+			return r, fmt.Errorf("%s answered no samples", yk.target.name)
+		}
+		// It answers as it answers Prometheus: uncompressed, where it
+		// does not negotiate gzip.
+		r.SamplesYuuki, r.GzipYuuki = e.samples, e.gzipped
+		c := scrapeContender(yk.target, gap, func(p *repeat, s stats) { p.Yuuki = &s })
+		cs = append(cs, c)
+		exporters = append(exporters, c)
+	}
 	if !slow {
 		// The floors under rdma_doctor's own work: reading each file once
 		// on a kept descriptor, and serving its exposition over net/http.
@@ -123,6 +166,11 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 		fmt.Printf("sidebyside: %s: repeat %d: wall %s / %s = %.2f, CPU %s / %s = %.2f, floor %s\n", label, i+1,
 			dur(rep.RD.MedianNS), dur(rep.NE.MedianNS), ratio(rep.RD.MedianNS, rep.NE.MedianNS),
 			dur(rep.RD.CPUNS), dur(rep.NE.CPUNS), ratio(rep.RD.CPUNS, rep.NE.CPUNS), dur(rep.Floor.MedianNS))
+		if rep.Yuuki != nil {
+			fmt.Printf("sidebyside: %s: repeat %d: against yuuki/rdma_exporter: wall %s / %s = %.2f, CPU %s / %s = %.2f\n", label, i+1,
+				dur(rep.RD.MedianNS), dur(rep.Yuuki.MedianNS), ratio(rep.RD.MedianNS, rep.Yuuki.MedianNS),
+				dur(rep.RD.CPUNS), dur(rep.Yuuki.CPUNS), ratio(rep.RD.CPUNS, rep.Yuuki.CPUNS))
+		}
 		if rep.PreadFloor != nil && rep.HTTPFloor != nil {
 			fmt.Printf("sidebyside: %s: repeat %d: CPU of the floors: pread %s + HTTP %s = %.2f of node_exporter's\n", label, i+1,
 				dur(rep.PreadFloor.CPUNS), dur(rep.HTTPFloor.CPUNS), ratio(rep.PreadFloor.CPUNS+rep.HTTPFloor.CPUNS, rep.NE.CPUNS))
@@ -134,7 +182,7 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 	done := o.warmup + o.repeats*o.scrapes
 	r.RSSScrapes = done
 	if !slow {
-		if err := loop(cs[:2], o.rssAfter-done); err != nil {
+		if err := loop(exporters, o.rssAfter-done); err != nil {
 			return r, err
 		}
 		r.RSSScrapes = max(done, o.rssAfter)
@@ -145,7 +193,21 @@ func measure(o options, b binaries, work, host, root, config string, slow bool, 
 	if r.RSSNE, err = procRSS(ne.target.pid); err != nil {
 		return r, err
 	}
+	if yk != nil {
+		if r.RSSYuuki, err = procRSS(yk.target.pid); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// check says whether an exposition is what the loop must time: gzip, with
+// samples.
+func (e exposition) check(t *target) error {
+	if !e.gzipped || e.samples == 0 {
+		return fmt.Errorf("%s answered gzip=%v with %d samples", t.name, e.gzipped, e.samples)
+	}
+	return nil
 }
 
 func stopBoth(err *error, x *running) {
@@ -163,8 +225,8 @@ func inspect(r *runResult, rd, ne *target) error {
 		if err != nil {
 			return err
 		}
-		if !e.gzipped || e.samples == 0 {
-			return fmt.Errorf("%s answered gzip=%v with %d samples", t.name, e.gzipped, e.samples)
+		if err := e.check(t); err != nil {
+			return err
 		}
 		if t == rd {
 			r.SamplesRD, r.FailedRD, r.ContentType = e.samples, e.failed, e.contentType

@@ -27,8 +27,9 @@ func httpFloor(bin, body, contentType string) exporterSpec {
 	}}
 }
 
-// measureMemory runs rdma_doctor (its default collectors), node_exporter
-// and the bare client_golang exporter at once on root, scrapes each n
+// measureMemory runs rdma_doctor (its default collectors), node_exporter,
+// the bare client_golang exporter and yuuki/rdma_exporter (when given) at
+// once on root, scrapes each n
 // times interleaved, and reads where their resident memory lies: anonymous
 // (heap, stacks) or file-backed (the binary's pages). The file-backed part
 // follows from the binary's size and the kernel's page cache (how much of
@@ -36,6 +37,9 @@ func httpFloor(bin, body, contentType string) exporterSpec {
 // exporter shows the least a client_golang exporter has of each here.
 func measureMemory(b binaries, work, host, root string, n int) ([]sbsresult.Memory, error) {
 	specs := []exporterSpec{rdmaDoctor(b.rdmaDoctor, false), nodeExporter(b.nodeExporter), bareExporter(b.bareExporter)}
+	if b.yuuki != "" {
+		specs = append(specs, yuukiExporter(b.yuuki))
+	}
 	var cs []*contender
 	var pids []int
 	var out []sbsresult.Memory

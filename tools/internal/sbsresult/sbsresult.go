@@ -8,20 +8,23 @@ package sbsresult
 
 // Results is one side-by-side run.
 type Results struct {
-	Date         string   `json:"date"`
-	Command      string   `json:"command"`
-	Machine      Machine  `json:"machine"`
-	RDMADoctor   string   `json:"rdma_doctor"`
-	NodeExporter string   `json:"node_exporter"`
-	Skipped      []string `json:"skipped"`
-	Scrapes      int      `json:"scrapes"`
-	Warmup       int      `json:"warmup"`
-	Repeats      int      `json:"repeats"`
-	RSSAfter     int      `json:"rss_after"`
-	SlowDelays   string   `json:"slow_delays"`
-	SlowGap      string   `json:"slow_gap"`
-	Runs         []Run    `json:"runs"`
-	Memory       []Memory `json:"memory,omitempty"`
+	Date         string  `json:"date"`
+	Command      string  `json:"command"`
+	Machine      Machine `json:"machine"`
+	RDMADoctor   string  `json:"rdma_doctor"`
+	NodeExporter string  `json:"node_exporter"`
+	// Yuuki is yuuki/rdma_exporter's version line, when it was measured
+	// (its binary given: it is not on the Go module proxy).
+	Yuuki      string   `json:"yuuki_rdma_exporter,omitempty"`
+	Skipped    []string `json:"skipped"`
+	Scrapes    int      `json:"scrapes"`
+	Warmup     int      `json:"warmup"`
+	Repeats    int      `json:"repeats"`
+	RSSAfter   int      `json:"rss_after"`
+	SlowDelays string   `json:"slow_delays"`
+	SlowGap    string   `json:"slow_gap"`
+	Runs       []Run    `json:"runs"`
+	Memory     []Memory `json:"memory,omitempty"`
 }
 
 // Memory is where one exporter's resident memory lies, read from
@@ -69,23 +72,31 @@ type Repeat struct {
 	// making it.
 	PreadFloor *Stats `json:"pread_floor,omitempty"`
 	HTTPFloor  *Stats `json:"http_floor,omitempty"`
+	// Yuuki is yuuki/rdma_exporter with its defaults on the same tree,
+	// in the same loop (nil when not measured).
+	Yuuki *Stats `json:"yuuki_rdma_exporter,omitempty"`
 }
 
 // Run is one host, one rdma_doctor configuration, page cache or slow
 // sysfs.
 type Run struct {
-	Host        string   `json:"host"`
-	Devices     int      `json:"devices"`
-	Ports       int      `json:"ports"`
-	FloorFiles  int      `json:"floor_files"`
-	Config      string   `json:"config"`
-	Slow        bool     `json:"slow"`
-	Repeats     []Repeat `json:"repeats"`
-	RSSRD       uint64   `json:"rss_rdma_doctor"`
-	RSSNE       uint64   `json:"rss_node_exporter"`
-	RSSScrapes  int      `json:"rss_scrapes"`
-	SamplesRD   int      `json:"samples_rdma_doctor"`
-	SamplesNE   int      `json:"samples_node_exporter"`
+	Host         string   `json:"host"`
+	Devices      int      `json:"devices"`
+	Ports        int      `json:"ports"`
+	FloorFiles   int      `json:"floor_files"`
+	Config       string   `json:"config"`
+	Slow         bool     `json:"slow"`
+	Repeats      []Repeat `json:"repeats"`
+	RSSRD        uint64   `json:"rss_rdma_doctor"`
+	RSSNE        uint64   `json:"rss_node_exporter"`
+	RSSYuuki     uint64   `json:"rss_yuuki_rdma_exporter,omitempty"`
+	RSSScrapes   int      `json:"rss_scrapes"`
+	SamplesRD    int      `json:"samples_rdma_doctor"`
+	SamplesNE    int      `json:"samples_node_exporter"`
+	SamplesYuuki int      `json:"samples_yuuki_rdma_exporter,omitempty"`
+	// GzipYuuki is whether yuuki/rdma_exporter answered the scrape's
+	// Accept-Encoding: gzip with gzip.
+	GzipYuuki   bool     `json:"gzip_yuuki_rdma_exporter,omitempty"`
 	FailedRD    []string `json:"failed_rdma_doctor,omitempty"`
 	FailedNE    []string `json:"failed_node_exporter,omitempty"`
 	ContentType string   `json:"content_type"`
