@@ -53,17 +53,22 @@ func wallRatio(p sbsRepeat) (float64, float64) { return float64(p.RD.MedianNS), 
 // yuukiWallRatio and yuukiCPURatio are rdma_doctor against
 // yuuki/rdma_exporter; 0 where it was not measured.
 func yuukiWallRatio(p sbsRepeat) (float64, float64) {
-	if p.Yuuki == nil {
-		return 0, 0
-	}
-	return float64(p.RD.MedianNS), float64(p.Yuuki.MedianNS)
+	y := yuukiOf(p)
+	return float64(p.RD.MedianNS), float64(y.MedianNS)
 }
 
 func yuukiCPURatio(p sbsRepeat) (float64, float64) {
+	y := yuukiOf(p)
+	return float64(p.RD.CPUNS), float64(y.CPUNS)
+}
+
+// yuukiOf is the repeat's yuuki/rdma_exporter figures, zero where it was
+// not measured (a zero denominator: no ratio).
+func yuukiOf(p sbsRepeat) sbsresult.Stats {
 	if p.Yuuki == nil {
-		return 0, 0
+		return sbsresult.Stats{}
 	}
-	return float64(p.RD.CPUNS), float64(p.Yuuki.CPUNS)
+	return *p.Yuuki
 }
 func cpuRatio(p sbsRepeat) (float64, float64) { return float64(p.RD.CPUNS), float64(p.NE.CPUNS) }
 func floorRatio(p sbsRepeat) (float64, float64) {
@@ -288,12 +293,7 @@ func writeSBSYuuki(p func(string, ...any), s *sideBySide) {
 		if r.RSSYuuki == 0 {
 			rss = "–"
 		}
-		yCPU := runMedian(r, func(x sbsRepeat) float64 {
-			if x.Yuuki == nil {
-				return 0
-			}
-			return float64(x.Yuuki.CPUNS)
-		})
+		yCPU := runMedian(r, func(x sbsRepeat) float64 { return float64(yuukiOf(x).CPUNS) })
 		rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %d | %s |\n", r.Host, r.Devices, r.Config, sysfs,
 			runRatios(r, yuukiWallRatio), runRatios(r, yuukiCPURatio), ms(yCPU), r.SamplesYuuki, rss))
 	}
