@@ -142,7 +142,8 @@ var (
 	refusedDesc    = expo.NewDesc("rdma_host_reads_refused_total", "rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.")
 	suppressedDesc = expo.NewDesc("rdma_scrape_error_logs_suppressed_total",
 		"rdma_doctor: collector errors logged at debug level only, because the same message was logged at warning level before (each distinct error is logged once).")
-	ageDesc = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", "source")
+	liveDesc = expo.NewDesc("rdma_host_live_kernel", "rdma_doctor: 1 when the tree read is the running kernel's and the live-kernel sources (rdma_netlink, devlink, RoCE PFC/trust/pause) are asked, 0 when they are off; reason says why (--host.live).", "reason")
+	ageDesc  = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", "source")
 )
 
 // Bind returns a prometheus.Collector that scrapes under ctx, whose deadline
@@ -155,7 +156,7 @@ type bound struct {
 }
 
 func (b bound) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, refusedAttrsDesc, ageDesc, stuckDesc, refusedDesc, suppressedDesc} {
+	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, refusedAttrsDesc, ageDesc, liveDesc, stuckDesc, refusedDesc, suppressedDesc} {
 		ch <- d.Prometheus()
 	}
 }
@@ -305,12 +306,14 @@ wait:
 		parts = append(parts, a.status(r.out.ms, name, r.err, r.duration))
 	}
 	ages := a.host.Ages()
-	own := make([]prometheus.Metric, 0, len(ages)+3)
+	own := make([]prometheus.Metric, 0, len(ages)+4)
 	for source, age := range ages {
 		own = append(own, expo.Gauge(ageDesc, age.Seconds(), source))
 	}
+	live := a.host.Live()
 	st := a.host.FS().ReadStats()
 	own = append(own,
+		expo.Gauge(liveDesc, b2f(live.On), live.Reason),
 		expo.Gauge(stuckDesc, float64(st.Stuck)),
 		expo.Counter(refusedDesc, float64(st.Refused)),
 		expo.Counter(suppressedDesc, float64(a.errLog.suppressed.Load())))

@@ -21,7 +21,9 @@ import (
 const netdevChildEnv = "RDMA_DOCTOR_E2E_NETDEV_CHILD"
 
 // TestNetdevLive runs the binary the way it runs on a host: --path.sysfs is
-// the live /sys, so the netdev collector takes the rdmamap path, and the
+// /sys, taken as the live kernel's (--host.live=true: the fixture bound
+// there is no sysfs mount, which auto would see), so the netdev collector
+// takes the rdmamap path, and the
 // ethtool ioctl reaches real kernel netdevs. It does so in a private user,
 // mount and network namespace: a copy of the roce-cx6dx fixture is bind
 // mounted over /sys, and a veth pair named like that host's two RoCE
@@ -184,7 +186,7 @@ func netdevLiveChild(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cmd := exec.Command(os.Getenv("RDMA_DOCTOR_BIN"), "--web.listen-address="+addr, "--path.procfs="+filepath.Join(root, "proc"),
-		"--collector.netdev.ethtool-stats=peer_ifindex", "--collector.netdev.module-eeprom", "--log.level=debug")
+		"--collector.netdev.ethtool-stats=peer_ifindex", "--collector.netdev.module-eeprom", "--log.level=debug", "--host.live=true")
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

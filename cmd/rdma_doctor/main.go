@@ -94,6 +94,8 @@ func run(args []string) int {
 	app.Flag("path.rootfs", "Root of the host file system: sys, proc, etc are read below it.").Default("/").StringVar(&paths.Rootfs)
 	app.Flag("path.sysfs", "sysfs mount point (default: <path.rootfs>/sys).").PlaceHolder("DIR").StringVar(&paths.Sysfs)
 	app.Flag("path.procfs", "procfs mount point (default: <path.rootfs>/proc).").PlaceHolder("DIR").StringVar(&paths.Procfs)
+	liveMode := app.Flag("host.live", "Whether the tree read is the running kernel's, so netlink, devlink and ethtool may be asked about it (rdma_netlink, devlink, RoCE PFC/trust/pause): auto decides from what the sysfs tree is (a sysfs mount in the process's network namespace), not from its path; true or false overrides.").
+		Default(string(host.LiveAuto)).Enum(host.LiveModes...)
 	promslogConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, promslogConfig)
 	collectors := collector.AddFlags(app)
@@ -135,7 +137,7 @@ func run(args []string) int {
 	if err != nil {
 		return fatal(err)
 	}
-	opts, err := hostOptions(resolved, cfg, collectors)
+	opts, err := hostOptions(resolved, host.LiveMode(*liveMode), cfg, collectors)
 	if err != nil {
 		return fatal(err)
 	}
@@ -147,8 +149,9 @@ func run(args []string) int {
 		fmt.Printf("%s: %s are valid\n", name, what)
 		return 0
 	}
+	logger.Debug("live kernel", "on", opts.Live.On, "reason", opts.Live.Reason, "detail", opts.Live.Detail)
 	if opts.Mapper != nil {
-		logger.Debug("sysfs is the live /sys: RDMA device and character device mapping through rdmamap")
+		logger.Debug("/sys is the live sysfs: RDMA device and character device mapping through rdmamap")
 	}
 	if *configFile != "" {
 		logger.Debug("config file", "path", *configFile)
@@ -162,9 +165,10 @@ func run(args []string) int {
 
 // hostOptions are the host options of the flags and the config file:
 // which devices every source reads, the memlock processes, the opensm.conf
-// override, the ethtool query, and how long slow host state is reused
-// (the diagnose interval, so the sampler finds it fresh).
-func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (host.Options, error) {
+// override, the ethtool query, whether the running kernel is asked about
+// the tree (--host.live), and how long slow host state is reused (the
+// diagnose interval, so the sampler finds it fresh).
+func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *collector.Flags) (host.Options, error) {
 	devices, err := f.Devices()
 	if err != nil {
 		return host.Options{}, err
@@ -180,12 +184,17 @@ func hostOptions(paths hostfs.Paths, cfg *config.Config, f *collector.Flags) (ho
 		OpenSMConfig: f.SM.OpenSMConfig,
 		Ethtool:      et,
 		SlowRefresh:  cfg.Diagnose.SampleInterval(),
+		Live:         host.DetectLive(live, paths.Sysfs),
 	}
-	if host.LiveSysfs(hostfs.Dir(paths.Sysfs)) {
-		// Only the live /sys can be read by rdmamap's fixed paths.
-		opts.Mapper = netdev.LiveMapper{}
+	if opts.Live.On {
+		// rdmamap reads /sys by fixed paths: usable only where the
+		// process's own /sys is the live sysfs too (in the image it is
+		// the runtime's mount, and the host's is at /host/sys).
+		if paths.Sysfs == "/sys" || host.DetectLive(host.LiveAuto, "/sys").On {
+			opts.Mapper = netdev.LiveMapper{}
+		}
 		// Netlink answers for the running kernel: asked only when the
-		// tree read is its /sys, as the ethtool query is.
+		// tree read is its sysfs, as the ethtool query is.
 		opts.Kernel = rdmanl.Live{}
 		if f.Enabled("devlink") {
 			// So is devlink; --no-collector.devlink asks it nothing.

@@ -30,6 +30,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/goself"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
@@ -180,8 +181,15 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 		h = scrapes.Instrument(m)
 	}
 	s.Mux.Handle(metricsPath, h)
+	live := a.Host.Live()
 	a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
-		"collectors", agg.Names())
+		"collectors", agg.Names(), "live_kernel", live.On, "live_kernel_reason", live.Reason)
+	// A pod that silently lost its live-kernel collectors is what this
+	// warning explains: the tree is sysfs, but of another network
+	// namespace, or the check itself failed.
+	if !live.On && live.Reason != host.LiveReasonNotSysfs && live.Reason != host.LiveReasonOff {
+		a.Logger.Warn("live-kernel sources off", "detail", live.Detail)
+	}
 	return s, nil
 }
 

@@ -6,11 +6,8 @@ package host
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"regexp/syntax"
-
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
 // DeviceFilter selects RDMA devices by name. An excluded device is never
@@ -63,11 +60,4 @@ func (f DeviceFilter) Keep(name string) bool {
 		return f.include.MatchString(name)
 	}
 	return f.exclude == nil || !f.exclude.MatchString(name)
-}
-
-// LiveSysfs reports whether an FS reads the running kernel's /sys, the
-// only tree rdmamap (Options.Mapper) can read.
-func LiveSysfs(sys hostfs.FS) bool {
-	root, ok := hostfs.Root(sys)
-	return ok && filepath.Clean(root) == "/sys"
 }

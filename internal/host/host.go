@@ -84,6 +84,9 @@ type Options struct {
 	// Mapper answers the netdev reader's PCI and character device
 	// questions; nil reads the sysfs tree.
 	Mapper netdev.Mapper
+	// Live says whether the tree is the running kernel's (DetectLive), and
+	// why; Kernel, Devlink and Mapper are set only when it is.
+	Live Live
 	// Kernel is the running kernel's netlink, for the sources only it
 	// answers (RDMA netlink, DCB netlink and the pause ioctl); nil on a
 	// tree that is not the live /sys (a fixture host), whose netdevs and
@@ -207,6 +210,9 @@ func (h *Host) FS() hostfs.Host { return h.fs }
 
 // Options are the options the Host was made with.
 func (h *Host) Options() *Options { return &h.opts }
+
+// Live says whether the live-kernel sources are on, and why.
+func (h *Host) Live() Live { return h.opts.Live }
 
 // Keep reports whether a device is read (the device filter).
 func (h *Host) Keep(name string) bool { return h.opts.Devices.Keep(name) }
