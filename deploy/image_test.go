@@ -131,16 +131,74 @@ func unpack(t *testing.T, podman, umoci, tag string) (rootfs string, args []stri
 // in its root file system, the fixture host at /host, and scrapes it.
 func serveImage(t *testing.T, rootfs string, args []string, uid, gid int) string {
 	t.Helper()
+	return serveImageOn(t, rootfs, fixtureHost(t), "--bind", args, uid, gid)
+}
+
+// serveImageOn serves the image with host bind-mounted read-only at /host;
+// bind is "--bind", or "--rbind" to bring the mounts below host along (the
+// live root's /sys, /proc and /dev, as a runtime's -v /:/host does).
+func serveImageOn(t *testing.T, rootfs, host, bind string, args []string, uid, gid int) string {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Join(rootfs, "host"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + freePort(t)
 	// unshare -m gives the mounts private propagation; -p -f makes the
 	// server PID 1 of its own namespace; --kill-child ends it with unshare.
-	script := `mount --bind "$1" "$2/host" && mount -o remount,bind,ro "$2/host" && exec chroot --userspec="$3" "$2" "${@:4}"`
+	script := `mount "$4" "$1" "$2/host" && mount -o remount,bind,ro "$2/host" && exec chroot --userspec="$3" "$2" "${@:5}"`
 	cmd := exec.Command("unshare", append([]string{"-m", "-p", "-f", "--kill-child", "--", "bash", "-c", script, "bash",
-		fixtureHost(t), rootfs, fmt.Sprintf("%d:%d", uid, gid)}, append(args, "--web.listen-address="+addr)...)...)
+		host, rootfs, fmt.Sprintf("%d:%d", uid, gid), bind}, append(args, "--web.listen-address="+addr)...)...)
 	return serve(t, cmd, addr)
+}
+
+// liveSeries are the series of the sources only the running kernel answers
+// (and the status saying whether they are asked), from a scrape.
+func liveSeries(page string) []string {
+	var out []string
+	for _, line := range strings.Split(page, "\n") {
+		for _, family := range []string{"rdma_host_live_kernel", "rdma_netlink_requests", "rdma_devlink_requests", "rdma_roce_kernel_requests"} {
+			if strings.HasPrefix(line, family+"{") || strings.HasPrefix(line, family+" ") {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// checkLiveInImage: the image run the way it ships (--path.rootfs=/host, the
+// machine's root at /host, its own mount and PID namespaces, the host's
+// network namespace) asks the running kernel what a run on / asks it: the
+// live-kernel request series are the same, and the status says they are on.
+// Before --host.live these series were absent in every container.
+func checkLiveInImage(t *testing.T, rootfs string, args []string, uid, gid int) {
+	t.Helper()
+	image := liveSeries(serveImageOn(t, rootfs, "/", "--rbind", args, uid, gid))
+	// The same binary on /, as the same user, from a directory that user
+	// can reach (t.TempDir is the test user's alone).
+	dir, err := os.MkdirTemp("", "rdma_doctor-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b, err := os.ReadFile(filepath.Join(rootfs, "bin", "rdma_doctor"))
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "rdma_doctor"), b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + freePort(t)
+	direct := liveSeries(serve(t, exec.Command("chroot", fmt.Sprintf("--userspec=%d:%d", uid, gid), "/",
+		filepath.Join(dir, "rdma_doctor"), "--web.listen-address="+addr), addr))
+	if !slices.Contains(image, `rdma_host_live_kernel{reason="sysfs_same_netns"} 1`) {
+		t.Errorf("image on the live root: live-kernel sources not on:\n%s", strings.Join(image, "\n"))
+	}
+	if len(image) < 2 || !slices.Equal(image, direct) {
+		t.Errorf("live-kernel series in the image differ from a run on /:\nimage:\n%s\non /:\n%s", strings.Join(image, "\n"), strings.Join(direct, "\n"))
+	}
 }
 
 // checkImageConfig checks what the Dockerfiles promise: nobody, port 9873,
@@ -181,6 +239,7 @@ func TestImage(t *testing.T) {
 		t.Errorf("image root holds %v: want only bin/rdma_doctor and LICENSE", names)
 	}
 	checkServed(t, serveImage(t, rootfs, args, uid, gid))
+	checkLiveInImage(t, rootfs, args, uid, gid)
 }
 
 // debianCodename is the host's Debian release, the one mmdebstrap makes the

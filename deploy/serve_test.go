@@ -87,8 +87,11 @@ func serve(t *testing.T, cmd *exec.Cmd, addr string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed once Wait returns, so the loop below and the
+	// cleanup can both wait on it (a channel send would reach only one).
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
@@ -97,8 +100,8 @@ func serve(t *testing.T, cmd *exec.Cmd, addr string) string {
 	// Bounded: a server that does not answer within a minute has failed.
 	for deadline := time.Now().Add(time.Minute); ; {
 		select {
-		case err := <-exited:
-			t.Fatalf("%s exited: %v\n%s", cmd.Path, err, log.String())
+		case <-exited:
+			t.Fatalf("%s exited: %v\n%s", cmd.Path, waitErr, log.String())
 		default:
 		}
 		resp, err := client.Get("http://" + addr + "/metrics")
