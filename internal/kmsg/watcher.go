@@ -537,9 +537,8 @@ func (w *Watcher) Drain() {
 		}
 		w.feed(w.buf[:k], history)
 	}
-	// A round's bound reached: the rest waits for the next round, and
-	// what was read so far is not history any longer than it must be.
-	w.flush(history)
+	// A round's bound reached: the rest (and the record being assembled,
+	// whose continuation lines may follow) waits for the next round.
 }
 
 // feed splits a file's or FIFO's bytes into records: a line that begins
@@ -605,8 +604,10 @@ func (w *Watcher) record(b []byte, history bool) {
 	}
 	if w.haveSeq {
 		switch {
-		case r.Seq <= w.lastSeq && w.lastSeq-r.Seq < maxBack:
-			w.stats.Duplicates++ // read before (a reopen): counted once
+		case r.Seq <= w.lastSeq && (w.file != nil || w.lastSeq-r.Seq < maxBack):
+			// The kernel's numbers only grow within a boot: anything
+			// not above the last is a record read before.
+			w.stats.Duplicates++ // counted once
 			return
 		case r.Seq < w.lastSeq, r.Seq-w.lastSeq > maxGap:
 			w.stats.SeqResets++ // not the same sequence: count on from here
