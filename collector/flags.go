@@ -113,7 +113,8 @@ type Flags struct {
 	RDMANetlink  RDMANetlinkOptions
 	// PortWatchInterval is the port state sampler's period.
 	PortWatchInterval time.Duration
-	// KmsgInterval is how often the kernel log reader drains /dev/kmsg.
+	// KmsgInterval is how often the kernel log reader drains a regular
+	// file or FIFO in place of /dev/kmsg (the kernel's log is waited on).
 	KmsgInterval time.Duration
 }
 
@@ -196,7 +197,7 @@ func AddFlags(app *kingpin.Application) *Flags {
 		"Interval of the port state sampler (two reads per port: state and phys_state); short flaps between scrapes are seen at this resolution.").
 		Default("1s").DurationVar(&f.PortWatchInterval)
 	app.Flag("collector.kmsg.interval",
-		"How often the kernel log reader drains /dev/kmsg (non-blocking: one read when the log is quiet); events are dated at this resolution.").
+		"How often the kernel log reader drains a regular file or FIFO in place of /dev/kmsg (fixture trees); the kernel's own log is waited on through the runtime's poller, not polled.").
 		Default("250ms").DurationVar(&f.KmsgInterval)
 	app.Flag("collector.fabric.iblinkinfo-path",
 		"iblinkinfo executable (infiniband-diags), run as 'iblinkinfo --line' without a shell in the background.").

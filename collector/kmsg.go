@@ -18,6 +18,7 @@ type kmsgCollector struct {
 	events, history                                 *expo.Desc
 	reading                                         *expo.Desc
 	records, bytes, lost, overruns, unparsable, ovf *expo.Desc
+	evicted, duplicates, resets                     *expo.Desc
 }
 
 // NewKmsgCollector builds the kmsg collector; the reader is the host's
@@ -30,14 +31,20 @@ func NewKmsgCollector(Env) Collector {
 		history: desc("rdma_kernel_events_history",
 			"The same messages found in the kernel's ring buffer when rdma_doctor started (history since boot, or since the ring wrapped): not counted in rdma_kernel_events_total, so a restart never looks like new events.", el...),
 		reading: desc("rdma_kernel_log_reading",
-			"Whether the kernel log (/dev/kmsg below --path.rootfs) is read (1), or not (0) and why: reason permission (kernel.dmesg_restrict=1 and no CAP_SYSLOG), absent (no /dev/kmsg, as in a container without /dev) or error.", "reason"),
+			"Whether the kernel log (/dev/kmsg below --path.rootfs) is read (1), or not (0) and why: reason permission (kernel.dmesg_restrict=1 and no CAP_SYSLOG; retried every 5 minutes), absent (no /dev/kmsg, as in a container without /dev; not retried), not_kmsg (something other than the kernel log, character device 1:11, is there: refused, never read) or error.", "reason"),
 		records:    desc("rdma_kernel_log_records_total", "Kernel log records read, ring-buffer history included."),
 		bytes:      desc("rdma_kernel_log_read_bytes_total", "Bytes of kernel log records read."),
 		lost:       desc("rdma_kernel_log_lost_records_total", "Kernel log records overwritten in the ring buffer before rdma_doctor read them (gaps in the sequence numbers)."),
 		overruns:   desc("rdma_kernel_log_overruns_total", "Reads of /dev/kmsg answered EPIPE: the reader fell behind the ring buffer."),
 		unparsable: desc("rdma_kernel_log_unparsable_records_total", "Records or lines that are not /dev/kmsg records (left out)."),
 		ovf: desc("rdma_kernel_log_unattributed_events_total",
-			"Events counted under device \"\" because the reader already counts its bound of distinct message subjects."),
+			"Events counted under device \"\" because every slot of the reader's bound of distinct message subjects was taken by subjects as important (an RDMA device's message takes the slot of a subject that is not one: rdma_kernel_log_evicted_subjects_total)."),
+		evicted: desc("rdma_kernel_log_evicted_subjects_total",
+			"Message subjects (PCI functions, netdevs) that gave their slot up to a message about one of the host's RDMA devices when every slot was taken; their counts continue under device \"\"."),
+		duplicates: desc("rdma_kernel_log_duplicate_records_total",
+			"Kernel log records skipped because their sequence number was read already (a reopen reads the ring buffer again)."),
+		resets: desc("rdma_kernel_log_sequence_resets_total",
+			"Jumps of the kernel log's sequence number that no ring buffer explains (backwards, or by 2^32 or more: a rewritten file in place of /dev/kmsg); counting goes on from the new number."),
 	}
 }
 
@@ -59,6 +66,9 @@ func (c *kmsgCollector) Update(ctx context.Context, snap *host.Snapshot, out *si
 	counter(out, c.overruns, float64(st.Overruns))
 	counter(out, c.unparsable, float64(st.Unparsable))
 	counter(out, c.ovf, float64(st.Overflow))
+	counter(out, c.evicted, float64(st.Evicted))
+	counter(out, c.duplicates, float64(st.Duplicates))
+	counter(out, c.resets, float64(st.SeqResets))
 	seen := map[[2]string]bool{}
 	for _, e := range kl.Events {
 		seen[[2]string{e.Device, e.Event.Name}] = true

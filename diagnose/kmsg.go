@@ -21,7 +21,8 @@ func kmsgChecks(l *checkList) {
 		Reads: []Source{SourceKmsg},
 		Doc: "The server's kernel log reader (/dev/kmsg, needs CAP_SYSLOG where kernel.dmesg_restrict=1) matches the RDMA drivers' " +
 			"messages that mean trouble (firmware fatal errors and health failures, command timeouts, refused register accesses, " +
-			"PCIe power, module temperature, pulled modules, transmit timeouts, link downs, PCIe AER errors) and maps each to " +
+			"PCIe power, ASIC and module temperature, pulled modules, transmit timeouts, link downs, PCIe AER errors) of the mlx5, mlx4, " +
+			"bnxt_en/bnxt_re, ice, hns3 and cxgb4 drivers and the PCIe core, and maps each to " +
 			"its device by PCI address or netdev. A fatal event within diagnose.window (default 10m) fails, any other event in " +
 			"the window warns; older ones pass with the last one shown. Messages already in the ring buffer when rdma_doctor " +
 			"started are dated from the boot time. Target host collects messages that name no RDMA device.",
@@ -120,7 +121,7 @@ func kernelFinding(target string, evs []host.KernelEvent, now time.Time, window 
 		f.Evidence += fmt.Sprintf("; and %d more event(s)", len(js)-maxKernelEvidence)
 	}
 	if worst != nil {
-		remedy := worst.Event.Remedy
+		remedy := kmsg.RemedyFor(worst.Event, worst.Family)
 		if pci != "" {
 			remedy = strings.ReplaceAll(remedy, "<pci>", pci)
 		}

@@ -25,10 +25,13 @@ func TestKernelEvents(t *testing.T) {
 	s := &Snapshot{Time: now, KernelLogWatched: true,
 		IB: &infiniband.Class{Devices: []infiniband.Device{
 			{Name: "mlx5_0", PCIAddress: "0000:61:00.0"}, {Name: "mlx5_1"}, {Name: "mlx5_2"}, {Name: "mlx5_3"},
+			{Name: "bnxt_re0", PCIAddress: "0000:19:00.0"},
 		}},
 		KernelLog: &host.KernelLog{Status: kmsg.Status{Reading: true}, Events: []host.KernelEvent{
-			{Device: "mlx5_0", Event: ev("cmd_timeout"), Live: 2, HasLast: true,
+			{Device: "mlx5_0", Event: ev("cmd_timeout"), Family: kmsg.FamilyMLX5, Live: 2, HasLast: true,
 				Last: last("mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource", now.Add(-time.Minute))},
+			{Device: "bnxt_re0", Event: ev("cmd_timeout"), Family: kmsg.FamilyBNXT, Live: 1, HasLast: true,
+				Last: last("bnxt_en 0000:19:00.0: QPLIB: cmdq[0x41d]=0x3 timedout (20000)msec", now.Add(-time.Minute))},
 			{Device: "mlx5_1", Event: ev("module_unplugged"), Live: 1, HasLast: true, Last: last("unplugged", now.Add(-time.Minute))},
 			{Device: "mlx5_2", Event: ev("fw_fatal_error"), History: 1, HasLast: true, Last: last("old fatal", now.Add(-time.Hour))},
 			{Device: "", Event: ev("access_reg_failed"), Live: 40, HasLast: true, Last: last("ACCESS_REG", now)},
@@ -44,6 +47,11 @@ func TestKernelEvents(t *testing.T) {
 	if f := got["mlx5_0"]; f.Severity != Fail || !strings.Contains(f.Remedy, "mlxfwreset -d 0000:61:00.0 reset") ||
 		!strings.Contains(f.Evidence, "Will cause a leak") || !strings.Contains(f.Observed, "cmd_timeout (fatal) 2 time(s) since rdma_doctor started") {
 		t.Errorf("mlx5_0: %+v", f)
+	}
+	// Another vendor's device gets its own driver's remedy, never an
+	// NVIDIA tool.
+	if f := got["bnxt_re0"]; f.Severity != Fail || !strings.Contains(f.Remedy, "bnxt_re") || strings.Contains(f.Remedy, "mlx") {
+		t.Errorf("bnxt_re0: %+v", f)
 	}
 	if f := got["mlx5_1"]; f.Severity != Warn {
 		t.Errorf("mlx5_1: %+v", f)

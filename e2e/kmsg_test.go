@@ -196,3 +196,39 @@ func pciFunction(t *testing.T, root, device string) string {
 	}
 	return filepath.Base(filepath.Dir(filepath.Dir(link)))
 }
+
+// TestKernelLogSlotsKeepDevices is issue 27's reproduction: 700 messages
+// about other PCI functions (real lines of internal/kmsg's testdata on
+// addresses no RDMA device has: 600 mlx5 link downs of functions the host
+// does not map, as VFs with renamed netdevs, then 100 corrected AER
+// errors) fill the reader's slots before 3 firmware fatal lines of
+// mlx5_0's function: all 3 are counted for mlx5_0, because the host tells
+// the reader which subjects are its RDMA devices (an mlx5 line alone
+// would not outrank the other mlx5 lines); the AER lines take no slot and
+// are never exported.
+func TestKernelLogSlotsKeepDevices(t *testing.T) {
+	root := smCopyHost(t, "cx6-hdr-fdr")
+	pci := pciFunction(t, root, "mlx5_0")
+	var b strings.Builder
+	seq := 0
+	for i := 0; i < 700; i++ {
+		seq++
+		fn := fmt.Sprintf("0000:%02x:%02x.%d", 0xe0+i/256, i%256/8, i%8)
+		if i < 600 {
+			fmt.Fprintf(&b, "6,%d,%d,-;mlx5_core %s enp%dv%d: Link down\n", seq, seq*1000, fn, i, i%8)
+		} else {
+			fmt.Fprintf(&b, "3,%d,%d,-;alx %s: AER: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Receiver ID)\n", seq, seq*1000, fn)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		seq++
+		fmt.Fprintf(&b, "3,%d,%d,-;mlx5_core %s: poll_health:817:(pid 0): Fatal error 1 detected\n", seq, seq*1000, pci)
+	}
+	smWriteFile(t, filepath.Join(root, "dev", "kmsg"), b.String())
+	e := start(t, "--path.rootfs="+root, "--collector.kmsg.interval=50ms")
+	body := smWaitFor(t, e.addr, `rdma_kernel_events_history{device="mlx5_0",event="fw_fatal_error",severity="fatal"} 3`)
+	if !hasSeries(body, `rdma_kernel_log_evicted_subjects_total 1`) || strings.Contains(body, `event="pcie_aer_corrected"`) ||
+		!hasSeries(body, `rdma_kernel_events_history{device="",event="link_down",severity="info"} 600`) {
+		t.Errorf("want one slot evicted, the 600 link downs under device \"\" and no foreign AER series:\n%s", smGrep(body, "rdma_kernel_"))
+	}
+}

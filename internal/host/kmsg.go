@@ -22,6 +22,11 @@ import (
 // single diagnosis has no "since" to count from).
 type kernelLog struct {
 	w atomic.Pointer[kmsg.Watcher]
+	// devices is the latest index of the RDMA devices, which tells the
+	// reader whose messages keep their slots (kmsg.Options.IsRDMA):
+	// built when the reader starts and renewed with every snapshot's
+	// KernelLog.
+	devices atomic.Pointer[deviceIndex]
 }
 
 // WatchKernelLog reads <rootfs>/dev/kmsg in the background until ctx ends
@@ -29,6 +34,10 @@ type kernelLog struct {
 // starts it once. It waits up to firstRoundWait for the ring buffer's
 // history, so the first scrape has it, and no longer.
 func (h *Host) WatchKernelLog(ctx context.Context, logger *slog.Logger, interval time.Duration) (*kmsg.Watcher, error) {
+	if class, _ := h.Snapshot().Class(ctx); class != nil {
+		x := newDeviceIndex(class)
+		h.kernelLog.devices.Store(&x)
+	}
 	w, err := kmsg.New(kmsg.Options{
 		Path:     filepath.Join(h.opts.Paths.Rootfs, "dev", "kmsg"),
 		Interval: interval,
@@ -36,6 +45,14 @@ func (h *Host) WatchKernelLog(ctx context.Context, logger *slog.Logger, interval
 		BootTime: h.bootTime(),
 		Logger:   logger,
 		Now:      h.now,
+		IsRDMA: func(s kmsg.Subject) bool {
+			x := h.kernelLog.devices.Load()
+			if x == nil {
+				return false
+			}
+			_, ok := x.device(s)
+			return ok
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -83,6 +100,9 @@ type KernelLog struct {
 type KernelEvent struct {
 	Device string
 	Event  kmsg.Event
+	// Family is the driver family of the messages (kmsg.RemedyFor picks
+	// the remedy by it).
+	Family kmsg.Family
 	// Live counts since rdma_doctor started, History those in the ring
 	// buffer when it started.
 	Live, History uint64
@@ -101,7 +121,11 @@ func (s *Snapshot) KernelLog(ctx context.Context) (*KernelLog, bool) {
 	}
 	r := w.Report()
 	class, _ := s.Class(ctx)
-	return mapKernelLog(r, newDeviceIndex(class)), true
+	x := newDeviceIndex(class)
+	if class != nil {
+		s.h.kernelLog.devices.Store(&x)
+	}
+	return mapKernelLog(r, x), true
 }
 
 // deviceIndex finds the RDMA device a message's subject names.
@@ -168,11 +192,17 @@ func mapKernelLog(r kmsg.Report, x deviceIndex) *KernelLog {
 		if e := get(c.Subject, c.Event); e != nil {
 			e.Live += c.Live
 			e.History += c.History
+			if e.Family == "" {
+				e.Family = c.Family
+			}
 		}
 	}
 	for _, l := range r.Last {
 		if e := get(l.Subject, l.Event); e != nil && (!e.HasLast || l.Last.After(e.Last.Last)) {
 			e.Last, e.HasLast = l, true
+			if l.Family != "" {
+				e.Family = l.Family
+			}
 		}
 	}
 	order := map[string]int{}

@@ -27,24 +27,24 @@ func TestMapKernelLog(t *testing.T) {
 		Counts: []kmsg.Count{
 			{Subject: kmsg.Subject{PCI: "0000:3b:00.0"}, Event: ev("netdev_watchdog"), Live: 1},
 			{Subject: kmsg.Subject{Netdev: "ens1f0np0"}, Event: ev("netdev_watchdog"), Live: 2, History: 1},
-			{Subject: kmsg.Subject{IBDev: "mlx5_1"}, Event: ev("cmd_timeout"), Live: 1},
+			{Subject: kmsg.Subject{IBDev: "mlx5_1"}, Event: ev("cmd_timeout"), Family: kmsg.FamilyMLX5, Live: 1},
 			{Subject: kmsg.Subject{PCI: "0000:d2:00.0"}, Event: ev("access_reg_failed"), Live: 7},
 			{Subject: kmsg.Subject{PCI: "0000:00:1d.3"}, Event: ev("pcie_aer_corrected"), Live: 9},
 			{Subject: kmsg.Subject{PCI: "0000:3b:00.1"}, Event: ev("pcie_aer_fatal"), Live: 1},
 		},
 		Last: []kmsg.Last{
 			{Subject: kmsg.Subject{PCI: "0000:3b:00.0"}, Event: ev("netdev_watchdog"), Message: "old", Last: t0},
-			{Subject: kmsg.Subject{Netdev: "ens1f0np0"}, Event: ev("netdev_watchdog"), Message: "new", Last: t0.Add(time.Second)},
+			{Subject: kmsg.Subject{Netdev: "ens1f0np0"}, Event: ev("netdev_watchdog"), Family: kmsg.FamilyBNXT, Message: "new", Last: t0.Add(time.Second)},
 		}}
 	kl := mapKernelLog(r, newDeviceIndex(class))
 	got := map[string]KernelEvent{}
 	for _, e := range kl.Events {
 		got[e.Device+"/"+e.Event.Name] = e
 	}
-	if e := got["mlx5_0/netdev_watchdog"]; e.Live != 3 || e.History != 1 || !e.HasLast || e.Last.Message != "new" {
+	if e := got["mlx5_0/netdev_watchdog"]; e.Live != 3 || e.History != 1 || !e.HasLast || e.Last.Message != "new" || e.Family != kmsg.FamilyBNXT {
 		t.Errorf("merged: %+v", e)
 	}
-	if e := got["mlx5_1/cmd_timeout"]; e.Live != 1 {
+	if e := got["mlx5_1/cmd_timeout"]; e.Live != 1 || e.Family != kmsg.FamilyMLX5 {
 		t.Errorf("by RDMA name: %+v", e)
 	}
 	if e := got["/access_reg_failed"]; e.Live != 7 {

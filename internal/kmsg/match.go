@@ -19,51 +19,88 @@ type Subject struct {
 	PCI, Netdev, IBDev string
 }
 
-// Matcher matches records against Events. It is immutable and safe for
+// Matcher matches records against Rules. It is immutable and safe for
 // concurrent use.
 type Matcher struct {
-	// byDriver lists the events to try per first word; any lists those
+	// byDriver lists the rules to try per first word; any lists those
 	// for every driver ("*").
 	byDriver map[string][]int
 	any      []int
 	patterns []*regexp.Regexp
 	netdevIx []int // the netdev group's index in each pattern, -1 for none
 	needles  [][]byte
+	event    []int // each entry's index in the events
+	family   []Family
+	rule     []int // each entry's index in the rules
 }
 
-// NewMatcher compiles events (Events in production).
-func NewMatcher(events []Event) (*Matcher, error) {
-	m := &Matcher{byDriver: map[string][]int{}, patterns: make([]*regexp.Regexp, len(events)),
-		netdevIx: make([]int, len(events)), needles: make([][]byte, len(events))}
+// NewMatcher compiles rules over events (Rules and Events in production).
+func NewMatcher(events []Event, rules []Rule) (*Matcher, error) {
+	byName := map[string]int{}
 	for i, e := range events {
-		if e.Name == "" || e.Needle == "" || len(e.Drivers) == 0 {
-			return nil, fmt.Errorf("kmsg event %d (%q): name, needle and drivers are required", i, e.Name)
+		if e.Name == "" {
+			return nil, fmt.Errorf("kmsg event %d: a name is required", i)
 		}
-		m.needles[i] = []byte(e.Needle)
-		m.netdevIx[i] = -1
-		if e.Pattern != "" {
-			re, err := regexp.Compile(e.Pattern)
-			if err != nil {
-				return nil, fmt.Errorf("kmsg event %s: %w", e.Name, err)
+		if _, dup := byName[e.Name]; dup {
+			return nil, fmt.Errorf("kmsg event %s twice", e.Name)
+		}
+		byName[e.Name] = i
+	}
+	m := &Matcher{byDriver: map[string][]int{}}
+	add := func(ri int, r Rule, fam Family, drivers []string) error {
+		e := len(m.event)
+		m.event = append(m.event, byName[r.Event])
+		m.family = append(m.family, fam)
+		m.rule = append(m.rule, ri)
+		m.needles = append(m.needles, []byte(r.Needle))
+		var re *regexp.Regexp
+		g := -1
+		if r.Pattern != "" {
+			var err error
+			if re, err = regexp.Compile(r.Pattern); err != nil {
+				return fmt.Errorf("kmsg rule %d (%s): %w", ri, r.Event, err)
 			}
-			m.patterns[i] = re
-			m.netdevIx[i] = re.SubexpIndex("netdev")
+			g = re.SubexpIndex("netdev")
 		}
-		for _, d := range e.Drivers {
+		m.patterns = append(m.patterns, re)
+		m.netdevIx = append(m.netdevIx, g)
+		for _, d := range drivers {
 			if d == "*" {
-				m.any = append(m.any, i)
+				m.any = append(m.any, e)
 			} else {
-				m.byDriver[d] = append(m.byDriver[d], i)
+				m.byDriver[d] = append(m.byDriver[d], e)
+			}
+		}
+		return nil
+	}
+	for i, r := range rules {
+		if _, ok := byName[r.Event]; !ok || r.Needle == "" || len(r.Drivers) == 0 {
+			return nil, fmt.Errorf("kmsg rule %d (%q): a known event, a needle and drivers are required", i, r.Event)
+		}
+		if r.Family != "" {
+			if err := add(i, r, r.Family, r.Drivers); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// One entry per driver, each with the driver's family.
+		for _, d := range r.Drivers {
+			fam, ok := DriverFamilies[d]
+			if !ok {
+				return nil, fmt.Errorf("kmsg rule %d (%s): no family for driver %q", i, r.Event, d)
+			}
+			if err := add(i, r, fam, []string{d}); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return m, nil
 }
 
-// Match returns the index in the events of the first one msg matches and
-// the subject msg names, or -1. Most kernel lines are another driver's:
+// Match returns the entry of the first rule msg matches (Event, Family
+// and Rule say more of it) and the subject msg names, or -1. Most kernel lines are another driver's:
 // they cost a map lookup of their first word and the needle searches of
-// the any-driver events.
+// the any-driver rules.
 func (m *Matcher) Match(msg []byte) (int, Subject) {
 	word := msg
 	if i := bytes.IndexAny(msg, " :"); i >= 0 {
@@ -77,6 +114,15 @@ func (m *Matcher) Match(msg []byte) (int, Subject) {
 	}
 	return -1, Subject{}
 }
+
+// Event is the index in the events of entry ix's event.
+func (m *Matcher) Event(ix int) int { return m.event[ix] }
+
+// Family is entry ix's driver family.
+func (m *Matcher) Family(ix int) Family { return m.family[ix] }
+
+// Rule is the index in the rules of entry ix.
+func (m *Matcher) Rule(ix int) int { return m.rule[ix] }
 
 func (m *Matcher) try(cands []int, msg []byte) int {
 	for _, i := range cands {

@@ -59,7 +59,7 @@ func subjectString(s Subject) string {
 // its event and the subject it names; the lines that mean nothing match
 // nothing.
 func TestRecordedMessages(t *testing.T) {
-	m, err := NewMatcher(Events)
+	m, err := NewMatcher(Events, Rules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestRecordedMessages(t *testing.T) {
 		ix, subj := m.Match([]byte(r.msg))
 		got := "-"
 		if ix >= 0 {
-			got = Events[ix].Name
+			got = Events[m.Event(ix)].Name
 		}
 		if got != r.event {
 			t.Errorf("recorded.txt:%d: %q matched %s, want %s", r.line, r.msg, got, r.event)
@@ -79,12 +79,26 @@ func TestRecordedMessages(t *testing.T) {
 	}
 }
 
-// TestEveryEventRecorded: no row of the table without a recorded real
-// message that matches it, and no two rows with one name.
-func TestEveryEventRecorded(t *testing.T) {
-	have := map[string]bool{}
+// TestEveryRuleRecorded: no rule without a recorded real message that
+// it matches, no event without a rule, no two events with one name, and
+// no family remedy that names another vendor's tool.
+func TestEveryRuleRecorded(t *testing.T) {
+	m, err := NewMatcher(Events, Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matched := map[int]bool{}
 	for _, r := range loadRecorded(t) {
-		have[r.event] = true
+		if ix, _ := m.Match([]byte(r.msg)); ix >= 0 {
+			matched[m.Rule(ix)] = true
+		}
+	}
+	ruled := map[string]bool{}
+	for i, r := range Rules {
+		ruled[r.Event] = true
+		if !matched[i] {
+			t.Errorf("rule %d (%s, %s, %v) has no recorded message in testdata/recorded.txt", i, r.Event, r.Family, r.Drivers)
+		}
 	}
 	seen := map[string]bool{}
 	for _, e := range Events {
@@ -92,8 +106,8 @@ func TestEveryEventRecorded(t *testing.T) {
 			t.Errorf("event %s twice", e.Name)
 		}
 		seen[e.Name] = true
-		if !have[e.Name] {
-			t.Errorf("event %s has no recorded message in testdata/recorded.txt", e.Name)
+		if !ruled[e.Name] {
+			t.Errorf("event %s has no rule", e.Name)
 		}
 		if e.Meaning == "" || e.Remedy == "" {
 			t.Errorf("event %s: meaning and remedy are required", e.Name)
@@ -103,17 +117,49 @@ func TestEveryEventRecorded(t *testing.T) {
 		default:
 			t.Errorf("event %s: severity %q", e.Name, e.Severity)
 		}
+		// The vendor-neutral remedy and every family's own name only
+		// tools that work on the devices they are for.
+		for f, r := range map[Family]string{"": e.Remedy, FamilyBNXT: e.Remedies[FamilyBNXT],
+			FamilyIntel: e.Remedies[FamilyIntel], FamilyHNS: e.Remedies[FamilyHNS], FamilyCXGB4: e.Remedies[FamilyCXGB4], FamilyEFA: e.Remedies[FamilyEFA]} {
+			for _, tool := range []string{"mlxfwreset", "mlxlink", "mlxconfig", "mlxfwmanager", "flint"} {
+				if strings.Contains(r, tool) {
+					t.Errorf("event %s, family %q: remedy names %s, an NVIDIA/Mellanox tool", e.Name, f, tool)
+				}
+			}
+		}
+	}
+}
+
+// TestRemedyFor: a family's own remedy where it has one, the neutral one
+// otherwise.
+func TestRemedyFor(t *testing.T) {
+	ev := Events[EventIndex("cmd_timeout")]
+	if r := RemedyFor(ev, FamilyMLX5); !strings.Contains(r, "mlxfwreset") {
+		t.Errorf("mlx5: %s", r)
+	}
+	if r := RemedyFor(ev, FamilyBNXT); !strings.Contains(r, "bnxt_re") || strings.Contains(r, "mlx") {
+		t.Errorf("bnxt: %s", r)
+	}
+	if r := RemedyFor(ev, FamilyCXGB4); r != ev.Remedy {
+		t.Errorf("cxgb4: %s", r)
 	}
 }
 
 func TestBadTables(t *testing.T) {
-	for _, evs := range [][]Event{
-		{{Name: "x", Drivers: []string{"mlx5_core"}}},
-		{{Name: "x", Needle: "a", Drivers: []string{"mlx5_core"}, Pattern: "("}},
-		{{Name: "x", Needle: "a"}},
+	evs := []Event{{Name: "x", Meaning: "m", Remedy: "r"}}
+	for _, c := range []struct {
+		events []Event
+		rules  []Rule
+	}{
+		{evs, []Rule{{Event: "x", Family: "f", Drivers: []string{"mlx5_core"}}}},
+		{evs, []Rule{{Event: "x", Family: "f", Needle: "a", Drivers: []string{"mlx5_core"}, Pattern: "("}}},
+		{evs, []Rule{{Event: "x", Family: "f", Needle: "a"}}},
+		{evs, []Rule{{Event: "y", Family: "f", Needle: "a", Drivers: []string{"d"}}}},
+		{evs, []Rule{{Event: "x", Needle: "a", Drivers: []string{"no_such_driver"}}}},
+		{append(evs, evs[0]), nil},
 	} {
-		if _, err := NewMatcher(evs); err == nil {
-			t.Errorf("NewMatcher(%+v) accepted", evs)
+		if _, err := NewMatcher(c.events, c.rules); err == nil {
+			t.Errorf("NewMatcher(%+v, %+v) accepted", c.events, c.rules)
 		}
 	}
 }
@@ -137,7 +183,8 @@ func TestDictSubject(t *testing.T) {
 func TestInfinibandPrefix(t *testing.T) {
 	// ibdev_printk's prefix ("infiniband mlx5_0: ...") names the RDMA
 	// device; a row for it would use the driver word "infiniband".
-	m, err := NewMatcher([]Event{{Name: "ib", Needle: "error", Drivers: []string{"infiniband"}, Meaning: "m", Remedy: "r"}})
+	m, err := NewMatcher([]Event{{Name: "ib", Meaning: "m", Remedy: "r"}},
+		[]Rule{{Event: "ib", Family: "f", Needle: "error", Drivers: []string{"infiniband"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

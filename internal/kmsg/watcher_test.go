@@ -51,7 +51,7 @@ func TestFileHistoryThenLive(t *testing.T) {
 	}
 	now := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	w := newTestWatcher(t, path, &now)
-	if !w.open() {
+	if _, ok := w.open(); !ok {
 		t.Fatal(w.Report().Status)
 	}
 	defer w.close()
@@ -93,6 +93,9 @@ func TestFileHistoryThenLive(t *testing.T) {
 	if live, _, _ := count(r, "0000:5c:00.0", "pcie_power_insufficient"); live != 1 {
 		t.Errorf("pcie_power_insufficient: %d", live)
 	}
+	if r.Stats.Duplicates != 1 || r.Stats.SeqResets != 0 {
+		t.Errorf("duplicates %d, resets %d, want 1 and 0", r.Stats.Duplicates, r.Stats.SeqResets)
+	}
 	if r.Stats.Lost != 5 {
 		t.Errorf("lost %d, want 5 (sequence numbers 1005 to 1009)", r.Stats.Lost)
 	}
@@ -112,7 +115,7 @@ func TestFIFO(t *testing.T) {
 	}
 	now := time.Now()
 	w := newTestWatcher(t, path, &now)
-	if !w.open() {
+	if _, ok := w.open(); !ok {
 		t.Fatal(w.Report().Status)
 	}
 	defer w.close()
@@ -139,7 +142,7 @@ func TestFIFO(t *testing.T) {
 func TestUnreadable(t *testing.T) {
 	now := time.Now()
 	w := newTestWatcher(t, filepath.Join(t.TempDir(), "dev", "kmsg"), &now)
-	if w.open() {
+	if _, ok := w.open(); ok {
 		t.Fatal("opened a missing file")
 	}
 	if s := w.Report().Status; s.Reading || s.Reason != ReasonAbsent {
@@ -153,13 +156,14 @@ func TestUnreadable(t *testing.T) {
 			t.Errorf("reasonOf(%v) = %s, want %s", err, got, want)
 		}
 	}
-	// A directory in its place reads EISDIR: an error, reported.
+	// A directory in its place is not the kernel log: refused, never
+	// opened.
 	dir := t.TempDir()
 	w = newTestWatcher(t, dir, &now)
-	if w.open() {
-		w.Drain()
+	if _, ok := w.open(); ok {
+		t.Fatal("opened a directory")
 	}
-	if s := w.Report().Status; s.Reading || s.Reason != ReasonError {
+	if s := w.Report().Status; s.Reading || s.Reason != ReasonNotKmsg {
 		t.Errorf("directory: %+v", s)
 	}
 }
