@@ -22,3 +22,26 @@ func TestHost(t *testing.T) {
 		}
 	}
 }
+
+// Printable shows every character a terminal acts on escaped, keeps tab,
+// newline and ordinary UTF-8, and returns a clean string as it is.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"mlx5_0":                        "mlx5_0",
+		"nœud-ü\tHCA-1\n":               "nœud-ü\tHCA-1\n",
+		"\x1b]0;owned\x07":              `\x1b]0;owned\x07`,
+		"a\x1b[2Jb\rc\x7f\x00":          `a\x1b[2Jb\x0dc\x7f\x00`,
+		"csi\u009b31m":                  `csi\u009b31m`,
+		"rtl\u202egpj.exe\u2066x\u2069": `rtl\u202egpj.exe\u2066x\u2069`,
+		"host\xff\xc3":                  `host\xff\xc3`,
+		"":                              "",
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	clean := "mlx5_0/1 LinkUp 4X NDR"
+	if got := Printable(clean); got != clean || testing.AllocsPerRun(10, func() { Printable(clean) }) != 0 {
+		t.Errorf("a clean string is copied")
+	}
+}
