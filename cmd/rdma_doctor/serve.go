@@ -33,6 +33,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/goself"
 	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
@@ -157,7 +158,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 		Links: []web.LandingLinks{
 			{Address: metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
 		},
-		Parts: []prometheus.Collector{buildInfo()},
+		Parts: []prometheus.Collector{buildInfo(), labelLimits{}},
 	}
 	store := probe.NewStore()
 	if err := addDiagnose(ctx, s, agg, store); err != nil {
@@ -199,6 +200,29 @@ func buildInfo() metricList {
 		"A metric with a constant '1' value labeled by version, revision, branch, goversion from which "+name+" was built, and the goos and goarch for the build.",
 		"version", "revision", "branch", "goversion", "goos", "goarch", "tags")
 	return metricList{expo.Gauge(d, 1, version.Version, version.GetRevision(), version.Branch, version.GoVersion, version.GoOS, version.GoArch, version.GetTags())}
+}
+
+var labelLimitedDesc = expo.NewDesc("rdma_label_values_limited_total",
+	"rdma_doctor: host text values the label policy (internal/names) limited, each time one was read, by reason: cut (free text such as node_desc longer than 128 bytes or not UTF-8, served shortened), refused (a driver-chosen name such as a counter file that is not a name of at most 64 bytes: its series is absent), over_cap (a device's or port's names in one family past 512, such as counter files: their series are absent).",
+	"reason")
+
+// labelLimits exports what the label policy limited (names.Limited).
+type labelLimits struct{}
+
+// AppendMetrics appends one counter per reason, zero included.
+func (labelLimits) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
+	for _, r := range names.Reasons() {
+		out = append(out, expo.Counter(labelLimitedDesc, float64(names.Limited(r)), r.String()))
+	}
+	return out
+}
+
+func (labelLimits) Describe(ch chan<- *prometheus.Desc) { ch <- labelLimitedDesc.Prometheus() }
+
+func (l labelLimits) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range l.AppendMetrics(nil) {
+		ch <- m
+	}
 }
 
 func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metricsPath string, scrapeTO time.Duration) error {

@@ -169,3 +169,18 @@ func TestScrapeMemoryBudget(t *testing.T) {
 		t.Errorf("after release: HTTP %d", w.Code)
 	}
 }
+
+// What the label policy limited is exported, one counter per reason,
+// zero included.
+func TestLabelLimitsExported(t *testing.T) {
+	m := fixtureHandler(t, "dgx-h100")
+	m.parts = append(m.parts, labelLimits{})
+	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	w := httptest.NewRecorder()
+	m.ServeHTTP(w, r)
+	for _, reason := range []string{"cut", "refused", "over_cap"} {
+		if !strings.Contains(w.Body.String(), `rdma_label_values_limited_total{reason="`+reason+`"} `) {
+			t.Errorf("no rdma_label_values_limited_total{reason=%q}", reason)
+		}
+	}
+}
