@@ -63,6 +63,10 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			errorf(os.Stderr, "%v", err)
 			return 1
 		}
+		if *maxMemory < 0 {
+			errorf(os.Stderr, "--web.max-requests-memory=%v: want 0 (no limit) or more, such as 256MiB", *maxMemory)
+			return 1
+		}
 		if err := checkListenAddresses(webFlags); err != nil {
 			errorf(os.Stderr, "%v", err)
 			return 1
