@@ -184,6 +184,7 @@ var sgr = map[Severity]string{Fail: "1;31", Warn: "33", Pass: "32", Skip: "2"}
 // failure and warning; then the passes and skips one line each with
 // v.Verbose, else how many were left out.
 func Text(w io.Writer, r *Report, v View) error {
+	r = printable(r)
 	paint := func(_ Severity, s string) string { return s }
 	if v.Color {
 		paint = func(sev Severity, s string) string { return "\x1b[" + sgr[sev] + "m" + s + "\x1b[0m" }
@@ -254,6 +255,7 @@ const nhcMax = 200
 // (or, without failures, the first warning) and how many more there are.
 // No newlines and no double quotes (NHC passes it as Reason="...").
 func NHC(r *Report) string {
+	r = printable(r)
 	var first *Finding
 	n := 0
 	sev := r.Status
@@ -332,4 +334,4 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 // assets, readable offline. The problems come first, each with its fix and
 // its findings behind a <details>; passes and skips are collapsed at the
 // end. Everything wraps, so the page is never wider than the window.
-func HTML(w io.Writer, r *Report) error { return htmlTmpl.Execute(w, r) }
+func HTML(w io.Writer, r *Report) error { return htmlTmpl.Execute(w, printable(r)) }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -32,6 +34,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/goself"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
@@ -52,12 +55,17 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		webFlags     = kingpinflag.AddFlags(cmd, ":9873")
 		metricsPath  = cmd.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests  = cmd.Flag("web.max-requests", "Maximum number of parallel scrapes; further ones get 503. 0 means no limit.").Default("40").Int()
+		maxMemory    = cmd.Flag("web.max-requests-memory", "Maximum memory that parallel scrapes hold while they answer (estimated from their samples, format and compression); a scrape that would exceed it gets 503, but one scrape alone is always served. 0 means no limit.").Default("256MiB").Bytes()
 		scrapeTO     = cmd.Flag("scrape.timeout", "Deadline for one scrape; a collector that misses it reports rdma_scrape_collector_success 0. A shorter Prometheus scrape timeout (X-Prometheus-Scrape-Timeout-Seconds) takes precedence.").Default("10s").Duration()
 		noExporterMx = cmd.Flag("web.disable-exporter-metrics", "Exclude go_*, process_* and promhttp_* metrics about the exporter itself.").Bool()
 	)
 	return func(ctx context.Context, a *App) int {
 		if err := checkServeFlags(*metricsPath, *scrapeTO, *maxRequests); err != nil {
 			errorf(os.Stderr, "%v", err)
+			return 1
+		}
+		if *maxMemory < 0 {
+			errorf(os.Stderr, "--web.max-requests-memory=%v: want 0 (no limit) or more, such as 256MiB", *maxMemory)
 			return 1
 		}
 		if err := checkListenAddresses(webFlags); err != nil {
@@ -70,7 +78,7 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			reaper = nil
 		}
 		a.Reaper = reaper
-		s, err := newServer(ctx, a, *metricsPath, *maxRequests, *scrapeTO, *noExporterMx)
+		s, err := newServer(ctx, a, *metricsPath, *maxRequests, int64(*maxMemory), *scrapeTO, *noExporterMx)
 		if err != nil {
 			errorf(os.Stderr, "%v", err)
 			return 1
@@ -127,7 +135,7 @@ func checkListenAddresses(f *web.FlagConfig) error {
 // the diagnose sampler (fed by the same host snapshots and the collectors'
 // sminfo runner), the probe scheduler and responder, and /metrics. The
 // work that runs in the background lasts as long as ctx.
-func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int, scrapeTO time.Duration, noExporterMetrics bool) (*Server, error) {
+func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int, maxMemory int64, scrapeTO time.Duration, noExporterMetrics bool) (*Server, error) {
 	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Reaper: a.Reaper}, a.Collectors, scrapeTO)
 	if err != nil {
 		return nil, err
@@ -155,7 +163,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 		Links: []web.LandingLinks{
 			{Address: metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
 		},
-		Parts: []prometheus.Collector{buildInfo()},
+		Parts: []prometheus.Collector{buildInfo(), labelLimits{}},
 	}
 	store := probe.NewStore()
 	if err := addDiagnose(ctx, s, agg, store); err != nil {
@@ -175,6 +183,9 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	m := &metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, timeout: scrapeTO}
 	if maxRequests > 0 {
 		m.inFlight = make(chan struct{}, maxRequests)
+	}
+	if maxMemory > 0 {
+		m.memory = &memoryBudget{limit: maxMemory}
 	}
 	var h http.Handler = m
 	if scrapes != nil {
@@ -201,6 +212,29 @@ func buildInfo() metricList {
 		"A metric with a constant '1' value labeled by version, revision, branch, goversion from which "+name+" was built, and the goos and goarch for the build.",
 		"version", "revision", "branch", "goversion", "goos", "goarch", "tags")
 	return metricList{expo.Gauge(d, 1, version.Version, version.GetRevision(), version.Branch, version.GoVersion, version.GoOS, version.GoArch, version.GetTags())}
+}
+
+var labelLimitedDesc = expo.NewDesc("rdma_label_values_limited_total",
+	"rdma_doctor: host text values the label policy (internal/names) limited, each time one was read, by reason: cut (free text such as node_desc longer than 128 bytes or not UTF-8, served shortened), refused (a driver-chosen name such as a counter file that is not a name of at most 64 bytes: its series is absent), over_cap (a device's or port's names in one family past 512, such as counter files: their series are absent).",
+	"reason")
+
+// labelLimits exports what the label policy limited (names.Limited).
+type labelLimits struct{}
+
+// AppendMetrics appends one counter per reason, zero included.
+func (labelLimits) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
+	for _, r := range names.Reasons() {
+		out = append(out, expo.Counter(labelLimitedDesc, float64(names.Limited(r)), r.String()))
+	}
+	return out
+}
+
+func (labelLimits) Describe(ch chan<- *prometheus.Desc) { ch <- labelLimitedDesc.Prometheus() }
+
+func (l labelLimits) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range l.AppendMetrics(nil) {
+		ch <- m
+	}
 }
 
 func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metricsPath string, scrapeTO time.Duration) error {
@@ -258,14 +292,17 @@ func readOnly(h http.Handler) http.Handler {
 }
 
 // metricsHandler serves one scrape, its collection under this request's
-// deadline: in the text format straight from the samples (serveText), in
-// another format through a registry of its own.
+// deadline: in the text format and protobuf straight from the samples
+// (serveFast), in another format through a registry of its own. Scrapes
+// are bounded in number (inFlight) and in the memory they hold while
+// they answer (memory).
 type metricsHandler struct {
 	agg      *collector.Aggregator
 	logger   *slog.Logger
 	parts    []prometheus.Collector
 	timeout  time.Duration
 	inFlight chan struct{}
+	memory   *memoryBudget // nil: no limit
 }
 
 func (m *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -283,19 +320,111 @@ func (m *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, m.timeout))
 	defer cancel()
-	if format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...); format.FormatType() == expfmt.TypeTextPlain {
-		m.serveText(ctx, w, r, format)
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+	if fastFormat(format) {
+		m.serveFast(ctx, w, r, format)
 		return
 	}
-	// Protobuf (or another format a client insists on): client_golang's
-	// path, which takes the same metrics.
+	// The protobuf debugging formats (text and compact), or names escaped
+	// with dots: client_golang's path, which takes the same metrics.
+	metrics := m.collect(ctx)
+	n := 0
+	for _, ms := range metrics {
+		n += len(ms)
+	}
+	release, ok := m.reserve(w, scrapeCost(n, slowSampleCost, acceptsGzip(r)))
+	if !ok {
+		return
+	}
+	defer release()
+	all := make(metricList, 0, n)
+	for _, ms := range metrics {
+		all = append(all, ms...)
+	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.agg.Bind(ctx))
-	reg.MustRegister(m.parts...)
+	reg.MustRegister(all)
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
+}
+
+// collect returns the metrics of the (shared) collection and of the
+// server's parts, in groups. The collection's metrics are shared with
+// concurrent scrapes: the parts' are grouped beside them, never appended
+// to them (Clip: the append copies the shared list of slices).
+func (m *metricsHandler) collect(ctx context.Context) [][]prometheus.Metric {
+	metrics := slices.Clip(m.agg.Metrics(ctx))
+	for _, c := range m.parts {
+		metrics = append(metrics, collect(c))
+	}
+	return metrics
+}
+
+// What a scrape allocates to answer, beyond the collection that
+// concurrent scrapes share (TestScrapeMemory, dgx-h100's 1,038 samples):
+// 34 kB in the text format and 29 kB in protobuf (grouping and sorting
+// take a few pointers a sample, the write buffer is pooled); through
+// client_golang's registry 870 kB in protobuf and 2.9 MB in its text
+// debugging format (a dto.Metric, its label pairs and a const metric per
+// sample, then the formatting): about 2,800 bytes a sample. A gzip
+// writer, for a scrape that asks for gzip and finds none free, is about
+// 830 kB; a write buffer 64 kB.
+const (
+	fastSampleCost = 24
+	slowSampleCost = 3200
+	gzipCost       = 850 << 10
+	bufferCost     = 64 << 10
+)
+
+// scrapeCost estimates the memory a scrape of n samples holds while it
+// answers.
+func scrapeCost(n, perSample int, gzip bool) int64 {
+	c := int64(bufferCost) + int64(n)*int64(perSample)
+	if gzip {
+		c += gzipCost
+	}
+	return c
+}
+
+// memoryBudget bounds the memory that concurrent scrapes hold while they
+// answer (--web.max-requests-memory): --web.max-requests bounds their
+// number, but one scrape's memory grows with the samples (a fabric of
+// 200 thousand links) and with the format.
+type memoryBudget struct {
+	mu          sync.Mutex
+	used, limit int64
+}
+
+// take reserves cost and reports whether it fit. A scrape alone always
+// fits, however large: a host whose one scrape exceeds the budget is
+// still scraped, one scrape at a time.
+func (b *memoryBudget) take(cost int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used > 0 && b.used+cost > b.limit {
+		return false
+	}
+	b.used += cost
+	return true
+}
+
+func (b *memoryBudget) give(cost int64) {
+	b.mu.Lock()
+	b.used -= cost
+	b.mu.Unlock()
+}
+
+// reserve takes a scrape's memory from the budget, or answers 503.
+func (m *metricsHandler) reserve(w http.ResponseWriter, cost int64) (release func(), ok bool) {
+	if m.memory == nil {
+		return func() {}, true
+	}
+	if !m.memory.take(cost) {
+		http.Error(w, fmt.Sprintf("too much memory held by parallel scrapes (limit %d bytes, --web.max-requests-memory)", m.memory.limit), http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return func() { m.memory.give(cost) }, true
 }
 
 // headOnly answers a HEAD with the GET's status and headers: the body
@@ -306,19 +435,36 @@ type headOnly struct{ http.ResponseWriter }
 
 func (h headOnly) Write(p []byte) (int, error) { return len(p), nil }
 
-// serveText writes the text format as promhttp would, but the collectors'
-// samples go straight to the response (internal/expo): building
-// client_golang's metric families cost most of a scrape. The exporter's
-// parts' metrics are expo samples too; a registry gathers only what is
-// not (probe results).
-func (m *metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
-	// The collection's metrics are shared with concurrent scrapes: the
-	// parts' are grouped beside them, never appended to them (Clip: the
-	// append copies the shared list of slices).
-	metrics := slices.Clip(m.agg.Metrics(ctx))
-	for _, c := range m.parts {
-		metrics = append(metrics, collect(c))
+// fastFormat reports whether a scrape in format is written straight from
+// the samples (internal/expo): the text format and the delimited
+// protobuf that Prometheus asks for first, with any escaping of names
+// but dots (which changes every name with an underscore; all of ours are
+// valid names, which the other schemes leave as they are).
+func fastFormat(format expfmt.Format) bool {
+	switch format.FormatType() {
+	case expfmt.TypeTextPlain, expfmt.TypeProtoDelim:
+		return format.ToEscapingScheme() != model.DotsEscaping
 	}
+	return false
+}
+
+// serveFast writes the text format or the delimited protobuf as promhttp
+// would, but the collectors' samples go straight to the response
+// (internal/expo): building client_golang's metric families cost most of
+// a text scrape's time and twenty times its memory in protobuf. The
+// exporter's parts' metrics are expo samples too; a registry gathers
+// only what is not (probe results).
+func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
+	metrics := m.collect(ctx)
+	n := 0
+	for _, ms := range metrics {
+		n += len(ms)
+	}
+	release, ok := m.reserve(w, scrapeCost(n, fastSampleCost, acceptsGzip(r)))
+	if !ok {
+		return
+	}
+	defer release()
 	fams, other := expo.Group(metrics...)
 	var gathered []*dto.MetricFamily
 	if len(other) > 0 {
@@ -345,7 +491,11 @@ func (m *metricsHandler) serveText(ctx context.Context, w http.ResponseWriter, r
 	if r.Method == http.MethodHead {
 		return
 	}
-	if err := expo.WriteText(out, fams, gathered); err != nil {
+	write := expo.WriteText
+	if format.FormatType() == expfmt.TypeProtoDelim {
+		write = expo.WriteProto
+	}
+	if err := write(out, fams, gathered); err != nil {
 		m.logger.Debug("writing /metrics", "err", err) // the client went away
 	}
 }

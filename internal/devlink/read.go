@@ -7,11 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 )
 
 // Query names one kind of request, as rdma_devlink_requests labels it.
@@ -120,8 +121,16 @@ func (s *Snapshot) outcome(q Query, err error) Status {
 }
 
 // labelValue bounds the driver-chosen names that become label values
-// (reporter and component names): kernel identifiers, never free text.
-var labelValue = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+// (reporter and component names, versions): kernel identifiers, never
+// free text, as the label policy has it (names.Token); what it refuses is
+// counted there too.
+func labelValue(s string) bool {
+	if names.Token(s) {
+		return true
+	}
+	names.Limit(names.Refused, 1)
+	return false
+}
 
 // Read asks c for what opts select. It never fails as a whole: each
 // request's outcome is counted and its error kept.
@@ -162,7 +171,7 @@ func (s *Snapshot) readHealth(ctx context.Context, c Conn, want map[Handle]bool,
 		if !want[r.Handle] {
 			continue
 		}
-		if !labelValue.MatchString(r.Name) {
+		if !labelValue(r.Name) {
 			s.Skipped++
 			continue
 		}
@@ -195,7 +204,7 @@ func (s *Snapshot) readInfo(ctx context.Context, c Conn, h Handle) Status {
 	for _, vs := range []*[]Version{&in.Fixed, &in.Running, &in.Stored} {
 		kept := (*vs)[:0]
 		for _, v := range *vs {
-			if labelValue.MatchString(v.Name) && labelValue.MatchString(v.Value) {
+			if labelValue(v.Name) && labelValue(v.Value) {
 				kept = append(kept, v)
 			} else {
 				s.Skipped++

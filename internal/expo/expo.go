@@ -220,19 +220,7 @@ const flushAt = 32 << 10
 // family with the name of one of ours is skipped (promhttp would report
 // the duplicate; the registry never has one of ours).
 func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily) error {
-	names := make([]string, 0, len(fams)+len(gathered))
-	byName := make(map[string]*dto.MetricFamily, len(gathered))
-	for n := range fams {
-		names = append(names, n)
-	}
-	for _, mf := range gathered {
-		if _, dup := fams[mf.GetName()]; dup || len(mf.Metric) == 0 {
-			continue
-		}
-		byName[mf.GetName()] = mf
-		names = append(names, mf.GetName())
-	}
-	slices.Sort(names)
+	names, byName := familyNames(fams, gathered)
 	bp := textBufs.Get().(*[]byte)
 	buf := (*bp)[:0]
 	defer func() {

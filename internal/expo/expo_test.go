@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/encoding/protodelim"
 )
 
 type list []prometheus.Metric
@@ -98,6 +99,21 @@ func TestWriteTextMatchesClientGolang(t *testing.T) {
 	}
 	if viaDTO.String() != want.String() {
 		t.Errorf("Gathered differs:\n%s\nwant\n%s", viaDTO.String(), want.String())
+	}
+
+	// The streamed protobuf is byte for byte what promhttp encodes from
+	// the registry's families.
+	var wantProto, gotProto bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := protodelim.MarshalTo(&wantProto, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteProto(&gotProto, fams, gathered); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gotProto.Bytes(), wantProto.Bytes()) {
+		t.Errorf("WriteProto differs from client_golang:\n got %x\nwant %x", gotProto.Bytes(), wantProto.Bytes())
 	}
 }
 
@@ -203,5 +219,49 @@ func TestSlabBlockSize(t *testing.T) {
 	size := uintptr(slabLen) * unsafe.Sizeof(Sample{})
 	if size > 4096 || size+unsafe.Sizeof(Sample{}) <= 4096 {
 		t.Errorf("a slab block of %d samples is %d bytes, want the most that fit 4096", slabLen, size)
+	}
+}
+
+// A family larger than the write buffer, out of order and with a label
+// value that is not UTF-8, streams as the protobuf that client_golang
+// gives for the same samples (valid UTF-8: the value is repaired as the
+// text path repairs it).
+func TestWriteProtoLargeFamily(t *testing.T) {
+	d := NewDesc("rdma_fabric_port_symbol_errors_total", "Symbol errors.", "guid", "port")
+	var samples []prometheus.Metric
+	for i := 5000; i > 0; i-- {
+		samples = append(samples, Counter(d, float64(i), fmt.Sprintf("0x%016x", i), fmt.Sprint(i%40)))
+	}
+	node := NewDesc("rdma_device_node_description_info", "node_desc.", "device", "node_desc")
+	samples = append(samples, Gauge(node, 1, "mlx5_0", "host\xff"))
+	fams, _ := Group(samples)
+	var got bytes.Buffer
+	if err := WriteProto(&got, fams, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() < 2*flushAt {
+		t.Fatalf("only %d bytes", got.Len())
+	}
+	dec := expfmt.NewDecoder(&got, expfmt.NewFormat(expfmt.TypeProtoDelim))
+	var names []string
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			break
+		}
+		names = append(names, mf.GetName())
+		switch mf.GetName() {
+		case d.Name:
+			if len(mf.Metric) != 5000 || mf.Metric[0].GetLabel()[0].GetValue() != "0x0000000000000001" || mf.Metric[4999].GetCounter().GetValue() != 5000 {
+				t.Errorf("%s: %d series, first %v, last %v", d.Name, len(mf.Metric), mf.Metric[0], mf.Metric[len(mf.Metric)-1])
+			}
+		case node.Name:
+			if v := mf.Metric[0].GetLabel()[1].GetValue(); v != "host\uFFFD" {
+				t.Errorf("node_desc %q", v)
+			}
+		}
+	}
+	if !slices.Equal(names, []string{node.Name, d.Name}) {
+		t.Errorf("families %v", names)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
@@ -290,7 +291,7 @@ func readGPU(sys hostfs.FS, addr string) (GPU, bool, error) {
 	g.Function.Path = pci.ReadPath(sys, chain, addr)
 	g.Function.Errors = append(g.Function.Errors, g.Function.Path.Errors...)
 	if dl, err := sys.ReadLink(dir + "/driver"); err == nil {
-		g.Driver = path.Base(dl)
+		g.Driver = names.Label(path.Base(dl)) // a label value: the label policy
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		g.Function.Errors = append(g.Function.Errors, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -134,7 +135,7 @@ func ReadGPUDirect(h hostfs.Host) *GPUDirect {
 		if err != nil {
 			g.Errors = append(g.Errors, fmt.Errorf("parse %s: %w", NVIDIAVersionFile, err))
 		} else {
-			g.Module, g.ModuleVersion = Opt[Module]{V: m, OK: true}, v
+			g.Module, g.ModuleVersion = Opt[Module]{V: m, OK: true}, names.Label(v) // a label value
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		g.Errors = append(g.Errors, err)

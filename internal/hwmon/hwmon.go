@@ -29,6 +29,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
@@ -41,9 +42,6 @@ type Opt[T any] = sysattr.Opt[T]
 const (
 	maxHwmonDirs = 8
 	maxSensors   = 128
-	// maxLabel bounds a sensor label: mlx5 copies at most 8 bytes of
-	// firmware name (sensor_name_hi/lo), hwmon labels are short strings.
-	maxLabel = 32
 )
 
 // driverMlx5 is the name mlx5 gives its hwmon device.
@@ -229,16 +227,15 @@ func readLabel(d *sysattr.Dir, name string) (string, bool, error) {
 	return s, true, nil
 }
 
-// CheckLabel accepts a sensor label that may become a label value: short
-// printable ASCII, as drivers name sensors ("asic", "Module0", "sensor0").
+// CheckLabel accepts a sensor label that may become a label value: a
+// driver-chosen name as the label policy has it (names.Name: printable
+// ASCII, at most names.MaxNameBytes), as drivers name sensors ("asic",
+// "Module0", "Package id 0"; mlx5 copies at most 8 bytes of firmware
+// name, sensor_name_hi/lo). What it refuses is counted there too.
 func CheckLabel(s string) error {
-	if s == "" || len(s) > maxLabel {
-		return fmt.Errorf("sensor label %s: not 1 to %d characters", sysattr.Quote(s), maxLabel)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e {
-			return fmt.Errorf("sensor label %s: not printable ASCII", sysattr.Quote(s))
-		}
+	if !names.Name(s) {
+		names.Limit(names.Refused, 1)
+		return fmt.Errorf("sensor label %s: not 1 to %d characters of printable ASCII", sysattr.Quote(s), names.MaxNameBytes)
 	}
 	return nil
 }

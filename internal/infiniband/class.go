@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
 )
 
@@ -376,7 +377,7 @@ func readStatic(sys hostfs.FS, dir, name string) *static {
 		// RoCE: GID 0 names its netdev (a bond for a LAG device). IPoIB:
 		// the PCI function's netdev with this port's dev_port.
 		if s, ok := r.Text("gid_attrs/ndevs/0", false); ok && s != "" {
-			p.Netdev = s
+			p.Netdev = names.Label(s)
 		} else {
 			p.Netdev = netdevs[n]
 		}
@@ -414,14 +415,29 @@ func counterFiles(r *sysattr.Dir, dir string, pma bool) []counterFile {
 		}
 		return nil
 	}
-	out := make([]counterFile, 0, len(entries))
+	// Each file's name becomes a label value: a name that is not a
+	// kernel identifier is refused, and past names.MaxNamesPerFamily
+	// (in name order) the rest are left out, counted (a host gave 12,036
+	// counter files).
+	out := make([]counterFile, 0, min(len(entries), names.MaxNamesPerFamily))
+	refused, over := 0, 0
 	for _, e := range entries {
 		if e.IsDir() || e.Name() == "lifespan" && !pma {
+			continue
+		}
+		switch {
+		case !names.Token(e.Name()):
+			refused++
+			continue
+		case len(out) == names.MaxNamesPerFamily:
+			over++
 			continue
 		}
 		p := dir + "/" + e.Name()
 		out = append(out, counterFile{name: e.Name(), path: p, attr: hostfs.NewAttr(r.FS, p)})
 	}
+	names.Limit(names.Refused, refused)
+	names.Limit(names.OverCap, over)
 	return out
 }
 
@@ -566,7 +582,9 @@ func text(r *sysattr.Dir, name string) Opt[string] {
 		r.Fail(&ParseError{Path: p, Err: errors.New("empty file")})
 		return Opt[string]{}
 	}
-	return some(strings.TrimSpace(string(b)))
+	// Free text that becomes a label value (node_desc, fw_ver, ...):
+	// bounded by the label policy (a host gave a 100 KB node_desc).
+	return some(names.Label(strings.TrimSpace(string(b))))
 }
 
 // ParseError is a file that was read but whose content is not in the
@@ -593,7 +611,7 @@ func portNetdevs(sys hostfs.FS, dir string) map[int]string {
 			continue
 		}
 		if _, dup := m[n+1]; !dup {
-			m[n+1] = e.Name()
+			m[n+1] = names.Label(e.Name())
 		}
 	}
 	return m

@@ -4,6 +4,12 @@
 // Package names holds the validators of names that reach a command line
 // or a label: RDMA device names and peer hosts. The config file and the
 // perftest runner both use them, so both accept exactly the same values.
+//
+// It also holds the two policies for host text shown to someone: the
+// label policy (labels.go: every reader bounds the host text it turns
+// into label values, in length and in count per family, and counts what
+// it cut), and Printable (printable.go: control characters shown
+// escaped on a terminal).
 package names
 
 import (

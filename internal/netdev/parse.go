@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 )
 
 // IPoIB hardware address flag bits (first byte), drivers/infiniband/ulp/ipoib/ipoib.h.
@@ -132,16 +133,14 @@ var errStatName = errors.New("not a printable statistic name")
 // CleanStatName turns an ethtool statistic name (a 32-byte ETH_GSTRING,
 // NUL-trimmed by the library) into a label value: surrounding blanks
 // removed (mlx5 once shipped "tx_pause_storm_warning_events " with a
-// trailing space), and only printable ASCII accepted.
+// trailing space), and then a driver-chosen name as the label policy has
+// it (names.Name: printable ASCII, at most names.MaxNameBytes). What it
+// refuses is counted there too.
 func CleanStatName(s string) (string, error) {
 	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 32 || !utf8.ValidString(s) {
+	if !names.Name(s) {
+		names.Limit(names.Refused, 1)
 		return "", errStatName
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return "", errStatName
-		}
 	}
 	return s, nil
 }

@@ -6,6 +6,7 @@ package netdev
 import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"strings"
 	"testing"
 )
@@ -80,7 +81,7 @@ func TestParseSmall(t *testing.T) {
 		"   ":                            {nil, true},
 		"bad\x01name":                    {nil, true},
 		"caf\xc3\xa9":                    {nil, true},
-		strings.Repeat("x", 33):          {nil, true},
+		strings.Repeat("x", names.MaxNameBytes+1): {nil, true}, // the label policy's bound
 	} {
 		v, err := CleanStatName(in)
 		check("CleanStatName", in, v, err, want)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
@@ -19,6 +22,57 @@ import (
 // one collection of the default collectors, grouped into families and
 // written as the text exposition (uncompressed) again and again.
 func BenchmarkWriteText(b *testing.B) {
+	benchmarkWrite(b, func(w io.Writer, metrics [][]prometheus.Metric) error {
+		fams, _ := expo.Group(metrics...)
+		return expo.WriteText(w, fams, nil)
+	})
+}
+
+// BenchmarkWriteProto is the same for the delimited protobuf, streamed
+// from the samples as /metrics writes it.
+func BenchmarkWriteProto(b *testing.B) {
+	benchmarkWrite(b, func(w io.Writer, metrics [][]prometheus.Metric) error {
+		fams, _ := expo.Group(metrics...)
+		return expo.WriteProto(w, fams, nil)
+	})
+}
+
+// BenchmarkRegistryProto is the delimited protobuf through client_golang's
+// registry and encoder, as /metrics wrote it before WriteProto (and still
+// writes the protobuf debugging formats): the memory a protobuf scrape
+// cost.
+func BenchmarkRegistryProto(b *testing.B) {
+	benchmarkWrite(b, func(w io.Writer, metrics [][]prometheus.Metric) error {
+		var all metricList
+		for _, ms := range metrics {
+			all = append(all, ms...)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(all)
+		mfs, err := reg.Gather()
+		if err != nil {
+			return err
+		}
+		enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeProtoDelim))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+type metricList []prometheus.Metric
+
+func (l metricList) Describe(chan<- *prometheus.Desc) {}
+func (l metricList) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range l {
+		ch <- m
+	}
+}
+
+func benchmarkWrite(b *testing.B, write func(io.Writer, [][]prometheus.Metric) error) {
 	for _, h := range hosts(b) {
 		b.Run(h.name, func(b *testing.B) {
 			agg, err := collector.New(collector.Env{Host: rdmahost.New(rdmahost.Options{Paths: h.paths}), Config: &config.Config{}, Logger: discard()},
@@ -36,8 +90,7 @@ func BenchmarkWriteText(b *testing.B) {
 			}
 			var w countingWriter
 			measure(b, func() {
-				fams, _ := expo.Group(metrics...)
-				if err := expo.WriteText(&w, fams, nil); err != nil {
+				if err := write(&w, metrics); err != nil {
 					b.Fatal(err)
 				}
 			})

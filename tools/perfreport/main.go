@@ -135,8 +135,16 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 		r.row("syscall floor", "SyscallFloor/"+h)
 		r.row("procfs", "Procfs/"+h)
 		r.row("text exposition (all collectors' samples, no reads)", "WriteText/"+h)
+		r.row("protobuf exposition (the same, streamed)", "WriteProto/"+h)
+		r.row("protobuf through client_golang's registry", "RegistryProto/"+h)
 		p("\n")
 	}
+	p("A protobuf scrape (what Prometheus asks for first with native histograms\n")
+	p("on) is written straight from the samples as the text one is, at the same\n")
+	p("memory; through client_golang's registry, as before issue 29 and still for\n")
+	p("the protobuf debugging formats, it cost 35 to 50 times as much, which\n")
+	p("concurrent scrapes multiply (`--web.max-requests-memory` bounds their sum;\n")
+	p("cmd/rdma_doctor TestScrapeMemory, SECURITY.md).\n\n")
 
 	p("## Growth with devices\n\n")
 	p("Generated hosts, 2 ports per device, every port with the DGX fixture's full\n")
