@@ -29,8 +29,14 @@ func (l *checkList) registerCounterCheck(id, title, doc, remedy string, cc count
 }
 
 func countersChecks(l *checkList) {
+	// mlx is the command that shows the port's physical error counters:
+	// mlxlink on NVIDIA devices, ethtool -S (the driver's PHY counters) or
+	// perfquery elsewhere (vendor.go).
 	mlx := func(d *infiniband.Device, p *infiniband.Port) string {
-		return fmt.Sprintf("mlxlink -d %s -p %d -c (BER and error counters)", mlxlinkDev(d), p.Num)
+		if isNVIDIA(d) {
+			return linkTool(d, p, "-c", "") + " (BER and error counters)"
+		}
+		return linkTool(d, p, "", "-S")
 	}
 	l.registerCounterCheck("ctr.symbol", "Symbol errors",
 		"counters/symbol_error: minor errors on the physical lanes. Thresholds per window: warn above 0, fail above 10 (rdma-core error_thresholds).",
@@ -48,7 +54,7 @@ func countersChecks(l *checkList) {
 		"counters/link_downed: link error recovery failed and the link went down. Fail above 0 per window.",
 		"Check cable, transceiver and switch port; dmesg shows the link-down events.",
 		counterCheck{names: []string{"link_downed"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
-			return fmt.Sprintf("%s went down: check the cable, transceiver and peer switch port, and dmesg for mlx5_core link events; %s", t, mlx(d, p))
+			return fmt.Sprintf("%s went down: check the cable, transceiver and peer switch port, and dmesg for the driver's link events; %s", t, mlx(d, p))
 		}})
 	l.registerCounterCheck("ctr.rcv_err", "Receive errors",
 		"counters/port_rcv_errors (bad packets received: local PHY, malformed, overrun; warn above 0, fail above 10) and "+
@@ -88,9 +94,13 @@ func countersChecks(l *checkList) {
 		"RoCE: check PFC/ECN (a lossless priority) on the host and the switch. InfiniBand: check ctr.* on the path.",
 		counterCheck{hw: true, names: []string{"out_of_sequence", "packet_seq_err", "implied_nak_seq_err", "duplicate_request", "roce_adp_retrans", "local_ack_timeout_err", "roce_adp_retrans_to"},
 			remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
-				if ll, _ := linkLayer(p); ll == "Ethernet" {
+				switch {
+				case isRNIC(d):
+					return fmt.Sprintf("packet loss on %s makes iWARP's TCP connections retransmit: check the Ethernet error and drop counters "+
+						"on the path (ethtool -S %s, the switch ports)", t, orText(nonEmpty(p.Netdev), "<netdev>"))
+				case p.LinkLayer.OK && p.LinkLayer.V == infiniband.LinkLayerEthernet:
 					return fmt.Sprintf("packet loss on %s makes QPs retransmit: check that RoCE traffic runs on a lossless priority (PFC) with ECN "+
-						"on the host (mlnx_qos -i %s) and on the switch", t, orText(nonEmpty(p.Netdev), "<netdev>"))
+						"on the host (%s) and on the switch", t, qosTool(d, orText(nonEmpty(p.Netdev), "<netdev>")))
 				}
 				return fmt.Sprintf("packet loss on %s makes QPs retransmit: check the error counters of the links on the path (ctr.*, ibqueryerrors)", t)
 			}})
@@ -114,9 +124,14 @@ func countersChecks(l *checkList) {
 			"CNPs arrive for a priority without congestion control).",
 		"Enable DCQCN congestion control on the RoCE priority the traffic uses.",
 		counterCheck{hw: true, names: []string{"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"},
-			remedy: func(t string, _ *infiniband.Device, p *infiniband.Port) string {
+			remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
+				nd := orText(nonEmpty(p.Netdev), "<netdev>")
+				if !isNVIDIA(d) {
+					return fmt.Sprintf("%s ignores congestion notifications: enable the driver's congestion control for the RoCE priority in use "+
+						"(the vendor's RoCE congestion control guide names the setting)", t)
+				}
 				return fmt.Sprintf("%s ignores congestion notifications: enable congestion control (DCQCN) for the RoCE priority in use "+
-					"(mlnx_qos -i %s, /sys/class/net/%s/ecn/roce_rp/enable/<prio>)", t, orText(nonEmpty(p.Netdev), "<netdev>"), orText(nonEmpty(p.Netdev), "<netdev>"))
+					"(mlnx_qos -i %s, /sys/class/net/%s/ecn/roce_rp/enable/<prio>)", t, nd, nd)
 			}})
 	l.registerCounterCheck("hw.icrc", "RoCE ICRC errors",
 		"hw_counters rx_icrc_encapsulated: RoCE packets with a bad ICRC (corruption on the path). Fail above 0 per window (research proposal).",
