@@ -92,7 +92,7 @@ func checkPortPhys(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 			if spare, ok := sparePort(s, cfg, d, p, f); ok {
 				return []Finding{spare}
 			}
-			if !p.IsInfiniBand() {
+			if !isIBPort(d, p) {
 				return []Finding{ethernetDown(s, d, p, f)}
 			}
 		}
