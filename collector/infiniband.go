@@ -231,7 +231,10 @@ func (c *infinibandCollector) port(s *sink, ls *labelSet, d *infiniband.Device, 
 	optGauge(s, c.lid, p.LID, pl...)
 	optGauge(s, c.smLID, p.SMLID, pl...)
 	optGauge(s, c.smSL, p.SMSL, pl...)
-	if has, judged := sm.PortHasSM(p); judged {
+	// An RNIC (iWARP) has no subnet manager, even where an old kernel
+	// prints link_layer "InfiniBand" for it (i40iw).
+	rnic := d.NodeType.OK && d.NodeType.V.Value == infiniband.NodeTypeRNIC
+	if has, judged := sm.PortHasSM(p); judged && !rnic {
 		v := 0.0
 		if has {
 			v = 1

@@ -28,7 +28,7 @@ type netdevCollector struct {
 // the device filter are the host's options.
 func NewNetdevCollector(Env) Collector {
 	c := &netdevCollector{
-		info:               desc("rdma_netdev_info", "A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.", "netdev", "kind", "device", "port", "pci_address"),
+		info:               desc("rdma_netdev_info", "A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.", "netdev", "kind", "device", "port", "pci_address"),
 		mtu:                desc("rdma_netdev_mtu_bytes", "Netdev MTU.", "netdev"),
 		up:                 desc("rdma_netdev_up", "1 when the netdev's operstate is up.", "netdev"),
 		carrier:            desc("rdma_netdev_carrier", "Netdev carrier (1 link detected); absent while the interface is down.", "netdev"),

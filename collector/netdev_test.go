@@ -28,7 +28,7 @@ func netdevOn(t *testing.T, host string, with ...func(*rdmahost.Options)) Collec
 func TestNetdevIPoIBEnhanced(t *testing.T) {
 	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced"))
 	want := `
-# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.
+# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.
 # TYPE rdma_netdev_info gauge
 rdma_netdev_info{device="mlx5_0",kind="ipoib",netdev="ib0",pci_address="0000:17:00.0",port="1"} 1
 rdma_netdev_info{device="mlx5_0",kind="ipoib",netdev="ib0.8001",pci_address="0000:17:00.0",port="1"} 1
@@ -120,7 +120,7 @@ rdma_netdev_carrier{netdev="ibp26s0"} 1
 # HELP rdma_netdev_ipoib_connected_mode 1 when the IPoIB interface runs connected mode, 0 datagram.
 # TYPE rdma_netdev_ipoib_connected_mode gauge
 rdma_netdev_ipoib_connected_mode{netdev="ibp26s0"} 0
-# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.
+# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.
 # TYPE rdma_netdev_info gauge
 rdma_netdev_info{device="",kind="ipoib",netdev="ibbad0",pci_address="",port=""} 1
 rdma_netdev_info{device="mlx5_0",kind="ipoib",netdev="ibp26s0",pci_address="0000:1a:00.0",port="1"} 1
@@ -138,7 +138,7 @@ rdma_scrape_collector_errors{collector="netdev"} 4
 func TestNetdevExclude(t *testing.T) {
 	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced", excluding(t, "mlx5_0")))
 	want := `
-# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib) or RoCE (kind roce) and the RDMA device and port it belongs to (empty when unmapped); always 1.
+# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.
 # TYPE rdma_netdev_info gauge
 rdma_netdev_info{device="",kind="ipoib",netdev="ib0",pci_address="0000:17:00.0",port=""} 1
 rdma_netdev_info{device="",kind="ipoib",netdev="ib0.8001",pci_address="0000:17:00.0",port=""} 1

@@ -27,6 +27,9 @@ func TestPortHasSMFromInfinibandCollector(t *testing.T) {
 		{"sm-opensm", `rdma_sm_port_has_sm{device="mlx5_0",port="1"} 1`},
 		{"sm-no-sm", `rdma_sm_port_has_sm{device="mlx5_0",port="1"} 0`},
 		{"roce-cx6dx", ""}, // RoCE: no SM, no series
+		// iWARP: no SM, even where the kernel prints link_layer InfiniBand
+		{"iwarp-i40iw", ""},
+		{"cxgb4-iwarp", ""},
 	}
 	for _, tt := range tests {
 		var want string

@@ -21,6 +21,11 @@ type counterCheck struct {
 	names  []string
 	remedy func(t string, d *infiniband.Device, p *infiniband.Port) string
 	action string
+	// pinned makes a counter found at its maximum and not rising to it
+	// within the window "cannot be judged" (skip, no remedy) instead of
+	// "unknown, clear it" (warn): for the 4-bit PMA counters, which
+	// refill 15 events after a clear (see ctr.integrity).
+	pinned bool
 }
 
 func (l *checkList) registerCounterCheck(id, title, doc, remedy string, cc counterCheck) {
@@ -29,8 +34,14 @@ func (l *checkList) registerCounterCheck(id, title, doc, remedy string, cc count
 }
 
 func countersChecks(l *checkList) {
+	// mlx is the command that shows the port's physical error counters:
+	// mlxlink on NVIDIA devices, ethtool -S (the driver's PHY counters) or
+	// perfquery elsewhere (vendor.go).
 	mlx := func(d *infiniband.Device, p *infiniband.Port) string {
-		return fmt.Sprintf("mlxlink -d %s -p %d -c (BER and error counters)", mlxlinkDev(d), p.Num)
+		if isNVIDIA(d) {
+			return linkTool(d, p, "-c", "") + " (BER and error counters)"
+		}
+		return linkTool(d, p, "", "-S")
 	}
 	l.registerCounterCheck("ctr.symbol", "Symbol errors",
 		"counters/symbol_error: minor errors on the physical lanes. Thresholds per window: warn above 0, fail above 10 (rdma-core error_thresholds).",
@@ -48,7 +59,7 @@ func countersChecks(l *checkList) {
 		"counters/link_downed: link error recovery failed and the link went down. Fail above 0 per window.",
 		"Check cable, transceiver and switch port; dmesg shows the link-down events.",
 		counterCheck{names: []string{"link_downed"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
-			return fmt.Sprintf("%s went down: check the cable, transceiver and peer switch port, and dmesg for mlx5_core link events; %s", t, mlx(d, p))
+			return fmt.Sprintf("%s went down: check the cable, transceiver and peer switch port, and dmesg for the driver's link events; %s", t, mlx(d, p))
 		}})
 	l.registerCounterCheck("ctr.rcv_err", "Receive errors",
 		"counters/port_rcv_errors (bad packets received: local PHY, malformed, overrun; warn above 0, fail above 10) and "+
@@ -58,11 +69,35 @@ func countersChecks(l *checkList) {
 			return fmt.Sprintf("bad packets received on %s: port_rcv_errors point at the local link (cable, transceiver; %s), "+
 				"port_rcv_remote_physical_errors at a link upstream (ibqueryerrors on the SM host finds it)", t, mlx(d, p))
 		}})
+	// ctr.integrity: both counters are 4-bit fields of the PMA
+	// PortCounters attribute (the kernel's PORT_PMA_ATTR widths 4 at bit
+	// offsets 160 and 164 in drivers/infiniband/core/sysfs.c), so 15 is
+	// their maximum. On ConnectX-4 and later the mlx5 driver answers
+	// PortCounters from the firmware's PPCNT InfiniBand port counters
+	// group and copies the byte holding both fields (link_overrun_errors)
+	// unchanged (drivers/infiniband/hw/mlx5/mad.c, pma_cnt_assign); its
+	// ClassPortInfo reply declares only extended width, so no 64-bit
+	// copy of these two exists. 15 is therefore what the firmware
+	// reports: a saturated field, by the recording, not an unsupported
+	// one. The one real ConnectX-7 dump we have
+	// (shared/realdata/tools/sysfs-counters-cx7-saturated-gpud-pr943.txt)
+	// reads 15 next to other saturated counters of a long-lived port
+	// (link_downed 255, port_xmit_discards 65535, port_xmit_wait
+	// 2^32-1) and local_link_integrity_errors 0; the gpud DGX H100 tree
+	// shows 15 on all nine ports only because gpud copied that one
+	// port's values to every device (shared/realdata/sysfs/README.md).
+	// Either way, 15 events refill the field after a clear on a link
+	// that made them, so "clear the counters" would come back on every
+	// port of a fleet: a field pinned at 15 that did not rise to it
+	// within the window cannot be judged and says so; one that rose to
+	// 15 within the window is judged by its increase.
 	l.registerCounterCheck("ctr.integrity", "Link integrity and buffer overruns",
 		"counters/local_link_integrity_errors (the local PHY error threshold tripped) and excessive_buffer_overrun_errors "+
-			"(flow-control overruns: misconfiguration or a bad signal). 4-bit counters: warn above 0, fail above 10 per window; at 15 they are saturated.",
+			"(flow-control overruns: misconfiguration or a bad signal). 4-bit counters: warn above 0, fail above 10 per window. "+
+			"A counter pinned at 15 (its maximum) that did not rise to it within the window cannot be judged: it counts no more, "+
+			"and clearing it only refills it 15 events later, so the finding skips it with the reason instead of asking to clear it.",
 		"Replace the cable or transceiver; check VL and credit configuration of the peer.",
-		counterCheck{names: []string{"local_link_integrity_errors", "excessive_buffer_overrun_errors"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
+		counterCheck{pinned: true, names: []string{"local_link_integrity_errors", "excessive_buffer_overrun_errors"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
 			return fmt.Sprintf("physical error thresholds tripped on %s: replace the cable or transceiver; buffer overruns also point at the peer's VL/credit configuration; %s", t, mlx(d, p))
 		}})
 	l.registerCounterCheck("ctr.discards", "Discards and dropped packets",
@@ -88,9 +123,13 @@ func countersChecks(l *checkList) {
 		"RoCE: check PFC/ECN (a lossless priority) on the host and the switch. InfiniBand: check ctr.* on the path.",
 		counterCheck{hw: true, names: []string{"out_of_sequence", "packet_seq_err", "implied_nak_seq_err", "duplicate_request", "roce_adp_retrans", "local_ack_timeout_err", "roce_adp_retrans_to"},
 			remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
-				if ll, _ := linkLayer(p); ll == "Ethernet" {
+				switch {
+				case isRNIC(d):
+					return fmt.Sprintf("packet loss on %s makes iWARP's TCP connections retransmit: check the Ethernet error and drop counters "+
+						"on the path (ethtool -S %s, the switch ports)", t, orText(nonEmpty(p.Netdev), "<netdev>"))
+				case p.LinkLayer.OK && p.LinkLayer.V == infiniband.LinkLayerEthernet:
 					return fmt.Sprintf("packet loss on %s makes QPs retransmit: check that RoCE traffic runs on a lossless priority (PFC) with ECN "+
-						"on the host (mlnx_qos -i %s) and on the switch", t, orText(nonEmpty(p.Netdev), "<netdev>"))
+						"on the host (%s) and on the switch", t, qosTool(d, orText(nonEmpty(p.Netdev), "<netdev>")))
 				}
 				return fmt.Sprintf("packet loss on %s makes QPs retransmit: check the error counters of the links on the path (ctr.*, ibqueryerrors)", t)
 			}})
@@ -114,9 +153,14 @@ func countersChecks(l *checkList) {
 			"CNPs arrive for a priority without congestion control).",
 		"Enable DCQCN congestion control on the RoCE priority the traffic uses.",
 		counterCheck{hw: true, names: []string{"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"},
-			remedy: func(t string, _ *infiniband.Device, p *infiniband.Port) string {
+			remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
+				nd := orText(nonEmpty(p.Netdev), "<netdev>")
+				if !isNVIDIA(d) {
+					return fmt.Sprintf("%s ignores congestion notifications: enable the driver's congestion control for the RoCE priority in use "+
+						"(the vendor's RoCE congestion control guide names the setting)", t)
+				}
 				return fmt.Sprintf("%s ignores congestion notifications: enable congestion control (DCQCN) for the RoCE priority in use "+
-					"(mlnx_qos -i %s, /sys/class/net/%s/ecn/roce_rp/enable/<prio>)", t, orText(nonEmpty(p.Netdev), "<netdev>"), orText(nonEmpty(p.Netdev), "<netdev>"))
+					"(mlnx_qos -i %s, /sys/class/net/%s/ecn/roce_rp/enable/<prio>)", t, nd, nd)
 			}})
 	l.registerCounterCheck("hw.icrc", "RoCE ICRC errors",
 		"hw_counters rx_icrc_encapsulated: RoCE packets with a bad ICRC (corruption on the path). Fail above 0 per window (research proposal).",
@@ -213,7 +257,7 @@ func (cc counterCheck) run(s *Snapshot, h *History, cfg *config.Config) ([]Findi
 func (cc counterCheck) port(d *infiniband.Device, p *infiniband.Port, h *History, cfg *config.Config) (Finding, bool) {
 	t := portTarget(d, p)
 	var present []string
-	var observed, evidence, unknown []string
+	var observed, evidence, unknown, pinned []string
 	sev := Pass
 	judged, waiting, badJudged := 0, 0, false
 	ext := p.Extended()
@@ -225,9 +269,25 @@ func (cc counterCheck) port(d *infiniband.Device, p *infiniband.Port, h *History
 		present = append(present, name)
 		if !cc.hw {
 			if spec, known := infiniband.LookupCounter(name); known && spec.Saturated(v, ext) {
-				unknown = append(unknown, fmt.Sprintf("%s is saturated at %d: it has stopped counting, so new errors are invisible", name, v))
-				observed = append(observed, name+" unknown (saturated)")
-				continue
+				delta, seen := h.Increase(CounterKey{Device: d.Name, Port: p.Num, Name: name})
+				switch {
+				case cc.pinned && seen && delta.Increase > 0:
+					// It rose to its maximum within the window: the
+					// increase seen is real (a lower bound), judge it.
+				case cc.pinned:
+					since := "in the only sample"
+					if seen {
+						since = fmt.Sprintf("in every sample of the last %s", span(delta.Span))
+					}
+					pinned = append(pinned, fmt.Sprintf("%s reads %d, its maximum, %s: it counts no more, and clearing it "+
+						"(perfquery -R) would refill it %d events later, so its increase cannot be judged", name, v, since, v))
+					observed = append(observed, fmt.Sprintf("%s cannot be judged (pinned at %d)", name, v))
+					continue
+				default:
+					unknown = append(unknown, fmt.Sprintf("%s is saturated at %d: it has stopped counting, so new errors are invisible", name, v))
+					observed = append(observed, name+" unknown (saturated)")
+					continue
+				}
 			}
 		}
 		delta, ok := h.Increase(CounterKey{Device: d.Name, Port: p.Num, HW: cc.hw, Name: name})
@@ -265,11 +325,19 @@ func (cc counterCheck) port(d *infiniband.Device, p *infiniband.Port, h *History
 	if judged == 0 && len(unknown) == 0 {
 		f.Severity = Skip
 		f.Evidence = NeedTwoSamples
+		if len(pinned) > 0 {
+			f.Observed = strings.Join(observed, ", ")
+			f.Evidence = strings.Join(pinned, "; ")
+			if waiting > 0 {
+				f.Evidence += "; the other counters: " + NeedTwoSamples
+			}
+		}
 		return f, true
 	}
 	if judged > 0 && len(evidence) == len(unknown) {
 		evidence = append(evidence, fmt.Sprintf("no increase in the last %s over %d samples", span(h.Span()), h.Len()))
 	}
+	evidence = append(evidence, pinned...)
 	if waiting > 0 {
 		evidence = append(evidence, "the other counters: "+NeedTwoSamples)
 	}

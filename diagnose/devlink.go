@@ -68,12 +68,20 @@ func checkFirmwarePending(s *Snapshot, _ *History, _ *config.Config) ([]Finding,
 				if f.Severity != Warn {
 					f.Severity, f.Unknown = Warn, true
 					f.Remedy = fmt.Sprintf("%s: the driver could not read the %s versions (a failed firmware query, often after a failed flash): "+
-						"check dmesg for mlxfw and mlx5_fw_image_pending messages and mlxfwmanager --query -d %s", d.Name, c.Name, d.PCI)
+						"check dmesg for the driver's firmware messages and devlink dev info pci/%s", d.Name, c.Name, d.PCI)
+					if s.vendorOf(d.Name) == vendorNVIDIA {
+						f.Remedy = fmt.Sprintf("%s: the driver could not read the %s versions (a failed firmware query, often after a failed flash): "+
+							"check dmesg for mlxfw and mlx5_fw_image_pending messages and mlxfwmanager --query -d %s", d.Name, c.Name, d.PCI)
+					}
 				}
 			case c.Pending.V:
 				f.Severity, f.Unknown = Warn, false
-				f.Remedy = fmt.Sprintf("%s runs %s %s while %s is flashed: activate it in a maintenance window with mlxfwreset -d %s reset, or reboot",
-					d.Name, c.Name, c.Running, c.Stored, d.PCI)
+				f.Remedy = fmt.Sprintf("%s runs %s %s while %s is flashed: activate it in a maintenance window with devlink dev reload pci/%s "+
+					"action fw_activate where the driver supports it, or reboot", d.Name, c.Name, c.Running, c.Stored, d.PCI)
+				if s.vendorOf(d.Name) == vendorNVIDIA {
+					f.Remedy = fmt.Sprintf("%s runs %s %s while %s is flashed: activate it in a maintenance window with mlxfwreset -d %s reset, or reboot",
+						d.Name, c.Name, c.Running, c.Stored, d.PCI)
+				}
 			}
 		}
 		f.Observed = strings.Join(obs, "; ")

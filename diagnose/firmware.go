@@ -53,11 +53,9 @@ func fwPolicy(cfg *config.Config, d *infiniband.Device) (config.FirmwarePolicy, 
 	return config.FirmwarePolicy{}, "", false
 }
 
-func fwUpdateRemedy(d *infiniband.Device, want string) string {
-	dev := mlxlinkDev(d)
-	return fmt.Sprintf("%s: mlxfwmanager --query -d %s, then in a maintenance window update to %s "+
-		"(mlxfwmanager -u -d %s, or mstflint -d %s -i <image> burn) and mlxfwreset -d %s reset or reboot", d.Name, dev, want, dev, dev, dev)
-}
+// fwUpdateRemedy is the vendor's way to query and update a device's
+// firmware (vendor.go).
+func fwUpdateRemedy(d *infiniband.Device, want string) string { return fwUpdateTool(d, want) }
 
 func checkFWVersion(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding

@@ -159,6 +159,21 @@ func TestCounterChecks(t *testing.T) {
 			map[string]uint64{"local_ack_timeout_err": 1000}, cfg, Fail, false, "local_ack_timeout_err +1000"},
 		{"hw counter wrap is an increase", "hw.fatal", nil, nil, map[string]uint64{"rnr_nak_retry_err": 4294967295},
 			map[string]uint64{"rnr_nak_retry_err": 1}, cfg, Fail, false, "wrapped 1 time"},
+		// 4-bit ctr.integrity counters: pinned at 15 all window long
+		// cannot be judged (no "clear it" on every port of a fleet);
+		// rising to 15 within the window is an increase.
+		{"overrun pinned at 15 is not judged", "ctr.integrity",
+			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15},
+			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15}, nil, nil, cfg,
+			Pass, false, "excessive_buffer_overrun_errors reads 15, its maximum, in every sample of the last 10m0s"},
+		{"overrun rising to 15 fails", "ctr.integrity",
+			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 2},
+			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15}, nil, nil, cfg,
+			Fail, false, "excessive_buffer_overrun_errors +13"},
+		{"pinned overrun beside a rising integrity error", "ctr.integrity",
+			map[string]uint64{"local_link_integrity_errors": 1, "excessive_buffer_overrun_errors": 15},
+			map[string]uint64{"local_link_integrity_errors": 3, "excessive_buffer_overrun_errors": 15}, nil, nil, cfg,
+			Warn, false, "local_link_integrity_errors +2"},
 		{"congestion reported only", "hw.cc", nil, nil, map[string]uint64{"np_cnp_sent": 0, "rp_cnp_ignored": 0},
 			map[string]uint64{"np_cnp_sent": 5000, "rp_cnp_ignored": 0}, cfg, Pass, false, "np_cnp_sent +5000"},
 	} {
@@ -177,6 +192,9 @@ func TestCounterChecks(t *testing.T) {
 		if tc.unknown && !strings.Contains(f.Remedy, "perfquery -C mlx5_0 -P 1 -R") {
 			t.Errorf("%s: a saturated counter's remedy clears it: %q", tc.name, f.Remedy)
 		}
+		if tc.check == "ctr.integrity" && strings.Contains(f.Remedy, "perfquery") {
+			t.Errorf("%s: a pinned 4-bit counter is not to be cleared: %q", tc.name, f.Remedy)
+		}
 	}
 
 	// One sample: skip with the shared reason, except what one sample can
@@ -191,6 +209,16 @@ func TestCounterChecks(t *testing.T) {
 	fs, _ = cc("ctr.downed")(s, h, cfg)
 	if f := findingOf(t, fs, "mlx5_0/1"); f.Severity != Warn || !f.Unknown {
 		t.Errorf("one sample, saturated: %+v", f)
+	}
+	// The recorded DGX H100 in one sample: 15 cannot be judged, skipped
+	// with the reason, no remedy.
+	s = counterSnap(t0, map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15}, nil)
+	h = NewHistory(0, 10)
+	h.Add(s)
+	fs, _ = cc("ctr.integrity")(s, h, cfg)
+	if f := findingOf(t, fs, "mlx5_0/1"); f.Severity != Skip || f.Remedy != "" || !strings.Contains(f.Evidence, "in the only sample") ||
+		!strings.Contains(f.Evidence, NeedTwoSamples) {
+		t.Errorf("one sample, pinned 4-bit counter: %+v", f)
 	}
 	// A port without the counters is not judged; a host without any says so.
 	fs, _ = cc("hw.icrc")(s, h, cfg)

@@ -5,6 +5,7 @@ package diagnose
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -28,16 +29,18 @@ func linkreasonChecks(l *checkList) {
 }
 
 // downRemedy is the step for each extended state; %[1]s is the netdev,
-// %[2]s the mlxlink command of its port.
+// %[2]s, %[3]s and %[4]s the commands that show its port's link, module
+// and physical counters (mlxlink on NVIDIA devices, ethtool elsewhere:
+// vendor.go).
 var downRemedy = map[netdev.ExtState]string{
 	netdev.ExtStateNoCable: "no cable or module detected on %[1]s: plug the cable or transceiver in, or replace it " +
-		"(ethtool -m %[1]s; %[2]s -m)",
+		"(ethtool -m %[1]s; %[3]s)",
 	netdev.ExtStateCableIssue: "the cable is not supported or failed its test: replace it with a cable the NIC's firmware " +
-		"supports (%[2]s -m shows the module)",
+		"supports (%[3]s shows the module)",
 	netdev.ExtStateBadSignalIntegrity: "bad signal integrity on %[1]s: clean the fiber connectors, reseat the cable and " +
-		"transceiver at both ends, replace them if errors persist (%[2]s -c shows the bit error rate)",
+		"transceiver at both ends, replace them if errors persist (%[4]s shows the physical error counters)",
 	netdev.ExtStateOverheat: "the module or NIC of %[1]s is overheating: check the chassis airflow and fans " +
-		"(rdma_device_temperature_celsius; %[2]s -m shows the module temperature)",
+		"(rdma_device_temperature_celsius; %[3]s shows the module temperature)",
 	netdev.ExtStateAutoneg: "autonegotiation failed on %[1]s: make speed and autonegotiation match the switch port " +
 		"(ethtool %[1]s; the switch's interface configuration)",
 	netdev.ExtStateLinkTrainingFailure: "link training failed on %[1]s: check the switch port configuration, reseat the " +
@@ -49,7 +52,7 @@ var downRemedy = map[netdev.ExtState]string{
 	netdev.ExtStateCalibrationFailure: "calibration failed: reset the link (ip link set %[1]s down; ip link set %[1]s up), " +
 		"replace the module if it persists",
 	netdev.ExtStatePowerBudgetExceeded: "the module of %[1]s needs more power than the port allows: use a lower-power " +
-		"module or another port (%[2]s -m)",
+		"module or another port (%[3]s)",
 	netdev.ExtStateModule: "the module of %[1]s is not ready: reseat or replace it (ethtool -m %[1]s)",
 }
 
@@ -57,7 +60,7 @@ func checkPortDownReason(s *Snapshot, _ *History, cfg *config.Config) ([]Finding
 	var out []Finding
 	for i := range s.Netdev.Netdevs {
 		n := &s.Netdev.Netdevs[i]
-		if n.Kind != netdev.KindRoCE || n.Ethtool == nil || n.Ethtool.Link == nil {
+		if !n.Ethernet() || n.Ethtool == nil || n.Ethtool.Link == nil {
 			continue
 		}
 		l := n.Ethtool.Link
@@ -88,17 +91,23 @@ func downReason(s *Snapshot, cfg *config.Config, n *netdev.Netdev, l *netdev.Lin
 	}
 	f.Observed = "link down: " + reason
 	f.Severity = Fail
-	mlx := "mlxlink -d <device> -p <port>"
+	// Without its RDMA port the vendor is unknown: ethtool works on
+	// every netdev.
+	mlx, module, counters := "ethtool "+n.Name, "ethtool -m "+n.Name, "ethtool -S "+n.Name
 	if d, p := netdevPort(s, n); d != nil {
-		mlx = fmt.Sprintf("mlxlink -d %s -p %d", mlxlinkDev(d), p.Num)
+		mlx, module, counters = linkTool(d, p, "", ""), linkTool(d, p, "-m", "-m"), linkTool(d, p, "-c", "-S")
 		if spare, ok := sparePort(s, cfg, d, p, f); ok {
 			return spare
 		}
 	}
 	if r, ok := downRemedy[l.ExtState.V]; ok {
-		f.Remedy = fmt.Sprintf(r, n.Name, mlx)
+		// Elsewhere than on NVIDIA the module tool is ethtool -m itself.
+		f.Remedy = strings.ReplaceAll(fmt.Sprintf(r, n.Name, mlx, module, counters), "ethtool -m "+n.Name+"; ethtool -m "+n.Name, "ethtool -m "+n.Name)
 	} else {
-		f.Remedy = fmt.Sprintf("link of %s down (%s): ethtool %s, %s", n.Name, reason, n.Name, mlx)
+		f.Remedy = fmt.Sprintf("link of %s down (%s): ethtool %s", n.Name, reason, n.Name)
+		if mlx != "ethtool "+n.Name {
+			f.Remedy += ", " + mlx
+		}
 	}
 	return f
 }

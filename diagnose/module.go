@@ -55,15 +55,15 @@ func checkModule(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error)
 	var out []Finding
 	for i := range s.Netdev.Netdevs {
 		n := &s.Netdev.Netdevs[i]
-		// The reader asks only RoCE netdevs of a kept RDMA port that the
+		// The reader asks only RoCE and iWARP netdevs of a kept RDMA port that the
 		// running kernel has; the others have no reading to judge.
-		if n.Kind != netdev.KindRoCE || n.Module == nil {
+		if !n.Ethernet() || n.Module == nil {
 			continue
 		}
 		out = append(out, judgeModule(s, cfg, n))
 	}
 	if len(out) == 0 {
-		return noTargets("no RoCE netdev's transceiver memory was read: only the netdevs of the running kernel that map to " +
+		return noTargets("no RoCE or iWARP netdev's transceiver memory was read: only the netdevs of the running kernel that map to " +
 			"an RDMA port are asked (not on a fixture tree, not from a pod without the host network)"), nil
 	}
 	return out, nil
@@ -87,18 +87,21 @@ func judgeModule(s *Snapshot, cfg *config.Config, n *netdev.Netdev) Finding {
 		f.Evidence += "; partly read: " + me.Reason
 	}
 	where := n.Name
-	mlx := "mlxlink -d <device> -p <port> -m"
+	mlx := "ethtool -m " + n.Name
 	var spare *Finding
 	if d, p := netdevPort(s, n); d != nil {
 		where = fmt.Sprintf("%s (%s port %d)", n.Name, d.Name, p.Num)
-		mlx = fmt.Sprintf("mlxlink -d %s -p %d -m", mlxlinkDev(d), p.Num)
+		mlx = linkTool(d, p, "-m", "-m")
 		if !portActive(p) {
 			if sp, ok := sparePort(s, cfg, d, p, Finding{}); ok {
 				spare = &sp
 			}
 		}
 	}
-	look := "ethtool -m " + n.Name + "; " + mlx
+	look := "ethtool -m " + n.Name
+	if mlx != look {
+		look += "; " + mlx
+	}
 
 	var th sff.Thresholds
 	if m.Thresholds != nil {

@@ -263,6 +263,10 @@ func checkRoCEv2(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
 	for i := range s.Netdev.Netdevs {
 		n := &s.Netdev.Netdevs[i]
+		if n.Kind == netdev.KindIWARP && n.Device != "" {
+			out = append(out, iwarpSkip(n))
+			continue
+		}
 		if n.Kind != netdev.KindRoCE || n.Device == "" {
 			continue
 		}
@@ -272,7 +276,7 @@ func checkRoCEv2(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 		if n.GIDTypes[netdev.GIDRoCEv2] == 0 {
 			f.Severity = Fail
 			f.Remedy = fmt.Sprintf("%s has no RoCE v2 GID: give %s an IP address (RoCE v2 GIDs follow its addresses; ip addr add <addr>/<len> dev %s), "+
-				"check the rdma_cm default RoCE mode (cma_roce_mode) and the kernel/OFED", t, n.Name, n.Name)
+				"check the rdma_cm default RoCE mode (/sys/kernel/config/rdma_cm/%s/ports/%d/default_roce_mode) and the kernel", t, n.Name, n.Name, n.Device, n.Port)
 		}
 		out = append(out, f)
 	}
@@ -280,4 +284,14 @@ func checkRoCEv2(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 		return noTargets("no RoCE netdev mapped to an RDMA port"), nil
 	}
 	return out, nil
+}
+
+// iwarpSkip is the finding of a RoCE check on an iWARP port: node type
+// "4: RNIC" with an Ethernet link layer runs RDMA over TCP, so it has no
+// RoCE GIDs and needs no lossless priority; judging it as RoCE would fail
+// a healthy port and send the operator to fix what does not apply.
+func iwarpSkip(n *netdev.Netdev) Finding {
+	return Finding{Severity: Skip, Target: fmt.Sprintf("%s/%d", n.Device, n.Port), Observed: n.Name + ": iWARP",
+		Evidence: fmt.Sprintf("/sys/class/infiniband/%s/node_type is 4: RNIC: iWARP runs RDMA over TCP, not RoCE; RoCE GIDs and "+
+			"the RoCE lossless settings do not apply", n.Device)}
 }

@@ -92,11 +92,14 @@ func checkPortPhys(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 			if spare, ok := sparePort(s, cfg, d, p, f); ok {
 				return []Finding{spare}
 			}
-			if !p.IsInfiniBand() {
+			if !isIBPort(d, p) {
 				return []Finding{ethernetDown(s, d, p, f)}
 			}
 		}
-		mlx := fmt.Sprintf("mlxlink -d %s -p %d (Troubleshooting Info, Module Info)", mlxlinkDev(d), p.Num)
+		mlx := linkTool(d, p, "", "")
+		if isNVIDIA(d) {
+			mlx += " (Troubleshooting Info, Module Info)"
+		}
 		switch p.PhysState.V.Value {
 		case infiniband.PhysStateLinkUp:
 			f.Severity = Pass
@@ -161,11 +164,19 @@ func ethernetDown(s *Snapshot, d *infiniband.Device, p *infiniband.Port, f Findi
 	t := portTarget(d, p)
 	f.Severity = Fail
 	nd := findNetdev(s, p.Netdev)
-	mlx := fmt.Sprintf("mlxlink -d %s -p %d", mlxlinkDev(d), p.Num)
+	// Only NVIDIA devices have more to show than ethtool (mlxlink).
+	mlx := ""
+	if isNVIDIA(d) {
+		mlx = linkTool(d, p, "", "")
+	}
 	switch {
 	case nd == nil:
+		tools := "ethtool <netdev>"
+		if mlx != "" {
+			tools += ", " + mlx
+		}
 		f.Remedy = fmt.Sprintf("%s (Ethernet) has no link: find its netdev (rdma link show %s/%d), bring it up (ip link set <netdev> up), "+
-			"then check cable, transceiver and switch port (ethtool <netdev>, %s)", t, d.Name, p.Num, mlx)
+			"then check cable, transceiver and switch port (%s)", t, d.Name, p.Num, tools)
 	case nd.AdminUp.OK && !nd.AdminUp.V, !nd.AdminUp.OK && !nd.Carrier.OK && nd.OperState.OK && nd.OperState.V == "down":
 		f.Observed += ", netdev " + nd.Name + " administratively down"
 		f.Evidence += ", /sys/class/net/" + nd.Name + "/flags"
@@ -174,7 +185,10 @@ func ethernetDown(s *Snapshot, d *infiniband.Device, p *infiniband.Port, f Findi
 		f.Observed += ", netdev " + nd.Name + " up without carrier"
 		f.Evidence += ", /sys/class/net/" + nd.Name + "/carrier"
 		f.Remedy = fmt.Sprintf("%s is up but has no carrier: check the cable and transceiver (ethtool %s, ethtool -m %s), "+
-			"the switch port and its speed/FEC settings; %s shows the link's troubleshooting info", nd.Name, nd.Name, nd.Name, mlx)
+			"the switch port and its speed/FEC settings", nd.Name, nd.Name, nd.Name)
+		if mlx != "" {
+			f.Remedy += "; " + mlx + " shows the link's troubleshooting info"
+		}
 	}
 	return f
 }
@@ -279,16 +293,21 @@ func checkPortRate(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 // Both always appear: from the host, the two look the same.
 func rateRemedy(d *infiniband.Device, p *infiniband.Port, got infiniband.Rate, want float64) string {
 	t := portTarget(d, p)
-	mlx := fmt.Sprintf("mlxlink -d %s -p %d", mlxlinkDev(d), p.Num)
-	peer := fmt.Sprintf("iblinkinfo -C %s -P %d -l", d.Name, p.Num)
+	mlx := linkTool(d, p, "", "")
+	peer := fmt.Sprintf("%s shows the peer switch port and its \"Could be\" hint", fmt.Sprintf("iblinkinfo -C %s -P %d -l", d.Name, p.Num))
+	if !isIBPort(d, p) {
+		// iblinkinfo walks an InfiniBand subnet; an Ethernet peer is
+		// seen from the switch.
+		peer = "the switch shows its port's configured speed"
+	}
 	if got.Width > 0 && got.Width < 4 && got.Gbps*4/float64(got.Width) >= want {
 		return fmt.Sprintf("%s trained only %s at %s lanes: check the cable first (a damaged cable or a 2X splitter/HDR100 cable), "+
 			"then the switch-port speed/width setting of the peer port; reseat or replace the cable. "+
-			"%s shows enabled vs supported width; %s shows the peer switch port and its \"Could be\" hint", t, got.WidthLabel(), got.Speed, mlx, peer)
+			"%s shows enabled vs supported width; %s", t, got.WidthLabel(), got.Speed, mlx, peer)
 	}
 	return fmt.Sprintf("%s trained at %s lanes, expected %s: check the switch-port speed setting of the peer port "+
 		"(a switch port limited to a lower speed, such as FDR, is the guide's case) and the cable (one rated for a lower speed, "+
-		"or damaged); reseat or replace it. %s shows enabled vs supported speeds; %s shows the peer switch port and its \"Could be\" hint",
+		"or damaged); reseat or replace it. %s shows enabled vs supported speeds; %s",
 		t, got.Speed, gbps(want), mlx, peer)
 }
 
@@ -336,8 +355,15 @@ func checkPortLayer(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 			if r.LinkLayer == "Ethernet" {
 				typ = 2
 			}
-			f.Remedy = fmt.Sprintf("%s runs %s: mlxconfig -d %s set LINK_TYPE_P%d=%d (%s), then reboot or mlxfwreset -d %s reset",
-				t, ll, mlxlinkDev(d), p.Num, typ, r.LinkLayer, mlxlinkDev(d))
+			if isNVIDIA(d) {
+				f.Remedy = fmt.Sprintf("%s runs %s: mlxconfig -d %s set LINK_TYPE_P%d=%d (%s), then reboot or mlxfwreset -d %s reset",
+					t, ll, mlxlinkDev(d), p.Num, typ, r.LinkLayer, mlxlinkDev(d))
+			} else {
+				// Only VPI (ConnectX) ports switch link layer; other
+				// devices are built for one.
+				f.Remedy = fmt.Sprintf("%s runs %s and this device cannot switch its link layer (only NVIDIA VPI adapters can): "+
+					"use a port of the other type, or correct diagnose.link_layers", t, ll)
+			}
 		}
 		return []Finding{f}
 	}), nil

@@ -80,7 +80,10 @@ func checkPortFlap(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 		if len(h.Cycles) >= th.FlapCycles {
 			f.Severity = Fail
 			f.Remedy = fmt.Sprintf("%s went down and came back %d times in %v: reseat or replace its cable and transceiver and check the "+
-				"peer switch port; mlxlink -d %s -p %d -c shows the physical counters", f.Target, len(h.Cycles), window, h.Device, h.Port)
+				"peer switch port", f.Target, len(h.Cycles), window)
+			if d, p := s.ibPort(h.Device, h.Port); d != nil {
+				f.Remedy += "; " + linkTool(d, p, "-c", "-S") + " shows the physical counters"
+			}
 		}
 		return f
 	}), nil

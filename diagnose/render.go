@@ -179,10 +179,24 @@ func problemLine(p problem, paint func(Severity, string) string) string {
 // ANSI SGR colours of the severities (bold red, yellow, green, dim).
 var sgr = map[Severity]string{Fail: "1;31", Warn: "33", Pass: "32", Skip: "2"}
 
+// verdictLine is the last line of the text output: the status and the
+// problem count again, so that the end of a long report on a terminal
+// says how the host stands (the details scroll the summary away). It
+// does not start like summaryLine, so scripts matching that still match
+// one line.
+func verdictLine(r *Report, problems int) string {
+	s := fmt.Sprintf("Verdict: %s: %d problem(s) (%d fail, %d warn)", strings.ToUpper(string(r.Status)), problems, r.Summary.Fail, r.Summary.Warn)
+	if r.Host != "" {
+		s += "; host " + r.Host
+	}
+	return s
+}
+
 // Text writes the report for a terminal or curl: the summary line; the
 // problems, one line each, worst first, with the fix; the details of each
 // failure and warning; then the passes and skips one line each with
-// v.Verbose, else how many were left out.
+// v.Verbose, else how many were left out; last the verdict and the
+// problem count (verdictLine).
 func Text(w io.Writer, r *Report, v View) error {
 	r = printable(r)
 	paint := func(_ Severity, s string) string { return s }
@@ -223,6 +237,7 @@ func Text(w io.Writer, r *Report, v View) error {
 			}
 			fmt.Fprintf(&b, "\n%d pass and %d skip not shown%s.\n", r.Summary.Pass, r.Summary.Skip, hint)
 		}
+		b.WriteString("\n" + paint(r.Status, verdictLine(r, len(ps))) + "\n")
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
@@ -243,6 +258,7 @@ func Text(w io.Writer, r *Report, v View) error {
 			fmt.Fprintf(&b, "%s %s %s: %s\n", paint(sev, fmt.Sprintf("%-4s", strings.ToUpper(string(sev)))), f.Check, f.Target, detail)
 		}
 	}
+	b.WriteString("\n" + paint(r.Status, verdictLine(r, len(ps))) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

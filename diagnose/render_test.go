@@ -57,7 +57,9 @@ func TestText(t *testing.T) {
 		"WARN ctr.downed mlx5_5/1: link_downed unknown (saturated) — fix: perfquery -R\n",
 		"\nDetails:\n",
 		"\nFAIL port.rate mlx5_0/1\n", "\nFAIL port.rate mlx5_1/1\n", "\nWARN ctr.downed mlx5_5/1 (unknown)\n",
-		"PASS port.phys mlx5_0/1: 5: LinkUp", "SKIP irq.local host: no collector"}
+		"PASS port.phys mlx5_0/1: 5: LinkUp", "SKIP irq.local host: no collector",
+		// The verdict again at the end, where a terminal leaves the eye.
+		"\n\nVerdict: FAIL: 3 problem(s) (2 fail, 1 warn); host node1\n"}
 	last := -1
 	for _, o := range order {
 		i := strings.Index(out, o)
@@ -85,7 +87,7 @@ func TestTextCollapsed(t *testing.T) {
 	if strings.Contains(out, "PASS ") || strings.Contains(out, "SKIP ") {
 		t.Errorf("passes or skips shown without Verbose:\n%s", out)
 	}
-	if !strings.HasSuffix(out, "\n1 pass and 1 skip not shown; add --verbose to list them.\n") {
+	if !strings.HasSuffix(out, "\n1 pass and 1 skip not shown; add --verbose to list them.\n\nVerdict: FAIL: 3 problem(s) (2 fail, 1 warn); host node1\n") {
 		t.Errorf("no hint at the end:\n%s", out)
 	}
 	for _, want := range []string{"FAIL port.rate mlx5_0/1: ", "\nWARN ctr.downed mlx5_5/1 (unknown)\n", "     evidence: rate file\n"} {
@@ -98,7 +100,7 @@ func TestTextCollapsed(t *testing.T) {
 		Findings: []Finding{{Check: "port.phys", Severity: Pass, Target: "mlx5_0/1", Observed: "5: LinkUp"}}}
 	b.Reset()
 	_ = Text(&b, r, View{})
-	if out := b.String(); !strings.Contains(out, "\nNo problems: no check failed or warned.\n") || !strings.HasSuffix(out, "\n1 pass and 0 skip not shown.\n") {
+	if out := b.String(); !strings.Contains(out, "\nNo problems: no check failed or warned.\n") || !strings.HasSuffix(out, "\n1 pass and 0 skip not shown.\n\nVerdict: PASS: 0 problem(s) (0 fail, 0 warn)\n") {
 		t.Errorf("clean report:\n%s", out)
 	}
 }
@@ -110,7 +112,7 @@ func TestTextColor(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"\x1b[1;31mrdma_doctor diagnose: FAIL: ", "\x1b[1;31mFAIL\x1b[0m port.rate mlx5_0/1: ", "\x1b[33mWARN\x1b[0m ctr.downed mlx5_5/1 (unknown)\n", "\x1b[32mPASS\x1b[0m port.phys"} {
+	for _, want := range []string{"\x1b[1;31mrdma_doctor diagnose: FAIL: ", "\x1b[1;31mVerdict: FAIL: 3 problem(s)", "\x1b[1;31mFAIL\x1b[0m port.rate mlx5_0/1: ", "\x1b[33mWARN\x1b[0m ctr.downed mlx5_5/1 (unknown)\n", "\x1b[32mPASS\x1b[0m port.phys"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("coloured text lacks %q:\n%q", want, out)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 )
 
@@ -77,6 +78,9 @@ func checkRoCELossless(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, 
 	for i := range s.RoCE.Netdevs {
 		n := &s.RoCE.Netdevs[i]
 		prio, from := rocePriority(n, cfg)
+		// mlnx_qos (mlnx-tools) drives NVIDIA devices only; the
+		// iproute2 dcb tool every DCB driver.
+		nv := s.vendorOf(n.Device) == vendorNVIDIA
 		f := Finding{Target: fmt.Sprintf("%s/%d", n.Device, n.Port), Severity: Pass,
 			Expected: fmt.Sprintf("priority %d (%s): PFC on, trust dscp, ECN on at roce_np and roce_rp, global pause off", prio, from)}
 		var obs, ev, rem []string
@@ -93,14 +97,22 @@ func checkRoCELossless(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, 
 			if d.PFC != nil {
 				obs = append(obs, "PFC on "+prioList(d.PFC.Enabled))
 				if d.PFC.Enabled&(1<<prio) == 0 {
-					worse(Fail, fmt.Sprintf("mlnx_qos -i %s --pfc %s (or dcb pfc set dev %s prio-pfc %d:on)", n.Name, pfcVector(prio), n.Name, prio))
+					if nv {
+						worse(Fail, fmt.Sprintf("mlnx_qos -i %s --pfc %s (or dcb pfc set dev %s prio-pfc %d:on)", n.Name, pfcVector(prio), n.Name, prio))
+					} else {
+						worse(Fail, fmt.Sprintf("dcb pfc set dev %s prio-pfc %d:on", n.Name, prio))
+					}
 				}
 			}
 			if d.TrustDSCP() {
 				obs = append(obs, "trust dscp")
 			} else {
 				obs = append(obs, "trust pcp")
-				worse(Warn, fmt.Sprintf("mlnx_qos -i %s --trust dscp", n.Name))
+				if nv {
+					worse(Warn, fmt.Sprintf("mlnx_qos -i %s --trust dscp", n.Name))
+				} else {
+					worse(Warn, fmt.Sprintf("map the RoCE DSCP to priority %d in the DCB application table (dcb app add dev %s dscp-prio <dscp>:%d)", prio, n.Name, prio))
+				}
 			}
 		} else if n.Live && n.DCBStatus != "" {
 			obs = append(obs, "DCB "+string(n.DCBStatus))
@@ -156,6 +168,13 @@ func checkRoCELossless(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, 
 		}
 		f.Remedy = strings.Join(rem, "; ")
 		out = append(out, f)
+	}
+	if s.Netdev != nil {
+		for i := range s.Netdev.Netdevs {
+			if n := &s.Netdev.Netdevs[i]; n.Kind == netdev.KindIWARP && n.Device != "" {
+				out = append(out, iwarpSkip(n))
+			}
+		}
 	}
 	if len(out) == 0 {
 		return noTargets("no RoCE netdev mapped to an RDMA port"), nil

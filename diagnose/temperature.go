@@ -57,9 +57,13 @@ func judgeTemperatures(d *hwmon.Device, errs []error, ib *infiniband.Device) Fin
 	f := Finding{Target: d.Name, Severity: Skip,
 		Expected: fmt.Sprintf("every sensor more than %d °C below its critical threshold", tempMarginCelsius),
 		Evidence: "hwmon temp*_input and temp*_crit under /sys/class/infiniband/" + d.Name + "/device/hwmon"}
-	dev := d.Name
-	if ib != nil {
-		dev = mlxlinkDev(ib)
+	// The module's own reading: mlxlink on NVIDIA devices, ethtool -m
+	// on the port's netdev elsewhere (vendor.go).
+	dev := "ethtool -m <netdev>"
+	if ib != nil && isNVIDIA(ib) {
+		dev = "mlxlink -d " + mlxlinkDev(ib) + " -m"
+	} else if ib == nil && strings.HasPrefix(d.Name, "mlx5_") {
+		dev = "mlxlink -d " + d.Name + " -m"
 	}
 	var obs, remedies []string
 	for _, sn := range d.Sensors {
@@ -118,11 +122,11 @@ func celsius(v float64) string { return fmt.Sprintf("%g °C", v) }
 
 // temperatureRemedy is the step for one hot sensor: a module (mlx5 labels
 // it Module<N>) is seated or replaced, the ASIC gets air.
-func temperatureRemedy(name, dev string, sn hwmon.Sensor) string {
+func temperatureRemedy(name, tool string, sn hwmon.Sensor) string {
 	at := fmt.Sprintf("%s %s at %s, critical %s", name, sn.Label, celsius(sn.Input.V), celsius(sn.Crit.V))
 	if strings.HasPrefix(sn.Label, "Module") {
 		return at + ": reseat the transceiver or cable, check the cage's airflow and that the module is a supported part " +
-			"(mlxlink -d " + dev + " -m shows its temperature, vendor and part number), replace a module that runs hot in a cooled slot"
+			"(" + tool + " shows its temperature, vendor and part number), replace a module that runs hot in a cooled slot"
 	}
 	return at + ": restore the airflow over the adapter (blocked vents, a missing slot blank, a failed fan: ipmitool sdr type Fan), " +
 		"raise the BMC fan profile, check the adapter's heatsink; past the critical threshold the firmware shuts the link down"

@@ -3,7 +3,7 @@
 
 // Package netdev reads the network devices of RDMA ports into a typed
 // snapshot: every IPoIB interface (mode, MTU, state, pkey children, whether
-// connected mode exists at all) and every RoCE interface (the GID types it
+// connected mode exists at all) and every RoCE and iWARP interface (the GID types it
 // carries), each mapped to its RDMA device and port, the RDMA character
 // devices, and, from the running kernel, the ethtool driver information and
 // selected statistics.
@@ -41,7 +41,28 @@ type Kind string
 const (
 	KindIPoIB Kind = "ipoib"
 	KindRoCE  Kind = "roce"
+	// KindIWARP is the Ethernet netdev of an iWARP port (node_type
+	// "4: RNIC": Chelsio cxgb4, Intel i40iw/irdma in iWARP mode, siw).
+	// iWARP runs RDMA over TCP: an Ethernet link layer does not make it
+	// RoCE, it has no RoCE GIDs, and no RoCE lossless setting applies.
+	KindIWARP Kind = "iwarp"
 )
+
+// PortKind is the kind of the netdevs of an RDMA port of node type
+// nodeType and link layer linkLayer, and false for an InfiniBand port
+// (its netdevs are IPoIB, found by type). Node type and link layer
+// decide together: an RNIC is iWARP whatever its link layer reads (old
+// kernels print "InfiniBand" for i40iw), and an Ethernet port of a CA is
+// RoCE.
+func PortKind(nodeType infiniband.Opt[infiniband.Enum], linkLayer string) (Kind, bool) {
+	if nodeType.OK && nodeType.V.Value == infiniband.NodeTypeRNIC {
+		return KindIWARP, true
+	}
+	if linkLayer == infiniband.LinkLayerEthernet {
+		return KindRoCE, true
+	}
+	return "", false
+}
 
 // ARPHRD_INFINIBAND, the type of IPoIB interfaces.
 const typeInfiniband = 32
@@ -78,7 +99,7 @@ type Netdev struct {
 	// IPoIB is set for IPoIB interfaces.
 	IPoIB *IPoIB
 	// GIDTypes counts the GID table entries naming this netdev, by type
-	// (GIDRoCEv1, GIDRoCEv2); RoCE only.
+	// (GIDRoCEv1, GIDRoCEv2); RoCE and iWARP only.
 	GIDTypes map[string]int
 	// Ethtool is what the running kernel reports; nil when not queried or
 	// when the kernel has no such interface in this network namespace.
@@ -91,12 +112,16 @@ type Netdev struct {
 	// on every scrape, for every netdev.
 	absent liveSet
 
-	// Module is the transceiver memory of a RoCE netdev's port
+	// Module is the transceiver memory of a RoCE or iWARP netdev's port
 	// (Ethtool.ModuleEEPROM); nil when not asked. Read with the slow
 	// netdev attributes (Read), kept by Refresh: each page read is a
 	// firmware access.
 	Module *ModuleEEPROM
 }
+
+// Ethernet reports a netdev of an Ethernet RDMA port (RoCE or iWARP):
+// what ethtool's link state and the module memory describe.
+func (n *Netdev) Ethernet() bool { return n.Kind == KindRoCE || n.Kind == KindIWARP }
 
 // liveSet is a set of liveFiles, by index.
 type liveSet uint8
@@ -234,13 +259,20 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 	// tables.
 	linkLayer := map[port]string{}
 	roce := map[string]port{}
+	kinds := map[string]Kind{}
 	gidTypes := map[string]map[string]int{}
 	var roceOrder []string
 	devices, ports := r.ports(ctx, opts.Class, keep)
 	for _, p := range ports {
 		linkLayer[port{p.dev, p.num}] = p.linkLayer
-		if p.linkLayer != infiniband.LinkLayerEthernet {
+		kind, eth := PortKind(p.nodeType, p.linkLayer)
+		if !eth {
 			continue
+		}
+		if kind == KindIWARP {
+			// The IPoIB mapping must not take an iWARP port for an
+			// InfiniBand one (i40iw on old kernels reads "InfiniBand").
+			linkLayer[port{p.dev, p.num}] = infiniband.LinkLayerEthernet
 		}
 		dir := infiniband.ClassDir + "/" + p.dev + "/ports/" + strconv.Itoa(p.num)
 		names := r.gids(dir, gidTypes)
@@ -252,6 +284,7 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 		for _, name := range names {
 			if _, dup := roce[name]; !dup {
 				roce[name] = port{p.dev, p.num}
+				kinds[name] = kind
 				roceOrder = append(roceOrder, name)
 			}
 		}
@@ -269,7 +302,7 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 		}
 		name := e.Name()
 		if p, ok := roce[name]; ok {
-			nd := r.netdev(name, KindRoCE)
+			nd := r.netdev(name, kinds[name])
 			nd.Device, nd.Port = p.device, p.num
 			nd.GIDTypes = gidTypes[name]
 			s.Netdevs = append(s.Netdevs, nd)
@@ -288,7 +321,7 @@ func Read(ctx context.Context, host hostfs.Host, opts Options) (*Snapshot, error
 	// another network namespace): still a RoCE netdev of the port.
 	for _, name := range roceOrder {
 		if p, ok := roce[name]; ok {
-			s.Netdevs = append(s.Netdevs, Netdev{Name: name, Kind: KindRoCE, Device: p.device, Port: p.num, GIDTypes: gidTypes[name]})
+			s.Netdevs = append(s.Netdevs, Netdev{Name: name, Kind: kinds[name], Device: p.device, Port: p.num, GIDTypes: gidTypes[name]})
 		}
 	}
 	sort.Slice(s.Netdevs, func(i, j int) bool { return s.Netdevs[i].Name < s.Netdevs[j].Name })
@@ -358,6 +391,7 @@ type classPort struct {
 	dev       string
 	num       int
 	linkLayer string
+	nodeType  infiniband.Opt[infiniband.Enum]
 	// netdev is the port's netdev by GID 0 or its PCI function's
 	// dev_port (infiniband.Port.Netdev).
 	netdev string
@@ -390,7 +424,7 @@ func (r *reader) ports(ctx context.Context, class *infiniband.Class, keep func(s
 			if !p.IsInfiniBand() {
 				ll = p.LinkLayer.V
 			}
-			out = append(out, classPort{dev: d.Name, num: p.Num, linkLayer: ll, netdev: p.Netdev})
+			out = append(out, classPort{dev: d.Name, num: p.Num, linkLayer: ll, nodeType: d.NodeType, netdev: p.Netdev})
 		}
 	}
 	return devs, out
@@ -563,7 +597,7 @@ func (r *reader) isMlx5(nd *Netdev) (mlx5, known bool) {
 // have (or has as something else); those are skipped, not errors.
 //
 // module reads the module memory too, when the query asks for it, of a
-// RoCE netdev mapped to a kept RDMA port (an IPoIB port's module belongs
+// RoCE or iWARP netdev mapped to a kept RDMA port (an IPoIB port's module belongs
 // to the InfiniBand port, and an unmapped netdev to a device the filter
 // may exclude).
 func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel *KernelIfindex, module bool) {
@@ -576,7 +610,7 @@ func (r *reader) ethtool(nd *Netdev, e *Ethtool, kernel *KernelIfindex, module b
 		r.fail(err)
 	}
 	nd.Ethtool = info
-	if module && e.ModuleEEPROM && nd.Kind == KindRoCE && nd.Device != "" {
+	if module && e.ModuleEEPROM && nd.Ethernet() && nd.Device != "" {
 		me, err := readModule(nd.Name)
 		if err != nil {
 			r.fail(err)

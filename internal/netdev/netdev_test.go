@@ -81,8 +81,9 @@ func TestReadFixtures(t *testing.T) {
 			"enp59s0f0np0 roce mlx5_0/1 mtu=9000 v1=2 v2=2 ipv6off=false",
 			"enp59s0f1np1 roce mlx5_1/1 mtu=9000 v1=2 v2=2 ipv6off=false",
 		},
-		// iWARP netdevs are neither IPoIB nor RoCE
-		"iwarp-i40iw": nil,
+		// An RNIC's netdev is iWARP, even where the old kernel prints
+		// link_layer InfiniBand.
+		"iwarp-i40iw": {"enp9s0f0 iwarp i40iw0/1 mtu=1500 ipv6off=false"},
 	} {
 		t.Run(host, func(t *testing.T) {
 			s := read(t, fixture(t, host), Options{})
@@ -396,6 +397,48 @@ func BenchmarkReadDGX(b *testing.B) {
 	for b.Loop() {
 		if _, err := Read(context.Background(), h, Options{CharDevices: true}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Node type and link layer decide together: the Ethernet netdev of an
+// RNIC is iWARP (i40iw, whose old kernel prints link_layer "InfiniBand"),
+// the Ethernet netdevs of a CA are RoCE.
+func TestReadIWARPIsNotRoCE(t *testing.T) {
+	for host, want := range map[string]string{
+		"iwarp-i40iw": "enp9s0f0 iwarp i40iw0/1",
+		"irdma-e810":  "ens8np0 roce irdma0/1",
+	} {
+		s := read(t, fixture(t, host), Options{})
+		var got []string
+		for _, n := range s.Netdevs {
+			got = append(got, fmt.Sprintf("%s %s %s/%d", n.Name, n.Kind, n.Device, n.Port))
+		}
+		if !slices.Contains(got, want) {
+			t.Errorf("%s: netdevs %q, want %q among them", host, got, want)
+		}
+	}
+}
+
+func TestPortKind(t *testing.T) {
+	rnic := Opt[infiniband.Enum]{V: infiniband.Enum{Value: infiniband.NodeTypeRNIC, Name: "RNIC"}, OK: true}
+	ca := Opt[infiniband.Enum]{V: infiniband.Enum{Value: infiniband.NodeTypeCA, Name: "CA"}, OK: true}
+	for _, c := range []struct {
+		nodeType Opt[infiniband.Enum]
+		ll       string
+		want     Kind
+		eth      bool
+	}{
+		{rnic, "Ethernet", KindIWARP, true},
+		{rnic, "InfiniBand", KindIWARP, true}, // i40iw on 4.x kernels
+		{ca, "Ethernet", KindRoCE, true},
+		{ca, "InfiniBand", "", false},
+		{Opt[infiniband.Enum]{}, "Ethernet", KindRoCE, true},
+		{ca, "Unknown", "", false}, // EFA
+	} {
+		k, eth := PortKind(c.nodeType, c.ll)
+		if k != c.want || eth != c.eth {
+			t.Errorf("PortKind(%v, %q) = %q, %v; want %q, %v", c.nodeType, c.ll, k, eth, c.want, c.eth)
 		}
 	}
 }

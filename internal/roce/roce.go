@@ -60,7 +60,7 @@ type Netdev struct {
 	// when its directory is (an upstream kernel).
 	ECN map[string][Priorities]Opt[bool]
 	// CNPPriority and CNPDSCP are the notification point's
-	// params/cnp_802p_prio and params/cnp_dscp.
+	// cnp_802p_prio and cnp_dscp (cnpFile says where).
 	CNPPriority, CNPDSCP Opt[uint64]
 	// DefaultToS is the rdma_cm default_roce_tos of the port; absent when
 	// the configfs directory was not created (mkdir) or configfs is not
@@ -156,6 +156,19 @@ func (r *reader) value(p string) Opt[uint64] {
 	return sysattr.Some(v)
 }
 
+// cnp reads a notification point parameter. MLNX_OFED's mlx5 driver
+// creates cnp_dscp, cnp_802p_prio and min_time_between_cnps in the
+// roce_np directory itself (en_sysfs.c, mlx5e_fill_np_attributes on the
+// protocol kobject; NVIDIA's sysinfo-snapshot and recorded hosts read
+// ecn/roce_np/cnp_dscp); NVIDIA's ECN page writes ecn/<point>/params/,
+// so that directory is the fallback.
+func (r *reader) cnp(dir, name string) Opt[uint64] {
+	if v := r.value(dir + PointNP + "/" + name); v.OK {
+		return v
+	}
+	return r.value(dir + PointNP + "/params/" + name)
+}
+
 // Read reads the RoCE netdevs of nds (those mapped to an RDMA port).
 func Read(ctx context.Context, sys hostfs.FS, nds []netdev.Netdev, opts Options) *Snapshot {
 	s := &Snapshot{}
@@ -196,8 +209,8 @@ func Read(ctx context.Context, sys hostfs.FS, nds []netdev.Netdev, opts Options)
 			}
 			n.ECN[pt] = en
 		}
-		n.CNPPriority = r.value(dir + PointNP + "/params/cnp_802p_prio")
-		n.CNPDSCP = r.value(dir + PointNP + "/params/cnp_dscp")
+		n.CNPPriority = r.cnp(dir, "cnp_802p_prio")
+		n.CNPDSCP = r.cnp(dir, "cnp_dscp")
 		n.DefaultToS = r.value(fmt.Sprintf("kernel/config/rdma_cm/%s/ports/%d/default_roce_tos", nd.Device, nd.Port))
 
 		if idx, ok := kernel[nd.Name]; ok && nd.IfIndex.OK && uint64(idx) == nd.IfIndex.V {

@@ -52,8 +52,14 @@ func TestRead(t *testing.T) {
 		write(t, root, "class/net/eth0/ecn/roce_np/enable/"+string(rune('0'+p)), v)
 		write(t, root, "class/net/eth0/ecn/roce_rp/enable/"+string(rune('0'+p)), v)
 	}
-	write(t, root, "class/net/eth0/ecn/roce_np/params/cnp_802p_prio", "6\n")
-	write(t, root, "class/net/eth0/ecn/roce_np/params/cnp_dscp", "48\n")
+	// Where MLNX_OFED's en_sysfs.c puts them (roce_np itself); eth1 has
+	// the params/ form NVIDIA's ECN page writes.
+	write(t, root, "class/net/eth0/ecn/roce_np/cnp_802p_prio", "6\n")
+	write(t, root, "class/net/eth0/ecn/roce_np/cnp_dscp", "48\n")
+	write(t, root, "class/net/eth1/ecn/roce_np/params/cnp_dscp", "26\n")
+	// An iWARP netdev's ecn tree is never read as RoCE (a cxgb4 port has
+	// none, but the kind alone must decide).
+	write(t, root, "class/net/iw0/ecn/roce_np/enable/0", "1\n")
 	write(t, root, "kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos", "106\n")
 	write(t, root, "class/net/eth1/ecn/roce_np/enable/0", "garbage\n")
 
@@ -61,6 +67,7 @@ func TestRead(t *testing.T) {
 		{Name: "eth0", Kind: netdev.KindRoCE, Device: "mlx5_0", Port: 1, IfIndex: sysattr.Some(uint64(4))},
 		{Name: "eth1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 1, IfIndex: sysattr.Some(uint64(5))},
 		{Name: "ib0", Kind: netdev.KindIPoIB, Device: "mlx5_2", Port: 1},
+		{Name: "iw0", Kind: netdev.KindIWARP, Device: "cxgb4_0", Port: 1},
 	}
 	conn := &dcbConn{}
 	s := Read(context.Background(), hostfs.Dir(root), nds, Options{
@@ -89,8 +96,11 @@ func TestRead(t *testing.T) {
 	if !e1.Live || e1.DCBStatus != rdmanl.StatusUnsupported || e1.Pause == nil || !e1.Pause.RX {
 		t.Errorf("eth1 %+v", e1)
 	}
-	if _, ok := e1.ECN[PointRP]; ok || e1.DefaultToS.OK {
+	if _, ok := e1.ECN[PointRP]; ok || e1.DefaultToS.OK || e1.CNPPriority.OK {
 		t.Errorf("eth1 has what its tree lacks: %+v", e1)
+	}
+	if !e1.CNPDSCP.OK || e1.CNPDSCP.V != 26 {
+		t.Errorf("eth1 params/cnp_dscp: %+v", e1.CNPDSCP)
 	}
 	if len(conn.asked) != 1 {
 		t.Errorf("dcb asked %q", conn.asked)
