@@ -121,6 +121,10 @@ func (w DirWriter) lock() (*heldLock, error) {
 			h.abandon()
 			return nil, fmt.Errorf("lock /%s: %w", LockPath, err)
 		}
+		if err := c.rootLock(unix.LOCK_UN); err != nil {
+			h.abandon()
+			return nil, err
+		}
 		return h, nil
 	}
 	return nil, fmt.Errorf("lock /%s: replaced %d times while taking it", LockPath, lockTries)
@@ -128,9 +132,12 @@ func (w DirWriter) lock() (*heldLock, error) {
 
 // flockNB takes an exclusive flock without waiting; false when another
 // open file description holds it.
-func flockNB(f *os.File) (bool, error) {
+func flockNB(f *os.File) (bool, error) { return flockFD(int(f.Fd())) }
+
+// flockFD is flockNB of a descriptor.
+func flockFD(fd int) (bool, error) {
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		switch {
 		case err == nil:
 			return true, nil

@@ -255,3 +255,33 @@ func TestRemediateStateDirKilledWhileMade(t *testing.T) {
 		})
 	}
 }
+
+// Runs that make the state directories at once never take each other's
+// half-made directories for what a killed run left: each gets the lock
+// or is refused by it, never another error, and the tree ends as it was.
+func TestRemediateStateDirMadeConcurrently(t *testing.T) {
+	root := copyHost(t, "numa-remote")
+	before := owned(t, root)
+	for round := 0; round < 20; round++ {
+		const runs = 6
+		errs := make(chan error, runs)
+		start := make(chan struct{})
+		for range runs {
+			go func() {
+				<-start
+				release, err := writer(root).Lock()
+				if err == nil {
+					err = release()
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for range runs {
+			if err := <-errs; err != nil && !errors.Is(err, ErrLocked) {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		diffTrees(t, before, owned(t, root))
+	}
+}

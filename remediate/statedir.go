@@ -58,6 +58,24 @@ func (c *stateChain) close() {
 	c.fds = nil
 }
 
+// rootLock takes (LOCK_EX) or drops (LOCK_UN) a flock on the root
+// directory. It is held only while the state directories are made or
+// removed and the lock file is opened, created, taken or removed: a run
+// that removes them when it ends cannot then race one that opens the
+// lock file in them, and one that makes them cannot race one that
+// removes what a killed run left. A killed run's flock dies with it.
+func (c *stateChain) rootLock(how int) error {
+	for {
+		err := unix.Flock(c.fds[0], how)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				return &fs.PathError{Op: "flock", Path: c.root, Err: err}
+			}
+			return nil
+		}
+	}
+}
+
 // complete reports whether the whole of StateDir is open.
 func (c *stateChain) complete() bool { return len(c.fds) == len(stateParts)+1 }
 
@@ -91,14 +109,19 @@ func openDirAt(dir int, name, abs string) (int, error) {
 	}
 }
 
-// openState opens the root and each existing directory of StateDir
-// below it, stopping at the first missing one.
+// openState opens the root, takes its flock (rootLock), and opens each
+// existing directory of StateDir below it, stopping at the first
+// missing one. The flock is held until the chain is closed or unlocked.
 func (w DirWriter) openState() (*stateChain, error) {
 	root, err := unix.Open(w.Roots.Root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: w.Roots.Root, Err: err}
 	}
 	c := &stateChain{root: w.Roots.Root, fds: []int{root}}
+	if err := c.rootLock(unix.LOCK_EX); err != nil {
+		c.close()
+		return nil, err
+	}
 	for i, part := range stateParts {
 		fd, err := openDirAt(c.last(), part, c.abs(i+1))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -133,11 +156,18 @@ func (w DirWriter) step(what string) error {
 	if w.stateStep == nil {
 		return nil
 	}
-	return w.stateStep(what)
+	if err := w.stateStep(what); err != nil {
+		return fmt.Errorf("%w (%s): %w", errStep, what, err)
+	}
+	return nil
 }
 
+// errStep marks an error of the test seam step: nothing is cleaned up.
+var errStep = errors.New("stopped by the test seam")
+
 // makeState creates the missing directories of StateDir below the
-// deepest existing one of c, as one rename, and reopens the chain.
+// deepest existing one of c, as one rename; the caller opens the chain
+// again.
 func (w DirWriter) makeState(c *stateChain) error {
 	if err := w.removeSkeletons(c); err != nil {
 		return err
@@ -152,17 +182,34 @@ func (w DirWriter) makeState(c *stateChain) error {
 	if err := unix.Mkdirat(parent, tmp, 0o700); err != nil {
 		return &fs.PathError{Op: "mkdir", Path: filepath.Join(c.abs(have), tmp), Err: err}
 	}
+	// Held (flock) until the rename, so that another run does not take
+	// it for what a killed one left (removeSkeletons). One that removed
+	// it before the flock makes this run try again.
+	fd, err := openDirAt(parent, tmp, filepath.Join(c.abs(have), tmp))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if ok, err := flockFD(fd); err != nil || !ok {
+		return err
+	}
 	var record strings.Builder
 	for i := range missing {
 		record.WriteString(strings.Join(stateParts[:have+i+1], "/") + "\n")
 	}
-	if err := w.buildSkeleton(parent, tmp, missing[1:], record.String(), c.abs(have)); err != nil {
+	if err := w.buildSkeleton(fd, tmp, missing[1:], record.String(), c.abs(have)); err != nil {
+		if !errors.Is(err, errStep) {
+			w.removeSkeleton(parent, tmp, have+1)
+		}
 		return err
 	}
 	if err := w.step("rename " + tmp); err != nil {
 		return err
 	}
-	err := unix.Renameat2(parent, tmp, parent, missing[0], unix.RENAME_NOREPLACE)
+	err = unix.Renameat2(parent, tmp, parent, missing[0], unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 		// A filesystem without RENAME_NOREPLACE: a plain rename, when
 		// nothing is there (a rename would replace an empty directory).
@@ -186,14 +233,10 @@ func (w DirWriter) makeState(c *stateChain) error {
 
 // buildSkeleton makes the directories below the skeleton tmp in parent,
 // each with DirMode whatever the umask, and the record in the last.
-func (w DirWriter) buildSkeleton(parent int, tmp string, below []string, record, where string) error {
-	fd, err := openDirAt(parent, tmp, filepath.Join(where, tmp))
-	if err != nil {
-		return err
-	}
-	fds := []int{fd}
+func (w DirWriter) buildSkeleton(top int, tmp string, below []string, record, where string) error {
+	fds := []int{top}
 	defer func() {
-		for _, fd := range fds {
+		for _, fd := range fds[1:] {
 			unix.Close(fd)
 		}
 	}()
@@ -254,13 +297,35 @@ func (w DirWriter) removeSkeletons(c *stateChain) error {
 		return fmt.Errorf("list %s: %w", f.Name(), err)
 	}
 	for _, n := range names {
-		if isSkeleton(n) && skeletonOK(parent, n, have+1, false) {
-			if err := w.step("remove " + n); err != nil {
-				return err
-			}
-			skeletonOK(parent, n, have+1, true)
+		if !isSkeleton(n) {
+			continue
+		}
+		if err := w.removeLeftSkeleton(parent, n, have+1); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// removeLeftSkeleton removes the skeleton name when no live run holds it
+// (its flock died with the run that made it).
+func (w DirWriter) removeLeftSkeleton(parent int, name string, depth int) error {
+	fd, err := openDirAt(parent, name, name)
+	if err != nil {
+		return nil // gone, or not a directory: not ours
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if ok, err := flockFD(fd); err != nil || !ok {
+		return nil // a run making it now
+	}
+	if !skeletonOK(parent, name, depth, false) {
+		return nil
+	}
+	if err := w.step("remove " + name); err != nil {
+		return err
+	}
+	skeletonOK(parent, name, depth, true)
 	return nil
 }
 
@@ -337,6 +402,10 @@ func (h *heldLock) abandon() error {
 // (a directory someone else put something in stays), then unlocks.
 func (h *heldLock) release() error {
 	defer h.chain.close()
+	if err := h.chain.rootLock(unix.LOCK_EX); err != nil {
+		h.f.Close()
+		return err
+	}
 	state := h.chain.last()
 	err := unix.Unlinkat(state, path.Base(LockPath), 0)
 	if errors.Is(err, unix.ENOENT) {
