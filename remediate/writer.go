@@ -282,7 +282,7 @@ const tempTries = 8
 // WriteAtomic implements Writer. The mode is set on the temp file, so
 // the file never has another one, whatever the umask. A symbolic link at
 // name is replaced, never followed (the rename replaces the link itself).
-func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) (err error) {
+func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error {
 	p, err := w.resolve(a, name)
 	if err != nil {
 		return err
@@ -299,15 +299,12 @@ func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMod
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
 	if err := writeSynced(f, data, perm); err != nil {
+		os.Remove(tmp) // ours: made with O_EXCL
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return syncDir(filepath.Dir(p))
