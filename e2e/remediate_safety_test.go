@@ -209,49 +209,142 @@ func noWorldWritable(t *testing.T, root string) {
 	}
 }
 
-// An apply killed mid-write (Medium 8 of issue 15): strace kills the
-// real binary with SIGKILL at a system call on a given path: the rename
-// of its first journal, the mkdir of etc/sysctl.d, the rename of the
-// sysctl drop-in. It dies with a temp file written and not renamed,
-// directories it made and its lock file; one rollback restores the
-// original tree exactly each time.
+// An apply killed mid-write (Medium 8 of issue 15, and the state
+// directory of issue 29): strace kills the real binary with SIGKILL at a
+// system call on a given path: the rename of the state directories into
+// place, the open of the lock file in them, the rename of its first
+// journal, the mkdir of etc/sysctl.d, the rename of the sysctl drop-in.
+// It dies with a temp file or directory made and not renamed, directories
+// it made and its lock file; one rollback restores the original tree
+// exactly each time, modes and owners included, on a tree without var
+// and on one whose var/lib is someone else's (mode 0700, another owner).
+// Every step of making the state directories is killed in turn by
+// remediate's TestRemediateStateDirKilledWhileMade; strace reaches those
+// above, the rest being made below a directory of a random name.
 func TestRemediateSafetyKilledApply(t *testing.T) {
 	strace := requireTool(t, "strace")
 	renames := "rename,renameat,renameat2"
+	state := remediate.StateDir
 	for _, kp := range []struct {
-		name, calls, path string
-		leaves            []string // what the kill must leave
+		name, calls string
+		paths       []string // the kill is at the first call on one of them
+		leaves      []string // what the kill must leave (globs)
 	}{
-		{"first journal", renames, ".remediate-journal.json.rdma-doctor-tmp", []string{remediate.LockPath, remediate.StateDir + "/.remediate-journal.json.rdma-doctor-tmp"}},
-		{"mkdir etc/sysctl.d", "mkdir,mkdirat", "etc/sysctl.d", []string{remediate.LockPath, remediate.JournalPath, "etc"}},
-		{"drop-in", renames, "etc/sysctl.d/.90-rdma-doctor.conf.rdma-doctor-tmp", []string{remediate.LockPath, remediate.JournalPath, "etc/sysctl.d/.90-rdma-doctor.conf.rdma-doctor-tmp"}},
+		// The skeleton is renamed in the deepest directory that exists.
+		{"state directories", renames, []string{".", "var/lib"}, []string{".rdma-doctor-state.*/lib/rdma_doctor", "var/lib/.rdma-doctor-state.*"}},
+		{"lock file", "open,openat", []string{state}, []string{state}},
+		{"first journal", renames, []string{remediate.JournalPath}, []string{remediate.LockPath, state + "/.remediate-journal.json.rdma-doctor-tmp.*"}},
+		{"mkdir etc/sysctl.d", "mkdir,mkdirat", []string{"etc/sysctl.d"}, []string{remediate.LockPath, remediate.JournalPath, "etc"}},
+		{"drop-in", renames, []string{"etc/sysctl.d/90-rdma-doctor.conf"}, []string{remediate.LockPath, remediate.JournalPath, "etc/sysctl.d/.90-rdma-doctor.conf.rdma-doctor-tmp.*"}},
 	} {
-		t.Run(kp.name, func(t *testing.T) {
-			orig, root := copyFixture(t, "numa-remote")
-			path := filepath.Join(root, kp.path)
-			if strings.HasPrefix(kp.path, ".remediate-journal") {
-				path = filepath.Join(root, remediate.StateDir, kp.path)
+		for _, theirs := range []bool{false, true} {
+			name := kp.name
+			if theirs {
+				name += ", their var/lib"
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, strace, "-f", "-qq", "-o", "/dev/null", "-P", path, "-e", "trace="+kp.calls,
-				"-e", "inject="+kp.calls+":signal=SIGKILL",
-				binary(t), "--path.rootfs="+root, "--collector.sm.sminfo-path=/nonexistent/sminfo", "remediate", "apply", "--only=sysctl", "--yes")
-			out, stderr, code := runCmd(t, cmd)
-			if code == 0 || strings.Contains(out, "change(s) applied") {
-				t.Fatalf("the apply was not killed: exit %d\n%s\n%s", code, out, stderr)
-			}
-			for _, p := range kp.leaves {
-				if _, err := os.Lstat(filepath.Join(root, p)); err != nil {
-					t.Errorf("the kill left no %s: %v", p, err)
+			t.Run(name, func(t *testing.T) {
+				orig, root := copyFixture(t, "numa-remote")
+				if theirs {
+					orig = withTheirVarLib(t, root)
 				}
+				before := modesOwners(t, root)
+				args := []string{"-f", "-qq", "-o", "/dev/null"}
+				for _, p := range kp.paths {
+					args = append(args, "-P", filepath.Join(root, p))
+				}
+				args = append(args, "-e", "trace="+kp.calls, "-e", "inject="+kp.calls+":signal=SIGKILL",
+					binary(t), "--path.rootfs="+root, "--collector.sm.sminfo-path=/nonexistent/sminfo", "remediate", "apply", "--only=sysctl", "--yes")
+				cmd := exec.Command(strace, args...)
+				out, stderr, code := runCmd(t, cmd)
+				if code == 0 || strings.Contains(out, "change(s) applied") {
+					t.Fatalf("the apply was not killed: exit %d\n%s\n%s", code, out, stderr)
+				}
+				left := 0
+				for _, g := range kp.leaves {
+					m, err := filepath.Glob(filepath.Join(root, g))
+					if err != nil {
+						t.Fatal(err)
+					}
+					left += len(m)
+					if len(m) == 0 && kp.name != "state directories" {
+						t.Errorf("the kill left no %s", g)
+					}
+				}
+				if left == 0 {
+					t.Errorf("the kill left none of %q", kp.leaves)
+				}
+				out, stderr, code = remediateCLI(t, root, "remediate", "rollback")
+				if code != 0 && !(code == 1 && strings.Contains(stderr, "no remediate journal")) {
+					t.Fatalf("rollback: exit %d\n%s\n%s", code, out, stderr)
+				}
+				diffR(t, orig, root)
+				sameModesOwners(t, before, modesOwners(t, root))
+			})
+		}
+	}
+}
+
+// withTheirVarLib gives root a var/lib of its own (mode 0700, and another
+// owner where the test runs as root) and returns a copy of the tree so
+// made, to compare with.
+func withTheirVarLib(t *testing.T, root string) string {
+	t.Helper()
+	for _, d := range []string{"var", "var/lib"} {
+		p := filepath.Join(root, d)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Lchown(p, 4242, 4343); err != nil {
+				t.Fatal(err)
 			}
-			out, stderr, code = remediateCLI(t, root, "remediate", "rollback")
-			if code != 0 {
-				t.Fatalf("rollback: exit %d\n%s\n%s", code, out, stderr)
-			}
-			diffR(t, orig, root)
-		})
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "var"), 0o751); err != nil {
+		t.Fatal(err)
+	}
+	orig := filepath.Join(t.TempDir(), "theirs")
+	if out, err := exec.Command("cp", "-a", root, orig).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	return orig
+}
+
+// modesOwners is every path below root with its type, mode, owner and
+// group: what diff -r does not compare.
+func modesOwners(t *testing.T, root string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		rel, _ := filepath.Rel(root, p)
+		m[rel] = fmt.Sprintf("%v uid=%d gid=%d", fi.Mode(), st.Uid, st.Gid)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func sameModesOwners(t *testing.T, want, got map[string]string) {
+	t.Helper()
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: %q, want %q", p, got[p], w)
+		}
+	}
+	for p, g := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s: left behind (%s)", p, g)
+		}
 	}
 }
 
@@ -283,8 +376,8 @@ func TestRemediateSafetyDamagedJournal(t *testing.T) {
 					t.Fatal(err)
 				}
 				content = append(b, "garbage\n"...)
-			} else if err := os.MkdirAll(filepath.Dir(journal), 0o755); err != nil {
-				t.Fatal(err)
+			} else {
+				leaveStateDirs(t, root)
 			}
 			if err := os.WriteFile(journal, content, 0o600); err != nil {
 				t.Fatal(err)
@@ -307,6 +400,20 @@ func TestRemediateSafetyDamagedJournal(t *testing.T) {
 			}
 			diffR(t, orig, root)
 		})
+	}
+}
+
+// leaveStateDirs makes the state directories as an apply killed after
+// making them leaves them: with remediate's record that they are its own,
+// which rollback removes.
+func leaveStateDirs(t *testing.T, root string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, remediate.StateDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	record := "var\nvar/lib\n" + remediate.StateDir + "\n"
+	if err := os.WriteFile(filepath.Join(root, remediate.StateDir, remediate.CreatedRecord), []byte(record), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

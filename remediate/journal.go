@@ -15,9 +15,11 @@ import (
 
 // JournalVersion is the format of the journal file this version writes.
 // Version 2 added record entries (one line of a keyed kernel attribute);
-// a version 1 journal has none and is read as it is. A journal of any
-// other version is refused: its undo data might be read wrongly.
-const JournalVersion = 2
+// a version 1 journal has none and is read as it is. Version 3 added the
+// tree it belongs to (Root), which it must have; versions 1 and 2 have
+// none and are read without the check. A journal of any other version is
+// refused: its undo data might be read wrongly.
+const JournalVersion = 3
 
 // StateDir and JournalPath are below --path.rootfs.
 const (
@@ -32,7 +34,10 @@ var ErrNoJournal = errors.New("no remediate journal")
 // Journal is the undo data of every change applied since the last
 // rollback, in the order they were made.
 type Journal struct {
-	Version int     `json:"version"`
+	Version int `json:"version"`
+	// Root is the tree the journal was written for; rollback and apply
+	// refuse it on another (ErrOtherTree).
+	Root    *TreeID `json:"root,omitempty"`
 	Entries []Entry `json:"entries"`
 	// Complete is the end marker: a journal without it was cut short.
 	Complete bool `json:"complete"`
@@ -90,13 +95,21 @@ func damaged(format string, args ...any) error {
 
 // LoadJournal reads the journal; ErrNoJournal when there is none. A
 // damaged journal is a *DamagedError, one of another version or with an
-// invalid entry another error, each naming the file.
+// invalid entry another error, one of another tree ErrOtherTree, each
+// naming the file.
 func LoadJournal(w Writer) (*Journal, error) {
 	b, err := readJournal(w)
 	if err != nil {
 		return nil, err
 	}
-	return parseJournal(b)
+	j, err := parseJournal(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTree(w, j); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 func readJournal(w Writer) ([]byte, error) {
@@ -149,8 +162,11 @@ func parseJournal(b []byte) (*Journal, error) {
 // checkJournal refuses what no --force makes safe to restore: another
 // version (its entries might mean something else) or an invalid entry.
 func checkJournal(j *Journal) error {
-	if j.Version != 1 && j.Version != JournalVersion {
-		return fmt.Errorf("journal /%s has version %d, this rdma_doctor reads versions 1 and %d: roll back with the version that wrote it", JournalPath, j.Version, JournalVersion)
+	if j.Version < 1 || j.Version > JournalVersion {
+		return fmt.Errorf("journal /%s has version %d, this rdma_doctor reads versions 1 to %d: roll back with the version that wrote it", JournalPath, j.Version, JournalVersion)
+	}
+	if (j.Version >= 3) != (j.Root != nil) {
+		return fmt.Errorf("journal /%s: version %d with root %v: a version 3 journal names its tree, an older one cannot", JournalPath, j.Version, j.Root)
 	}
 	for i, e := range j.Entries {
 		record := e.Kind == "record" && j.Version >= 2 && e.Key != "" && e.Area != AreaRoot && e.Existed
@@ -201,6 +217,8 @@ func salvageObject(dec *json.Decoder, j *Journal) int64 {
 			ok = dec.Decode(&j.Version) == nil
 		case "complete":
 			ok = dec.Decode(&j.Complete) == nil
+		case "root":
+			ok = dec.Decode(&j.Root) == nil
 		case "entries":
 			ok = salvageEntries(dec, j)
 		}
@@ -229,7 +247,11 @@ func salvageEntries(dec *json.Decoder, j *Journal) bool {
 // save writes the journal atomically. Its directory exists: the lock
 // beside it is taken first.
 func (j *Journal) save(w Writer) error {
-	j.Version, j.Complete = JournalVersion, true
+	tree, err := w.Tree()
+	if err != nil {
+		return err
+	}
+	j.Version, j.Root, j.Complete = JournalVersion, &tree, true
 	b, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
 		return err
@@ -240,13 +262,33 @@ func (j *Journal) save(w Writer) error {
 	return nil
 }
 
-// removeJournal removes the journal and a temp file of it a killed run
-// left; the state directories go with the lock (DirWriter.unlock).
+// removeJournal removes the temp files of the journal a killed run left,
+// and the journal; the state directories go with the lock.
 func removeJournal(w Writer) error {
-	for _, p := range []string{tempName(JournalPath), JournalPath} {
-		if err := w.Remove(AreaRoot, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
+	if err := w.RemoveTemps(AreaRoot, JournalPath); err != nil {
+		return err
+	}
+	if err := w.Remove(AreaRoot, JournalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
+
+// checkTree refuses a journal written for another tree than w's.
+func checkTree(w Writer, j *Journal) error {
+	if j.Root == nil {
+		return nil // version 1 or 2: written before journals named their tree
+	}
+	here, err := w.Tree()
+	if err != nil {
+		return err
+	}
+	if !j.Root.Same(here) {
+		return fmt.Errorf("journal /%s belongs to %s (device %d, inode %d), not to this tree %s (device %d, inode %d): %w; "+
+			"roll back on the tree it was written for", JournalPath, j.Root.Path, j.Root.Dev, j.Root.Ino, here.Path, here.Dev, here.Ino, ErrOtherTree)
+	}
+	return nil
+}
+
+// ErrOtherTree is the error of a journal written for another tree.
+var ErrOtherTree = errors.New("journal of another tree")

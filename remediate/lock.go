@@ -6,8 +6,9 @@ package remediate
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -48,24 +49,55 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 // Lock implements Writer. It never waits: a second apply refuses at once
 // rather than applying a plan made before the first one changed the host.
 func (w DirWriter) Lock() (release func() error, err error) {
-	p, err := w.path(AreaRoot, LockPath)
+	h, err := w.lock()
 	if err != nil {
 		return nil, err
 	}
+	return h.release, nil
+}
+
+// lock takes the lock through the state directories, made as needed,
+// each opened without following a link (statedir.go).
+func (w DirWriter) lock() (*heldLock, error) {
+	name := path.Base(LockPath)
 	for range lockTries {
-		if err := w.makeStateDirs(); err != nil {
+		c, err := w.openState()
+		if err != nil {
 			return nil, err
 		}
-		f, err := openNoFollow(p, os.O_RDWR|os.O_CREATE, 0o600)
-		if errors.Is(err, fs.ErrNotExist) {
+		if !c.complete() {
+			err := w.makeState(c)
+			c.close()
+			if err != nil {
+				return nil, fmt.Errorf("create /%s: %w", StateDir, err)
+			}
+			continue
+		}
+		if err := w.step("lock"); err != nil {
+			c.close()
+			return nil, err
+		}
+		fd, err := unix.Openat(c.last(), name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.ENOENT) {
+			c.close()
 			continue // a finishing run removed the directory meanwhile
 		}
+		if errors.Is(err, unix.ELOOP) {
+			err = symlinkError(filepath.Join(c.abs(len(stateParts)), name))
+		}
 		if err != nil {
+			c.close()
 			return nil, fmt.Errorf("open lock /%s: %w", LockPath, err)
+		}
+		f := os.NewFile(uintptr(fd), "/"+LockPath)
+		h := &heldLock{chain: c, f: f}
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			h.abandon()
+			return nil, fmt.Errorf("lock /%s %w", LockPath, ErrNotRegular)
 		}
 		held, err := flockNB(f)
 		if err != nil {
-			f.Close()
+			h.abandon()
 			return nil, fmt.Errorf("lock /%s: %w", LockPath, err)
 		}
 		if !held {
@@ -76,78 +108,36 @@ func (w DirWriter) Lock() (release func() error, err error) {
 				time.Sleep(5 * time.Millisecond)
 				pid = readPID(f)
 			}
-			f.Close()
+			h.abandon()
 			return nil, &LockedError{PID: pid}
 		}
 		// The holder before us removes the file before it unlocks: a
 		// lock on a file no longer at the path guards nothing.
-		if !stillAt(f, p) {
-			f.Close()
+		if !stillAt(f, c.last(), name) {
+			h.abandon()
 			continue
 		}
 		if err := writePID(f); err != nil {
-			f.Close()
+			h.abandon()
 			return nil, fmt.Errorf("lock /%s: %w", LockPath, err)
 		}
-		return func() error { return w.unlock(f, p) }, nil
+		if err := c.rootLock(unix.LOCK_UN); err != nil {
+			h.abandon()
+			return nil, err
+		}
+		return h, nil
 	}
 	return nil, fmt.Errorf("lock /%s: replaced %d times while taking it", LockPath, lockTries)
 }
 
-// unlock removes the lock file while still holding it, then the state
-// directories when no journal is left in them, then releases the lock.
-func (w DirWriter) unlock(f *os.File, p string) error {
-	err := os.Remove(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil
-	}
-	if ok, jerr := w.Exists(AreaRoot, JournalPath); jerr == nil && !ok {
-		w.removeEmptyStateDirs()
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("unlock /%s: %w", LockPath, err)
-	}
-	return nil
-}
-
-// makeStateDirs creates var/lib/rdma_doctor below the root as needed.
-func (w DirWriter) makeStateDirs() error {
-	dir := ""
-	for _, part := range strings.Split(StateDir, "/") {
-		dir = strings.TrimPrefix(dir+"/"+part, "/")
-		ok, err := w.Exists(AreaRoot, dir)
-		if err != nil {
-			return err
-		}
-		if ok {
-			continue
-		}
-		if err := w.Mkdir(AreaRoot, dir); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("create /%s: %w", dir, err)
-		}
-	}
-	return nil
-}
-
-// removeEmptyStateDirs removes var/lib/rdma_doctor, var/lib and var where
-// they are empty: on a tree that had none, they were the journal's own.
-func (w DirWriter) removeEmptyStateDirs() {
-	parts := strings.Split(StateDir, "/")
-	for i := len(parts); i > 0; i-- {
-		if err := w.Remove(AreaRoot, strings.Join(parts[:i], "/")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return // not empty: someone else's too
-		}
-	}
-}
-
 // flockNB takes an exclusive flock without waiting; false when another
 // open file description holds it.
-func flockNB(f *os.File) (bool, error) {
+func flockNB(f *os.File) (bool, error) { return flockFD(int(f.Fd())) }
+
+// flockFD is flockNB of a descriptor.
+func flockFD(fd int) (bool, error) {
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		switch {
 		case err == nil:
 			return true, nil
@@ -161,14 +151,13 @@ func flockNB(f *os.File) (bool, error) {
 	}
 }
 
-// stillAt reports whether the open file is still the one at path p.
-func stillAt(f *os.File, p string) bool {
-	a, err := f.Stat()
-	if err != nil {
+// stillAt reports whether the open file is still the one at name in dir.
+func stillAt(f *os.File, dir int, name string) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Fstatat(dir, name, &b, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return false
 	}
-	b, err := os.Lstat(p)
-	return err == nil && os.SameFile(a, b)
+	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 func writePID(f *os.File) error {

@@ -348,9 +348,15 @@ func Rollback(w Writer) ([]Entry, error) {
 // ErrNoJournal and changes nothing but the state an apply killed before
 // its first journal left.
 func RollbackWith(w Writer, o RollbackOptions) (restored []Entry, err error) {
-	// Without a state directory no apply left anything: nothing to lock
-	// (the lock would create it, and fail on a read-only tree).
-	if ok, err := w.Exists(AreaRoot, StateDir); err == nil && !ok {
+	// Without a state directory no apply left anything but what one
+	// killed while making it left (removed here): nothing to lock (the
+	// lock would create it, and fail on a read-only tree). A link on the
+	// way is refused before anything is opened through it.
+	ok, err := w.CleanState()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
 		return nil, fmt.Errorf("%w at /%s", ErrNoJournal, JournalPath)
 	}
 	release, err := w.Lock()
@@ -406,6 +412,9 @@ func loadForRollback(w Writer, o RollbackOptions) (*Journal, error) {
 	if serr != nil {
 		return nil, serr
 	}
+	if err := checkTree(w, j); err != nil {
+		return nil, err
+	}
 	if o.Log != nil {
 		what := err.Error()
 		if de := (*DamagedError)(nil); errors.As(err, &de) {
@@ -429,8 +438,8 @@ const (
 // restore undoes one entry.
 func restore(w Writer, e Entry) (outcome, error) {
 	if e.Area == AreaRoot && e.Kind == "file" {
-		// A temp file a killed apply (or rollback) left beside it.
-		if err := w.Remove(e.Area, tempName(e.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Temp files a killed apply (or rollback) left beside it.
+		if err := w.RemoveTemps(e.Area, e.Path); err != nil {
 			return restoredIt, err
 		}
 	}

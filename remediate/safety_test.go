@@ -135,9 +135,7 @@ func TestRemediateSafetyStaleLockFile(t *testing.T) {
 	root := copyHost(t, "numa-remote")
 	w := writer(root)
 	orig := tree(t, root)
-	if err := os.MkdirAll(filepath.Join(root, StateDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	leaveStateDirs(t, root)
 	if err := os.WriteFile(filepath.Join(root, LockPath), []byte("999999999\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +148,25 @@ func TestRemediateSafetyStaleLockFile(t *testing.T) {
 	diffTrees(t, orig, tree(t, root))
 }
 
-// writeJournal puts content where the journal goes.
-func writeJournal(t *testing.T, root string, content []byte) {
+// leaveStateDirs makes the state directories as an apply killed after
+// making them leaves them: with the record that they are remediate's.
+func leaveStateDirs(t *testing.T, root string) {
 	t.Helper()
+	if _, err := os.Lstat(filepath.Join(root, StateDir)); err == nil {
+		return
+	}
 	if err := os.MkdirAll(filepath.Join(root, StateDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(root, StateDir, CreatedRecord), []byte("var\nvar/lib\n"+StateDir+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeJournal puts content where the journal goes.
+func writeJournal(t *testing.T, root string, content []byte) {
+	t.Helper()
+	leaveStateDirs(t, root)
 	if err := os.WriteFile(filepath.Join(root, JournalPath), content, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -579,7 +590,7 @@ func (k *killer) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode)
 		return k.Writer.WriteAtomic(a, name, data, perm)
 	}
 	if k.writes == k.At+1 {
-		tmp, err := k.d.path(a, tempName(name))
+		tmp, err := k.d.path(a, path.Join(path.Dir(name), tempPrefix(name)+"0123456789abcdef"))
 		if err != nil {
 			return err
 		}
@@ -589,6 +600,16 @@ func (k *killer) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode)
 		k.Left = true
 	}
 	return errKilled
+}
+
+// Lock takes the lock and, at the end of the apply, drops it as a killed
+// process does: the lock file and the state directories stay.
+func (k *killer) Lock() (func() error, error) {
+	h, err := k.d.lock()
+	if err != nil {
+		return nil, err
+	}
+	return h.abandon, nil
 }
 
 func (k *killer) WriteInPlace(a Area, name string, data []byte) error {
@@ -624,9 +645,7 @@ func (k *killer) Remove(a Area, name string) error {
 // died with the process).
 func leaveKilledState(t *testing.T, root string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Join(root, StateDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	leaveStateDirs(t, root)
 	if err := os.WriteFile(filepath.Join(root, LockPath), []byte("999999999\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@
 package remediate
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -57,9 +58,18 @@ type Writer interface {
 	WriteRecord(a Area, name, key string, line []byte) error
 	// Lock takes the exclusive lock of the tree's journal for an apply or
 	// rollback, or fails at once with a *LockedError naming the holder.
-	// release unlocks it, removing the state directories when no journal
-	// is left in them.
+	// release unlocks it, removing the state directories it made when no
+	// journal is left in them.
 	Lock() (release func() error, err error)
+	// CleanState reports whether the state directory exists, after
+	// removing what a run killed while it made the state directories
+	// left; a symbolic link on the way is a *SymlinkError.
+	CleanState() (exists bool, err error)
+	// RemoveTemps removes the temp files a WriteAtomic of name killed
+	// before its rename left.
+	RemoveTemps(a Area, name string) error
+	// Tree identifies the tree (its root) the journal belongs to.
+	Tree() (TreeID, error)
 }
 
 // Roots are the directories the areas resolve to.
@@ -74,6 +84,9 @@ type DirWriter struct {
 	// kernelFS reports whether a path is on a kernel filesystem; nil
 	// means statfs. Tests set it to see what the kernel would be sent.
 	kernelFS func(path string) (bool, error)
+	// stateStep, when set, runs before each change making the state
+	// directories does; tests stop there as a kill would (statedir.go).
+	stateStep func(what string) error
 }
 
 func (w DirWriter) path(a Area, name string) (string, error) {
@@ -244,43 +257,54 @@ func (w DirWriter) WriteInPlace(a Area, name string, data []byte) error {
 	return f.Close()
 }
 
-// tempName is the temp file WriteAtomic writes name through. Its name is
-// fixed, not random, so the journal entry of name (written before the
-// write) also names the temp file a killed apply leaves, and rollback
-// removes it.
-func tempName(name string) string {
-	return path.Join(path.Dir(name), "."+path.Base(name)+".rdma-doctor-tmp")
+// tempPrefix begins the name of each temp file WriteAtomic writes name
+// through; 16 random hex digits follow (isTemp). The name is made with
+// O_EXCL, so an entry already there is never written nor removed; the
+// prefix lets rollback find the temp files a killed run left beside a
+// journaled path (RemoveTemps).
+func tempPrefix(name string) string {
+	return "." + path.Base(name) + ".rdma-doctor-tmp."
 }
+
+// isTemp reports whether entry is a temp file name of name.
+func isTemp(name, entry string) bool {
+	s, ok := strings.CutPrefix(entry, tempPrefix(name))
+	if !ok || len(s) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// tempTries bounds the random names tried when one exists already.
+const tempTries = 8
 
 // WriteAtomic implements Writer. The mode is set on the temp file, so
 // the file never has another one, whatever the umask. A symbolic link at
 // name is replaced, never followed (the rename replaces the link itself).
-func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) (err error) {
+func (w DirWriter) WriteAtomic(a Area, name string, data []byte, perm fs.FileMode) error {
 	p, err := w.resolve(a, name)
 	if err != nil {
 		return err
 	}
-	tmp, err := w.path(a, tempName(name))
-	if err != nil {
-		return err
-	}
-	// A temp file left by a killed run is ours (the lock is held).
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
+	var f *os.File
+	var tmp string
+	for range tempTries {
+		tmp = filepath.Join(filepath.Dir(p), tempPrefix(name)+randomSuffix())
+		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
 		}
-	}()
+	}
+	if err != nil {
+		return err
+	}
 	if err := writeSynced(f, data, perm); err != nil {
+		os.Remove(tmp) // ours: made with O_EXCL
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return syncDir(filepath.Dir(p))
@@ -311,6 +335,58 @@ func syncDir(dir string) error {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// RemoveTemps implements Writer: the regular files beside name whose
+// name is one of its temp names.
+func (w DirWriter) RemoveTemps(a Area, name string) error {
+	p, err := w.resolve(a, name)
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(filepath.Dir(p))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !isTemp(name, e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(filepath.Dir(p), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// TreeID identifies a tree by its root: the journal keeps it, and is
+// refused on another tree (ErrOtherTree).
+type TreeID struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// Same reports whether t and o are one tree: the same inode, and the same
+// device or, when the device was renumbered (a reboot), the same path.
+func (t TreeID) Same(o TreeID) bool {
+	return t.Ino == o.Ino && (t.Dev == o.Dev || t.Path == o.Path)
+}
+
+// Tree implements Writer.
+func (w DirWriter) Tree() (TreeID, error) {
+	abs, err := filepath.Abs(w.Roots.Root)
+	if err != nil {
+		return TreeID{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(abs, &st); err != nil {
+		return TreeID{}, &fs.PathError{Op: "stat", Path: abs, Err: err}
+	}
+	return TreeID{Path: abs, Dev: st.Dev, Ino: st.Ino}, nil
 }
 
 // Remove implements Writer. A symbolic link at name is removed itself.
@@ -487,6 +563,16 @@ func (f *Faulty) WriteRecord(a Area, name, key string, line []byte) error {
 // Lock implements Writer. It is not a write of the apply's and never
 // fails by injection.
 func (f *Faulty) Lock() (func() error, error) { return f.W.Lock() }
+
+// CleanState implements Writer; like Lock, it never fails by injection.
+func (f *Faulty) CleanState() (bool, error) { return f.W.CleanState() }
+
+// RemoveTemps implements Writer; it removes only what a killed write
+// left and never fails by injection.
+func (f *Faulty) RemoveTemps(a Area, name string) error { return f.W.RemoveTemps(a, name) }
+
+// Tree implements Writer.
+func (f *Faulty) Tree() (TreeID, error) { return f.W.Tree() }
 
 // Mkdir implements Writer.
 func (f *Faulty) Mkdir(a Area, name string) error {

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -214,5 +215,119 @@ func TestRateLog(t *testing.T) {
 	want := []string{"first:0", "more:4", "more:1", "first:6"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("lines %q, want %q", got, want)
+	}
+}
+
+// hold keeps n connections from src open to addr until stop closes:
+// each is greeted and then says nothing, and one the responder closes
+// is opened again at once, as a peer that wants to hold the slots does.
+// It reports on greeted once per connection greeted, and stops after a
+// bounded number of reconnections.
+func hold(addr, src string, n int, greeted chan<- struct{}, stop <-chan struct{}) {
+	const maxReconnects = 400
+	for range n {
+		go func() {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+			for range maxReconnects {
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				go func() { <-stop; c.Close() }()
+				_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+				var h Hello
+				if readLine(bufio.NewReader(c), &h) == nil {
+					select {
+					case greeted <- struct{}{}:
+					default:
+					}
+				}
+				_, _ = io.Copy(io.Discard, c) // until the responder closes it
+				c.Close()
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+}
+
+// TestHostilePeersCannotHoldSlots (issue 29, item 3), in a network
+// namespace of its own: 8 source addresses each hold 8 idle connections
+// (the whole unauthenticated pool) and open another as soon as one is
+// closed. Every one of 20 probes from another address must still run:
+// an idle connection loses its slot to a newcomer from a client holding
+// fewer, rather than the newcomer being refused.
+func TestHostilePeersCannotHoldSlots(t *testing.T) {
+	if !testenv.InChild(t.Name()) {
+		testenv.RequireTool(t, "ip", "ip not installed (Debian: iproute2)")
+		t.Log(testenv.InNamespaces(t, t.Name(), "-n"))
+		return
+	}
+	testenv.Run(t, "ip", "link", "set", "lo", "up")
+	e := startServer(t, nil, nil, nil)
+	const sources, each, probes = 8, 8, 20
+	greeted := make(chan struct{}, sources*each)
+	stop := make(chan struct{})
+	defer close(stop)
+	for i := range sources {
+		hold(e.addr, fmt.Sprintf("127.0.0.%d", i+2), each, greeted, stop)
+	}
+	// The pool is full before the first probe (bounded wait, not timed).
+	for i := 0; i < sources*each; i++ {
+		select {
+		case <-greeted:
+		case <-time.After(time.Minute):
+			t.Fatalf("only %d hostile connections greeted", i)
+		}
+	}
+	ok := 0
+	var errs []string
+	for range probes {
+		cl := client()
+		cl.Source = "127.0.0.1"
+		if _, err := cl.TCP(context.Background(), e.addr, Request{Test: "tcp_lat", Iterations: 10}); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		ok++
+	}
+	t.Logf("%d of %d probes ran while %d addresses held %d idle connections each", ok, probes, sources, each)
+	if ok != probes {
+		t.Errorf("%d of %d probes ran; errors: %q", ok, probes, errs)
+	}
+}
+
+// TestFailedAuthenticationRateLimited (issue 29, item 3): wrong secrets
+// from one address cost a handshake each only up to a burst; after
+// that its connections are closed at accept, before any challenge or
+// MAC is computed. The clock is frozen, so no token comes back during
+// the test. Another address is still served.
+func TestFailedAuthenticationRateLimited(t *testing.T) {
+	var frozen = time.Now()
+	e := startServer(t, nil, nil, func(s *Server) { s.now = func() time.Time { return frozen } })
+	bad := &Client{Secret: []byte("another-secret-of-16+"), Source: "127.0.0.5"}
+	const attempts = 40
+	unauthorized, closed := 0, 0
+	for range attempts {
+		_, err := bad.TCP(context.Background(), e.addr, Request{Test: "tcp_lat"})
+		var re *RemoteError
+		switch {
+		case errors.As(err, &re) && re.Kind == KindUnauthorized:
+			unauthorized++
+		case err != nil:
+			closed++
+		default:
+			t.Fatal("a wrong secret was accepted")
+		}
+	}
+	t.Logf("%d of %d wrong secrets were checked, %d closed at accept", unauthorized, attempts, closed)
+	if unauthorized > DefaultAuthFailureBurst {
+		t.Errorf("%d wrong secrets checked from one address with the clock frozen, want at most the burst of %d", unauthorized, DefaultAuthFailureBurst)
+	}
+	if _, err := client().TCP(context.Background(), e.addr, Request{Test: "tcp_lat", Iterations: 10}); err != nil {
+		t.Errorf("probe from another address: %v", err)
 	}
 }

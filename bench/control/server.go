@@ -25,9 +25,10 @@ import (
 const (
 	// DefaultHandshakeTimeout bounds an unauthenticated connection: the
 	// time from accepting it to its authenticated request. A prober sends
-	// its request at once, in one round trip, so a few seconds is ample;
-	// an idle connection is closed then.
-	DefaultHandshakeTimeout = 3 * time.Second
+	// its request at once, in one round trip, so two seconds is ample;
+	// an idle connection is closed then, or sooner when a newcomer needs
+	// its slot (handshakePool).
+	DefaultHandshakeTimeout = 2 * time.Second
 	// DefaultMaxHandshakes bounds the connections not yet authenticated.
 	// They have a pool of their own, larger than the sessions', so idle or
 	// junk connections never take a session's place, and each of them
@@ -36,12 +37,24 @@ const (
 	// DefaultMaxHandshakesPerClient bounds them per client address, so a
 	// single host cannot take the whole pool.
 	DefaultMaxHandshakesPerClient = 8
+	// evictGrace is the part of HandshakeTimeout during which a slot is
+	// safe from a newcomer whose address holds as many (handshakePool).
+	evictGrace = 4
 	// maxSessions bounds concurrent authenticated sessions; perftest runs
 	// are serialised per device anyway.
 	maxSessions = 8
 	// lockWait is how long a request waits for a device busy with another
 	// probe before it is refused as busy.
 	lockWait = 5 * time.Second
+	// DefaultAuthFailureBurst is how many failed authentications (a
+	// wrong secret, a malformed request) one client address may cost before its
+	// connections are closed at accept; one more is allowed each
+	// authFailureRefill. A flood of wrong secrets then costs an accept
+	// and a close each, not a challenge, a goroutine and a MAC.
+	DefaultAuthFailureBurst = 4
+	authFailureRefill       = time.Second
+	// maxTrackedClients bounds the addresses the failure limit remembers.
+	maxTrackedClients = 4096
 )
 
 // Device is an HCA port the responder offers.
@@ -78,12 +91,15 @@ type Server struct {
 	// slot.
 	handshakes *handshakePool
 	sessions   chan struct{}
+	failures   *failureLimit
 	// crowded and refusals log what unauthenticated peers cause, which
 	// anyone who can connect can repeat at will: the first of each kind,
 	// then one count a minute.
 	crowded, refusals *rateLog
 	// logEvery is the rate logs' interval (tests shorten it).
 	logEvery time.Duration
+	// now is the clock of the failure limits (tests freeze it).
+	now func() time.Time
 }
 
 // NewServer builds a responder from the config's probe section.
@@ -146,11 +162,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("responder: %w", err)
 		}
-		if ok, full := s.handshakes.take(c.RemoteAddr()); !ok {
+		if !s.failures.allow(hostOf(c.RemoteAddr()), s.now()) {
+			s.crowded.log("remote", c.RemoteAddr().String(), "limit", "failed_handshakes",
+				"burst", DefaultAuthFailureBurst, "refill", authFailureRefill)
+			c.Close()
+			continue
+		}
+		slot, evicted, full := s.handshakes.take(c)
+		if slot == nil {
 			s.crowded.log("remote", c.RemoteAddr().String(), "limit", full,
 				"max_handshakes", s.MaxHandshakes, "max_handshakes_per_client", s.MaxHandshakesPerClient)
 			c.Close()
 			continue
+		}
+		if evicted != nil {
+			// Its handshake fails at once and gives nothing back: the
+			// slot is the newcomer's already.
+			evicted.Close()
 		}
 		wg.Add(1)
 		go func() {
@@ -162,7 +190,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 					s.logger().Error("responder: session panicked", "remote", c.RemoteAddr(), "panic", r)
 				}
 			}()
-			s.handle(ctx, c)
+			s.handle(ctx, c, slot)
 		}()
 	}
 }
@@ -186,7 +214,11 @@ func (s *Server) init() {
 	if s.logEvery <= 0 {
 		s.logEvery = time.Minute
 	}
-	s.handshakes = newHandshakePool(s.MaxHandshakes, s.MaxHandshakesPerClient)
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.handshakes = newHandshakePool(s.MaxHandshakes, s.MaxHandshakesPerClient, s.HandshakeTimeout/evictGrace, s.now)
+	s.failures = &failureLimit{burst: DefaultAuthFailureBurst, refill: authFailureRefill, maxTracked: maxTrackedClients, by: map[string]*bucket{}}
 	s.sessions = make(chan struct{}, maxSessions)
 	s.crowded = &rateLog{logger: s.logger(), level: slog.LevelWarn, every: s.logEvery,
 		msg:     "responder: too many unauthenticated connections, refusing",
@@ -233,8 +265,8 @@ func mustJSON(v any) json.RawMessage {
 
 // handle runs one connection: the handshake under its deadline and in a
 // handshake slot, then the session in a session slot.
-func (s *Server) handle(ctx context.Context, c net.Conn) {
-	ss, req, ok := s.handshake(ctx, c)
+func (s *Server) handle(ctx context.Context, c net.Conn, slot *slot) {
+	ss, req, ok := s.handshake(ctx, c, slot)
 	if !ok {
 		return
 	}
@@ -256,9 +288,11 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 
 // handshake challenges the peer and reads its request, all within
 // HandshakeTimeout, and then gives back its handshake slot; ok is false
-// when the connection is done with (refused or gone).
-func (s *Server) handshake(ctx context.Context, c net.Conn) (*session, Request, bool) {
-	defer s.handshakes.give(c.RemoteAddr())
+// when the connection is done with (refused or gone). A request that
+// does not authenticate costs the address a token of its failure limit
+// (one that never comes costs only its slot, which a newcomer can take).
+func (s *Server) handshake(ctx context.Context, c net.Conn, slot *slot) (*session, Request, bool) {
+	defer s.handshakes.give(slot)
 	ss := &session{s: s, conn: c, r: bufio.NewReader(c), log: s.logger().With("remote", c.RemoteAddr().String())}
 	_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 	// Shutting down ends a handshake at once, not at its deadline.
@@ -278,6 +312,7 @@ func (s *Server) handshake(ctx context.Context, c net.Conn) (*session, Request, 
 	}
 	req, kind, err := decodeRequest(s.Secret, challenge, env)
 	if err != nil {
+		s.failures.fail(hostOf(c.RemoteAddr()), s.now())
 		ss.refuse(kind, "%v", err)
 		return nil, Request{}, false
 	}
