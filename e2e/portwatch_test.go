@@ -6,6 +6,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,48 @@ func TestPortFlapBetweenScrapes(t *testing.T) {
 	_, page := e.get(t, "/diagnose?format=json")
 	if !strings.Contains(page, `"check": "port.flap"`) || !strings.Contains(page, "went down and came back 3 times") {
 		t.Errorf("/diagnose has no port.flap failure with its remedy:\n%.2000s", page)
+	}
+}
+
+// TestPortFlapBetweenScrapesQuiet is the default server, which reads the
+// ports only when asked (a scrape, the diagnose sampler) or told (a link
+// notification, none on a copied host): a port whose link went down and
+// came back three times between two scrapes, as its link_downed counter
+// says, is counted as three cycles, and port.flap fails for it alone.
+func TestPortFlapBetweenScrapesQuiet(t *testing.T) {
+	root := smCopyHost(t, "cx6-hdr-fdr")
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  interval: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, "--path.rootfs="+root, "--config.file="+cfg)
+	counter := filepath.Join(root, "sys/class/infiniband/mlx5_1/ports/1/counters/link_downed")
+	b, err := os.ReadFile(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.get(t, "/metrics") // a read before the flaps
+	// In place, as the kernel's attribute changes under an open fd; the
+	// state files do not change: the link is back up by the next scrape.
+	if err := os.WriteFile(counter, []byte(strconv.Itoa(n+3)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := smWaitFor(t, e.addr, `rdma_port_state_transitions_total{device="mlx5_1",port="1",to="active"} 3`)
+	for _, want := range []string{
+		`rdma_port_state_transitions_total{device="mlx5_1",port="1",to="down"} 3`,
+		`rdma_port_state_transitions_total{device="mlx5_0",port="1",to="down"} 0`,
+	} {
+		if !hasSeries(body, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+	smWaitFor(t, e.addr, `rdma_diagnose_status{check="port.flap",target="mlx5_1/1"} 2`)
+	_, page := e.get(t, "/diagnose?format=json")
+	if !strings.Contains(page, "3 of the cycles between two reads told by link_downed") {
+		t.Errorf("/diagnose does not say the cycles came from link_downed:\n%.2000s", page)
 	}
 }
