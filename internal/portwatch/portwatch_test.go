@@ -300,4 +300,3 @@ func TestEventsAskForRounds(t *testing.T) {
 		t.Errorf("Refresh did not read the port: %+v", h)
 	}
 }
-
