@@ -2,10 +2,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command perfreport writes docs/performance.md from the output of
-// `go test -bench` (the measuring tool), the load test's summary line and
-// tools/sidebyside's results. make bench runs all three and then this.
+// `go test -bench` (the measuring tool), the load test's summary line,
+// tools/sidebyside's results and tools/wakeups' results. make bench runs
+// all four and then this.
 //
-//	perfreport -bench bench.txt -load load.txt -sidebyside sidebyside.json -o docs/performance.md
+//	perfreport -bench bench.txt -load load.txt -sidebyside sidebyside.json -wakeups wakeups.json -o docs/performance.md
 package main
 
 import (
@@ -253,15 +254,16 @@ func main() {
 	benchFile := flag.String("bench", "", "go test -bench output")
 	loadFile := flag.String("load", "", "TestLoad summary line (optional)")
 	sbsFile := flag.String("sidebyside", "", "tools/sidebyside results (optional)")
+	wakeFile := flag.String("wakeups", "", "tools/wakeups results (optional)")
 	outFile := flag.String("o", "", "output file (default stdout)")
 	flag.Parse()
-	if err := run(*benchFile, *loadFile, *sbsFile, *outFile); err != nil {
+	if err := run(*benchFile, *loadFile, *sbsFile, *wakeFile, *outFile); err != nil {
 		fmt.Fprintln(os.Stderr, "perfreport:", err)
 		os.Exit(1)
 	}
 }
 
-func run(benchFile, loadFile, sbsFile, outFile string) error {
+func run(benchFile, loadFile, sbsFile, wakeFile, outFile string) error {
 	f, err := os.Open(benchFile)
 	if err != nil {
 		return err
@@ -288,8 +290,15 @@ func run(benchFile, loadFile, sbsFile, outFile string) error {
 			return err
 		}
 	}
+	var wake []wakeup
+	if wakeFile != "" {
+		if wake, err = readWakeups(wakeFile); err != nil {
+			return err
+		}
+	}
 	var sb strings.Builder
 	write(&sb, bench, cpu, load, sbs)
+	writeWakeups(&sb, wake)
 	if outFile == "" {
 		_, err = os.Stdout.WriteString(sb.String())
 		return err
