@@ -196,10 +196,11 @@ func writePortwatch(w io.Writer, bench map[string]result) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Port state sampler\n\n")
 	p("One round of the server's port state sampler (internal/portwatch\n")
-	p("BenchmarkPortwatchRound: state and phys_state of every port with pread on\n")
-	p("kept descriptors, the port list re-read every 10th round) on the DGX\n")
-	p("fixture's 9 ports. It runs once a second by default, so its CPU per round\n")
-	p("over 1 s is its share of one core; the goal is under %.1f %%. The fixture\n", portwatchGoal*100)
+	p("BenchmarkPortwatchRound: state, phys_state and link_downed of every port\n")
+	p("with pread on kept descriptors, the port list re-read every 10th round)\n")
+	p("on the DGX fixture's 9 ports. By default a round runs at each scrape and\n")
+	p("link notification only; with --collector.portwatch.interval=1s its CPU\n")
+	p("per round over 1 s is its share of one core; the goal is under %.1f %%. The fixture\n", portwatchGoal*100)
 	p("is page cache: on mlx5 a state read asks the driver (ib_query_port), which\n")
 	p("only a real host shows.\n\n")
 	res, ok := bench["PortwatchRound/dgx-h100"]
