@@ -167,7 +167,8 @@ type watched struct {
 	state, physState, linkDowned *hostfs.Attr
 	lastSeen                     time.Time
 	// reading is set while a worker reads the port, since when in
-	// readSince (unix nanoseconds): a round skips a port still being read.
+	// readSince (unix nanoseconds, 0 when not known): a round skips a
+	// port still being read.
 	reading   atomic.Bool
 	readSince atomic.Int64
 	// The link_downed bookkeeping (under Watcher.mu): the last value,
@@ -306,8 +307,10 @@ func (w *Watcher) work(ports []*watched, done chan<- bool, gone *atomic.Bool) {
 		}
 		if !p.reading.CompareAndSwap(false, true) {
 			// A worker left behind still reads it. Said so only past
-			// ReadWait: one that just began will apply what it reads.
-			if since := time.Unix(0, p.readSince.Load()); time.Since(since) >= w.opts.ReadWait {
+			// ReadWait: one that just began (readSince not yet set: 0)
+			// will apply what it reads.
+			if ns := p.readSince.Load(); ns != 0 && time.Since(time.Unix(0, ns)) >= w.opts.ReadWait {
+				since := time.Unix(0, ns)
 				err := fmt.Errorf("%s: %w: a read started at %s has not returned; the port is skipped until it does",
 					p.state.Name(), hostfs.ErrStuck, since.UTC().Format("2006-01-02T15:04:05.000Z"))
 				w.mu.Lock()
@@ -323,6 +326,7 @@ func (w *Watcher) work(ports []*watched, done chan<- bool, gone *atomic.Bool) {
 		w.mu.Lock()
 		w.apply(p, r, now)
 		w.mu.Unlock()
+		p.readSince.Store(0)
 		p.reading.Store(false)
 		done <- errors.Is(r.err, fs.ErrNotExist)
 	}
