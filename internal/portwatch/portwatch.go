@@ -227,13 +227,16 @@ func (w *Watcher) Run(ctx context.Context, first chan<- struct{}) {
 
 // Refresh runs a round unless one ended less than 100 ms ago: a scrape
 // asks for the history through it, so the history is as fresh as the
-// scrape. It returns within ReadWait per port whose read begins to hang.
+// scrape. Concurrent scrapes wait for the round in progress and use it.
+// It returns within ReadWait per port whose read begins to hang.
 func (w *Watcher) Refresh() {
+	w.sampling.Lock()
+	defer w.sampling.Unlock()
 	w.mu.Lock()
 	recent := !w.last.IsZero() && time.Since(w.last) < fresh
 	w.mu.Unlock()
 	if !recent {
-		w.Sample()
+		w.sample()
 	}
 }
 
@@ -246,6 +249,11 @@ func (w *Watcher) Refresh() {
 func (w *Watcher) Sample() {
 	w.sampling.Lock()
 	defer w.sampling.Unlock()
+	w.sample()
+}
+
+// sample is Sample; the caller holds sampling.
+func (w *Watcher) sample() {
 	began := time.Now()
 	if w.round%RescanEvery == 0 || w.opts.Now().Sub(w.rescanned) >= RescanAfter {
 		w.rescan()
