@@ -24,7 +24,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck bench bench-all fuzz run update-golden generate clean tools package image
+.PHONY: all build test unit lint fmt vet staticcheck bench wakeups bench-all fuzz run update-golden generate clean tools package image
 
 all: lint build test
 
@@ -111,9 +111,26 @@ bench:
 	RDMA_DOCTOR_LOAD_REQUESTS=$(LOAD_REQUESTS) RDMA_DOCTOR_PERF_OUT=$$d/load.txt \
 		$(GO) test -count=1 -run '^TestLoad$$' -v ./e2e; \
 	$(GO) run ./tools/sidebyside $(if $(YUUKI_EXPORTER),-yuuki-exporter $(YUUKI_EXPORTER)) $(SIDEBYSIDE_FLAGS) -o $$d/sidebyside.json; \
-	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -sidebyside $$d/sidebyside.json -o docs/performance.md; \
-	if [ -n "$(BENCH_RAW)" ]; then mkdir -p "$(BENCH_RAW)" && cp $$d/bench.txt $$d/load.txt $$d/sidebyside.json "$(BENCH_RAW)"/; fi; \
+	$(MAKE) --no-print-directory wakeups WAKEUPS_OUT=$$d/wakeups.json; \
+	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -sidebyside $$d/sidebyside.json -wakeups $$d/wakeups.json -o docs/performance.md; \
+	if [ -n "$(BENCH_RAW)" ]; then mkdir -p "$(BENCH_RAW)" && cp $$d/bench.txt $$d/load.txt $$d/sidebyside.json $$d/wakeups.json "$(BENCH_RAW)"/; fi; \
 	echo "wrote docs/performance.md"
+
+# Idle wake-ups (docs/performance.md): the built server idle on the DGX
+# fixture, with and without the kernel log reader, then node_exporter
+# (installed into the bench cache as tools/sidebyside does), one after the
+# other, each for WAKEUPS_DURATION after a settle time (tools/wakeups: the
+# threads' context switches). WAKEUPS_OUT is the JSON tools/perfreport reads.
+WAKEUPS_DURATION ?= 90s
+WAKEUPS_OUT      ?= wakeups.json
+WAKEUPS_NE       := $${XDG_CACHE_HOME:-$$HOME/.cache}/rdma_doctor-bench/node_exporter-v1.10.1
+
+wakeups: build
+	@set -e; ne=$(WAKEUPS_NE); [ -x $$ne/node_exporter ] || GOBIN=$$ne $(GO) install github.com/prometheus/node_exporter@v1.10.1; \
+	$(GO) run ./tools/wakeups -duration $(WAKEUPS_DURATION) -o $(WAKEUPS_OUT) \
+		-run "rdma_doctor=./$(BIN) --path.rootfs=fixtures/hosts/dgx-h100 --web.listen-address=127.0.0.1:19873" \
+		-run "rdma_doctor --no-collector.kmsg=./$(BIN) --path.rootfs=fixtures/hosts/dgx-h100 --web.listen-address=127.0.0.1:19873 --no-collector.kmsg" \
+		-run "node_exporter v1.10.1=$$ne/node_exporter --web.listen-address=127.0.0.1:19100"
 
 # Every benchmark of every package.
 bench-all:

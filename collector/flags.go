@@ -47,7 +47,7 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewNetdevCollector(env), nil }},
 	{"sm", true, "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
 		func(env Env, f *Flags) (Collector, error) { return NewSMCollector(env, f.SM), nil }},
-	{"portwatch", true, "port states sampled every --collector.portwatch.interval (default 1s) by the server: transitions, time down, flaps between two scrapes",
+	{"portwatch", true, "port states read by the server at each scrape, at each link notification of the live kernel and from link_downed (every --collector.portwatch.interval too when set): transitions, time down, flaps between two scrapes",
 		func(env Env, _ *Flags) (Collector, error) { return NewPortwatchCollector(env), nil }},
 	{"kmsg", true, "kernel log events of the RDMA drivers (firmware health, command timeouts, power, temperature, modules, transmit timeouts, link downs, PCIe errors) read from /dev/kmsg below --path.rootfs by the server; needs CAP_SYSLOG where kernel.dmesg_restrict=1",
 		func(env Env, _ *Flags) (Collector, error) { return NewKmsgCollector(env), nil }},
@@ -111,7 +111,8 @@ type Flags struct {
 	SM           SMOptions
 	Fabric       FabricOptions
 	RDMANetlink  RDMANetlinkOptions
-	// PortWatchInterval is the port state sampler's period.
+	// PortWatchInterval is the port state sampler's period, 0 for none
+	// (rounds on demand only).
 	PortWatchInterval time.Duration
 	// KmsgInterval is how often the kernel log reader drains a regular
 	// file or FIFO in place of /dev/kmsg (the kernel's log is waited on).
@@ -194,8 +195,8 @@ func AddFlags(app *kingpin.Application) *Flags {
 		"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
 		PlaceHolder("PATH").StringVar(&f.SM.OpenSMConfig)
 	app.Flag("collector.portwatch.interval",
-		"Interval of the port state sampler (two reads per port: state and phys_state); short flaps between scrapes are seen at this resolution.").
-		Default("1s").DurationVar(&f.PortWatchInterval)
+		"Interval of port state rounds nobody asked for (three reads per port: state, phys_state, link_downed); 0, the default, runs rounds at each scrape and link notification only, so an idle host costs no wake-ups (see docs/device-health.md for the flaps each way catches).").
+		Default("0s").DurationVar(&f.PortWatchInterval)
 	app.Flag("collector.kmsg.interval",
 		"How often the kernel log reader drains a regular file or FIFO in place of /dev/kmsg (fixture trees); the kernel's own log is waited on through the runtime's poller, not polled.").
 		Default("250ms").DurationVar(&f.KmsgInterval)

@@ -17,10 +17,12 @@ func portwatchChecks(l *checkList) {
 		ID:    "port.flap",
 		Title: "Port not flapping",
 		Reads: []Source{SourcePortWatch},
-		Doc: "The server's port state sampler (every --collector.portwatch.interval, default 1s) counts the times a port " +
-			"left ACTIVE and came back. diagnose.thresholds.links.flap_cycles (default 3) such cycles within flap_window " +
-			"(default 10m) fail: a flapping link drops RDMA connections and stalls collectives, and a scrape every 15 s " +
-			"or the 8-bit link_downed counter misses most of it. Fewer cycles pass with the count in the finding.",
+		Doc: "The server's port state sampler counts the times a port left ACTIVE and came back: it reads the ports at each " +
+			"scrape and diagnose sample, at each link notification of the live kernel (RoCE and IPoIB ports), every " +
+			"--collector.portwatch.interval when set, and counts the rises of link_downed between two reads as cycles " +
+			"(InfiniBand ports, until the 8-bit counter saturates at 255). diagnose.thresholds.links.flap_cycles (default 3) " +
+			"such cycles within flap_window (default 10m) fail: a flapping link drops RDMA connections and stalls " +
+			"collectives, and a scrape every 15 s alone misses most of it. Fewer cycles pass with the count in the finding.",
 		Remedy: "Reseat or replace the cable and transceiver, check the peer switch port's error counters; mlxlink -d <pci> -p <port> " +
 			"-c shows the physical counters and the Troubleshooting Info, and the kernel log the link down/up messages.",
 		Run: checkPortFlap,
@@ -40,8 +42,16 @@ func portwatchChecks(l *checkList) {
 func watchedTarget(h portwatch.History) string { return h.Device + "/" + strconv.Itoa(h.Port) }
 
 func watchEvidence(h portwatch.History) string {
-	return fmt.Sprintf("port sampler: /sys/class/infiniband/%s/ports/%d/state, %d transition(s) since start",
+	e := fmt.Sprintf("port sampler: /sys/class/infiniband/%s/ports/%d/state, %d transition(s) since start",
 		h.Device, h.Port, sumTransitions(h))
+	if h.Inferred > 0 {
+		e += fmt.Sprintf(", %d of the cycles between two reads told by link_downed", h.Inferred)
+	}
+	if h.Blind {
+		e += "; link_downed is saturated (255) or unreadable: cycles between two reads are seen only through link " +
+			"notifications or --collector.portwatch.interval (perfquery -R clears the counter)"
+	}
+	return e
 }
 
 func sumTransitions(h portwatch.History) uint64 {

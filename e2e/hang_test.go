@@ -28,6 +28,14 @@ const wedged = "sys/devices/pci0000:19/0000:19:01.0/0000:1a:00.0/infiniband/mlx5
 // wedged driver would be. It returns the mount and the server process.
 func slowfsMount(t *testing.T, host string) (string, *exec.Cmd) {
 	t.Helper()
+	return slowfsMountTree(t, filepath.Join(repoRoot(t), "fixtures", "hosts", host), wedged)
+}
+
+// slowfsMountTree serves the host tree at tree through tools/slowfs with
+// reads of the paths matching block (path.Match patterns relative to the
+// tree) blocked until released, as slowfsMount does.
+func slowfsMountTree(t *testing.T, tree string, block ...string) (string, *exec.Cmd) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "the hang test mounts a FUSE tree: run as root (CI does)")
 	}
@@ -39,8 +47,11 @@ func slowfsMount(t *testing.T, host string) (string, *exec.Cmd) {
 		t.Fatalf("building slowfs: %v\n%s", err, out)
 	}
 	mnt := t.TempDir()
-	cmd := exec.Command(bin, "-tree", filepath.Join(repoRoot(t), "fixtures", "hosts", host), "-mount", mnt,
-		"-counter-delay", "0", "-hw-refresh-delay", "0", "-other-delay", "0", "-block", wedged)
+	args := []string{"-tree", tree, "-mount", mnt, "-counter-delay", "0", "-hw-refresh-delay", "0", "-other-delay", "0"}
+	for _, b := range block {
+		args = append(args, "-block", b)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -143,10 +143,13 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	agg.Start(ctx)
 	if a.Collectors.Enabled("portwatch") {
 		iv := a.Collectors.PortWatchInterval
-		if iv < 100*time.Millisecond {
-			return nil, fmt.Errorf("--collector.portwatch.interval=%v: want 100ms or more, such as 1s", iv)
+		if iv != 0 && iv < 100*time.Millisecond {
+			return nil, fmt.Errorf("--collector.portwatch.interval=%v: want 0 (rounds on scrapes and link events only) or 100ms or more, such as 1s", iv)
 		}
-		a.Host.WatchPorts(ctx, iv, time.Duration(a.Config.Diagnose.Thresholds.Links.Effective().FlapWindow))
+		if _, err := a.Host.WatchPorts(ctx, iv, time.Duration(a.Config.Diagnose.Thresholds.Links.Effective().FlapWindow)); err != nil {
+			a.Logger.Warn("port sampler: no link notifications; flaps between scrapes are seen on ports with a link_downed counter only",
+				"collector", "portwatch", "err", err, "hint", "set --collector.portwatch.interval=1s to sample every second")
+		}
 	}
 	if a.Collectors.Enabled("kmsg") {
 		iv := a.Collectors.KmsgInterval

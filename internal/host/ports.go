@@ -17,15 +17,23 @@ type portWatch struct {
 	w atomic.Pointer[portwatch.Watcher]
 }
 
-// WatchPorts samples every port's state each interval until ctx ends
-// (internal/portwatch), keeping the down-up cycles of window; a server
-// starts it once. Snapshot.PortHistory reads it. It waits up to
-// firstRoundWait for the first round, so the first scrape has the ports,
-// and no longer: a wedged sysfs read must not keep the server from
-// starting.
-func (h *Host) WatchPorts(ctx context.Context, interval, window time.Duration) *portwatch.Watcher {
+// WatchPorts watches every port's state until ctx ends (internal/portwatch),
+// keeping the down-up cycles of window; a server starts it once.
+// Snapshot.PortHistory reads it, running a round first. Rounds also run at
+// each link notification of the running kernel when the tree read is its
+// own (Options.Kernel is set), and each interval when it is not 0. It
+// waits up to firstRoundWait for the first round, so the first scrape has
+// the ports, and no longer: a wedged sysfs read must not keep the server
+// from starting. The error says the link notifications could not be
+// subscribed to; the watcher runs without them.
+func (h *Host) WatchPorts(ctx context.Context, interval, window time.Duration) (*portwatch.Watcher, error) {
+	var events <-chan struct{}
+	var err error
+	if h.opts.Kernel != nil {
+		events, err = portwatch.LinkEvents(ctx)
+	}
 	w := portwatch.New(portwatch.Options{
-		Sys: h.fs.Sys, Keep: h.opts.Devices.Keep, Interval: interval, Window: window, Now: h.now,
+		Sys: h.fs.Sys, Keep: h.opts.Devices.Keep, Interval: interval, Events: events, Window: window, Now: h.now,
 	})
 	h.ports.w.Store(w)
 	first := make(chan struct{})
@@ -34,19 +42,21 @@ func (h *Host) WatchPorts(ctx context.Context, interval, window time.Duration) *
 	case <-first:
 	case <-time.After(firstRoundWait):
 	}
-	return w
+	return w, err
 }
 
 // firstRoundWait bounds WatchPorts' wait for the first round.
 const firstRoundWait = time.Second
 
-// PortHistory is what the port sampler saw of every port, and false when
-// none runs (the CLI): flaps need a history a single read cannot give.
+// PortHistory is what the port sampler saw of every port, a round run
+// now included, and false when none runs (the CLI): flaps need a history
+// a single read cannot give.
 func (s *Snapshot) PortHistory() ([]portwatch.History, bool) {
 	w := s.h.ports.w.Load()
 	if w == nil {
 		return nil, false
 	}
+	w.Refresh()
 	return w.Ports(), true
 }
 

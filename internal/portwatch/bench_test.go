@@ -12,9 +12,9 @@ import (
 )
 
 // BenchmarkPortwatchRound is one sampler round on the DGX fixture (9
-// ports: two preads each on kept descriptors, and every RescanEvery-th
+// ports: three preads each on kept descriptors, and every RescanEvery-th
 // round the port list re-read, as the running sampler does). cpu-ns/op
-// at the default 1 s interval is the sampler's share of one core:
+// at a 1 s interval is the sampler's share of one core:
 // 5e6 cpu-ns/op would be 0.5 % (docs/performance.md, issue 17's goal).
 // The fixture's files are page cache; on mlx5 a state read asks the
 // driver (ib_query_port), which this cannot measure.
