@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -96,6 +97,11 @@ func run(args []string) int {
 	app.Flag("path.procfs", "procfs mount point (default: <path.rootfs>/proc).").PlaceHolder("DIR").StringVar(&paths.Procfs)
 	liveMode := app.Flag("host.live", "Whether the tree read is the running kernel's, so netlink, devlink and ethtool may be asked about it (rdma_netlink, devlink, RoCE PFC/trust/pause): auto decides from what the sysfs tree is (a sysfs mount in the process's network namespace), not from its path; true or false overrides.").
 		Default(string(host.LiveAuto)).Enum(host.LiveModes...)
+	// node_exporter's flag and default: one P keeps an idle server's
+	// periodic work (the diagnose sample) from waking a thread per core,
+	// and blocking reads still run in parallel on their own threads.
+	maxProcs := app.Flag("runtime.gomaxprocs", "The target number of CPUs the Go runtime runs on (GOMAXPROCS).").
+		Envar("GOMAXPROCS").Default("1").Int()
 	promslogConfig := &promslog.Config{}
 	promslogflag.AddFlags(app, promslogConfig)
 	collectors := collector.AddFlags(app)
@@ -125,6 +131,10 @@ func run(args []string) int {
 		return fatal(fmt.Errorf("%v, try --help", err))
 	}
 	logger := promslog.New(promslogConfig)
+	if *maxProcs < 1 {
+		return fatal(fmt.Errorf("--runtime.gomaxprocs=%d: must be at least 1", *maxProcs))
+	}
+	runtime.GOMAXPROCS(*maxProcs)
 
 	resolved, err := paths.Resolve()
 	if err != nil {
