@@ -34,10 +34,15 @@ type kernelLog struct {
 // starts it once. It waits up to firstRoundWait for the ring buffer's
 // history, so the first scrape has it, and no longer.
 func (h *Host) WatchKernelLog(ctx context.Context, logger *slog.Logger, interval time.Duration) (*kmsg.Watcher, error) {
-	if class, _ := h.Snapshot().Class(ctx); class != nil {
+	// Bounded: a wedged sysfs read must not hold the server's start (the
+	// class read waits for its reads under ctx); every snapshot's
+	// KernelLog renews the index anyway.
+	first, cancel := context.WithTimeout(ctx, firstRoundWait)
+	if class, _ := h.Snapshot().Class(first); class != nil {
 		x := newDeviceIndex(class)
 		h.kernelLog.devices.Store(&x)
 	}
+	cancel()
 	w, err := kmsg.New(kmsg.Options{
 		Path:     filepath.Join(h.opts.Paths.Rootfs, "dev", "kmsg"),
 		Interval: interval,
@@ -58,10 +63,10 @@ func (h *Host) WatchKernelLog(ctx context.Context, logger *slog.Logger, interval
 		return nil, err
 	}
 	h.kernelLog.w.Store(w)
-	first := make(chan struct{})
-	go w.Run(ctx, first)
+	ready := make(chan struct{})
+	go w.Run(ctx, ready)
 	select {
-	case <-first:
+	case <-ready:
 	case <-time.After(firstRoundWait):
 	}
 	return w, nil
