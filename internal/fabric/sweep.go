@@ -38,6 +38,12 @@ type PortLine struct {
 	PhysState int
 }
 
+// PortKey names a port as the per-port series' guid and port labels do.
+type PortKey struct {
+	GUID uint64
+	Port int
+}
+
 // GUIDString formats the GUID as rdma_fabric_link_info's guid label.
 func (p *PortLine) GUIDString() string { return fmt.Sprintf("0x%016x", p.GUID) }
 
