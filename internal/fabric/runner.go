@@ -5,6 +5,8 @@ package fabric
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -116,6 +118,9 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	if err == nil {
+		err = exitZeroLies(res.Stderr, fab)
+	}
 	now := r.cfg.Now()
 	r.mu.Lock()
 	wasOK, hadScan, prevErr := r.st.OK, r.st.Scans > 0, r.st.Err
@@ -144,6 +149,21 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	default:
 		r.cfg.Logger.Debug("fabric scanned", "fabric", fab.Describe(), "duration", res.Duration)
 	}
+}
+
+// exitZeroLies fails a scan that exited 0 but is not one: iblinkinfo
+// exits 0 on a partial fabric (a node that did not answer) and after
+// printing only an error, so its standard error is read, and a scan
+// without one port line is no fabric (an empty fabric still has the
+// local port).
+func exitZeroLies(stderr []byte, fab *Fabric) error {
+	if line := errorLine(stderr); line != "" {
+		return fmt.Errorf("iblinkinfo exited 0 but reported an error: %s", line)
+	}
+	if fab == nil || fab.Ports == 0 {
+		return errors.New("iblinkinfo exited 0 without printing one port line")
+	}
+	return nil
 }
 
 // Status returns the latest result. The Fabric it points to is never

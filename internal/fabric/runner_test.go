@@ -174,3 +174,33 @@ func largeFabric(n int) []byte {
 	}
 	return b.Bytes()
 }
+
+// TestRunnerExitZeroLies: iblinkinfo exits 0 after printing only an error
+// (or nothing at all); that is a failed scan, which keeps the previous
+// fabric, never a clean empty one. umad2sim's attach notice on stderr is
+// not an error.
+func TestRunnerExitZeroLies(t *testing.T) {
+	dir := t.TempDir()
+	mode := filepath.Join(dir, "mode")
+	p := fakeIblinkinfo(t, `cat `+pqFixture("umad2sim-attach.stderr")+` >&2
+case "$(cat `+mode+` 2>/dev/null)" in
+error) echo "ibwarn: [1234] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1,3)" >&2; exit 0 ;;
+empty) exit 0 ;;
+esac
+cat `+fixturePath("iblinkinfo-l-ibsim.txt")+"\n")
+	r := NewRunner(RunnerConfig{Path: p})
+	r.RunOnce(context.Background())
+	if st := r.Status(); !st.OK || st.Fabric == nil {
+		t.Fatalf("good scan with umad2sim's notice on stderr: %+v", st)
+	}
+	for _, m := range []string{"error", "empty"} {
+		if err := os.WriteFile(mode, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.RunOnce(context.Background())
+		st := r.Status()
+		if st.OK || st.Err == nil || st.Fabric == nil || len(st.Fabric.Links) == 0 {
+			t.Errorf("%s, exit 0: OK %v err %v; want a failure that keeps the previous fabric", m, st.OK, st.Err)
+		}
+	}
+}
