@@ -158,7 +158,7 @@ func parsePQHeader(line []byte) (*pqBlock, bool) {
 // taken). The data and packet counters are the 32-bit ones; applyExtended
 // replaces them where PortCountersExtended answers.
 func applyBasic(pc *PortCounters, b *pqBlock) bool {
-	if b.malformed {
+	if b.malformed || b.extended {
 		return false
 	}
 	xmitWait := b.cap&capXmitWait != 0
@@ -191,7 +191,7 @@ var extendedData = []CounterID{DataReceived, DataTransmitted, PacketsReceived, P
 // when CapabilityMask2 advertises them (a PMA that does not leaves those
 // bytes undefined: ibsim's come back garbled through umad2sim).
 func applyExtended(pc *PortCounters, b *pqBlock) bool {
-	if b.malformed {
+	if b.malformed || !b.extended {
 		return false
 	}
 	for _, id := range extendedData {

@@ -260,3 +260,20 @@ type SweepStatus struct {
 	// Failures counts failed queries since start, by reason.
 	Failures map[Reason]uint64
 }
+
+// LinkAt returns the link cabled to port guid/port and the end at the
+// other side (the peer a check names with the port), or nil when the port
+// has no link (Down, or not in the scan). It scans the links: cheap for
+// the few ports a check names, not meant for every port of a sweep.
+func (f *Fabric) LinkAt(guid uint64, port int) (*Link, End) {
+	for i := range f.Links {
+		l := &f.Links[i]
+		switch {
+		case l.A.GUID == guid && l.A.Port == port:
+			return l, l.B
+		case l.B.GUID == guid && l.B.Port == port:
+			return l, l.A
+		}
+	}
+	return nil, End{}
+}

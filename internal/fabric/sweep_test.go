@@ -103,3 +103,17 @@ func TestSweepFind(t *testing.T) {
 		t.Errorf("Find(2,2) = %+v, want nil", p)
 	}
 }
+
+func TestLinkAt(t *testing.T) {
+	f := parse(t, tool(t, "iblinkinfo-l-ibsim.txt"))
+	l, peer := f.LinkAt(0x200001, 1) // leaf1 port 1: node01
+	if l == nil || peer.Desc != "node01 mlx5_0" || peer.Port != 1 {
+		t.Errorf("leaf1/1: %+v peer %+v", l, peer)
+	}
+	if _, peer := f.LinkAt(0x100001, 1); peer.Desc != "leaf1" || peer.Port != 1 {
+		t.Errorf("node01/1 peer %+v", peer)
+	}
+	if l, _ := f.LinkAt(0x200001, 3); l != nil {
+		t.Errorf("a Down port has a link: %+v", l)
+	}
+}
