@@ -103,6 +103,7 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *F
 			Interval: opts.CountersInterval, Timeout: opts.CountersTimeout, Concurrency: opts.Concurrency,
 			CAs: opts.CACounters, Shard: opts.Shard, Shards: opts.Shards,
 			Topology: func() *fabric.Fabric { return c.runner.Status().Fabric },
+			Ready:    c.runner.Scanned(),
 			Logger:   env.Logger, Reaper: cfg.Reaper,
 		})
 	}

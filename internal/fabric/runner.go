@@ -66,6 +66,9 @@ type Runner struct {
 	runMu sync.Mutex
 	mu    sync.Mutex
 	st    Status
+	// scanned is closed by the first successful scan.
+	scanned     chan struct{}
+	scannedOnce sync.Once
 }
 
 // NewRunner returns a runner; call Run to start it.
@@ -91,8 +94,12 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Runner{cfg: cfg}
+	return &Runner{cfg: cfg, scanned: make(chan struct{})}
 }
+
+// Scanned is closed once a scan has succeeded: the counter sweep waits
+// for it instead of a whole interval.
+func (r *Runner) Scanned() <-chan struct{} { return r.scanned }
 
 // Run scans now and then every Interval until ctx ends.
 func (r *Runner) Run(ctx context.Context) { subprocess.Every(ctx, r.cfg.Interval, r.RunOnce) }
@@ -136,6 +143,9 @@ func (r *Runner) RunOnce(ctx context.Context) {
 		r.st.LastSuccess = now
 	}
 	r.mu.Unlock()
+	if err == nil {
+		r.scannedOnce.Do(func() { close(r.scanned) })
+	}
 
 	switch {
 	case err != nil && (wasOK || !hadScan || prevErr == nil || prevErr.Error() != err.Error()):

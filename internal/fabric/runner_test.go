@@ -204,3 +204,28 @@ cat `+fixturePath("iblinkinfo-l-ibsim.txt")+"\n")
 		}
 	}
 }
+
+// TestRunnerScanned: the channel the counter sweep waits on closes with
+// the first successful scan, not with a failed one.
+func TestRunnerScanned(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "ok")
+	p := fakeIblinkinfo(t, `[ -e `+flag+` ] || { echo "iblinkinfo: iberror: failed: discover" >&2; exit 255; }
+cat `+fixturePath("iblinkinfo-l-ibsim.txt")+"\n")
+	r := NewRunner(RunnerConfig{Path: p})
+	r.RunOnce(context.Background())
+	select {
+	case <-r.Scanned():
+		t.Fatal("Scanned closed by a failed scan")
+	default:
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.RunOnce(context.Background())
+	r.RunOnce(context.Background()) // closing twice would panic
+	select {
+	case <-r.Scanned():
+	default:
+		t.Fatal("Scanned still open after a good scan")
+	}
+}

@@ -51,6 +51,9 @@ type SweeperConfig struct {
 	// Topology returns the latest topology scan (nil before one); the
 	// sweep reuses it instead of discovering the fabric again.
 	Topology func() *Fabric
+	// Ready, when set, is closed once Topology has a scan: Run waits for
+	// it before the first sweep (Runner.Scanned).
+	Ready <-chan struct{}
 	Logger   *slog.Logger
 	Now      func() time.Time
 	Reaper   *subprocess.Reaper
@@ -109,6 +112,13 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 // a sweep unless one is still running: then the tick is counted as
 // skipped. Run returns once the running sweep has ended.
 func (s *Sweeper) Run(ctx context.Context) {
+	if s.cfg.Ready != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.cfg.Ready:
+		}
+	}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	defer s.wg.Wait()
