@@ -401,3 +401,45 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 		t.Errorf("the silent switch's failed runs are not counted:\n%s", smGrep(body, "rdma_fabric_counter_sweep_failures_total"))
 	}
 }
+
+// TestFabricShardsOnIbsim: two and then three exporters, each with its
+// shard of the switches, cover every switch port of the simulated fabric
+// exactly once (Prometheus joins them). Concurrency 1 keeps the clients
+// (opensm, and per exporter one iblinkinfo and one perfquery) under
+// ibsim's 10.
+func TestFabricShardsOnIbsim(t *testing.T) {
+	switchPorts := (fabricLeaves + fabricSpines) * fabricSwitchPorts
+	for _, n := range []int{2, 3} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) { fabricShards(t, n, switchPorts) })
+	}
+}
+
+// fabricShards runs n sharded exporters on a simulator of their own (all
+// stopped when the subtest ends).
+func fabricShards(t *testing.T, n, switchPorts int) {
+	s := startSimFabric(t)
+	seen := map[string]int{}
+	for i := range n {
+		addr, logs := serveFabric(t, s, fmt.Sprintf("--collector.fabric.shard=%d/%d", i, n), "--collector.fabric.concurrency=1")
+		body := metricsWhen(t, addr, logs, "a successful sweep", func(b string) bool {
+			v, _ := sample(b, "rdma_fabric_counter_sweep_success")
+			return v == 1
+		})
+		ports, _ := sample(body, "rdma_fabric_counter_sweep_ports")
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "rdma_fabric_port_state{") || strings.HasPrefix(l, "rdma_fabric_port_counters_unknown{") || strings.HasPrefix(l, "rdma_fabric_port_symbol_errors_total{") {
+				name, _, _ := strings.Cut(l, " ")
+				seen[name]++
+			}
+		}
+		t.Logf("shard %d/%d: %v ports", i, n, ports)
+	}
+	if len(seen) != 3*switchPorts {
+		t.Errorf("%d shards: %d distinct per-port series, want %d (3 per switch port)", n, len(seen), 3*switchPorts)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Errorf("%d shards: %s exported by %d exporters", n, k, c)
+		}
+	}
+}
