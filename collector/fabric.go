@@ -85,7 +85,7 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *F
 		nodeInfo:         desc("rdma_fabric_node_info", "A swept node: its node description and type (switch or ca); always 1.", "guid", "node", "node_type"),
 		portUnknown:      desc("rdma_fabric_port_counters_unknown", "1 when the latest counter sweep could not read this port: its counter series are absent for that sweep, never zeros.", pl...),
 		portSaturated:    desc("rdma_fabric_port_counter_saturated", "1 when a fixed-width PMA counter of the port is pinned at its maximum and has stopped counting.", "guid", "port", "counter"),
-		sweepSuccess:     desc("rdma_fabric_counter_sweep_success", "1 when the latest counter sweep read every port it swept."),
+		sweepSuccess:     desc("rdma_fabric_counter_sweep_success", "1 when the latest counter sweep read every port it swept and no perfquery run reported an error."),
 		sweepDuration:    desc("rdma_fabric_counter_sweep_duration_seconds", "Duration of the latest counter sweep."),
 		sweepLastSuccess: desc("rdma_fabric_counter_sweep_last_success_timestamp_seconds", "Start of the latest counter sweep that read every port."),
 		sweepPorts:       desc("rdma_fabric_counter_sweep_ports", "Ports the latest counter sweep covered (this shard's)."),

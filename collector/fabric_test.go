@@ -200,3 +200,38 @@ func TestParseShard(t *testing.T) {
 		}
 	}
 }
+
+// TestFabricSweepReadsNothing: a sweep that reads none of its ports
+// (perfquery missing) is sweep success 0, every port unknown, and an
+// error of the collector; the ports' state series stay.
+func TestFabricSweepReadsNothing(t *testing.T) {
+	scan, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-ibsim.txt")
+	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+scan+"\n")},
+		FabricOptions{Counters: true, PerfqueryPath: filepath.Join(t.TempDir(), "perfquery"), Concurrency: 1, PortSeries: PortSeriesAll})
+	c.Runner().RunOnce(context.Background())
+	c.Sweeper().SweepOnce(context.Background())
+	for name, want := range map[string]float64{
+		"rdma_fabric_counter_sweep_success":       0,
+		"rdma_fabric_counter_sweep_ports_unknown": 108,
+		"rdma_scrape_collector_success":           0,
+	} {
+		got := fabricSeries(t, c, name)
+		if len(got) == 0 {
+			t.Errorf("no %s", name)
+		}
+		for k, v := range got {
+			if v != want && (name != "rdma_scrape_collector_success" || strings.Contains(k, "fabric")) {
+				t.Errorf("%s{%s} = %v, want %v", name, k, v, want)
+			}
+		}
+	}
+	if got := fabricSeries(t, c, "rdma_fabric_counter_sweep_failures_total")["reason=start_failed"]; got != 3 {
+		t.Errorf("start_failed = %v, want one per switch", got)
+	}
+	if n := len(fabricSeries(t, c, "rdma_fabric_port_state")); n != 108 {
+		t.Errorf("%d state series", n)
+	}
+	if n := len(fabricSeries(t, c, "rdma_fabric_port_symbol_errors_total")); n != 0 {
+		t.Errorf("%d symbol error series from a sweep that read nothing", n)
+	}
+}

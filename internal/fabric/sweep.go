@@ -219,7 +219,8 @@ type Sweep struct {
 	Unknown int
 }
 
-// OK reports whether every swept port was read.
+// OK reports whether every swept port was read and no query failed (a
+// run can report an error and still answer every port).
 func (s *Sweep) OK() bool { return s.Unknown == 0 && s.failed() == 0 }
 
 func (s *Sweep) failed() int {
