@@ -53,10 +53,10 @@ type SweeperConfig struct {
 	Topology func() *Fabric
 	// Ready, when set, is closed once Topology has a scan: Run waits for
 	// it before the first sweep (Runner.Scanned).
-	Ready <-chan struct{}
-	Logger   *slog.Logger
-	Now      func() time.Time
-	Reaper   *subprocess.Reaper
+	Ready  <-chan struct{}
+	Logger *slog.Logger
+	Now    func() time.Time
+	Reaper *subprocess.Reaper
 }
 
 // DefaultPerfqueryMaxOutput bounds one perfquery run: a PortCounters block
