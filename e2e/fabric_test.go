@@ -443,3 +443,40 @@ func fabricShards(t *testing.T, n, switchPorts int) {
 		}
 	}
 }
+
+// TestFabricCACountersOnIbsim: --collector.fabric.ca-counters sweeps the
+// hosts' ports too (off by default: hosts export their own side).
+func TestFabricCACountersOnIbsim(t *testing.T) {
+	s := startSimFabric(t)
+	s.set(t, "H-host03", 1, "PortRcvErrors", 9, 9)
+	hosts := fabricLeaves * fabricHostsPer
+	for _, ca := range []bool{false, true} {
+		args := []string{"--collector.fabric.concurrency=2"}
+		if ca {
+			args = append(args, "--collector.fabric.ca-counters")
+		}
+		addr, logs := serveFabric(t, s, args...)
+		body := metricsWhen(t, addr, logs, "a successful sweep", func(b string) bool {
+			v, _ := sample(b, "rdma_fabric_counter_sweep_success")
+			return v == 1
+		})
+		cas := strings.Count(body, `node_type="ca"`)
+		g := nodeGUIDs(body)
+		if !ca {
+			if cas != 0 {
+				t.Errorf("%d CA node infos without --collector.fabric.ca-counters", cas)
+			}
+			continue
+		}
+		if cas != hosts || g["host03 mlx5_0"] == "" {
+			t.Fatalf("%d CA node infos, want %d:\n%s", cas, hosts, smGrep(body, "rdma_fabric_node_info"))
+		}
+		if v, ok := sample(body, portSeries("rdma_fabric_port_receive_errors_total", g["host03 mlx5_0"], 1)); !ok || v != 9 {
+			t.Errorf("host03 receive errors %v (present %v), want 9", v, ok)
+		}
+		want := float64((fabricLeaves+fabricSpines)*fabricSwitchPorts + hosts)
+		if v, _ := sample(body, "rdma_fabric_counter_sweep_ports"); v != want {
+			t.Errorf("swept %v ports, want %v", v, want)
+		}
+	}
+}
