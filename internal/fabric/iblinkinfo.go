@@ -488,13 +488,7 @@ func (p *parser) finish() *Fabric {
 	for i := range f.PortLines {
 		f.PortLines[i].Switch = p.isSwitch(f.PortLines[i].GUID)
 	}
-	sort.Slice(f.PortLines, func(i, j int) bool {
-		a, b := &f.PortLines[i], &f.PortLines[j]
-		if a.GUID != b.GUID {
-			return a.GUID < b.GUID
-		}
-		return a.Port < b.Port
-	})
+	sortPortLines(f.PortLines)
 	sort.Slice(f.Links, func(i, j int) bool {
 		a, b := &f.Links[i], &f.Links[j]
 		if a.A.GUID != b.A.GUID {
@@ -504,6 +498,16 @@ func (p *parser) finish() *Fabric {
 	})
 	p.links, p.nodes, p.descs = nil, nil, nil
 	return f
+}
+
+func sortPortLines(pl []PortLine) {
+	sort.Slice(pl, func(i, j int) bool {
+		a, b := &pl[i], &pl[j]
+		if a.GUID != b.GUID {
+			return a.GUID < b.GUID
+		}
+		return a.Port < b.Port
+	})
 }
 
 func (p *parser) isSwitch(guid uint64) bool {

@@ -97,8 +97,9 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	return &Runner{cfg: cfg, scanned: make(chan struct{})}
 }
 
-// Scanned is closed once a scan has succeeded: the counter sweep waits
-// for it instead of a whole interval.
+// Scanned is closed once a scan has given a fabric (a successful or a
+// partial one): the counter sweep waits for it instead of a whole
+// interval.
 func (r *Runner) Scanned() <-chan struct{} { return r.scanned }
 
 // Run scans now and then every Interval until ctx ends.
@@ -125,8 +126,15 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// partial: iblinkinfo exited 0 with port lines but reported an error
+	// (a node that did not answer). The scan fails, but its fabric is
+	// exported: it is the fresher view of every port it did reach (a port
+	// that went down must show), where keeping the previous scan would
+	// freeze the fabric for as long as one node stays silent.
+	partial := false
 	if err == nil {
 		err = exitZeroLies(res.Stderr, fab)
+		partial = err != nil && fab != nil && fab.Ports > 0
 	}
 	now := r.cfg.Now()
 	r.mu.Lock()
@@ -137,13 +145,17 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	if err != nil {
 		r.st.OK, r.st.Err = false, err
 		r.st.Failures++
+		if partial {
+			fab.keepLost(r.st.Fabric)
+			r.st.Fabric = fab
+		}
 	} else {
 		r.st.OK, r.st.Err = true, nil
 		r.st.Fabric = fab
 		r.st.LastSuccess = now
 	}
 	r.mu.Unlock()
-	if err == nil {
+	if err == nil || partial {
 		r.scannedOnce.Do(func() { close(r.scanned) })
 	}
 
@@ -165,7 +177,7 @@ func (r *Runner) RunOnce(ctx context.Context) {
 // exits 0 on a partial fabric (a node that did not answer) and after
 // printing only an error, so its standard error is read, and a scan
 // without one port line is no fabric (an empty fabric still has the
-// local port).
+// local port). RunOnce exports a partial scan's fabric all the same.
 func exitZeroLies(stderr []byte, fab *Fabric) error {
 	if line := errorLine(stderr); line != "" {
 		return fmt.Errorf("iblinkinfo exited 0 but reported an error: %s", line)
@@ -174,6 +186,30 @@ func exitZeroLies(stderr []byte, fab *Fabric) error {
 		return errors.New("iblinkinfo exited 0 without printing one port line")
 	}
 	return nil
+}
+
+// keepLost adds to a partial scan the port lines of the nodes the
+// previous fabric had and this scan did not reach, marked Stale: a node
+// that stopped answering keeps its ports (and their series, the sweep
+// marking them unknown) instead of vanishing.
+func (f *Fabric) keepLost(prev *Fabric) {
+	if prev == nil {
+		return
+	}
+	seen := make(map[uint64]bool, len(f.PortLines))
+	for i := range f.PortLines {
+		seen[f.PortLines[i].GUID] = true
+	}
+	n := len(f.PortLines)
+	for _, p := range prev.PortLines {
+		if !seen[p.GUID] {
+			p.Stale = true
+			f.PortLines = append(f.PortLines, p)
+		}
+	}
+	if len(f.PortLines) > n {
+		sortPortLines(f.PortLines)
+	}
 }
 
 // Status returns the latest result. The Fabric it points to is never

@@ -36,6 +36,11 @@ type PortLine struct {
 	// (infiniband.PhysState*: 2 Polling, 3 Disabled, 5 LinkUp, ...); 0
 	// when iblinkinfo printed a name this version does not know.
 	PhysState int
+	// Stale is true for a port of a node that the latest (partial) scan
+	// did not reach: its line is the last scan's that did, kept so that
+	// the node's ports stay visible (their state as last seen) and are
+	// swept (and marked unknown while the node stays silent).
+	Stale bool
 }
 
 // PortKey names a port as the per-port series' guid and port labels do.
