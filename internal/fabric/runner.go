@@ -188,27 +188,38 @@ func exitZeroLies(stderr []byte, fab *Fabric) error {
 	return nil
 }
 
-// keepLost adds to a partial scan the port lines of the nodes the
-// previous fabric had and this scan did not reach, marked Stale: a node
-// that stopped answering keeps its ports (and their series, the sweep
-// marking them unknown) instead of vanishing.
+// keepLost adds to a partial scan the port lines of the previous fabric
+// that this scan did not print, marked Stale: a node that stopped
+// answering keeps its ports (and their series, the sweep marking them
+// unknown) instead of vanishing.
 func (f *Fabric) keepLost(prev *Fabric) {
 	if prev == nil {
 		return
 	}
-	seen := make(map[uint64]bool, len(f.PortLines))
+	seen := make(map[PortKey]bool, len(f.PortLines))
 	for i := range f.PortLines {
-		seen[f.PortLines[i].GUID] = true
+		seen[PortKey{f.PortLines[i].GUID, f.PortLines[i].Port}] = true
 	}
 	n := len(f.PortLines)
 	for _, p := range prev.PortLines {
-		if !seen[p.GUID] {
+		if !seen[PortKey{p.GUID, p.Port}] {
 			p.Stale = true
 			f.PortLines = append(f.PortLines, p)
 		}
 	}
-	if len(f.PortLines) > n {
-		sortPortLines(f.PortLines)
+	if len(f.PortLines) == n {
+		return
+	}
+	sortPortLines(f.PortLines)
+	// A switch of which the scan printed one port is still a switch.
+	lines := map[uint64]int{}
+	for i := range f.PortLines {
+		lines[f.PortLines[i].GUID]++
+	}
+	for i := range f.PortLines {
+		if lines[f.PortLines[i].GUID] > 1 {
+			f.PortLines[i].Switch = true
+		}
 	}
 }
 
