@@ -215,9 +215,9 @@ type Sweep struct {
 	// Ports are sorted by GUID and port; a port that could not be read is
 	// here with Unknown set, so it never vanishes.
 	Ports []PortCounters
-	// Queries is the number of tool runs; Failures counts the failed ones
-	// by reason (a failed query leaves all or some of its node's ports
-	// unknown).
+	// Queries is the number of nodes queried (one or two perfquery runs
+	// each); Failures counts the failed runs by reason (a failed run
+	// leaves all or some of its node's ports unknown).
 	Queries  int
 	Failures map[Reason]int
 	// Unknown is the number of Ports with Unknown set.

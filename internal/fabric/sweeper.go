@@ -200,32 +200,40 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 	nodes := s.plan(topo, sw)
 
 	var mu sync.Mutex
-	var firstErr string
+	// msgs are the nodes' first failures, by node: the log names the
+	// first failing node in topology order, the same one each sweep
+	// whatever the goroutines' order, so a repeating failure logs once.
+	msgs := make([]string, len(nodes))
 	sem := make(chan struct{}, s.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for _, nd := range nodes {
+	for i, nd := range nodes {
 		if ctx.Err() != nil {
 			break
 		}
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(nd node) {
+		go func(i int, nd node) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			ports := sw.Ports[nd.first : nd.first+nd.n]
 			fails, msg := s.queryNode(ctx, nd.lid, ports)
 			mu.Lock()
 			defer mu.Unlock()
-			sw.Queries += 1
+			sw.Queries++
 			for _, r := range fails {
 				sw.Failures[r]++
 			}
-			if firstErr == "" && msg != "" {
-				firstErr = msg
-			}
-		}(nd)
+			msgs[i] = msg
+		}(i, nd)
 	}
 	wg.Wait()
+	var firstErr string
+	for _, m := range msgs {
+		if m != "" {
+			firstErr = m
+			break
+		}
+	}
 	if ctx.Err() != nil {
 		return // shutting down: not a sweep
 	}
