@@ -5,6 +5,7 @@ package fabric
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 func pqFixture(name string) string {
@@ -338,5 +340,34 @@ func TestSweepCapabilities(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(argsLog); strings.Contains(string(b), "-x -l 3") {
 		t.Errorf("extended query sent to a PMA that does not advertise it:\n%s", b)
+	}
+}
+
+// TestSweepWarnsOnce: two switches failing in every sweep, swept in
+// parallel, make one warning, not one per sweep; recovery is logged once.
+func TestSweepWarnsOnce(t *testing.T) {
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "fail")
+	pq, _ := fakePerfquery(t, `"-l "[23]" 1-36") [ -e `+flag+` ] && { echo "ibwarn: [7] mad_rpc: _do_madrpc failed; dport (Lid $2)" >&2; exit 255; }; sed "s/Lid 2/Lid $2/" `+pqFixture("leaf1-l-1-36.stdout")+` ;;
+"-x -l "[23]" 1-36") sed "s/Lid 2/Lid $3/" `+pqFixture("leaf1-x-l-1-36.stdout")+` ;;
+`)
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testenv.Records{}
+	topo := ibsimTopology(t)
+	s := NewSweeper(SweeperConfig{Path: pq, Concurrency: 3, Logger: slog.New(logs), Topology: func() *Fabric { return topo }})
+	for range 4 {
+		s.SweepOnce(context.Background())
+	}
+	if n := len(logs.Matching("some ports could not be read")); n != 1 {
+		t.Errorf("%d warnings for the same failure in 4 sweeps, want 1", n)
+	}
+	if err := os.Remove(flag); err != nil {
+		t.Fatal(err)
+	}
+	s.SweepOnce(context.Background())
+	if n := len(logs.Matching("reads every port again")); n != 1 || !s.Status().Last.OK() {
+		t.Errorf("recovery: %d info lines, sweep OK %v", n, s.Status().Last.OK())
 	}
 }
