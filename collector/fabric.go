@@ -16,11 +16,27 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
-// FabricCollector exports the latest iblinkinfo scan.
+// FabricCollector exports the latest iblinkinfo scan and the latest
+// counter sweep over it.
 type FabricCollector struct {
 	runner       *fabric.Runner
+	sweeper      *fabric.Sweeper // nil with --no-collector.fabric.counters
 	degradedOnly bool
+	opts         FabricOptions
 	start        sync.Once
+
+	// portBlock is the per-port block of the latest topology and sweep,
+	// built once per pair, like the link block.
+	portMu    sync.Mutex
+	portScan  *fabric.Fabric
+	portSweep *fabric.Sweep
+	portBlock []prometheus.Metric
+
+	portState, portPhys, nodeInfo, portUnknown, portSaturated *expo.Desc
+	portCounters                                              [fabric.NumCounters]*expo.Desc
+	sweepSuccess, sweepDuration, sweepLastSuccess             *expo.Desc
+	sweepPorts, sweepUnknown, sweepRuns, sweepFailures        *expo.Desc
+	sweepSkipped                                              *expo.Desc
 
 	// links is the per-link block of the latest scan, built once per scan
 	// (40k links are 160k series: building them every scrape cost a second
@@ -36,13 +52,16 @@ type FabricCollector struct {
 	linkCouldBe                                     *expo.Desc
 }
 
-// NewFabricCollector builds the fabric collector; Start starts its runner.
-func NewFabricCollector(env Env, cfg fabric.RunnerConfig, degradedOnly bool) *FabricCollector {
+// NewFabricCollector builds the fabric collector; Start starts its
+// runner and, with opts.Counters, its counter sweeper.
+func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *FabricCollector {
 	ll := []string{"guid", "port", "node", "remote_guid", "remote_port", "remote_node"}
 	with := func(extra ...string) []string { return append(append([]string{}, ll...), extra...) }
-	return &FabricCollector{
+	pl := []string{"guid", "port"}
+	c := &FabricCollector{
 		runner:       fabric.NewRunner(cfg),
-		degradedOnly: degradedOnly,
+		degradedOnly: opts.DegradedOnly,
+		opts:         opts,
 		success:      desc("rdma_fabric_scan_success", "1 when the latest iblinkinfo scan succeeded; after a failure the previous scan's links stay exported."),
 		scans:        desc("rdma_fabric_scans_total", "iblinkinfo scans run."),
 		failures:     desc("rdma_fabric_scan_failures_total", "iblinkinfo scans that failed (timeout, no umad access, error exit, unusable output)."),
@@ -60,16 +79,58 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, degradedOnly bool) *Fa
 		linkState:    desc("rdma_fabric_link_state", "Logical state of the link: 2 INIT, 3 ARMED, 4 ACTIVE (INIT: no SM has brought it up).", ll...),
 		linkDegraded: desc("rdma_fabric_link_degraded", "1 when iblinkinfo says the link could run wider or faster: both ends support more than it trained at.", ll...),
 		linkCouldBe:  desc("rdma_fabric_link_could_be_info", "What iblinkinfo says a degraded link could run at (empty when only the other one is below); always 1.", with("width", "speed")...),
+
+		portState:        desc("rdma_fabric_port_state", "Logical state of a switch port from the latest fabric scan, as the host's rdma_port_state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE. Every port, down ones included.", pl...),
+		portPhys:         desc("rdma_fabric_port_physical_state", "Physical state of a switch port from the latest fabric scan, as the host's rdma_port_physical_state: 2 Polling, 3 Disabled, 5 LinkUp, ...", pl...),
+		nodeInfo:         desc("rdma_fabric_node_info", "A swept node: its node description and type (switch or ca); always 1.", "guid", "node", "node_type"),
+		portUnknown:      desc("rdma_fabric_port_counters_unknown", "1 when the latest counter sweep could not read this port: its counter series are absent for that sweep, never zeros.", pl...),
+		portSaturated:    desc("rdma_fabric_port_counter_saturated", "1 when a fixed-width PMA counter of the port is pinned at its maximum and has stopped counting.", "guid", "port", "counter"),
+		sweepSuccess:     desc("rdma_fabric_counter_sweep_success", "1 when the latest counter sweep read every port it swept and no perfquery run reported an error."),
+		sweepDuration:    desc("rdma_fabric_counter_sweep_duration_seconds", "Duration of the latest counter sweep."),
+		sweepLastSuccess: desc("rdma_fabric_counter_sweep_last_success_timestamp_seconds", "Start of the latest counter sweep that read every port."),
+		sweepPorts:       desc("rdma_fabric_counter_sweep_ports", "Ports the latest counter sweep covered (this shard's)."),
+		sweepUnknown:     desc("rdma_fabric_counter_sweep_ports_unknown", "Ports the latest counter sweep could not read."),
+		sweepRuns:        desc("rdma_fabric_counter_sweep_runs_total", "Counter sweeps completed."),
+		sweepFailures:    desc("rdma_fabric_counter_sweep_failures_total", "perfquery runs (one per node and attribute) that failed or answered only part of their ports, by reason.", "reason"),
+		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running (sweeps never stack)."),
 	}
+	for id, ctr := range fabric.Counters {
+		c.portCounters[id] = desc("rdma_fabric_port_"+ctr.Spec.Metric, ctr.Spec.Help+" Switch side, from the port's PMA ("+ctr.Field+").", pl...)
+	}
+	if opts.Counters {
+		c.sweeper = fabric.NewSweeper(fabric.SweeperConfig{
+			Path: opts.PerfqueryPath, Local: localArgs(opts.CA, opts.Port),
+			Interval: opts.CountersInterval, Timeout: opts.CountersTimeout, Concurrency: opts.Concurrency,
+			CAs: opts.CACounters, Shard: opts.Shard, Shards: opts.Shards,
+			Topology: func() *fabric.Fabric { return c.runner.Status().Fabric },
+			Ready:    c.runner.Scanned(),
+			Logger:   env.Logger, Reaper: cfg.Reaper,
+		})
+	}
+	return c
 }
 
-// Start starts the background scans (once).
+// localArgs are perfquery's -C/-P for the local port, as iblinkinfo's.
+func localArgs(ca string, port int) []string {
+	return fabric.Args(ca, port)[1:] // without iblinkinfo's --line
+}
+
+// Start starts the background scans and sweeps (once).
 func (c *FabricCollector) Start(ctx context.Context) {
-	c.start.Do(func() { go c.runner.Run(ctx) })
+	c.start.Do(func() {
+		go c.runner.Run(ctx)
+		if c.sweeper != nil {
+			go c.sweeper.Run(ctx)
+		}
+	})
 }
 
 // Runner is the iblinkinfo runner, for diagnose.
 func (c *FabricCollector) Runner() *fabric.Runner { return c.runner }
+
+// Sweeper is the counter sweeper, for diagnose; nil when the counters are
+// off.
+func (c *FabricCollector) Sweeper() *fabric.Sweeper { return c.sweeper }
 
 // Update exports the latest scan; it never waits for one. A failed latest
 // scan is rdma_fabric_scan_success 0 and an error of the collector: what
@@ -103,7 +164,125 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink)
 	for _, m := range c.linkMetrics(f) {
 		out.add(m)
 	}
+	var sw *fabric.Sweep
+	if c.sweeper != nil {
+		sst := c.sweeper.Status()
+		if serr := c.sweepHealth(out, sst); err == nil {
+			err = serr
+		}
+		sw = sst.Last
+	}
+	for _, m := range c.portMetrics(f, sw) {
+		out.add(m)
+	}
 	return err
+}
+
+// sweepHealth exports the sweep's own series. A sweep that read none of
+// its ports is an error of the collector (perfquery missing, no umad
+// access, no PMA answering): like a failed scan, a fault to fix; a partial
+// one is rdma_fabric_counter_sweep_success 0 and the unknown ports.
+func (c *FabricCollector) sweepHealth(out *sink, st fabric.SweepStatus) error {
+	counter(out, c.sweepRuns, float64(st.Sweeps))
+	counter(out, c.sweepSkipped, float64(st.Skipped))
+	for _, r := range fabric.Reasons {
+		counter(out, c.sweepFailures, float64(st.Failures[r]), string(r))
+	}
+	sw := st.Last
+	if sw == nil {
+		return nil
+	}
+	gauge(out, c.sweepSuccess, b2f(sw.OK()))
+	gauge(out, c.sweepDuration, sw.Duration.Seconds())
+	gauge(out, c.sweepPorts, float64(len(sw.Ports)))
+	gauge(out, c.sweepUnknown, float64(sw.Unknown))
+	if !st.LastSuccess.IsZero() {
+		gauge(out, c.sweepLastSuccess, float64(st.LastSuccess.UnixNano())/1e9)
+	}
+	if len(sw.Ports) > 0 && sw.Unknown == len(sw.Ports) {
+		return fmt.Errorf("counter sweep read none of %d ports (failures %v)", len(sw.Ports), sw.Failures)
+	}
+	return nil
+}
+
+// portMetrics returns the per-port series of a topology and the latest
+// sweep, built on their first scrape. State comes from the topology scan
+// for every port of this shard's nodes (down ones included); counters from
+// the sweep, which may have used an earlier scan.
+func (c *FabricCollector) portMetrics(f *fabric.Fabric, sw *fabric.Sweep) []prometheus.Metric {
+	c.portMu.Lock()
+	defer c.portMu.Unlock()
+	if c.portScan == f && c.portSweep == sw {
+		return c.portBlock
+	}
+	var out []prometheus.Metric
+	var lastNode uint64
+	first := true
+	for i := range f.PortLines {
+		p := &f.PortLines[i]
+		if p.Port == 0 || !p.Switch && !c.opts.CACounters || !c.inShard(p.GUID) {
+			continue
+		}
+		g, pn := p.GUIDString(), strconv.Itoa(p.Port)
+		if first || p.GUID != lastNode {
+			typ := "ca"
+			if p.Switch {
+				typ = "switch"
+			}
+			out = append(out, expo.Gauge(c.nodeInfo, 1, g, p.Desc, typ))
+			first, lastNode = false, p.GUID
+		}
+		out = append(out, expo.Gauge(c.portState, float64(p.State), g, pn))
+		if p.PhysState != 0 {
+			out = append(out, expo.Gauge(c.portPhys, float64(p.PhysState), g, pn))
+		}
+	}
+	if sw != nil {
+		for i := range sw.Ports {
+			out = c.sweptPort(out, &sw.Ports[i])
+		}
+	}
+	c.portScan, c.portSweep, c.portBlock = f, sw, out
+	return out
+}
+
+// sweptPort appends one swept port's counter series, as the port-series
+// flag trims them.
+func (c *FabricCollector) sweptPort(out []prometheus.Metric, p *fabric.PortCounters) []prometheus.Metric {
+	g, pn := p.GUIDString(), strconv.Itoa(p.Port)
+	out = append(out, expo.Gauge(c.portUnknown, b2f(p.Unknown), g, pn))
+	if c.opts.PortSeries == PortSeriesErroringPorts && !p.HasErrors() && !anySaturated(p) {
+		return out
+	}
+	for id, ctr := range fabric.Counters {
+		if c.opts.PortSeries == PortSeriesErrors && !ctr.Error && fabric.CounterID(id) != fabric.TransmitWait {
+			continue
+		}
+		v := p.Values[id]
+		if !v.Present {
+			continue
+		}
+		val, _ := p.Scaled(fabric.CounterID(id))
+		out = append(out, expo.Counter(c.portCounters[id], val, g, pn))
+		if v.FixedWidth() {
+			out = append(out, expo.Gauge(c.portSaturated, b2f(v.Saturated()), g, pn, ctr.Spec.File))
+		}
+	}
+	return out
+}
+
+// inShard reports whether this exporter exports the node guid's series.
+func (c *FabricCollector) inShard(guid uint64) bool {
+	return fabric.ShardOf(guid, c.opts.Shards) == c.opts.Shard
+}
+
+func anySaturated(p *fabric.PortCounters) bool {
+	for _, v := range p.Values {
+		if v.Saturated() {
+			return true
+		}
+	}
+	return false
 }
 
 // linkMetrics returns the per-link series of a scan, built on its first
@@ -120,7 +299,7 @@ func (c *FabricCollector) linkMetrics(f *fabric.Fabric) []prometheus.Metric {
 	}
 	for i := range f.Links {
 		l := &f.Links[i]
-		if c.degradedOnly && !l.Degraded() && l.State == 4 {
+		if c.degradedOnly && !l.Degraded() && l.State == 4 || !c.inShard(l.A.GUID) {
 			continue
 		}
 		lv := []string{l.A.GUIDString(), strconv.Itoa(l.A.Port), l.A.Desc, l.B.GUIDString(), strconv.Itoa(l.B.Port), l.B.Desc}

@@ -63,10 +63,14 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewRoCECollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
 		func(env Env, f *Flags) (Collector, error) {
+			opts, err := f.Fabric.validated()
+			if err != nil {
+				return nil, err
+			}
 			return NewFabricCollector(env, fabric.RunnerConfig{
 				Path: f.Fabric.Path, Args: fabric.Args(f.Fabric.CA, f.Fabric.Port),
 				Interval: f.Fabric.Interval, Timeout: f.Fabric.Timeout, Logger: env.Logger, Reaper: env.Reaper,
-			}, f.Fabric.DegradedOnly), nil
+			}, opts), nil
 		}},
 }
 
@@ -131,13 +135,72 @@ type RDMANetlinkOptions struct {
 	QPCounters bool
 }
 
-// FabricOptions configure the fabric collector's iblinkinfo runner.
+// FabricOptions configure the fabric collector's iblinkinfo runner and
+// counter sweeper.
 type FabricOptions struct {
 	Path              string
 	Interval, Timeout time.Duration
 	CA                string
 	Port              int
 	DegradedOnly      bool
+
+	// Counters sweeps every switch port's PMA counters with perfquery.
+	Counters                          bool
+	PerfqueryPath                     string
+	CountersInterval, CountersTimeout time.Duration
+	Concurrency                       int
+	CACounters                        bool
+	// ShardSpec is "I/N"; Shard and Shards are it parsed.
+	ShardSpec     string
+	Shard, Shards int
+	// PortSeries trims the per-port series (PortSeries*).
+	PortSeries string
+}
+
+// The values of --collector.fabric.port-series.
+const (
+	// PortSeriesAll: every counter of every swept port.
+	PortSeriesAll = "all"
+	// PortSeriesErrors: error counters and XmitWait (no data and packet
+	// counters) of every swept port.
+	PortSeriesErrors = "errors"
+	// PortSeriesErroringPorts: counters only for ports with a non-zero
+	// error counter or a saturated field; the others keep their state and
+	// unknown series.
+	PortSeriesErroringPorts = "erroring-ports"
+)
+
+// maxConcurrency bounds --collector.fabric.concurrency: each perfquery is
+// a umad client and a burst of PMA MADs at the SM's fabric.
+const maxConcurrency = 64
+
+// validated checks and completes the fabric options.
+func (o FabricOptions) validated() (FabricOptions, error) {
+	if o.Concurrency < 1 || o.Concurrency > maxConcurrency {
+		return o, fmt.Errorf("--collector.fabric.concurrency must be 1 to %d, not %d", maxConcurrency, o.Concurrency)
+	}
+	i, n, err := ParseShard(o.ShardSpec)
+	if err != nil {
+		return o, err
+	}
+	o.Shard, o.Shards = i, n
+	switch o.PortSeries {
+	case PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts:
+	default:
+		return o, fmt.Errorf("--collector.fabric.port-series must be %s, %s or %s, not %q", PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts, o.PortSeries)
+	}
+	return o, nil
+}
+
+// ParseShard parses --collector.fabric.shard's "I/N" (0 <= I < N).
+func ParseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--collector.fabric.shard %q: want I/N with 0 <= I < N (e.g. 0/2 and 1/2 for two exporters)", s)
+	}
+	return i, n, nil
 }
 
 // AddFlags declares every collector flag on app.
@@ -209,6 +272,27 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.fabric.port", "Local port iblinkinfo sends from (-P; 0: iblinkinfo's choice).").Default("0").IntVar(&f.Fabric.Port)
 	app.Flag("collector.fabric.degraded-only",
 		"Export per-link series only for links that are degraded or not ACTIVE (the fabric-wide counts cover the rest); for very large fabrics.").BoolVar(&f.Fabric.DegradedOnly)
+	app.Flag("collector.fabric.counters",
+		"Sweep every switch port's PMA counters with perfquery in the background, over the latest fabric scan (never resets them).").
+		Default("true").BoolVar(&f.Fabric.Counters)
+	app.Flag("collector.fabric.perfquery-path", "perfquery executable (infiniband-diags), run without a shell.").
+		Default("perfquery").StringVar(&f.Fabric.PerfqueryPath)
+	app.Flag("collector.fabric.counters-interval",
+		"Interval between counter sweeps; a sweep still running when the next is due makes that one skipped (counted), never stacked.").
+		Default("1m").DurationVar(&f.Fabric.CountersInterval)
+	app.Flag("collector.fabric.counters-timeout", "Timeout of one perfquery run (one node's ports); its process group is killed after it.").
+		Default("30s").DurationVar(&f.Fabric.CountersTimeout)
+	app.Flag("collector.fabric.concurrency",
+		"perfquery runs at once during a sweep (each is a umad client; ibsim serves at most 10).").
+		Default("4").IntVar(&f.Fabric.Concurrency)
+	app.Flag("collector.fabric.ca-counters",
+		"Sweep channel-adapter ports too (hosts running rdma_doctor export their own side from sysfs).").BoolVar(&f.Fabric.CACounters)
+	app.Flag("collector.fabric.shard",
+		"I/N: sweep and export only the nodes whose GUID falls in shard I of N, so N exporters split the fabric and their union covers each switch exactly once.").
+		Default("0/1").StringVar(&f.Fabric.ShardSpec)
+	app.Flag("collector.fabric.port-series",
+		"Per-port counter series: all; errors (no data and packet counters); erroring-ports (counters only for ports with errors). State and unknown series stay for every port.").
+		Default(PortSeriesAll).EnumVar(&f.Fabric.PortSeries, PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts)
 	return f
 }
 

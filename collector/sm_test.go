@@ -155,7 +155,7 @@ rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
 func TestFabricCollector(t *testing.T) {
 	rec, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
 	mk := func(degradedOnly bool) *FabricCollector {
-		return NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+rec+"\n")}, degradedOnly)
+		return NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+rec+"\n")}, FabricOptions{DegradedOnly: degradedOnly})
 	}
 	c := mk(false)
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_links", "rdma_fabric_scan_success"); n != 0 {
@@ -300,7 +300,7 @@ func TestFabricScanFailureIsCollectorError(t *testing.T) {
 	rec, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
 	flag := filepath.Join(t.TempDir(), "fail")
 	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{
-		Path: fakeTool(t, "iblinkinfo", "[ -e "+flag+" ] && { echo 'iblinkinfo: iberror: failed: discover failed' >&2; exit 255; }\ncat "+rec+"\n")}, false)
+		Path: fakeTool(t, "iblinkinfo", "[ -e "+flag+" ] && { echo 'iblinkinfo: iberror: failed: discover failed' >&2; exit 255; }\ncat "+rec+"\n")}, FabricOptions{})
 	success := func() (scan, collector float64) {
 		g := gatherOne(t, "fabric", c)
 		return valueOf(t, g, "rdma_fabric_scan_success"), valueOf(t, g, "rdma_scrape_collector_success")

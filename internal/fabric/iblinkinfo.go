@@ -84,6 +84,10 @@ type Fabric struct {
 	CAPorts int
 	// Ports is the number of port lines; DownPorts of them were Down.
 	Ports, DownPorts int
+	// PortLines has every port line, down ones included, sorted by GUID
+	// and port: the ports a counter sweep queries and whose state is
+	// exported per port.
+	PortLines []PortLine
 	// Malformed counts lines that were skipped because they were not in
 	// iblinkinfo's format; MalformedLines lists the first few line numbers.
 	Malformed      int
@@ -198,6 +202,10 @@ func (p *parser) line(n int, b []byte) error {
 		p.nodes[l.A.GUID] = ns
 	}
 	ns.lines++
+	p.f.PortLines = append(p.f.PortLines, PortLine{
+		GUID: l.A.GUID, Desc: l.A.Desc, LID: l.A.LID, Port: l.A.Port,
+		State: l.State, PhysState: physStates[l.PhysState],
+	})
 	if down {
 		p.f.DownPorts++
 		return nil
@@ -428,6 +436,18 @@ var portStates = map[string]int{
 	"Active":     infiniband.StateActive,
 }
 
+// physStates are libibmad's PortPhysicalState names (mad_dump_physportstate),
+// numbered as the IB spec and sysfs number them.
+var physStates = map[string]int{
+	"Sleep":                     infiniband.PhysStateSleep,
+	"Polling":                   infiniband.PhysStatePolling,
+	"Disabled":                  infiniband.PhysStateDisabled,
+	"PortConfigurationTraining": infiniband.PhysStateTraining,
+	"LinkUp":                    infiniband.PhysStateLinkUp,
+	"LinkErrorRecovery":         infiniband.PhysStateErrRecov,
+	"PhyTest":                   infiniband.PhysStatePhyTest,
+}
+
 // speeds maps libibmad's per-lane speed strings (mad_dump_linkspeed,
 // mad_dump_linkspeedext, iblinkinfo's FDR10 case) to speed names.
 var speeds = map[string]string{
@@ -465,6 +485,10 @@ func (p *parser) finish() *Fabric {
 			l.A, l.B = l.B, l.A
 		}
 	}
+	for i := range f.PortLines {
+		f.PortLines[i].Switch = p.isSwitch(f.PortLines[i].GUID)
+	}
+	sortPortLines(f.PortLines)
 	sort.Slice(f.Links, func(i, j int) bool {
 		a, b := &f.Links[i], &f.Links[j]
 		if a.A.GUID != b.A.GUID {
@@ -474,6 +498,16 @@ func (p *parser) finish() *Fabric {
 	})
 	p.links, p.nodes, p.descs = nil, nil, nil
 	return f
+}
+
+func sortPortLines(pl []PortLine) {
+	sort.Slice(pl, func(i, j int) bool {
+		a, b := &pl[i], &pl[j]
+		if a.GUID != b.GUID {
+			return a.GUID < b.GUID
+		}
+		return a.Port < b.Port
+	})
 }
 
 func (p *parser) isSwitch(guid uint64) bool {

@@ -5,6 +5,8 @@ package fabric
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -64,6 +66,9 @@ type Runner struct {
 	runMu sync.Mutex
 	mu    sync.Mutex
 	st    Status
+	// scanned is closed by the first successful scan.
+	scanned     chan struct{}
+	scannedOnce sync.Once
 }
 
 // NewRunner returns a runner; call Run to start it.
@@ -89,8 +94,13 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Runner{cfg: cfg}
+	return &Runner{cfg: cfg, scanned: make(chan struct{})}
 }
+
+// Scanned is closed once a scan has given a fabric (a successful or a
+// partial one): the counter sweep waits for it instead of a whole
+// interval.
+func (r *Runner) Scanned() <-chan struct{} { return r.scanned }
 
 // Run scans now and then every Interval until ctx ends.
 func (r *Runner) Run(ctx context.Context) { subprocess.Every(ctx, r.cfg.Interval, r.RunOnce) }
@@ -116,6 +126,16 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	// partial: iblinkinfo exited 0 with port lines but reported an error
+	// (a node that did not answer). The scan fails, but its fabric is
+	// exported: it is the fresher view of every port it did reach (a port
+	// that went down must show), where keeping the previous scan would
+	// freeze the fabric for as long as one node stays silent.
+	partial := false
+	if err == nil {
+		err = exitZeroLies(res.Stderr, fab)
+		partial = err != nil && fab != nil && fab.Ports > 0
+	}
 	now := r.cfg.Now()
 	r.mu.Lock()
 	wasOK, hadScan, prevErr := r.st.OK, r.st.Scans > 0, r.st.Err
@@ -125,12 +145,19 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	if err != nil {
 		r.st.OK, r.st.Err = false, err
 		r.st.Failures++
+		if partial {
+			fab.keepLost(r.st.Fabric)
+			r.st.Fabric = fab
+		}
 	} else {
 		r.st.OK, r.st.Err = true, nil
 		r.st.Fabric = fab
 		r.st.LastSuccess = now
 	}
 	r.mu.Unlock()
+	if err == nil || partial {
+		r.scannedOnce.Do(func() { close(r.scanned) })
+	}
 
 	switch {
 	case err != nil && (wasOK || !hadScan || prevErr == nil || prevErr.Error() != err.Error()):
@@ -143,6 +170,56 @@ func (r *Runner) RunOnce(ctx context.Context) {
 		r.cfg.Logger.Info("iblinkinfo succeeds again", "fabric", fab.Describe())
 	default:
 		r.cfg.Logger.Debug("fabric scanned", "fabric", fab.Describe(), "duration", res.Duration)
+	}
+}
+
+// exitZeroLies fails a scan that exited 0 but is not one: iblinkinfo
+// exits 0 on a partial fabric (a node that did not answer) and after
+// printing only an error, so its standard error is read, and a scan
+// without one port line is no fabric (an empty fabric still has the
+// local port). RunOnce exports a partial scan's fabric all the same.
+func exitZeroLies(stderr []byte, fab *Fabric) error {
+	if line := errorLine(stderr); line != "" {
+		return fmt.Errorf("iblinkinfo exited 0 but reported an error: %s", line)
+	}
+	if fab == nil || fab.Ports == 0 {
+		return errors.New("iblinkinfo exited 0 without printing one port line")
+	}
+	return nil
+}
+
+// keepLost adds to a partial scan the port lines of the previous fabric
+// that this scan did not print, marked Stale: a node that stopped
+// answering keeps its ports (and their series, the sweep marking them
+// unknown) instead of vanishing.
+func (f *Fabric) keepLost(prev *Fabric) {
+	if prev == nil {
+		return
+	}
+	seen := make(map[PortKey]bool, len(f.PortLines))
+	for i := range f.PortLines {
+		seen[PortKey{f.PortLines[i].GUID, f.PortLines[i].Port}] = true
+	}
+	n := len(f.PortLines)
+	for _, p := range prev.PortLines {
+		if !seen[PortKey{p.GUID, p.Port}] {
+			p.Stale = true
+			f.PortLines = append(f.PortLines, p)
+		}
+	}
+	if len(f.PortLines) == n {
+		return
+	}
+	sortPortLines(f.PortLines)
+	// A switch of which the scan printed one port is still a switch.
+	lines := map[uint64]int{}
+	for i := range f.PortLines {
+		lines[f.PortLines[i].GUID]++
+	}
+	for i := range f.PortLines {
+		if lines[f.PortLines[i].GUID] > 1 {
+			f.PortLines[i].Switch = true
+		}
 	}
 }
 

@@ -174,3 +174,80 @@ func largeFabric(n int) []byte {
 	}
 	return b.Bytes()
 }
+
+// TestRunnerExitZeroLies: iblinkinfo exits 0 after printing only an error
+// (or nothing at all); that is a failed scan, which keeps the previous
+// fabric, never a clean empty one. With port lines and an error it is a
+// failed scan whose (partial) fabric is exported. umad2sim's attach notice
+// on stderr is not an error.
+func TestRunnerExitZeroLies(t *testing.T) {
+	dir := t.TempDir()
+	mode := filepath.Join(dir, "mode")
+	p := fakeIblinkinfo(t, `cat `+pqFixture("umad2sim-attach.stderr")+` >&2
+case "$(cat `+mode+` 2>/dev/null)" in
+error) echo "ibwarn: [1234] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1,3)" >&2; exit 0 ;;
+empty) exit 0 ;;
+partial) head -3 `+fixturePath("iblinkinfo-l-ibsim.txt")+`; echo "ibwarn: [1234] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1,3)" >&2; exit 0 ;;
+esac
+cat `+fixturePath("iblinkinfo-l-ibsim.txt")+"\n")
+	r := NewRunner(RunnerConfig{Path: p})
+	r.RunOnce(context.Background())
+	if st := r.Status(); !st.OK || st.Fabric == nil {
+		t.Fatalf("good scan with umad2sim's notice on stderr: %+v", st)
+	}
+	for _, m := range []string{"error", "empty"} {
+		if err := os.WriteFile(mode, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.RunOnce(context.Background())
+		st := r.Status()
+		if st.OK || st.Err == nil || st.Fabric == nil || len(st.Fabric.Links) == 0 {
+			t.Errorf("%s, exit 0: OK %v err %v; want a failure that keeps the previous fabric", m, st.OK, st.Err)
+		}
+	}
+	full := len(r.Status().Fabric.Links)
+	fullPorts := len(r.Status().Fabric.PortLines)
+	if err := os.WriteFile(mode, []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.RunOnce(context.Background())
+	st := r.Status()
+	if st.OK || st.Err == nil || st.Fabric == nil || len(st.Fabric.Links) >= full || st.Fabric.Ports != 3 {
+		t.Errorf("partial scan: OK %v err %v fabric %v; want a failure exporting the 3 ports it read", st.OK, st.Err, st.Fabric.Describe())
+	}
+	// The nodes it did not reach keep their ports, marked stale.
+	stale := 0
+	for _, p := range st.Fabric.PortLines {
+		if p.Stale {
+			stale++
+		}
+	}
+	if len(st.Fabric.PortLines) != fullPorts || stale == 0 || stale >= fullPorts {
+		t.Errorf("partial scan: %d port lines (%d stale), want the previous %d", len(st.Fabric.PortLines), stale, fullPorts)
+	}
+}
+
+// TestRunnerScanned: the channel the counter sweep waits on closes with
+// the first successful scan, not with a failed one.
+func TestRunnerScanned(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "ok")
+	p := fakeIblinkinfo(t, `[ -e `+flag+` ] || { echo "iblinkinfo: iberror: failed: discover" >&2; exit 255; }
+cat `+fixturePath("iblinkinfo-l-ibsim.txt")+"\n")
+	r := NewRunner(RunnerConfig{Path: p})
+	r.RunOnce(context.Background())
+	select {
+	case <-r.Scanned():
+		t.Fatal("Scanned closed by a failed scan")
+	default:
+	}
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.RunOnce(context.Background())
+	r.RunOnce(context.Background()) // closing twice would panic
+	select {
+	case <-r.Scanned():
+	default:
+		t.Fatal("Scanned still open after a good scan")
+	}
+}

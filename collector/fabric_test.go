@@ -1,0 +1,237 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package collector
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+)
+
+// ibsimFabric builds a fabric collector over the recorded ibsim fabric:
+// iblinkinfo's scan (fixtures/tools) and perfquery's answers
+// (internal/fabric/testdata/perfquery, with faults set through ibsim's
+// console: see that README), replayed by fake tools.
+func ibsimFabric(t *testing.T, opts FabricOptions) *FabricCollector {
+	t.Helper()
+	scan, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-ibsim.txt")
+	pq, _ := filepath.Abs("../internal/fabric/testdata/perfquery")
+	perfquery := fakeTool(t, "perfquery", `case "$*" in
+"-l 1 1-36") cat `+pq+`/spine1-l-1-36.stdout ;;
+"-x -l 1 1-36") cat `+pq+`/spine1-x-l-1-36.stdout ;;
+"-l 2 1-36") cat `+pq+`/leaf1-l-1-36.stdout ;;
+"-x -l 2 1-36") cat `+pq+`/leaf1-x-l-1-36.stdout ;;
+"-l 3 1-36") cat `+pq+`/leaf2-l-1-36.stdout ;;
+"-x -l 3 1-36") cat `+pq+`/leaf2-x-l-1-36.stdout ;;
+*) exit 1 ;;
+esac
+`)
+	opts.Counters, opts.PerfqueryPath = true, perfquery
+	if opts.PortSeries == "" {
+		opts.PortSeries = PortSeriesAll
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = 2
+	}
+	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+scan+"\n")}, opts)
+	c.Runner().RunOnce(context.Background())
+	c.Sweeper().SweepOnce(context.Background())
+	return c
+}
+
+// fabricSeries returns name's samples as "label=value,..." -> value.
+func fabricSeries(t *testing.T, c Collector, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := gatherOne(t, "fabric", c).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			out[strings.Join(ls, ",")] = sampleValue(m)
+		}
+	}
+	return out
+}
+
+func sampleValue(m *dto.Metric) float64 {
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+const (
+	leaf1Label = "guid=0x0000000000200001"
+	leaf2Label = "guid=0x0000000000200002"
+)
+
+func TestFabricCounterSeries(t *testing.T) {
+	c := ibsimFabric(t, FabricOptions{})
+	for _, w := range []struct {
+		name, labels string
+		want         float64
+	}{
+		{"rdma_fabric_port_symbol_errors_total", leaf1Label + ",port=1", 4200},
+		{"rdma_fabric_port_symbol_errors_total", leaf2Label + ",port=1", 0}, // a clean port: a real zero
+		{"rdma_fabric_port_counter_saturated", "counter=symbol_error," + leaf1Label + ",port=2", 1},
+		{"rdma_fabric_port_counter_saturated", "counter=symbol_error," + leaf1Label + ",port=1", 0},
+		{"rdma_fabric_port_counter_saturated", "counter=local_link_integrity_errors," + leaf1Label + ",port=36", 1},
+		{"rdma_fabric_port_link_downed_total", leaf1Label + ",port=36", 3},
+		{"rdma_fabric_port_transmit_wait_total", leaf1Label + ",port=35", 123456},
+		{"rdma_fabric_port_state", leaf1Label + ",port=3", 1}, // down, still a series
+		{"rdma_fabric_port_physical_state", leaf1Label + ",port=3", 2},
+		{"rdma_fabric_port_state", leaf1Label + ",port=1", 4},
+		{"rdma_fabric_port_counters_unknown", leaf1Label + ",port=3", 0},
+		{"rdma_fabric_node_info", leaf1Label + ",node=leaf1,node_type=switch", 1},
+		{"rdma_fabric_counter_sweep_success", "", 1},
+		{"rdma_fabric_counter_sweep_ports", "", 108},
+		{"rdma_fabric_counter_sweep_ports_unknown", "", 0},
+		{"rdma_fabric_counter_sweep_failures_total", "reason=mad_failed", 0},
+		{"rdma_fabric_counter_sweep_skipped_total", "", 0},
+	} {
+		got, ok := fabricSeries(t, c, w.name)[w.labels]
+		if !ok || got != w.want {
+			t.Errorf("%s{%s} = %v (present %v), want %v", w.name, w.labels, got, ok, w.want)
+		}
+	}
+	// Data counters are 4-octet words, exported in octets; 64-bit fields
+	// (PortCountersExtended) have no saturated series.
+	words := c.Sweeper().Status().Last.Find(0x200001, 1).Values[fabric.DataReceived].V
+	if got := fabricSeries(t, c, "rdma_fabric_port_data_received_bytes_total")[leaf1Label+",port=1"]; got != float64(words)*4 || words == 0 {
+		t.Errorf("data received %v, want %d words x 4", got, words)
+	}
+	if _, ok := fabricSeries(t, c, "rdma_fabric_port_counter_saturated")["counter=port_rcv_data,"+leaf1Label+",port=1"]; ok {
+		t.Error("a 64-bit counter has a saturated series")
+	}
+	if n := len(fabricSeries(t, c, "rdma_fabric_port_state")); n != 108 {
+		t.Errorf("%d port state series, want every switch port (108)", n)
+	}
+	if n := len(fabricSeries(t, c, "rdma_fabric_counter_sweep_failures_total")); n != len(fabric.Reasons) {
+		t.Errorf("%d failure reasons exported, want all %d", n, len(fabric.Reasons))
+	}
+}
+
+// TestFabricPortSeriesTrim: the trimming modes drop counter series, never
+// a port's state or unknown series.
+func TestFabricPortSeriesTrim(t *testing.T) {
+	count := func(c Collector) (state, unknown, counters int) {
+		mfs, err := gatherOne(t, "fabric", c).Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			switch n := mf.GetName(); {
+			case n == "rdma_fabric_port_state":
+				state = len(mf.GetMetric())
+			case n == "rdma_fabric_port_counters_unknown":
+				unknown = len(mf.GetMetric())
+			case strings.HasPrefix(n, "rdma_fabric_port_") && strings.HasSuffix(n, "_total"):
+				counters += len(mf.GetMetric())
+			}
+		}
+		return
+	}
+	s0, u0, all := count(ibsimFabric(t, FabricOptions{}))
+	s1, u1, errs := count(ibsimFabric(t, FabricOptions{PortSeries: PortSeriesErrors}))
+	s2, u2, erroring := count(ibsimFabric(t, FabricOptions{PortSeries: PortSeriesErroringPorts}))
+	if s0 != 108 || s1 != 108 || s2 != 108 || u0 != 108 || u1 != 108 || u2 != 108 {
+		t.Errorf("state/unknown series %d/%d %d/%d %d/%d, want 108 each", s0, u0, s1, u1, s2, u2)
+	}
+	// Four ports have errors: leaf1's three set in the console and the
+	// leaf2 port whose PortRcvErrors counted the MADs ibsim dropped.
+	if all != 108*17 || errs != 108*13 || erroring != 4*17 {
+		t.Errorf("counter series all %d errors %d erroring-ports %d, want %d %d %d", all, errs, erroring, 108*17, 108*13, 4*17)
+	}
+	if _, err := testutil.GatherAndCount(gatherOne(t, "fabric", ibsimFabric(t, FabricOptions{}))); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestFabricShards: two and three exporters split the switches by GUID;
+// the union of their per-port and per-link series covers every port and
+// link exactly once.
+func TestFabricShards(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		ports, links := map[string]int{}, map[string]int{}
+		for i := range n {
+			c := ibsimFabric(t, FabricOptions{Shard: i, Shards: n})
+			for k := range fabricSeries(t, c, "rdma_fabric_port_symbol_errors_total") {
+				ports[k]++
+			}
+			for k := range fabricSeries(t, c, "rdma_fabric_port_state") {
+				ports["state "+k]++
+			}
+			for k := range fabricSeries(t, c, "rdma_fabric_link_info") {
+				links[k]++
+			}
+		}
+		if len(ports) != 2*108 || len(links) != 8 {
+			t.Errorf("%d shards: %d port series, %d links; want 216 and 8", n, len(ports), len(links))
+		}
+		for k, v := range ports {
+			if v != 1 {
+				t.Errorf("%d shards: %s exported %d times", n, k, v)
+			}
+		}
+	}
+}
+
+func TestParseShard(t *testing.T) {
+	for s, ok := range map[string]bool{"0/1": true, "1/3": true, "3/3": false, "-1/2": false, "1": false, "a/b": false, "0/0": false} {
+		if _, _, err := ParseShard(s); (err == nil) != ok {
+			t.Errorf("ParseShard(%q) err %v", s, err)
+		}
+	}
+}
+
+// TestFabricSweepReadsNothing: a sweep that reads none of its ports
+// (perfquery missing) is sweep success 0, every port unknown, and an
+// error of the collector; the ports' state series stay.
+func TestFabricSweepReadsNothing(t *testing.T) {
+	scan, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-ibsim.txt")
+	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+scan+"\n")},
+		FabricOptions{Counters: true, PerfqueryPath: filepath.Join(t.TempDir(), "perfquery"), Concurrency: 1, PortSeries: PortSeriesAll})
+	c.Runner().RunOnce(context.Background())
+	c.Sweeper().SweepOnce(context.Background())
+	for name, want := range map[string]float64{
+		"rdma_fabric_counter_sweep_success":       0,
+		"rdma_fabric_counter_sweep_ports_unknown": 108,
+		"rdma_scrape_collector_success":           0,
+	} {
+		got := fabricSeries(t, c, name)
+		if len(got) == 0 {
+			t.Errorf("no %s", name)
+		}
+		for k, v := range got {
+			if v != want && (name != "rdma_scrape_collector_success" || strings.Contains(k, "fabric")) {
+				t.Errorf("%s{%s} = %v, want %v", name, k, v, want)
+			}
+		}
+	}
+	if got := fabricSeries(t, c, "rdma_fabric_counter_sweep_failures_total")["reason=start_failed"]; got != 3 {
+		t.Errorf("start_failed = %v, want one per switch", got)
+	}
+	if n := len(fabricSeries(t, c, "rdma_fabric_port_state")); n != 108 {
+		t.Errorf("%d state series", n)
+	}
+	if n := len(fabricSeries(t, c, "rdma_fabric_port_symbol_errors_total")); n != 0 {
+		t.Errorf("%d symbol error series from a sweep that read nothing", n)
+	}
+}
