@@ -46,7 +46,8 @@ func fabricChecks(l *checkList) {
 			"host's limits (diagnose.thresholds.counters: symbol_error warn above 0, fail above 10, ...). A port whose " +
 			"errors rose is named with the cable's both ends: switch node description, port, GUID and LID, and the " +
 			"peer's. A fixed-width counter pinned at its maximum has stopped counting: warn, unknown (never clean). " +
-			"A clean port gets no finding of its own; one pass finding counts them.",
+			"Ports the latest sweep could not read warn as unknown (never clean). A clean port gets no finding of its own; " +
+			"one pass finding counts them.",
 		Remedy: "Reseat the cable at both ends, clean or replace the optic, replace the cable if errors continue; read both " +
 			"ends with perfquery <lid> <port> and see the link with iblinkinfo --line -G <guid>.",
 		Run: runFabricErrors})
@@ -141,10 +142,12 @@ func readCommands(p *fabric.PortLine, peer *fabric.End) string {
 func runFabricErrors(s *Snapshot, h *History, cfg *config.Config) ([]Finding, error) {
 	st := fabricOf(s, h)
 	var out []Finding
+	var unread []string // ports the latest sweep could not read: never clean
 	clean, judged := 0, 0
 	for i := range st.last.Ports {
 		p := &st.last.Ports[i]
 		if p.Unknown {
+			unread = append(unread, fmt.Sprintf("%s (%s)", fabricTarget(p.GUID, p.Port), orText(nonEmpty(string(p.Reason)), "unknown")))
 			continue
 		}
 		if f, ok := fabricPortErrors(st, p, cfg); ok {
@@ -163,6 +166,13 @@ func runFabricErrors(s *Snapshot, h *History, cfg *config.Config) ([]Finding, er
 		return noTargets("no swept port has readable error counters (every port unknown: see rdma_fabric_counter_sweep_failures_total)"), nil
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity.Worse(out[j].Severity) })
+	if len(unread) > 0 {
+		out = append(out, Finding{Severity: Warn, Unknown: true, Target: "fabric",
+			Observed: fmt.Sprintf("%d swept ports unread by the latest sweep: their errors cannot be judged", len(unread)),
+			Evidence: "perfquery failed for: " + strings.Join(firstN(unread, fabricTopPorts), ", "),
+			Remedy: "see why in rdma_fabric_counter_sweep_failures_total and the exporter log; run perfquery <lid> <port> " +
+				"for one of them on this host (RdmaFabricCounterSweepFailing in docs/runbook.md)"})
+	}
 	if clean > 0 {
 		out = append(out, Finding{Severity: Pass, Target: "fabric",
 			Observed: fmt.Sprintf("%d of %d swept ports without rising error counters", clean, judged),

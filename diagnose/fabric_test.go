@@ -513,3 +513,29 @@ func TestFabricCongestionSaturatedWait(t *testing.T) {
 		t.Errorf("saturated XmitWait: %+v", fs)
 	}
 }
+
+func TestFabricErrorsUnreadPortIsNotClean(t *testing.T) {
+	topo := readTopology(t, "../fixtures/tools/iblinkinfo-l-ibsim.txt", nil)
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	a, b := recordedSweep(t, t0, topo), recordedSweep(t, t0.Add(time.Minute), topo)
+	// leaf2's perfquery failed in the later sweep (as in the recording
+	// leaf2-l-1-36-error: _do_madrpc failed): its ports are unknown.
+	for i := range b.Ports {
+		if p := &b.Ports[i]; p.GUID == leaf2GUID {
+			p.Unknown, p.Reason, p.Values = true, fabric.ReasonMAD, [fabric.NumCounters]fabric.Value{}
+		}
+	}
+	fs := findingsOf(evalFabric(t, a, b), "fabric.errors")
+	var unread *Finding
+	for i := range fs {
+		if fs[i].Unknown && fs[i].Target == "fabric" {
+			unread = &fs[i]
+		}
+		if strings.HasPrefix(fs[i].Target, "0x0000000000200002/") {
+			t.Errorf("an unread port was judged: %+v", fs[i])
+		}
+	}
+	if unread == nil || unread.Severity != Warn || !strings.Contains(unread.Evidence, "0x0000000000200002/1 (mad_failed)") || !strings.Contains(unread.Evidence, "and 26 more") {
+		t.Fatalf("unread ports: %+v", fs)
+	}
+}
