@@ -77,6 +77,7 @@ func TestRenderOtherConfig(t *testing.T) {
 		TransmitDiscardsPerHour: 140, TransmitWaitTicksPerSecond: 1500, LinkDownsPerDayFlapping: 3,
 		RetransmitsPerSecond: 2.5, CongestionNotificationsPerSecond: 2000,
 		ProbeBandwidthRatio: 0.85, ProbeLatencyLoopbackSeconds: 3e-6, ProbeLatencySwitchSeconds: 8e-6,
+		FabricTransmitWaitRatio: 0.25,
 	}
 	b, err := Render(c)
 	if err != nil {
@@ -96,6 +97,8 @@ func TestRenderOtherConfig(t *testing.T) {
 		`increase(rdma_port_link_error_recovery_total[1h]) > 12`,
 		`increase(rdma_port_receive_errors_total[1h]) > 13`,
 		`increase(rdma_port_transmit_discards_total[1h]) > 140`,
+		`instance_guid_port:rdma_fabric_port_transmit_wait:ratio_rate2m > 0.25`,
+		`"port_xmit_discards", "", "") > 140`,
 		`rate(rdma_port_transmit_wait_total[2m]) > 1500`,
 		`increase(rdma_port_link_downed_total[1d]) >= 3`,
 		`) > 2000`,

@@ -123,6 +123,7 @@ var catalogue = sync.OnceValue(func() []*Check {
 		countersChecks,
 		deviceChecks,
 		devlinkChecks,
+		fabricChecks,
 		firmwareChecks,
 		gpuChecks,
 		gpuACSChecks,
@@ -149,7 +150,7 @@ var catalogue = sync.OnceValue(func() []*Check {
 
 // concernOrder is the order concerns appear in reports: from "is there a
 // device" down to the probe.
-var concernOrder = []string{"dev", "fw", "port", "sm", "ctr", "hw", "kernel", "devlink", "pci", "irq", "gpu", "cpu", "mem", "cgroup", "sysctl", "drv", "ipoib", "roce", "probe"}
+var concernOrder = []string{"dev", "fw", "port", "sm", "fabric", "ctr", "hw", "kernel", "devlink", "pci", "irq", "gpu", "cpu", "mem", "cgroup", "sysctl", "drv", "ipoib", "roce", "probe"}
 
 func concernRank(id string) int {
 	c, _, _ := strings.Cut(id, ".")

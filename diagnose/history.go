@@ -6,6 +6,8 @@ package diagnose
 import (
 	"sync"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 )
 
 // CounterKey names one counter of one port: a PMA counter (counters/) or a
@@ -31,6 +33,9 @@ type History struct {
 	ring   []sample
 	start  int // index of the oldest sample
 	n      int
+	// sweeps are the distinct fabric counter sweeps the samples saw,
+	// oldest first (fabric_history.go).
+	sweeps []*fabric.Sweep
 }
 
 // NewHistory keeps at most capacity samples (at least 2) and none older
@@ -87,6 +92,9 @@ func (h *History) Add(s *Snapshot) {
 	h.ring[(h.start+h.n)%len(h.ring)] = sample{t: s.Time, vals: vals}
 	h.n++
 	h.expire()
+	if s.Fabric != nil {
+		h.addSweep(s.Fabric.Last)
+	}
 }
 
 func (h *History) at(i int) *sample { return &h.ring[(h.start+i)%len(h.ring)] }

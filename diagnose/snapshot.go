@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
@@ -79,6 +80,10 @@ const (
 	// (internal/sff through netdev.Netdev.Module), read only with
 	// --collector.netdev.module-eeprom.
 	SourceModule Source = "module"
+	// SourceFabric: internal/fabric's counter sweep (the fabric
+	// collector's Sweeper in rdma_doctor serve, on the host that scans
+	// the fabric); the checks never send MADs of their own.
+	SourceFabric Source = "fabric"
 )
 
 // Snapshot is one reading of the host: the typed snapshots of every
@@ -148,6 +153,9 @@ type Snapshot struct {
 	// memory (--collector.netdev.module-eeprom): without it every
 	// Netdev.Module is nil by design, not unreadable.
 	ModulesAsked bool
+	// Fabric is the fabric collector's counter sweep state; nil where no
+	// sweeper runs (the CLI, --no-collector.fabric or its counters off).
+	Fabric *fabric.SweepStatus
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).
@@ -245,6 +253,14 @@ func (s *Snapshot) unavailable(src Source) string {
 		if s.GPU == nil {
 			return "cannot read the GPUs: " + errText(s.GPUErr)
 		}
+	case SourceFabric:
+		if s.Fabric == nil {
+			return "the fabric checks read the fabric collector's counter sweep: they run in rdma_doctor serve on the host " +
+				"that scans the fabric, with --collector.fabric on (and not --no-collector.fabric.counters)"
+		}
+		if s.Fabric.Last == nil {
+			return "no fabric counter sweep has completed yet (the first starts after the first iblinkinfo scan)"
+		}
 	case SourceProbe:
 		// The probe checks say NoProbeResults themselves: an empty store
 		// and no store read the same.
@@ -309,6 +325,9 @@ type Reader struct {
 	// ExpectedDevices is diagnose.expected_devices: with fewer devices
 	// than that (or none), the PCI bus is read to say why (Snapshot.Bus).
 	ExpectedDevices int
+	// Fabric returns the fabric counter sweeper's state (a
+	// fabric.Sweeper's Status); nil leaves the fabric checks skipped.
+	Fabric func() *fabric.SweepStatus
 }
 
 // Read takes a snapshot. It never fails as a whole: each source's error
@@ -360,6 +379,9 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 	}
 	if r.Probe != nil {
 		s.Probe = r.Probe.Latest()
+	}
+	if r.Fabric != nil {
+		s.Fabric = r.Fabric()
 	}
 	wg.Wait()
 	return s

@@ -74,6 +74,10 @@ type Thresholds struct {
 	// rdma_doctor's own ([ours] in the rules).
 	RetransmitsPerSecond             float64 `yaml:"retransmits_per_second"`
 	CongestionNotificationsPerSecond float64 `yaml:"congestion_notifications_per_second"`
+	// FabricTransmitWaitRatio is the share of a switch port's rate lost
+	// waiting for credits (XmitWait × 8 bytes) above which
+	// RdmaFabricPortTransmitWait fires.
+	FabricTransmitWaitRatio float64 `yaml:"fabric_transmit_wait_ratio"`
 	// The guide: bandwidth at least 90 % of the port rate, latency under
 	// 2 µs in loopback and 5 µs through a switch.
 	ProbeBandwidthRatio         float64 `yaml:"probe_bandwidth_ratio"`
@@ -97,6 +101,7 @@ func Default() Config {
 			LinkDownsPerDayFlapping:          5,
 			RetransmitsPerSecond:             1,
 			CongestionNotificationsPerSecond: 1000,
+			FabricTransmitWaitRatio:          0.1,
 			ProbeBandwidthRatio:              0.9,
 			ProbeLatencyLoopbackSeconds:      2e-6,
 			ProbeLatencySwitchSeconds:        5e-6,
@@ -177,6 +182,9 @@ func (c Config) Validate() error {
 		if !(th.v > 0) {
 			errs = append(errs, fmt.Errorf("thresholds.%s %v: want a positive number", th.name, th.v))
 		}
+	}
+	if !(t.FabricTransmitWaitRatio > 0 && t.FabricTransmitWaitRatio <= 1) {
+		errs = append(errs, fmt.Errorf("thresholds.fabric_transmit_wait_ratio %v: want a ratio in (0, 1]", t.FabricTransmitWaitRatio))
 	}
 	if !(t.ProbeBandwidthRatio > 0 && t.ProbeBandwidthRatio <= 1) {
 		errs = append(errs, fmt.Errorf("thresholds.probe_bandwidth_ratio %v: want a ratio in (0, 1]", t.ProbeBandwidthRatio))

@@ -12,6 +12,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
@@ -50,6 +51,7 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 	// says a first sample is under way until it is done.
 	go func() {
 		sampler.Reader.SM = smStatusFor(ctx, agg)
+		sampler.Reader.Fabric = fabricStatusFor(agg)
 		r := sampler.Sample(ctx)
 		sampler.Logger.Info("first diagnosis ready", "status", r.Status, "fail", r.Summary.Fail, "warn", r.Summary.Warn)
 		sampler.Run(ctx)
@@ -84,6 +86,26 @@ func smStatusFor(ctx context.Context, agg *collector.Aggregator) func(context.Co
 	}
 	return func(context.Context) *sm.Status {
 		st := runner.Status()
+		return &st
+	}
+}
+
+// fabricStatusFor returns the fabric collector's counter sweep state for
+// the fabric.* checks, so they judge the collector's sweeps and never send
+// MADs of their own; nil (the checks skip) with the fabric collector or
+// its counters off.
+func fabricStatusFor(agg *collector.Aggregator) func() *fabric.SweepStatus {
+	c, enabled := agg.Lookup("fabric")
+	if !enabled {
+		return nil
+	}
+	r, ok := c.(interface{ Sweeper() *fabric.Sweeper })
+	if !ok || r.Sweeper() == nil {
+		return nil
+	}
+	sweeper := r.Sweeper()
+	return func() *fabric.SweepStatus {
+		st := sweeper.Status()
 		return &st
 	}
 }
