@@ -220,44 +220,72 @@ const flushAt = 32 << 10
 // family with the name of one of ours is skipped (promhttp would report
 // the duplicate; the registry never has one of ours).
 func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily) error {
+	return stream(w, fams, gathered,
+		func(w io.Writer, mf *dto.MetricFamily) error {
+			// expfmt buffers its own writes.
+			_, err := expfmt.MetricFamilyToText(w, mf)
+			return err
+		},
+		func(s *streamer, f *Family) error {
+			s.buf = f.appendText(s.buf)
+			return s.maybeFlush()
+		})
+}
+
+// streamer is the bounded buffer an exposition goes through on its way to
+// the writer: flushed whenever it passes flushAt, so no family, however
+// large (a fabric's), is built whole in memory.
+type streamer struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (s *streamer) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	_, err := s.w.Write(s.buf)
+	s.buf = s.buf[:0]
+	return err
+}
+
+func (s *streamer) maybeFlush() error {
+	if len(s.buf) >= flushAt {
+		return s.flush()
+	}
+	return nil
+}
+
+// stream writes our families and the gathered ones in name order, each
+// kind in its format's way: WriteText's and WriteProto's one loop.
+func stream(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily,
+	writeGathered func(io.Writer, *dto.MetricFamily) error, writeOurs func(*streamer, *Family) error) error {
 	names, byName := familyNames(fams, gathered)
 	bp := textBufs.Get().(*[]byte)
-	buf := (*bp)[:0]
+	s := streamer{w: w, buf: (*bp)[:0]}
 	defer func() {
 		// One huge family (a fabric of thousands of links) grows the
 		// buffer past the usual; that one is not kept.
-		if cap(buf) <= 1<<20 {
-			*bp = buf[:0]
+		if cap(s.buf) <= 1<<20 {
+			*bp = s.buf[:0]
 			textBufs.Put(bp)
 		}
 	}()
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		_, err := w.Write(buf)
-		buf = buf[:0]
-		return err
-	}
 	for _, n := range names {
 		if mf := byName[n]; mf != nil {
-			// expfmt buffers its own writes.
-			if err := flush(); err != nil {
+			if err := s.flush(); err != nil {
 				return err
 			}
-			if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			if err := writeGathered(w, mf); err != nil {
 				return err
 			}
 			continue
 		}
-		buf = fams[n].appendText(buf)
-		if len(buf) >= flushAt {
-			if err := flush(); err != nil {
-				return err
-			}
+		if err := writeOurs(&s, fams[n]); err != nil {
+			return err
 		}
 	}
-	return flush()
+	return s.flush()
 }
 
 // Gathered converts families to dto (the protobuf path).

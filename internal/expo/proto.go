@@ -51,53 +51,29 @@ const (
 // first and its bytes go through the same bounded buffer as WriteText's,
 // so no family, however large (a fabric's), is built whole in memory.
 func WriteProto(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily) error {
-	names, byName := familyNames(fams, gathered)
-	bp := textBufs.Get().(*[]byte)
-	buf := (*bp)[:0]
-	defer func() {
-		if cap(buf) <= 1<<20 {
-			*bp = buf[:0]
-			textBufs.Put(bp)
-		}
-	}()
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		_, err := w.Write(buf)
-		buf = buf[:0]
-		return err
-	}
-	for _, n := range names {
-		if mf := byName[n]; mf != nil {
-			if err := flush(); err != nil {
-				return err
+	return stream(w, fams, gathered,
+		func(w io.Writer, mf *dto.MetricFamily) error {
+			_, err := protodelim.MarshalTo(w, mf)
+			return err
+		},
+		func(s *streamer, f *Family) error {
+			samples := f.sorted()
+			size := f.protoHeaderSize()
+			for _, smp := range samples {
+				size += bytesFieldSize(f.metricSize(smp))
 			}
-			if _, err := protodelim.MarshalTo(w, mf); err != nil {
-				return err
-			}
-			continue
-		}
-		f := fams[n]
-		samples := f.sorted()
-		size := f.protoHeaderSize()
-		for _, s := range samples {
-			size += bytesFieldSize(f.metricSize(s))
-		}
-		buf = protowire.AppendVarint(buf, uint64(size))
-		buf = f.appendProtoHeader(buf)
-		for _, s := range samples {
-			buf = protowire.AppendTag(buf, fieldFamilyMetric, protowire.BytesType)
-			buf = protowire.AppendVarint(buf, uint64(f.metricSize(s)))
-			buf = f.appendMetric(buf, s)
-			if len(buf) >= flushAt {
-				if err := flush(); err != nil {
+			s.buf = protowire.AppendVarint(s.buf, uint64(size))
+			s.buf = f.appendProtoHeader(s.buf)
+			for _, smp := range samples {
+				s.buf = protowire.AppendTag(s.buf, fieldFamilyMetric, protowire.BytesType)
+				s.buf = protowire.AppendVarint(s.buf, uint64(f.metricSize(smp)))
+				s.buf = f.appendMetric(s.buf, smp)
+				if err := s.maybeFlush(); err != nil {
 					return err
 				}
 			}
-		}
-	}
-	return flush()
+			return nil
+		})
 }
 
 // familyNames returns the names of both kinds of family, sorted, and the
