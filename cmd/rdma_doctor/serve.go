@@ -330,12 +330,7 @@ func (m *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The protobuf debugging formats (text and compact), or names escaped
 	// with dots: client_golang's path, which takes the same metrics.
-	metrics := m.collect(ctx)
-	n := 0
-	for _, ms := range metrics {
-		n += len(ms)
-	}
-	release, ok := m.reserve(w, scrapeCost(n, slowSampleCost, acceptsGzip(r)))
+	metrics, n, release, ok := m.collectWithin(ctx, w, r, slowSampleCost)
 	if !ok {
 		return
 	}
@@ -451,6 +446,19 @@ func fastFormat(format expfmt.Format) bool {
 	return false
 }
 
+// collectWithin collects one scrape's metrics and reserves their memory
+// (perSample bytes a sample in the format served) against
+// --web.max-requests-memory; false when the reservation was refused (the
+// 503 is written). The caller releases what it reserved.
+func (m *metricsHandler) collectWithin(ctx context.Context, w http.ResponseWriter, r *http.Request, perSample int) (metrics [][]prometheus.Metric, n int, release func(), ok bool) {
+	metrics = m.collect(ctx)
+	for _, ms := range metrics {
+		n += len(ms)
+	}
+	release, ok = m.reserve(w, scrapeCost(n, perSample, acceptsGzip(r)))
+	return metrics, n, release, ok
+}
+
 // serveFast writes the text format or the delimited protobuf as promhttp
 // would, but the collectors' samples go straight to the response
 // (internal/expo): building client_golang's metric families cost most of
@@ -458,12 +466,7 @@ func fastFormat(format expfmt.Format) bool {
 // exporter's parts' metrics are expo samples too; a registry gathers
 // only what is not (probe results).
 func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
-	metrics := m.collect(ctx)
-	n := 0
-	for _, ms := range metrics {
-		n += len(ms)
-	}
-	release, ok := m.reserve(w, scrapeCost(n, fastSampleCost, acceptsGzip(r)))
+	metrics, _, release, ok := m.collectWithin(ctx, w, r, fastSampleCost)
 	if !ok {
 		return
 	}
