@@ -146,9 +146,17 @@ func run(o options) error {
 			}
 		}
 	}
-	var err error
-	if o.rootfs, err = filepath.Abs(o.rootfs); err != nil {
-		return err
+	// The exporters run in directories of their own: relative paths
+	// would not resolve there.
+	for _, p := range []*string{&o.rootfs, &o.rdmaDoctor, &o.treydock} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
 	}
 	for _, n := range o.sizes {
 		r, err := measureSize(o, n)
