@@ -39,6 +39,7 @@ type options struct {
 	jsonIn        string
 	command       string
 	tdVersion     string
+	extraArgs     []string
 }
 
 // rounds is how many sweeps (and treydock scrapes) are measured at a
@@ -73,7 +74,9 @@ func main() {
 	flag.StringVar(&o.jsonIn, "from-json", "", "write the section from these raw results instead of measuring")
 	flag.StringVar(&o.tdVersion, "treydock-version", "", "treydock's version, said in the report when its --version prints none (a go build without its ldflags)")
 	flag.StringVar(&o.command, "command", "make bench-fabric", "the command the section says reruns it")
+	extra := flag.String("rdma-doctor-args", "", "extra flags for rdma_doctor, space-separated (e.g. --collector.fabric.port-series=errors); the section names them")
 	flag.Parse()
+	o.extraArgs = strings.Fields(*extra)
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
@@ -97,6 +100,7 @@ type results struct {
 	Cores           int           `json:"cores"`
 	Command         string        `json:"command"`
 	Concurrency     int           `json:"concurrency"`
+	ExtraArgs       []string      `json:"rdma_doctor_args,omitempty"`
 	Treydock        string        `json:"treydock,omitempty"` // its version
 	TreydockSkipped string        `json:"treydock_skipped,omitempty"`
 	Tools           string        `json:"tools"`
@@ -116,7 +120,7 @@ func run(o options) error {
 		return writeReport(o, &res)
 	}
 	res = results{Commit: gitOut("rev-parse", "--short", "HEAD"), Date: time.Now().UTC().Format("2006-01-02"),
-		CPU: cpuModel(), Cores: numCPU(), Command: o.command, Concurrency: o.concurrency, Tools: toolVersions()}
+		CPU: cpuModel(), Cores: numCPU(), Command: o.command, Concurrency: o.concurrency, ExtraArgs: o.extraArgs, Tools: toolVersions()}
 	if dirty := gitOut("status", "--porcelain", "--untracked-files=no"); dirty != "" {
 		res.Commit += " (with uncommitted changes)"
 	}

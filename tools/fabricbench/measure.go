@@ -61,6 +61,11 @@ type treydockResult struct {
 	BodyBytes int     `json:"body_bytes"`
 	RSS       uint64  `json:"rss_bytes"`
 	HWM       uint64  `json:"hwm_bytes"`
+	// Its own account of the scrapes' perfquery runs that failed or
+	// timed out (infiniband_exporter_collect_errors and _timeouts of the
+	// switch collector), summed over the measured scrapes; nil when its
+	// exposition has neither.
+	CollectErrors *float64 `json:"collect_errors,omitempty"`
 }
 
 // exporter is a running exporter under measurement.
@@ -116,7 +121,7 @@ func startExporter(f *ibsimtest.Fabric, name, bin string, argsFor func(addr stri
 
 func rdmaDoctorArgs(o options, interval time.Duration) func(string) []string {
 	return func(addr string) []string {
-		return []string{
+		return append([]string{
 			"--path.rootfs=" + o.rootfs, "--web.listen-address=" + addr, "--log.level=warn",
 			"--collector.disable-defaults", "--collector.fabric",
 			// One scan at the start, none in the measured windows: the
@@ -125,7 +130,7 @@ func rdmaDoctorArgs(o options, interval time.Duration) func(string) []string {
 			"--collector.fabric.counters-interval=" + interval.String(),
 			"--collector.fabric.counters-timeout=2m",
 			"--collector.fabric.concurrency=" + strconv.Itoa(o.concurrency),
-		}
+		}, o.extraArgs...)
 	}
 }
 
@@ -311,6 +316,14 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 				r.Treydock = t
 			}
 			t.Samples, t.BodyBytes = samples(body), len(body)
+			e, ok1 := value(body, `infiniband_exporter_collect_errors{collector="switch"}`)
+			to, ok2 := value(body, `infiniband_exporter_collect_timeouts{collector="switch"}`)
+			if ok1 || ok2 {
+				if t.CollectErrors == nil {
+					t.CollectErrors = new(float64)
+				}
+				*t.CollectErrors += e + to
+			}
 			if tdBusy, err = hasChildren(rd.pid()); err != nil {
 				return nil, err
 			}

@@ -83,7 +83,7 @@ func section(w io.Writer, r *results) {
 		"rdma_doctor's sweep CPU is its CPU between the end of a round's scrapes and the end of the next sweep, divided by the sweeps counted in rdma_fabric_counter_sweep_runs_total "+
 		"(its fabric scan runs once, before the first round); a round in which a sweep overlapped the scrapes is left out and listed below. "+
 		"The simulator adds no wire latency and serves MADs from one process: walls are CPU-bound lower bounds, not a real fabric's; ibsim's own CPU is in neither figure. "+
-		fmt.Sprintf("rdma_doctor runs `--collector.disable-defaults --collector.fabric --collector.fabric.concurrency=%d` (every counter series, `--collector.fabric.port-series=all`); ", r.Concurrency)+
+		rdmaFlags(r)+
 		"treydock runs `--collector.switch --no-collector.hca` (its defaults: switch ports, `perfquery -x` one switch at a time) and is scraped over HTTP, not with `--exporter.runonce`. "+
 		"Scrapes ask for gzip with Prometheus 3's Accept header. "+
 		"One bare perfquery is the CPU of `perfquery` reading the local port (one MAD), run by fabricbench itself: on this simulator most of it is umad2sim's per-process setup, "+
@@ -115,6 +115,11 @@ func section(w io.Writer, r *results) {
 		notes = append(notes, s.Notes...)
 		if s.RdmaDoctor.UnknownPorts > 0 {
 			notes = append(notes, fmt.Sprintf("%d hosts: the last sweep left %.0f ports unknown", s.Hosts, s.RdmaDoctor.UnknownPorts))
+		}
+	}
+	for _, s := range r.Sizes {
+		if t := s.Treydock; t != nil && t.CollectErrors != nil && *t.CollectErrors > 0 {
+			notes = append(notes, fmt.Sprintf("%d hosts: treydock counted %.0f failed or timed-out perfquery runs in its measured scrapes (infiniband_exporter_collect_errors, _timeouts)", s.Hosts, *t.CollectErrors))
 		}
 	}
 	if len(notes) > 0 {
@@ -173,4 +178,12 @@ func goals(w io.Writer, r *results) {
 			yes(sw <= linearSlack && sc <= linearSlack && mem <= ports*linearSlack))
 	}
 	fmt.Fprintln(w)
+}
+
+// rdmaFlags says how rdma_doctor ran.
+func rdmaFlags(r *results) string {
+	if len(r.ExtraArgs) == 0 {
+		return fmt.Sprintf("rdma_doctor runs `--collector.disable-defaults --collector.fabric --collector.fabric.concurrency=%d` (every counter series: `--collector.fabric.port-series=all`, the default); ", r.Concurrency)
+	}
+	return fmt.Sprintf("rdma_doctor runs `--collector.disable-defaults --collector.fabric --collector.fabric.concurrency=%d %s`; ", r.Concurrency, strings.Join(r.ExtraArgs, " "))
 }
