@@ -43,13 +43,15 @@ type Fabric struct {
 	console *os.File
 	out     *buffer
 	procs   []*Proc
+	sim     *Proc
 }
 
-// Start starts ibsim on netFile (ibnetdiscover's format) in dir and
-// opensm on it, and returns once opensm has logged SUBNET UP. setup
-// bounds each wait (a 4000-host fabric takes minutes for ibsim to come
-// up on a small machine). Close stops both.
-func Start(dir, netFile string, setup time.Duration) (_ *Fabric, err error) {
+// Start starts ibsim on netFile (ibnetdiscover's format) in dir, with
+// simArgs before it (Shape.SimArgs for a large fabric), and opensm on it,
+// and returns once opensm has logged SUBNET UP. setup bounds each wait (a
+// 4000-host fabric takes minutes for ibsim to come up on a small
+// machine). Close stops both.
+func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabric, err error) {
 	lib, err := Umad2sim()
 	if err != nil {
 		return nil, err
@@ -79,7 +81,7 @@ func Start(dir, netFile string, setup time.Duration) (_ *Fabric, err error) {
 		return nil, err
 	}
 	f.console = wr
-	sim := exec.Command(ibsim, "-s", netFile)
+	sim := exec.Command(ibsim, append(append([]string{"-s"}, simArgs...), netFile)...)
 	sim.Env, sim.Stdin, sim.Stdout, sim.Stderr = append(os.Environ(), sock), rd, f.out, f.out
 	p, err := StartProc(sim, filepath.Join(dir, "ibsim"))
 	rd.Close()
@@ -87,6 +89,7 @@ func Start(dir, netFile string, setup time.Duration) (_ *Fabric, err error) {
 		return nil, err
 	}
 	f.procs = append(f.procs, p)
+	f.sim = p
 	if err := f.waitOut("sim>", 1, setup); err != nil {
 		return nil, err
 	}
@@ -131,9 +134,15 @@ func (f *Fabric) Do(cmd string, timeout time.Duration) (string, error) {
 	return strings.TrimPrefix(f.out.String(), before), nil
 }
 
-// waitOut waits until ibsim's output holds want at least n times.
+// waitOut waits until ibsim's output holds want at least n times; it
+// gives up when ibsim exits (it panics on a fabric beyond its tables).
 func (f *Fabric) waitOut(want string, n int, timeout time.Duration) error {
 	for deadline := time.Now().Add(timeout); strings.Count(f.out.String(), want) < n; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-f.sim.Exited():
+			return fmt.Errorf("ibsim exited: %v:\n%s", f.sim.Cmd.ProcessState, tail(f.out.String(), 2000))
+		default:
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("ibsim: no %q (x%d) in %v:\n%s", want, n, timeout, tail(f.out.String(), 2000))
 		}

@@ -9,6 +9,7 @@ package ibsimtest
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -41,6 +42,16 @@ func FatTreeShape(hosts int) Shape {
 	down := LeafPorts / 2
 	leaves := (hosts + down - 1) / down
 	return Shape{Hosts: hosts, Leaves: leaves, Spines: LeafPorts / 2, SpinePorts: max(leaves, LeafPorts)}
+}
+
+// SimArgs are ibsim's capacity options for the fabric: its defaults
+// hold at most 13312 ports in all (ibsim 0.10 panics "new_ports: no more
+// ports" on a 4000-host fat tree), so the tables are sized from the shape:
+// every port, port 0 of each node included, with room to spare.
+func (s Shape) SimArgs() []string {
+	nodes := s.Switches() + s.Hosts
+	ports := s.SwitchPorts() + nodes + s.Hosts
+	return []string{"-N", strconv.Itoa(nodes + 64), "-S", strconv.Itoa(s.Switches() + 16), "-P", strconv.Itoa(ports + 1024)}
 }
 
 // Node descriptions of the generated fabric.

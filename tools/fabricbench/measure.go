@@ -211,7 +211,7 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 	}
 	logf("%d hosts: %d switches, %d switch ports: starting ibsim and opensm", hosts, r.Switches, r.SwitchPorts)
 	start := time.Now()
-	f, err := ibsimtest.Start(dir, net, o.setup)
+	f, err := ibsimtest.Start(dir, net, o.setup, shape.SimArgs()...)
 	if err != nil {
 		return nil, err
 	}
