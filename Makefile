@@ -24,7 +24,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck bench wakeups bench-all fuzz run update-golden generate clean tools package image
+.PHONY: all build test unit lint fmt vet staticcheck bench wakeups bench-fabric bench-all fuzz run update-golden generate clean tools package image
 
 all: lint build test
 
@@ -131,6 +131,27 @@ wakeups: build
 		-run "rdma_doctor=./$(BIN) --path.rootfs=fixtures/hosts/dgx-h100 --web.listen-address=127.0.0.1:19873" \
 		-run "rdma_doctor --no-collector.kmsg=./$(BIN) --path.rootfs=fixtures/hosts/dgx-h100 --web.listen-address=127.0.0.1:19873 --no-collector.kmsg" \
 		-run "node_exporter v1.10.1=$$ne/node_exporter --web.listen-address=127.0.0.1:19100"
+# docs/performance.md's fabric section (tools/fabricbench): rdma_doctor's
+# fabric collector (the background counter sweep, the cached scrape, its
+# memory) and treydock/infiniband_exporter on the same simulated fat trees
+# of FABRIC_SIZES hosts (ibsim, opensm, infiniband-diags: Debian
+# ibsim-utils, opensm, infiniband-diags), measured in turns. Not part of
+# make test; minutes at 4000 hosts. TREYDOCK_EXPORTER, if set, is a
+# treydock/infiniband_exporter binary (not on the Go module proxy: go build
+# it from a checkout of github.com/treydock/infiniband_exporter;
+# TREYDOCK_VERSION names its version when the build has none); without
+# it the section says treydock was skipped. FABRIC_SIZES=200 is a quick
+# run. FABRICBENCH_FLAGS passes flags, e.g. '-rounds 2 -json raw.json'.
+TREYDOCK_EXPORTER ?=
+TREYDOCK_VERSION  ?=
+FABRIC_SIZES      ?= 1000,4000
+FABRICBENCH_FLAGS ?=
+
+bench-fabric: build
+	$(GO) run ./tools/fabricbench -rdma-doctor ./$(BIN) -sizes $(FABRIC_SIZES) \
+		$(if $(TREYDOCK_EXPORTER),-treydock-exporter $(TREYDOCK_EXPORTER)) \
+		$(if $(TREYDOCK_VERSION),-treydock-version '$(TREYDOCK_VERSION)') \
+		$(FABRICBENCH_FLAGS) -o docs/performance.md
 
 # Every benchmark of every package.
 bench-all:

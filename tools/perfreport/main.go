@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/docsection"
 )
 
 // result is one benchmark line: unit -> value (ns/op, B/op, allocs/op,
@@ -311,6 +313,22 @@ func run(benchFile, loadFile, sbsFile, wakeFile, outFile string) error {
 	if outFile == "" {
 		_, err = os.Stdout.WriteString(sb.String())
 		return err
+	}
+	// The fabric section is tools/fabricbench's (make bench-fabric): it
+	// is carried over, not rewritten.
+	if old, err := os.ReadFile(outFile); err == nil {
+		sec, err := docsection.Extract(string(old), docsection.FabricBegin, docsection.FabricEnd)
+		if err != nil {
+			return fmt.Errorf("%s: %w", outFile, err)
+		}
+		if sec != "" {
+			out, err := docsection.Splice(sb.String(), sec, docsection.FabricBegin, docsection.FabricEnd)
+			if err != nil {
+				return err
+			}
+			sb.Reset()
+			sb.WriteString(out)
+		}
 	}
 	return os.WriteFile(outFile, []byte(sb.String()), 0o644)
 }

@@ -4,8 +4,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/docsection"
 )
 
 func TestParseBench(t *testing.T) {
@@ -81,5 +85,30 @@ func TestWritePortwatch(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n## ")
 	if !strings.Contains(section, "Not measured in this run.") || strings.Contains(section, "| round") {
 		t.Errorf("without the benchmark the section is:\n%s", section)
+	}
+}
+
+// make bench rewrites docs/performance.md but carries over the fabric
+// section that make bench-fabric wrote (tools/fabricbench).
+func TestRunKeepsFabricSection(t *testing.T) {
+	dir := t.TempDir()
+	bench := filepath.Join(dir, "bench.txt")
+	if err := os.WriteFile(bench, []byte("cpu: test CPU\nBenchmarkPortwatchRound/dgx-h100-2 53410 23834 ns/op 983 B/op 30 allocs/op\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "performance.md")
+	fabric := docsection.FabricBegin + "\n## Fabric\n\nmeasured\n" + docsection.FabricEnd + "\n"
+	if err := os.WriteFile(out, []byte("# Performance\n\nold text\n\n"+fabric), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(bench, "", "", "", out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), fabric) || strings.Contains(string(b), "old text") {
+		t.Errorf("rewritten page keeps %v the fabric section, %v the old text:\n%s", strings.Contains(string(b), fabric), strings.Contains(string(b), "old text"), b)
 	}
 }
