@@ -42,7 +42,14 @@ func requireHelm(t *testing.T) string {
 
 func run(t *testing.T, name string, args ...string) ([]byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return runFor(t, 2*time.Minute, name, args...)
+}
+
+// runFor is run with its own bound, for the slow steps (mmdebstrap
+// downloads and unpacks a Debian base: minutes on a loaded machine).
+func runFor(t *testing.T, limit time.Duration, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)

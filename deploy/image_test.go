@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
@@ -271,7 +272,7 @@ func TestToolsImage(t *testing.T) {
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base.tar")
 	// The apt variant: Essential packages and apt, what a Debian image has.
-	if out, err := run(t, mmdebstrap, "--variant=apt", "--format=tar", "--quiet", codename, base); err != nil {
+	if out, err := runFor(t, 8*time.Minute, mmdebstrap, "--variant=apt", "--format=tar", "--quiet", codename, base); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	suffix := strconv.Itoa(os.Getpid())
