@@ -471,17 +471,6 @@ func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r
 		return
 	}
 	defer release()
-	fams, other := expo.Group(metrics...)
-	var gathered []*dto.MetricFamily
-	if len(other) > 0 {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(metricList(other))
-		var err error
-		if gathered, err = reg.Gather(); err != nil {
-			// As promhttp.ContinueOnError: log, serve what was gathered.
-			m.logger.Error("gathering metrics", "err", err)
-		}
-	}
 	w.Header().Set("Content-Type", string(format))
 	var out io.Writer = w
 	if acceptsGzip(r) {
@@ -497,13 +486,32 @@ func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r
 	if r.Method == http.MethodHead {
 		return
 	}
-	write := expo.WriteText
-	if format.FormatType() == expfmt.TypeProtoDelim {
-		write = expo.WriteProto
-	}
-	if err := write(out, fams, gathered); err != nil {
+	if err := m.writeFast(out, metrics, format.FormatType() == expfmt.TypeProtoDelim); err != nil {
 		m.logger.Debug("writing /metrics", "err", err) // the client went away
 	}
+}
+
+// writeFast writes a scrape's metrics as the text exposition or, with
+// proto, the delimited protobuf one: the expo samples straight, the rest
+// (probe results) through a registry. TestExpositionMatchesClientGolang
+// compares what it writes with client_golang's output for every fixture
+// host.
+func (m *metricsHandler) writeFast(out io.Writer, metrics [][]prometheus.Metric, proto bool) error {
+	fams, other := expo.Group(metrics...)
+	var gathered []*dto.MetricFamily
+	if len(other) > 0 {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(metricList(other))
+		var err error
+		if gathered, err = reg.Gather(); err != nil {
+			// As promhttp.ContinueOnError: log, serve what was gathered.
+			m.logger.Error("gathering metrics", "err", err)
+		}
+	}
+	if proto {
+		return expo.WriteProto(out, fams, gathered)
+	}
+	return expo.WriteText(out, fams, gathered)
 }
 
 // gzipWriters are reused: a gzip.Writer's compressor state is hundreds
