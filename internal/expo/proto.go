@@ -7,8 +7,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/encoding/protodelim"
@@ -123,24 +121,9 @@ func (f *Family) appendProtoHeader(b []byte) []byte {
 	return protowire.AppendVarint(b, uint64(f.protoType()))
 }
 
-// protoLabel is a label value as protobuf carries it: valid UTF-8, as
-// the text path writes it (a free-text value from sysfs may not be; the
-// replacement allocates only then).
-func protoLabel(v string) string {
-	if !utf8.ValidString(v) {
-		return strings.ToValidUTF8(v, "\uFFFD")
-	}
-	return v
-}
-
-// label is the value of the sample's i-th label; a missing one (a
-// collector's bug, which the registry would refuse) is empty.
-func label(s *Sample, i int) string {
-	if i < len(s.labels) {
-		return protoLabel(s.labels[i])
-	}
-	return ""
-}
+// label is the value of the sample's i-th label (Group left out samples
+// with too few, and values that are not UTF-8).
+func label(s *Sample, i int) string { return s.labels[i] }
 
 func (f *Family) metricSize(s *Sample) int {
 	d := f.desc
