@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +23,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/goself"
 	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
@@ -49,7 +53,7 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 	for _, name := range hosts {
 		t.Run(name, func(t *testing.T) {
 			m := fixtureHandler(t, name)
-			m.parts = append(m.parts, labelLimits{}, procself.New(), goself.New(), httpself.New())
+			m.parts = append(m.parts, labelLimits{}, expoRejections{}, procself.New(), goself.New(), httpself.New())
 			metrics := m.collect(context.Background())
 			n := 0
 			for _, ms := range metrics {
@@ -147,4 +151,42 @@ func firstDiff(got, want string) string {
 		}
 	}
 	return "(no line differs)"
+}
+
+// A sample the registry would refuse is left out of /metrics, counted in
+// rdma_exposition_rejected_samples_total and logged once, however many
+// scrapes meet it; the rest of the scrape is served.
+func TestExpositionRejectedLoggedOnce(t *testing.T) {
+	m := fixtureHandler(t, "dgx-h100")
+	var logs bytes.Buffer
+	m.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	bad := expo.NewDesc("rdma_test_bad_arity", "A collector's bug.", "device", "port")
+	m.parts = append(m.parts, expoRejections{}, metricList{expo.Gauge(bad, 1, "mlx5_0")})
+	count := func(body string) string {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, `rdma_exposition_rejected_samples_total{reason="label_count"} `) {
+				return strings.Fields(line)[1]
+			}
+		}
+		return ""
+	}
+	var counts []string
+	for range 3 {
+		w := httptest.NewRecorder()
+		m.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		body := w.Body.String()
+		if strings.Contains(body, bad.Name) || !strings.Contains(body, "rdma_port_state{") {
+			t.Fatalf("bad sample served, or the rest not:\n%.2000s", body)
+		}
+		counts = append(counts, count(body))
+	}
+	// The counter is the process's: counted after each scrape's parts
+	// were collected, so a scrape shows the rejections of those before.
+	if counts[1] == "" || counts[2] == "" || counts[1] == counts[2] {
+		t.Errorf("label_count rejections over three scrapes: %v, want growing", counts)
+	}
+	// Once a process: no other test of this package leaves a sample out.
+	if n := strings.Count(logs.String(), "reason=label_count"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	}
 }
