@@ -26,7 +26,8 @@ type Reject uint8
 const (
 	// LabelCount: more or fewer label values than the Desc has labels.
 	LabelCount Reject = iota
-	// InvalidUTF8: a label value that is not UTF-8.
+	// InvalidUTF8: a label value that is not UTF-8 (left out when its
+	// family is written, not by Group).
 	InvalidUTF8
 	// TypeClash: a sample of another type than its family's first (a
 	// counter under a gauge), or of another Desc of the same name with

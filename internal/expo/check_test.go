@@ -142,3 +142,51 @@ func TestUnreported(t *testing.T) {
 		t.Errorf("reported twice: %v", again)
 	}
 }
+
+// A family whose every label value is not UTF-8 (left out as it is
+// written) is not written either, in both formats, a summary included.
+func TestRejectedInvalidUTF8Family(t *testing.T) {
+	node := NewDesc("rdma_device_node_description_info", "node_desc.", "device", "node_desc")
+	lat := NewDesc("rdma_probe_latency_seconds", "Latency.", "device")
+	port := NewDesc("rdma_port_state", "State.", "device")
+	metrics := []prometheus.Metric{
+		Gauge(node, 1, "mlx5_0", "host\xff"),
+		Summary(lat, 1, 2e-6, []Quantile{{0.5, 2e-6}}, "mlx5_\xfe"),
+		Summary(lat, 1, 3e-6, []Quantile{{0.5, 3e-6}}, "mlx5_1"),
+		Gauge(port, 4, "mlx5_0"),
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(list(metrics))
+	mfs, err := reg.Gather()
+	if err == nil {
+		t.Fatal("client_golang takes the samples")
+	}
+	var wantText, wantProto bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&wantText, mf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := protodelim.MarshalTo(&wantProto, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := Rejected(InvalidUTF8)
+	var gotText, gotProto bytes.Buffer
+	fams, _ := Group(metrics)
+	if err := WriteText(&gotText, fams, nil); err != nil {
+		t.Fatal(err)
+	}
+	fams, _ = Group(metrics)
+	if err := WriteProto(&gotProto, fams, nil); err != nil {
+		t.Fatal(err)
+	}
+	if gotText.String() != wantText.String() || strings.Contains(gotText.String(), node.Name) {
+		t.Errorf("text:\n%s\nwant\n%s", gotText.String(), wantText.String())
+	}
+	if !bytes.Equal(gotProto.Bytes(), wantProto.Bytes()) {
+		t.Errorf("protobuf:\n got %x\nwant %x", gotProto.Bytes(), wantProto.Bytes())
+	}
+	if n := Rejected(InvalidUTF8) - before; n != 4 {
+		t.Errorf("%d samples counted, want 4 (2 a write)", n)
+	}
+}

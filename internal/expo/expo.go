@@ -180,9 +180,11 @@ type Family struct {
 // Samples are returned apart (they take the slow path). It takes several
 // slices so that a caller can add its own to a shared collection's
 // without appending to it. A sample the registry would refuse (Reject)
-// is left out and counted: a wrong number of label values, a value that
-// is not UTF-8, a type or Desc other than its family's; duplicates are
-// left out when the family is sorted, where they meet.
+// is left out and counted: a wrong number of label values, a type or
+// Desc other than its family's; duplicates are left out when the family
+// is sorted, where they meet, and label values that are not UTF-8 when
+// it is written, by the scan the writing makes anyway (checked here,
+// that scan was a tenth of writing a dgx-h100 exposition).
 func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
 	fams = map[string]*Family{}
 	// A collector sends a family's samples in runs (a port's counters,
@@ -206,9 +208,6 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 			switch {
 			case len(s.labels) != len(s.desc.Labels):
 				reject(LabelCount, s)
-				continue
-			case !validLabels(s.labels):
-				reject(InvalidUTF8, s)
 				continue
 			case clash || f != nil && s.typ != f.typ:
 				reject(TypeClash, s)
@@ -440,6 +439,7 @@ func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*S
 
 func (f *Family) appendText(b []byte) []byte {
 	d := f.desc
+	start := len(b)
 	b = append(b, d.header...)
 	switch f.typ {
 	case dto.MetricType_COUNTER:
@@ -449,36 +449,58 @@ func (f *Family) appendText(b []byte) []byte {
 	default:
 		b = append(b, " gauge\n"...)
 	}
+	written := false
 	for _, s := range f.sorted() {
+		// A label value that is not UTF-8 shows in the scan that escaping
+		// makes anyway (free of cost for ASCII): its sample's lines are
+		// taken back.
+		line := len(b)
+		var ok bool
 		if f.typ != dto.MetricType_SUMMARY {
-			b = appendSeries(b, d.Name, "", d, s, false, 0)
+			b, ok = appendSeries(b, d.Name, "", d, s, false, 0)
+			if !ok {
+				b = b[:line]
+				reject(InvalidUTF8, s)
+				continue
+			}
 			b = appendFloat(b, s.value)
 			b = append(b, '\n')
+			written = true
 			continue
 		}
 		// As expfmt writes a summary: a line per quantile, the quantile
 		// label after the others, then _sum and _count.
+		if !validLabels(s.labels) {
+			reject(InvalidUTF8, s)
+			continue
+		}
 		for _, q := range s.summary.quantiles {
-			b = appendSeries(b, d.Name, "", d, s, true, q.Q)
+			b, _ = appendSeries(b, d.Name, "", d, s, true, q.Q)
 			b = appendFloat(b, q.V)
 			b = append(b, '\n')
 		}
-		b = appendSeries(b, d.Name, "_sum", d, s, false, 0)
+		b, _ = appendSeries(b, d.Name, "_sum", d, s, false, 0)
 		b = appendFloat(b, s.value)
 		b = append(b, '\n')
-		b = appendSeries(b, d.Name, "_count", d, s, false, 0)
+		b, _ = appendSeries(b, d.Name, "_count", d, s, false, 0)
 		b = appendFloat(b, float64(s.summary.count))
 		b = append(b, '\n')
+		written = true
+	}
+	if !written {
+		// Every sample left out: no family, as the registry has none.
+		return b[:start]
 	}
 	return b
 }
 
 // appendSeries appends a series' name (with suffix), its labels in name
 // order and, with quantile, the quantile label last, then the space
-// before the value.
-func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bool, q float64) []byte {
+// before the value; false if a label value is not UTF-8.
+func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bool, q float64) ([]byte, bool) {
 	b = append(b, name...)
 	b = append(b, suffix...)
+	valid := true
 	if len(d.order) > 0 || quantile {
 		b = append(b, '{')
 		for k, i := range d.order {
@@ -488,7 +510,9 @@ func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bo
 			b = append(b, d.Labels[i]...)
 			b = append(b, `="`...)
 			if i < len(s.labels) {
-				b = appendLabelValue(b, s.labels[i])
+				var ok bool
+				b, ok = appendLabelValue(b, s.labels[i])
+				valid = valid && ok
 			}
 			b = append(b, '"')
 		}
@@ -502,20 +526,19 @@ func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bo
 		}
 		b = append(b, '}')
 	}
-	return append(b, ' ')
+	return append(b, ' '), valid
 }
 
-// appendLabelValue appends a label value escaped. Most values are plain
-// ASCII (device names, port numbers, counter names): one pass tells, and
-// they are copied whole.
-func appendLabelValue(b []byte, v string) []byte {
+// appendLabelValue appends a label value escaped, and reports whether it
+// is UTF-8. Most values are plain ASCII (device names, port numbers,
+// counter names): one pass tells, and they are copied whole.
+func appendLabelValue(b []byte, v string) ([]byte, bool) {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c >= utf8.RuneSelf || c == '\\' || c == '\n' || c == '"' {
-			// Group left out values that are not UTF-8.
-			return appendEscaped(b, v, true)
+			return appendEscaped(b, v, true), utf8.ValidString(v[i:])
 		}
 	}
-	return append(b, v...)
+	return append(b, v...), true
 }
 
 // appendEscaped escapes as the text format does: backslash and newline in

@@ -56,6 +56,14 @@ func WriteProto(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFami
 		},
 		func(s *streamer, f *Family) error {
 			samples := f.sorted()
+			// Label values that are not UTF-8 are left out here, as
+			// the text path leaves them out (Group does not look).
+			if !validFamily(samples) {
+				samples = validOnly(samples)
+				if len(samples) == 0 {
+					return nil
+				}
+			}
 			size := f.protoHeaderSize()
 			for _, smp := range samples {
 				size += bytesFieldSize(f.metricSize(smp))
@@ -121,8 +129,32 @@ func (f *Family) appendProtoHeader(b []byte) []byte {
 	return protowire.AppendVarint(b, uint64(f.protoType()))
 }
 
+// validFamily reports whether every label value of the samples is UTF-8.
+func validFamily(samples []*Sample) bool {
+	for _, s := range samples {
+		if !validLabels(s.labels) {
+			return false
+		}
+	}
+	return true
+}
+
+// validOnly returns the samples whose label values are UTF-8, and counts
+// the others (InvalidUTF8).
+func validOnly(samples []*Sample) []*Sample {
+	out := make([]*Sample, 0, len(samples))
+	for _, s := range samples {
+		if validLabels(s.labels) {
+			out = append(out, s)
+		} else {
+			reject(InvalidUTF8, s)
+		}
+	}
+	return out
+}
+
 // label is the value of the sample's i-th label (Group left out samples
-// with too few, and values that are not UTF-8).
+// with too few; WriteProto those with values that are not UTF-8).
 func label(s *Sample, i int) string { return s.labels[i] }
 
 func (f *Family) metricSize(s *Sample) int {
