@@ -368,8 +368,8 @@ func (f *Family) sorted() []*Sample {
 			return out
 		}
 	}
-	// Sorted as indexes, ties by position (stable, as client_golang's
-	// output is for equal label values): pdqsort moving small integers
+	// Sorted as indexes, ties by position (stable: of equal label values
+	// the first collected is the one kept, as in client_golang): pdqsort moving small integers
 	// instead of slices.SortStableFunc's rotations of pointers, which
 	// were a third of writing a dgx-h100 exposition. Two samples that end
 	// side by side were compared with each other, so a tie seen here is
