@@ -23,8 +23,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/goself"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 )
@@ -32,10 +36,11 @@ import (
 // The hand-written exposition (internal/expo, what /metrics serves in the
 // text format and the delimited protobuf) is pinned to client_golang: for
 // every fixture host, one collection of the default collectors and the
-// server's parts is written by writeFast and by a client_golang registry
-// with expfmt's encoders; the text must be byte-equal and the protobuf
-// families proto.Equal. A registry error (a sample it refuses) fails the
-// test too: expo would drop that sample, the registry the whole scrape.
+// server's parts (with the diagnose status of one evaluation) is written
+// by writeFast and by a client_golang registry with expfmt's encoders;
+// the text must be byte-equal and the protobuf families proto.Equal. A
+// registry error (a sample it refuses) fails the test too: expo would
+// leave that sample out, promhttp by default fail the whole scrape.
 func TestExpositionMatchesClientGolang(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join("..", "..", "fixtures", "hosts"))
 	if err != nil {
@@ -52,8 +57,10 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 	}
 	for _, name := range hosts {
 		t.Run(name, func(t *testing.T) {
+			report := diagnoseFixture(t, name)
 			m := fixtureHandler(t, name)
-			m.parts = append(m.parts, labelLimits{}, expoRejections{}, procself.New(), goself.New(), httpself.New())
+			m.parts = append(m.parts, labelLimits{}, expoRejections{}, procself.New(), goself.New(), httpself.New(),
+				diagnose.NewStatusCollector(func() *diagnose.Report { return report }))
 			metrics := m.collect(context.Background())
 			n := 0
 			for _, ms := range metrics {
@@ -106,11 +113,30 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 					break
 				}
 			}
-			if len(mfs) < 20 {
-				t.Errorf("only %d families", len(mfs))
+			if len(mfs) < 20 || !slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "rdma_diagnose_status" }) {
+				t.Errorf("only %d families, or no rdma_diagnose_status", len(mfs))
 			}
 		})
 	}
+}
+
+// diagnoseFixture evaluates every check on a fixture host once, for
+// rdma_diagnose_status (its free-form targets are label values).
+func diagnoseFixture(t *testing.T, name string) *diagnose.Report {
+	t.Helper()
+	p, err := hostfs.Paths{Rootfs: filepath.Join("..", "..", "fixtures", "hosts", name)}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{}
+	eval, err := diagnose.NewEvaluator(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := (&diagnose.Reader{Host: rdmahost.New(rdmahost.Options{Paths: p})}).Read(context.Background())
+	hist := diagnose.NewHistory(0, 2)
+	hist.Add(snap)
+	return eval.Evaluate(snap, hist)
 }
 
 // decodeFamilies decodes a delimited protobuf exposition, sorted by name.
