@@ -166,7 +166,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 		Links: []web.LandingLinks{
 			{Address: metricsPath, Text: "Metrics", Description: "Port counters, link rate and width, firmware, hw_counters"},
 		},
-		Parts: []prometheus.Collector{buildInfo(), labelLimits{}},
+		Parts: []prometheus.Collector{buildInfo(), labelLimits{}, expoRejections{}},
 	}
 	store := probe.NewStore()
 	if err := addDiagnose(ctx, s, agg, store); err != nil {
@@ -220,6 +220,29 @@ func buildInfo() metricList {
 var labelLimitedDesc = expo.NewDesc("rdma_label_values_limited_total",
 	"rdma_doctor: host text values the label policy (internal/names) limited, each time one was read, by reason: cut (free text such as node_desc longer than 128 bytes or not UTF-8, served shortened), refused (a driver-chosen name such as a counter file that is not a name of at most 64 bytes: its series is absent), over_cap (a device's or port's names in one family past 512, such as counter files: their series are absent).",
 	"reason")
+
+var expositionRejectedDesc = expo.NewDesc("rdma_exposition_rejected_samples_total",
+	"rdma_doctor: samples left out of /metrics because client_golang's registry would refuse them (a collector bug, logged once), each time a scrape met one, by reason: label_count (more or fewer label values than label names), invalid_utf8 (a label value), type_clash (a sample of another type, or another help or label names, than its family's first), duplicate (the label values of an earlier sample of the family, which is kept). The registry would fail the whole scrape.",
+	"reason")
+
+// expoRejections exports what the exposition left out (expo.Rejected).
+type expoRejections struct{}
+
+// AppendMetrics appends one counter per reason, zero included.
+func (expoRejections) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
+	for _, r := range expo.Rejects() {
+		out = append(out, expo.Counter(expositionRejectedDesc, float64(expo.Rejected(r)), r.String()))
+	}
+	return out
+}
+
+func (expoRejections) Describe(ch chan<- *prometheus.Desc) { ch <- expositionRejectedDesc.Prometheus() }
+
+func (e expoRejections) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range e.AppendMetrics(nil) {
+		ch <- m
+	}
+}
 
 // labelLimits exports what the label policy limited (names.Limited).
 type labelLimits struct{}
@@ -471,17 +494,6 @@ func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r
 		return
 	}
 	defer release()
-	fams, other := expo.Group(metrics...)
-	var gathered []*dto.MetricFamily
-	if len(other) > 0 {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(metricList(other))
-		var err error
-		if gathered, err = reg.Gather(); err != nil {
-			// As promhttp.ContinueOnError: log, serve what was gathered.
-			m.logger.Error("gathering metrics", "err", err)
-		}
-	}
 	w.Header().Set("Content-Type", string(format))
 	var out io.Writer = w
 	if acceptsGzip(r) {
@@ -497,13 +509,42 @@ func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r
 	if r.Method == http.MethodHead {
 		return
 	}
-	write := expo.WriteText
-	if format.FormatType() == expfmt.TypeProtoDelim {
-		write = expo.WriteProto
-	}
-	if err := write(out, fams, gathered); err != nil {
+	if err := m.writeFast(out, metrics, format.FormatType() == expfmt.TypeProtoDelim); err != nil {
 		m.logger.Debug("writing /metrics", "err", err) // the client went away
 	}
+}
+
+// writeFast writes a scrape's metrics as the text exposition or, with
+// proto, the delimited protobuf one: the expo samples straight, the rest
+// (probe results) through a registry. TestExpositionMatchesClientGolang
+// compares what it writes with client_golang's output for every fixture
+// host.
+func (m *metricsHandler) writeFast(out io.Writer, metrics [][]prometheus.Metric, proto bool) error {
+	fams, other := expo.Group(metrics...)
+	var gathered []*dto.MetricFamily
+	if len(other) > 0 {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(metricList(other))
+		var err error
+		if gathered, err = reg.Gather(); err != nil {
+			// As promhttp.ContinueOnError: log, serve what was gathered.
+			m.logger.Error("gathering metrics", "err", err)
+		}
+	}
+	write := expo.WriteText
+	if proto {
+		write = expo.WriteProto
+	}
+	err := write(out, fams, gathered)
+	// A sample expo left out is a collector's bug that every scrape
+	// meets again: counted in rdma_exposition_rejected_samples_total,
+	// logged once per reason.
+	for _, r := range expo.Unreported() {
+		m.logger.Warn("exposition: a sample client_golang's registry would refuse is left out of /metrics",
+			"reason", r.Reason.String(), "sample", r.Sample,
+			"hint", "a collector bug; every such sample is counted in rdma_exposition_rejected_samples_total; logged once")
+	}
+	return err
 }
 
 // gzipWriters are reused: a gzip.Writer's compressor state is hundreds

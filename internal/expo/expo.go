@@ -8,7 +8,11 @@
 // pairs, dto conversion and per-family encoding, which cost most of a
 // scrape (2.5 of 3.4 ms on dgx-h100, measured with pprof). The output is
 // the text format 0.0.4 byte for byte as promhttp writes it: families
-// sorted by name, series by their label values in label-name order.
+// sorted by name, series by their label values in label-name order. A
+// sample the registry would refuse is left out and counted (Reject); the
+// rest is what promhttp with ContinueOnError writes (the test
+// TestExpositionMatchesClientGolang in cmd/rdma_doctor compares the two
+// on every fixture host, in both formats).
 package expo
 
 import (
@@ -93,8 +97,9 @@ type summary struct {
 type Quantile struct{ Q, V float64 }
 
 // Gauge and Counter make samples; labels are in the Desc's order. A
-// label count that does not match the Desc is a bug in the collector, and
-// is reported as prometheus does, by Write.
+// label count that does not match the Desc is a bug in the collector:
+// Group leaves the sample out (LabelCount), Write returns the registry's
+// error.
 func Gauge(d *Desc, v float64, labels ...string) *Sample {
 	return &Sample{desc: d, typ: dto.MetricType_GAUGE, value: v, labels: labels}
 }
@@ -174,14 +179,20 @@ type Family struct {
 // Group sorts samples into families by name; metrics that are not
 // Samples are returned apart (they take the slow path). It takes several
 // slices so that a caller can add its own to a shared collection's
-// without appending to it.
+// without appending to it. A sample the registry would refuse (Reject)
+// is left out and counted: a wrong number of label values, a type or
+// Desc other than its family's; duplicates are left out when the family
+// is sorted, where they meet, and label values that are not UTF-8 when
+// it is written, by the scan the writing makes anyway (checked here,
+// that scan was a tenth of writing a dgx-h100 exposition).
 func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
 	fams = map[string]*Family{}
 	// A collector sends a family's samples in runs (a port's counters,
-	// a device's hw counters): the map is asked only when the Desc
-	// changes.
+	// a device's hw counters): the map is asked, and a Desc compared
+	// with its family's, only when the Desc changes.
 	var last *Desc
 	var f *Family
+	var clash bool
 	for _, ms := range metrics {
 		for _, m := range ms {
 			s, ok := m.(*Sample)
@@ -192,10 +203,20 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 			if s.desc != last {
 				last = s.desc
 				f = fams[s.desc.Name]
-				if f == nil {
-					f = &Family{desc: s.desc, typ: s.typ, samples: make([]*Sample, 0, s.desc.seen.Load())}
-					fams[s.desc.Name] = f
-				}
+				clash = f != nil && !f.desc.same(s.desc)
+			}
+			switch {
+			case len(s.labels) != len(s.desc.Labels):
+				reject(LabelCount, s)
+				continue
+			case clash || f != nil && s.typ != f.typ:
+				reject(TypeClash, s)
+				continue
+			case f == nil:
+				// The family's type is its first good sample's, as
+				// the registry's is.
+				f = &Family{desc: s.desc, typ: s.typ, samples: make([]*Sample, 0, s.desc.seen.Load())}
+				fams[s.desc.Name] = f
 			}
 			f.samples = append(f.samples, s)
 		}
@@ -323,27 +344,47 @@ func (f *Family) sorted() []*Sample {
 	}
 	// Most families arrive in order (a collector walks devices and ports
 	// in the order their labels sort): checking costs one comparison per
-	// sample, a stable sort many.
-	if slices.IsSortedFunc(f.samples, cmp) {
+	// sample, a stable sort many. The same comparisons find duplicates,
+	// which sorting puts side by side.
+	ordered, dup := true, false
+	for i := 1; i < len(f.samples); i++ {
+		if c := cmp(f.samples[i-1], f.samples[i]); c > 0 {
+			ordered = false
+			break
+		} else if c == 0 {
+			dup = true
+		}
+	}
+	if ordered {
+		if dup {
+			f.samples = dedup(f.samples, cmp)
+		}
 		return f.samples
 	}
 	if p := f.desc.perm.Load(); p != nil && len(*p) == len(f.samples) {
+		// Strictly increasing: no duplicates.
 		if out, ok := permuted(f.samples, *p, cmp); ok {
 			f.samples = out
 			return out
 		}
 	}
-	// Sorted as indexes, ties by position (stable, as client_golang's
-	// output is for equal label values): pdqsort moving small integers
+	// Sorted as indexes, ties by position (stable: of equal label values
+	// the first collected is the one kept, as in client_golang): pdqsort moving small integers
 	// instead of slices.SortStableFunc's rotations of pointers, which
-	// were a third of writing a dgx-h100 exposition.
+	// were a third of writing a dgx-h100 exposition. Two samples that end
+	// side by side were compared with each other, so a tie seen here is
+	// the only sign of duplicates needed.
 	idx := make([]int32, len(f.samples))
 	for i := range idx {
 		idx[i] = int32(i)
 	}
+	dup = false
 	slices.SortFunc(idx, func(i, j int32) int {
 		if c := cmp(f.samples[i], f.samples[j]); c != 0 {
 			return c
+		}
+		if i != j {
+			dup = true
 		}
 		return int(i - j)
 	})
@@ -352,8 +393,31 @@ func (f *Family) sorted() []*Sample {
 	for k, i := range idx {
 		out[k] = f.samples[i]
 	}
+	if dup {
+		out = dedup(out, cmp)
+	}
 	f.samples = out
 	return out
+}
+
+// dedup leaves out, in place, each sorted sample equal to the one before
+// it (Duplicate): the first collected is kept, as the registry keeps it.
+func dedup(samples []*Sample, cmp func(a, b *Sample) int) []*Sample {
+	out := samples[:1]
+	for _, s := range samples[1:] {
+		if cmp(out[len(out)-1], s) == 0 {
+			reject(Duplicate, s)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// same reports whether d and e describe one family: name, help and
+// labels (two collectors may each make the Desc of a family).
+func (d *Desc) same(e *Desc) bool {
+	return d == e || d.Name == e.Name && d.Help == e.Help && slices.Equal(d.Labels, e.Labels)
 }
 
 // permuted puts samples in the order perm gives and reports whether that
@@ -375,6 +439,7 @@ func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*S
 
 func (f *Family) appendText(b []byte) []byte {
 	d := f.desc
+	start := len(b)
 	b = append(b, d.header...)
 	switch f.typ {
 	case dto.MetricType_COUNTER:
@@ -384,36 +449,58 @@ func (f *Family) appendText(b []byte) []byte {
 	default:
 		b = append(b, " gauge\n"...)
 	}
+	written := false
 	for _, s := range f.sorted() {
+		// A label value that is not UTF-8 shows in the scan that escaping
+		// makes anyway (free of cost for ASCII): its sample's lines are
+		// taken back.
+		line := len(b)
+		var ok bool
 		if f.typ != dto.MetricType_SUMMARY {
-			b = appendSeries(b, d.Name, "", d, s, false, 0)
+			b, ok = appendSeries(b, d.Name, "", d, s, false, 0)
+			if !ok {
+				b = b[:line]
+				reject(InvalidUTF8, s)
+				continue
+			}
 			b = appendFloat(b, s.value)
 			b = append(b, '\n')
+			written = true
 			continue
 		}
 		// As expfmt writes a summary: a line per quantile, the quantile
 		// label after the others, then _sum and _count.
+		if !validLabels(s.labels) {
+			reject(InvalidUTF8, s)
+			continue
+		}
 		for _, q := range s.summary.quantiles {
-			b = appendSeries(b, d.Name, "", d, s, true, q.Q)
+			b, _ = appendSeries(b, d.Name, "", d, s, true, q.Q)
 			b = appendFloat(b, q.V)
 			b = append(b, '\n')
 		}
-		b = appendSeries(b, d.Name, "_sum", d, s, false, 0)
+		b, _ = appendSeries(b, d.Name, "_sum", d, s, false, 0)
 		b = appendFloat(b, s.value)
 		b = append(b, '\n')
-		b = appendSeries(b, d.Name, "_count", d, s, false, 0)
+		b, _ = appendSeries(b, d.Name, "_count", d, s, false, 0)
 		b = appendFloat(b, float64(s.summary.count))
 		b = append(b, '\n')
+		written = true
+	}
+	if !written {
+		// Every sample left out: no family, as the registry has none.
+		return b[:start]
 	}
 	return b
 }
 
 // appendSeries appends a series' name (with suffix), its labels in name
 // order and, with quantile, the quantile label last, then the space
-// before the value.
-func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bool, q float64) []byte {
+// before the value; false if a label value is not UTF-8.
+func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bool, q float64) ([]byte, bool) {
 	b = append(b, name...)
 	b = append(b, suffix...)
+	valid := true
 	if len(d.order) > 0 || quantile {
 		b = append(b, '{')
 		for k, i := range d.order {
@@ -423,7 +510,9 @@ func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bo
 			b = append(b, d.Labels[i]...)
 			b = append(b, `="`...)
 			if i < len(s.labels) {
-				b = appendLabelValue(b, s.labels[i])
+				var ok bool
+				b, ok = appendLabelValue(b, s.labels[i])
+				valid = valid && ok
 			}
 			b = append(b, '"')
 		}
@@ -437,24 +526,19 @@ func appendSeries(b []byte, name, suffix string, d *Desc, s *Sample, quantile bo
 		}
 		b = append(b, '}')
 	}
-	return append(b, ' ')
+	return append(b, ' '), valid
 }
 
-// appendLabelValue appends a label value escaped. Most values are plain
-// ASCII (device names, port numbers, counter names): one pass tells, and
-// they are copied whole.
-func appendLabelValue(b []byte, v string) []byte {
+// appendLabelValue appends a label value escaped, and reports whether it
+// is UTF-8. Most values are plain ASCII (device names, port numbers,
+// counter names): one pass tells, and they are copied whole.
+func appendLabelValue(b []byte, v string) ([]byte, bool) {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c >= utf8.RuneSelf || c == '\\' || c == '\n' || c == '"' {
-			// client_golang refuses a label value that is not UTF-8;
-			// free text from sysfs (node_desc) can be.
-			if !utf8.ValidString(v) {
-				v = strings.ToValidUTF8(v, "\uFFFD")
-			}
-			return appendEscaped(b, v, true)
+			return appendEscaped(b, v, true), utf8.ValidString(v[i:])
 		}
 	}
-	return append(b, v...)
+	return append(b, v...), true
 }
 
 // appendEscaped escapes as the text format does: backslash and newline in

@@ -7,8 +7,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/encoding/protodelim"
@@ -58,6 +56,14 @@ func WriteProto(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFami
 		},
 		func(s *streamer, f *Family) error {
 			samples := f.sorted()
+			// Label values that are not UTF-8 are left out here, as
+			// the text path leaves them out (Group does not look).
+			if !validFamily(samples) {
+				samples = validOnly(samples)
+				if len(samples) == 0 {
+					return nil
+				}
+			}
 			size := f.protoHeaderSize()
 			for _, smp := range samples {
 				size += bytesFieldSize(f.metricSize(smp))
@@ -123,24 +129,33 @@ func (f *Family) appendProtoHeader(b []byte) []byte {
 	return protowire.AppendVarint(b, uint64(f.protoType()))
 }
 
-// protoLabel is a label value as protobuf carries it: valid UTF-8, as
-// the text path writes it (a free-text value from sysfs may not be; the
-// replacement allocates only then).
-func protoLabel(v string) string {
-	if !utf8.ValidString(v) {
-		return strings.ToValidUTF8(v, "\uFFFD")
+// validFamily reports whether every label value of the samples is UTF-8.
+func validFamily(samples []*Sample) bool {
+	for _, s := range samples {
+		if !validLabels(s.labels) {
+			return false
+		}
 	}
-	return v
+	return true
 }
 
-// label is the value of the sample's i-th label; a missing one (a
-// collector's bug, which the registry would refuse) is empty.
-func label(s *Sample, i int) string {
-	if i < len(s.labels) {
-		return protoLabel(s.labels[i])
+// validOnly returns the samples whose label values are UTF-8, and counts
+// the others (InvalidUTF8).
+func validOnly(samples []*Sample) []*Sample {
+	out := make([]*Sample, 0, len(samples))
+	for _, s := range samples {
+		if validLabels(s.labels) {
+			out = append(out, s)
+		} else {
+			reject(InvalidUTF8, s)
+		}
 	}
-	return ""
+	return out
 }
+
+// label is the value of the sample's i-th label (Group left out samples
+// with too few; WriteProto those with values that are not UTF-8).
+func label(s *Sample, i int) string { return s.labels[i] }
 
 func (f *Family) metricSize(s *Sample) int {
 	d := f.desc
