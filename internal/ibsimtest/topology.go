@@ -4,7 +4,7 @@
 // Package ibsimtest generates simulated InfiniBand fabrics and runs them
 // on the real Debian stack: ibsim (ibsim-utils) simulates the fabric,
 // the real opensm brings it up, and clients attach through umad2sim's
-// LD_PRELOAD. Tests and tools/fabricbench share it.
+// LD_PRELOAD. The e2e fabric tests and tools/fabricbench share it.
 package ibsimtest
 
 import (
