@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,11 +102,12 @@ func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffe
 			"--collector.fabric.counters-interval=1s", "--collector.fabric.counters-timeout=20s"), extra...)
 		cmd := exec.Command(bin, args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = s.Env, logs, logs
-		p, err := ibsimtest.StartProc(cmd, t.TempDir())
+		dir := t.TempDir()
+		p, err := ibsimtest.StartProc(cmd, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = p.Stop() })
+		t.Cleanup(func() { stopExporter(t, p, dir) })
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 				c.Close()
@@ -120,6 +122,51 @@ func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffe
 			}
 		}
 	}
+}
+
+// stopExporter kills the exporter's process group, then what it left
+// running in dir, its working directory: its tools (iblinkinfo,
+// perfquery) run in process groups of their own, outlive its kill, and
+// write umad2sim's fake sysfs into the directory they inherit. Once no
+// live process works in dir the test can remove it (30 s at most: the
+// bound of a wait, not a timed assertion).
+func stopExporter(t *testing.T, p *ibsimtest.Proc, dir string) {
+	t.Helper()
+	_ = p.Stop()
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left := workingIn(dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("processes %v still work in %s 30 s after the exporter was killed", left, dir)
+			return
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// workingIn lists the live processes whose working directory is dir or
+// below it (a zombie has none).
+func workingIn(dir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // metricsWhen scrapes until ok holds for the body (60 s at most: the
