@@ -152,21 +152,12 @@ func stopExporter(t *testing.T, p *ibsimtest.Proc, dir string) {
 }
 
 // workingIn lists the live processes whose working directory is dir or
-// below it (a zombie has none).
+// below it.
 func workingIn(dir string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		if err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return liveProcs(func(proc string) bool {
+		cwd, err := os.Readlink(proc + "/cwd")
+		return err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
+	})
 }
 
 // metricsWhen scrapes until ok holds for the body (60 s at most: the
