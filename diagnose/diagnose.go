@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 )
 
 // SchemaVersion is the version of the JSON report (docs/diagnose-schema.md).
@@ -124,6 +125,7 @@ var catalogue = sync.OnceValue(func() []*Check {
 		deviceChecks,
 		devlinkChecks,
 		fabricChecks,
+		fabricTopologyChecks,
 		firmwareChecks,
 		gpuChecks,
 		gpuACSChecks,
@@ -171,6 +173,8 @@ func Checks() []*Check {
 type Evaluator struct {
 	cfg    *config.Config
 	checks []*Check
+	// topo is diagnose.fabric_topology, read once here.
+	topo *fabric.Topology
 }
 
 // NewEvaluator selects the checks to run: every check not disabled in the
@@ -208,6 +212,13 @@ func newEvaluator(cfg *config.Config, only []string, all []*Check) (*Evaluator, 
 		}
 	}
 	e := &Evaluator{cfg: cfg}
+	if p := cfg.Diagnose.FabricTopology; p != "" {
+		t, err := LoadTopology(p)
+		if err != nil {
+			return nil, fmt.Errorf("config diagnose.fabric_topology: %w", err)
+		}
+		e.topo = t
+	}
 	for _, c := range all {
 		if cfg.Diagnose.Disabled(c.ID) {
 			continue
@@ -263,6 +274,12 @@ type Report struct {
 func (e *Evaluator) Evaluate(s *Snapshot, h *History) *Report {
 	if h == nil {
 		h = NewHistory(0, 0)
+	}
+	if e.topo != nil {
+		// A copy: the caller's snapshot is not changed.
+		sc := *s
+		sc.ExpectedTopology, sc.ExpectedTopologyFile = e.topo, e.cfg.Diagnose.FabricTopology
+		s = &sc
 	}
 	r := &Report{Version: SchemaVersion, Host: s.Hostname, Time: s.Time, Samples: h.Len(), Status: Skip, Findings: []Finding{}}
 	r.WindowSeconds = h.Span().Seconds()

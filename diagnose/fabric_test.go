@@ -309,7 +309,7 @@ func TestFabricPortDown(t *testing.T) {
 		var out []string
 		for _, l := range strings.Split(s, "\n") {
 			switch {
-			case strings.Contains(l, `"node03 mlx5_0"      6    1[  ] ==(`):
+			case strings.Contains(l, `node03 mlx5_0"      6    1[  ] ==(`):
 				continue
 			case strings.HasPrefix(l, "0x0000000000200002 ") && strings.Contains(l, `      3    1[  ] ==(`):
 				l = `0x0000000000200002 "                         leaf2"      3    1[  ] ==(                Down/ Polling)==>             [  ] "" ( )`

@@ -156,6 +156,11 @@ type Snapshot struct {
 	// Fabric is the fabric collector's counter sweep state; nil where no
 	// sweeper runs (the CLI, --no-collector.fabric or its counters off).
 	Fabric *fabric.SweepStatus
+	// ExpectedTopology is diagnose.fabric_topology, read once by the
+	// Evaluator (NewEvaluator) and set on the snapshots it evaluates;
+	// ExpectedTopologyFile is its path. nil: no file configured.
+	ExpectedTopology     *fabric.Topology
+	ExpectedTopologyFile string
 }
 
 // deviceCount is the number of RDMA devices read (0 without a class).

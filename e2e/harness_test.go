@@ -94,6 +94,7 @@ var debianPackage = map[string]string{
 	"cp":                      "coreutils",
 	"ib_write_bw":             "perftest",
 	"iblinkinfo":              "infiniband-diags",
+	"ibnetdiscover":           "infiniband-diags",
 	"ibsim":                   "ibsim-utils",
 	"ibstat":                  "infiniband-diags",
 	"ibstatus":                "infiniband-diags",

@@ -71,7 +71,7 @@ func Load(path string) (*Config, error) {
 	if path == "" {
 		return &Config{}, nil
 	}
-	b, err := readFile(path)
+	b, err := ReadFile(path, MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
@@ -94,12 +94,13 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
 }
 
-// readFile reads a configuration file of at most MaxFileSize bytes. It is
+// ReadFile reads a file the configuration names (the configuration itself:
+// limit MaxFileSize) of at most limit bytes. It is
 // opened with O_NONBLOCK and must be a regular file (a symbolic link to
 // one is fine: a Kubernetes ConfigMap mounts as links): a FIFO would
 // otherwise block start-up until someone writes to it, and a device could
 // never end.
-func readFile(path string) ([]byte, error) {
+func ReadFile(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
@@ -112,17 +113,17 @@ func readFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file (%s)", path, fileKind(fi.Mode()))
 	}
-	if fi.Size() > MaxFileSize {
-		return nil, fmt.Errorf("%s: %d bytes, over the %d-byte (1 MiB) limit", path, fi.Size(), MaxFileSize)
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, over the %d-byte (%d MiB) limit", path, fi.Size(), limit, limit>>20)
 	}
 	// Read at most one byte past the limit: the file may grow after the
 	// stat.
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if len(b) > MaxFileSize {
-		return nil, fmt.Errorf("%s: over the %d-byte (1 MiB) limit", path, MaxFileSize)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: over the %d-byte (%d MiB) limit", path, limit, limit>>20)
 	}
 	return b, nil
 }

@@ -49,6 +49,11 @@ type Diagnose struct {
 	Thresholds Thresholds `yaml:"thresholds"`
 	// Policies are site choices the research found to be policy, not fact.
 	Policies Policies `yaml:"policies"`
+	// FabricTopology names the expected fabric topology file, in the
+	// format ibnetdiscover prints, that fabric.topology compares the fabric
+	// collector's scan with. The diagnose evaluator reads it once at start
+	// (ReadFile, bounded); "" compares nothing.
+	FabricTopology string `yaml:"fabric_topology"`
 }
 
 // Defaults of the diagnose section.
@@ -788,6 +793,9 @@ func (d *Diagnose) UnmarshalYAML(n *yaml.Node) error {
 	var p plain
 	if err := decodeStrict(n, &p); err != nil {
 		return err
+	}
+	if ft := keyNode(n, "fabric_topology"); ft != n && strings.TrimSpace(p.FabricTopology) == "" {
+		return lineErr(ft, "diagnose.fabric_topology: empty; name an ibnetdiscover output file or remove the key")
 	}
 	if p.ExpectedDevices < 0 {
 		return lineErr(keyNode(n, "expected_devices"), "diagnose.expected_devices: %d is negative", p.ExpectedDevices)

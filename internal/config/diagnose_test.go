@@ -120,6 +120,8 @@ func TestDiagnoseErrors(t *testing.T) {
 		{"diagnose:\n  disable: [\"port.[\"]\n", "line 2: check pattern"},
 		{"diagnose:\n  disable: [Port.Rate]\n", "line 2: check pattern \"Port.Rate\""},
 		{"diagnose:\n  expected_devices: -1\n", "line 2: diagnose.expected_devices"},
+		{"diagnose:\n  fabric_topology: \"\"\n", "line 2: diagnose.fabric_topology: empty"},
+		{"diagnose:\n  fabric_topology: [a]\n", "line 2"},
 		{"diagnose:\n  expected_devices: two\n", "line 2"},
 		{"diagnose:\n  firmware:\n    - {board_id: X, hca_type: Y, minimum: 1.2}\n", "line 3: diagnose.firmware: exactly one"},
 		{"diagnose:\n  firmware:\n    - {board_id: X}\n", "line 3: diagnose.firmware: minimum or allowed"},
@@ -328,4 +330,22 @@ func FuzzParseDiagnose(f *testing.F) {
 		}
 		_ = d.Policies.SysctlMinimums()
 	})
+}
+
+// TestReadFileLimit: files the configuration names (the expected fabric
+// topology) are read with their own bound.
+func TestReadFileLimit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fabric.topo")
+	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadFile(p, 10); err != nil || string(b) != "0123456789" {
+		t.Errorf("ReadFile(10 bytes, limit 10) = %q, %v", b, err)
+	}
+	if _, err := ReadFile(p, 5); err == nil || !strings.Contains(err.Error(), "over the 5-byte") {
+		t.Errorf("ReadFile(10 bytes, limit 5): error %v, want over the limit", err)
+	}
+	if _, err := ReadFile(t.TempDir(), 5); err == nil || !strings.Contains(err.Error(), "a directory") {
+		t.Errorf("ReadFile(a directory): error %v", err)
+	}
 }

@@ -1,0 +1,75 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFabricTopologyOnIbsim: fabric.topology with the real ibnetdiscover's
+// output of the live simulated fabric as diagnose.fabric_topology: the
+// cabled fabric matches it, and a host cable pulled after start is a
+// missing link named by both ends, with no link reported as added.
+func TestFabricTopologyOnIbsim(t *testing.T) {
+	s := startSimFabric(t)
+	ibnetdiscover := requireTool(t, "ibnetdiscover")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ibnetdiscover)
+	cmd.Env = s.env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ibnetdiscover: %v\n%s", err, tail(string(out), 2000))
+	}
+	topo := filepath.Join(t.TempDir(), "fabric.topo")
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(topo, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  interval: 1s\n  fabric_topology: "+topo+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, logs := serveFabric(t, s, "--config.file="+cfg)
+	links := fabricLeaves*fabricHostsPer + fabricLeaves*fabricSpines
+	fs := diagnoseWhen(t, addr, logs, "a fabric.topology pass", func(fs []fabricFinding) bool {
+		return findFabric(fs, "fabric.topology", "fabric") != nil
+	})
+	for _, f := range fs {
+		if f.Check == "fabric.topology" && f.Severity != "pass" {
+			t.Errorf("the cabled fabric does not match its own ibnetdiscover output: %+v", f)
+		}
+	}
+	if p := findFabric(fs, "fabric.topology", "fabric"); !strings.Contains(p.Observed, strconv.Itoa(links)+" links") {
+		t.Errorf("pass %q, want all %d links present", p.Observed, links)
+	}
+
+	body := metricsWhen(t, addr, logs, "a sweep", func(b string) bool { return sweeps(b) >= 1 })
+	leaf4 := nodeGUIDs(body)["leaf004"]
+	s.do(t, `Unlink "S-leaf004"[4]`)
+	fs = diagnoseWhen(t, addr, logs, "a missing link", func(fs []fabricFinding) bool {
+		f := findFabric(fs, "fabric.topology", leaf4+"/4")
+		return f != nil && f.Severity == "fail"
+	})
+	f := findFabric(fs, "fabric.topology", leaf4+"/4")
+	for _, want := range []string{`"leaf004" port 4 (GUID ` + leaf4, `"host16 mlx5_0" port 1 (GUID 0x`, "DOWN"} {
+		if !strings.Contains(f.Observed, want) {
+			t.Errorf("observed %q lacks %q", f.Observed, want)
+		}
+	}
+	if !strings.Contains(f.Remedy, "plugged in at both ends") {
+		t.Errorf("remedy %q", f.Remedy)
+	}
+	for _, g := range fs {
+		if g.Check == "fabric.topology" && g.Severity != "pass" && g.Target != leaf4+"/4" {
+			t.Errorf("another fabric.topology finding: %+v", g)
+		}
+	}
+}
