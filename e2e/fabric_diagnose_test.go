@@ -75,8 +75,8 @@ func TestFabricDiagnoseOnIbsim(t *testing.T) {
 		t.Fatalf("no rdma_fabric_node_info for the leaves:\n%s", smGrep(body, "rdma_fabric_node_info"))
 	}
 
-	// After two sweeps: new errors on leaf001 port 1 (host01's cable),
-	// host16's cable pulled (leaf004 port 4).
+	// After two sweeps: new errors on leaf001 port 1 (host0001's cable),
+	// host0016's cable pulled (leaf004 port 4).
 	s.set(t, "S-leaf001", 1, "SymbolErrorCounter", 4200, 4200)
 	s.do(t, `Unlink "S-leaf004"[4]`)
 	bad, down := leaf1+"/1", leaf4+"/4"
@@ -88,7 +88,7 @@ func TestFabricDiagnoseOnIbsim(t *testing.T) {
 	if f.Severity != "fail" {
 		t.Errorf("fabric.errors %s: severity %s, want fail (symbol_error +4200)", bad, f.Severity)
 	}
-	for _, want := range []string{"symbol_error +4200", `"leaf001" port 1 (GUID ` + leaf1, `"host01 mlx5_0" port 1 (GUID 0x`} {
+	for _, want := range []string{"symbol_error +4200", `"leaf001" port 1 (GUID ` + leaf1, `"host0001 mlx5_0" port 1 (GUID 0x`} {
 		if !strings.Contains(f.Observed, want) {
 			t.Errorf("fabric.errors observed %q lacks %q", f.Observed, want)
 		}
@@ -98,7 +98,7 @@ func TestFabricDiagnoseOnIbsim(t *testing.T) {
 			t.Errorf("fabric.errors remedy %q lacks %q", f.Remedy, want)
 		}
 	}
-	// A clean link (leaf003 port 1, host09's cable) gets no finding from
+	// A clean link (leaf003 port 1, host0009's cable) gets no finding from
 	// any fabric check.
 	for _, c := range fs {
 		if strings.HasPrefix(c.Check, "fabric.") && c.Target == leaf3+"/1" {
@@ -107,7 +107,7 @@ func TestFabricDiagnoseOnIbsim(t *testing.T) {
 	}
 
 	d := findFabric(fs, "fabric.port_down", down)
-	if d.Severity != "fail" || !strings.Contains(d.Evidence, `"host16 mlx5_0" port 1`) || !strings.Contains(d.Evidence, `"leaf004" port 4`) {
+	if d.Severity != "fail" || !strings.Contains(d.Evidence, `"host0016 mlx5_0" port 1`) || !strings.Contains(d.Evidence, `"leaf004" port 4`) {
 		t.Errorf("fabric.port_down %s: %+v", down, *d)
 	}
 	// Ports never cabled (7 and 8) are down in every sweep: not findings.

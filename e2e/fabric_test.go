@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
@@ -24,146 +25,37 @@ import (
 // all attached to the simulator through umad2sim's LD_PRELOAD. Faults are
 // set through ibsim's console and read back from /metrics.
 
-// Fat tree of the test: 4 leaves, 2 spines, 16 hosts. Each switch has
-// fabricSwitchPorts ports: a leaf's 1-4 go to hosts, 5 to spine1, 6 to
-// spine2, 7-8 are unplugged (Down ports from the start); a spine's 1-4 go
-// to the leaves' uplinks, 5-8 are unplugged.
-const (
-	fabricLeaves      = 4
-	fabricSpines      = 2
-	fabricHostsPer    = 4
-	fabricSwitchPorts = 8
-)
+// fabricShape is the test's fat tree: 4 leaves, 2 spines, 16 hosts. Each
+// switch has 8 ports: a leaf's 1-4 go to hosts, 5 to spine001, 6 to
+// spine002, 7-8 are unplugged (Down ports from the start); a spine's 1-4
+// go to the leaves' uplinks, 5-8 are unplugged.
+var fabricShape = ibsimtest.Shape{Hosts: 16, Leaves: 4, Spines: 2, LeafPorts: 8, SpinePorts: 8}
 
-// fatTree writes the topology in ibnetdiscover's format, as ibsim reads
-// it (both ends of each link, node descriptions in the comments).
-func fatTree() string {
-	var b strings.Builder
-	leaf := func(l int) string { return fmt.Sprintf("S-leaf%03d", l) }
-	spine := func(s int) string { return fmt.Sprintf("S-spine%d", s) }
-	host := func(h int) string { return fmt.Sprintf("H-host%02d", h) }
-	for s := 1; s <= fabricSpines; s++ {
-		fmt.Fprintf(&b, "Switch\t%d %q\t\t# \"spine%d\" base port 0 lid %d lmc 0\n", fabricSwitchPorts, spine(s), s, s)
-		for l := 1; l <= fabricLeaves; l++ {
-			fmt.Fprintf(&b, "[%d]\t%q[%d]\t\t# \"leaf%03d\" lid %d 4xHDR\n", l, leaf(l), fabricHostsPer+s, l, fabricSpines+l)
-		}
-		b.WriteString("\n")
-	}
-	for l := 1; l <= fabricLeaves; l++ {
-		fmt.Fprintf(&b, "Switch\t%d %q\t\t# \"leaf%03d\" base port 0 lid %d lmc 0\n", fabricSwitchPorts, leaf(l), l, fabricSpines+l)
-		for p := 1; p <= fabricHostsPer; p++ {
-			h := (l-1)*fabricHostsPer + p
-			fmt.Fprintf(&b, "[%d]\t%q[1]\t\t# \"host%02d mlx5_0\" lid %d 4xHDR\n", p, host(h), h, 100+h)
-		}
-		for s := 1; s <= fabricSpines; s++ {
-			fmt.Fprintf(&b, "[%d]\t%q[%d]\t\t# \"spine%d\" lid %d 4xHDR\n", fabricHostsPer+s, spine(s), l, s, s)
-		}
-		b.WriteString("\n")
-	}
-	for h := 1; h <= fabricLeaves*fabricHostsPer; h++ {
-		l, p := (h-1)/fabricHostsPer+1, (h-1)%fabricHostsPer+1
-		fmt.Fprintf(&b, "Ca\t1 %q\t\t# \"host%02d mlx5_0\"\n[1]\t%q[%d]\t\t# lid %d lmc 0 \"leaf%03d\" lid %d 4xHDR\n\n", host(h), h, leaf(l), p, 100+h, l, fabricSpines+l)
-	}
-	return b.String()
-}
+// simFabric is the running simulator, with console helpers that fail the
+// test.
+type simFabric struct{ *ibsimtest.Fabric }
 
-// umad2sim finds ibsim's client library (Debian libumad2sim0, a
-// dependency of ibsim-utils).
-func umad2sim(t *testing.T) string {
+// startSimFabric starts ibsim on the fat tree and opensm on it, returns
+// once opensm has logged SUBNET UP, and stops both when the test ends.
+func startSimFabric(t *testing.T) simFabric {
 	t.Helper()
-	m, _ := filepath.Glob("/usr/lib/*/umad2sim/libumad2sim.so")
-	if len(m) == 0 {
-		m, _ = filepath.Glob("/usr/lib*/umad2sim/libumad2sim.so")
+	for _, tool := range []string{"ibsim", "opensm", "iblinkinfo", "perfquery"} {
+		requireTool(t, tool)
 	}
-	if len(m) == 0 {
-		testenv.SkipOrFail(t, "libumad2sim.so not installed (Debian: apt-get install ibsim-utils; .ci/run does)")
+	if _, err := ibsimtest.Umad2sim(); err != nil {
+		testenv.SkipOrFail(t, err.Error()+"; .ci/run installs it")
 	}
-	return m[0]
-}
-
-// simFabric is a running simulator with its console.
-type simFabric struct {
-	dir     string
-	env     []string // IBSIM_SOCKNAME and LD_PRELOAD, for every client
-	console *os.File
-	out     *syncBuffer // ibsim's console output
-}
-
-// startGroup starts cmd in a process group of its own and kills the whole
-// group when the test ends, whatever happened.
-func startGroup(t *testing.T, cmd *exec.Cmd) {
-	t.Helper()
-	if cmd.Dir == "" {
-		// umad2sim writes a fake sysfs (sys-<pid>/) into the working
-		// directory of each process it attaches.
-		cmd.Dir = t.TempDir()
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", cmd.Path, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	})
-}
-
-// startSimFabric starts ibsim on the fat tree and opensm on it, and
-// returns once opensm has logged SUBNET UP.
-func startSimFabric(t *testing.T) *simFabric {
-	t.Helper()
-	ibsim := requireTool(t, "ibsim")
-	opensm := requireTool(t, "opensm")
-	requireTool(t, "iblinkinfo")
-	requireTool(t, "perfquery")
-	lib := umad2sim(t)
-
 	dir := t.TempDir()
 	netFile := filepath.Join(dir, "fattree.net")
-	if err := os.WriteFile(netFile, []byte(fatTree()), 0o644); err != nil {
+	if err := os.WriteFile(netFile, []byte(fabricShape.NetFile()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A simulator of our own: tests and a developer's ibsim do not meet.
-	sock := "IBSIM_SOCKNAME=rdma_doctor-e2e-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(dir)
-	s := &simFabric{dir: dir, out: &syncBuffer{}, env: append(os.Environ(), sock, "LD_PRELOAD="+lib)}
-
-	// The console reads stdin only, and spins on EOF: it gets a pipe
-	// whose write end the test holds until the end.
-	rd, wr, err := os.Pipe()
+	f, err := ibsimtest.Start(dir, netFile, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { wr.Close() })
-	sim := exec.Command(ibsim, "-s", netFile)
-	sim.Env, sim.Stdin, sim.Stdout, sim.Stderr = append(os.Environ(), sock), rd, s.out, s.out
-	startGroup(t, sim)
-	rd.Close()
-	s.console = wr
-	s.waitOut(t, "sim>", 1)
-
-	osmDir := filepath.Join(dir, "opensm")
-	if err := os.MkdirAll(osmDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	log := filepath.Join(osmDir, "opensm.log")
-	// -d2: without it SUBNET UP never reaches the log.
-	osm := exec.Command(opensm, "-d2", "-f", log)
-	osm.Env = append(append([]string{}, s.env...), "OSM_CACHE_DIR="+osmDir, "OSM_TMP_DIR="+osmDir)
-	osmOut := &syncBuffer{}
-	osm.Stdout, osm.Stderr = osmOut, osmOut
-	startGroup(t, osm)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		b, _ := os.ReadFile(log)
-		if strings.Contains(string(b), "SUBNET UP") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("opensm: no SUBNET UP in 60 s\n%s\n%s\nibsim:\n%s", osmOut.String(), tail(string(b), 2000), tail(s.out.String(), 2000))
-		}
-	}
-	return s
+	t.Cleanup(f.Close)
+	return simFabric{f}
 }
 
 func tail(s string, n int) string {
@@ -173,41 +65,32 @@ func tail(s string, n int) string {
 	return s
 }
 
-// waitOut waits until ibsim's output holds want at least n times.
-func (s *simFabric) waitOut(t *testing.T, want string, n int) {
+// do runs a console command, waits for ibsim's next prompt and returns
+// ibsim's output to it.
+func (s simFabric) do(t *testing.T, cmd string) string {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); strings.Count(s.out.String(), want) < n; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("ibsim: no %q (x%d) in 30 s:\n%s", want, n, tail(s.out.String(), 2000))
-		}
-	}
-}
-
-// do runs a console command and waits for ibsim's next prompt.
-func (s *simFabric) do(t *testing.T, cmd string) {
-	t.Helper()
-	prompts := strings.Count(s.out.String(), "sim>")
-	if _, err := fmt.Fprintln(s.console, cmd); err != nil {
+	out, err := s.Do(cmd, 30*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.waitOut(t, "sim>", prompts+1)
+	return out
 }
 
 // set sets a PMA counter and checks ibsim's echo of the value it kept
 // (values clip to the field's width).
-func (s *simFabric) set(t *testing.T, node string, port int, field string, v, kept int) {
+func (s simFabric) set(t *testing.T, node string, port int, field string, v, kept int) {
 	t.Helper()
-	s.do(t, fmt.Sprintf("PerformanceSet %q[%d] PortCounters.%s=%d", node, port, field, v))
+	out := s.do(t, fmt.Sprintf("PerformanceSet %q[%d] PortCounters.%s=%d", node, port, field, v))
 	want := fmt.Sprintf("%s[%d] PortCounters.%s has been set to %d", node, port, field, kept)
-	if !strings.Contains(s.out.String(), want) {
-		t.Fatalf("ibsim did not echo %q:\n%s", want, tail(s.out.String(), 1000))
+	if !strings.Contains(out, want) {
+		t.Fatalf("ibsim did not echo %q:\n%s", want, tail(out, 1000))
 	}
 }
 
 // serveFabric runs rdma_doctor with only the fabric collector, on short
 // intervals, with the simulator's environment (its tool children inherit
 // the preload; a static Go binary ignores it itself).
-func serveFabric(t *testing.T, s *simFabric, extra ...string) (string, *syncBuffer) {
+func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffer) {
 	t.Helper()
 	bin := binary(t)
 	for attempt := 0; ; attempt++ {
@@ -218,15 +101,20 @@ func serveFabric(t *testing.T, s *simFabric, extra ...string) (string, *syncBuff
 			"--collector.fabric.interval=1s", "--collector.fabric.timeout=30s",
 			"--collector.fabric.counters-interval=1s", "--collector.fabric.counters-timeout=20s"), extra...)
 		cmd := exec.Command(bin, args...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = s.env, logs, logs
-		startGroup(t, cmd)
+		cmd.Env, cmd.Stdout, cmd.Stderr = s.Env, logs, logs
+		dir := t.TempDir()
+		p, err := ibsimtest.StartProc(cmd, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stopExporter(t, p, dir) })
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 				c.Close()
 				return addr, logs
 			}
 			if strings.Contains(logs.String(), "address already in use") && attempt < 3 {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				_ = p.Stop()
 				break
 			}
 			if time.Now().After(deadline) {
@@ -234,6 +122,42 @@ func serveFabric(t *testing.T, s *simFabric, extra ...string) (string, *syncBuff
 			}
 		}
 	}
+}
+
+// stopExporter kills the exporter's process group, then what it left
+// running in dir, its working directory: its tools (iblinkinfo,
+// perfquery) run in process groups of their own, outlive its kill, and
+// write umad2sim's fake sysfs into the directory they inherit. Once no
+// live process works in dir the test can remove it (30 s at most: the
+// bound of a wait, not a timed assertion).
+func stopExporter(t *testing.T, p *ibsimtest.Proc, dir string) {
+	t.Helper()
+	_ = p.Stop()
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left := workingIn(dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("processes %v still work in %s 30 s after the exporter was killed", left, dir)
+			return
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// workingIn lists the live processes whose working directory is dir or
+// below it.
+func workingIn(dir string) []int {
+	return liveProcs(func(proc string) bool {
+		cwd, err := os.Readlink(proc + "/cwd")
+		return err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
+	})
 }
 
 // metricsWhen scrapes until ok holds for the body (60 s at most: the
@@ -304,10 +228,10 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 	// Faults before rdma_doctor starts: its first sweep must see them.
 	s.set(t, "S-leaf001", 1, "SymbolErrorCounter", 4200, 4200)
 	s.set(t, "S-leaf001", 2, "SymbolErrorCounter", 70000, 65535) // clips: a saturated 16-bit field
-	s.set(t, "S-spine1", 2, "PortXmitDiscards", 77, 77)          // a spine port toward leaf002
-	s.set(t, "S-leaf002", 5, "LinkDownedCounter", 3, 3)          // leaf002's uplink to spine1
-	s.set(t, "S-leaf003", 6, "PortXmitWait", 100000, 100000)     // leaf003's uplink to spine2
-	s.do(t, `Unlink "S-leaf004"[4]`)                             // host16's cable pulled
+	s.set(t, "S-spine001", 2, "PortXmitDiscards", 77, 77)        // a spine port toward leaf002
+	s.set(t, "S-leaf002", 5, "LinkDownedCounter", 3, 3)          // leaf002's uplink to spine001
+	s.set(t, "S-leaf003", 6, "PortXmitWait", 100000, 100000)     // leaf003's uplink to spine002
+	s.do(t, `Unlink "S-leaf004"[4]`)                             // host0016's cable pulled
 
 	addr, logs := serveFabric(t, s)
 	body := metricsWhen(t, addr, logs, "successful sweep", func(b string) bool {
@@ -315,12 +239,12 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 		return v == 1 && sweeps(b) >= 1
 	})
 	g := nodeGUIDs(body)
-	for _, n := range []string{"leaf001", "leaf002", "leaf003", "leaf004", "spine1", "spine2"} {
+	for _, n := range []string{"leaf001", "leaf002", "leaf003", "leaf004", "spine001", "spine002"} {
 		if g[n] == "" {
 			t.Fatalf("no rdma_fabric_node_info for %s:\n%s", n, smGrep(body, "rdma_fabric_node_info"))
 		}
 	}
-	switchPorts := (fabricLeaves + fabricSpines) * fabricSwitchPorts
+	switchPorts := fabricShape.SwitchPorts()
 	for _, w := range []struct {
 		series string
 		want   float64
@@ -329,7 +253,7 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 		{portSeries("rdma_fabric_port_symbol_errors_total", g["leaf001"], 2), 65535},
 		{fmt.Sprintf(`rdma_fabric_port_counter_saturated{counter="symbol_error",guid="%s",port="2"}`, g["leaf001"]), 1},
 		{fmt.Sprintf(`rdma_fabric_port_counter_saturated{counter="symbol_error",guid="%s",port="1"}`, g["leaf001"]), 0},
-		{portSeries("rdma_fabric_port_transmit_discards_total", g["spine1"], 2), 77},
+		{portSeries("rdma_fabric_port_transmit_discards_total", g["spine001"], 2), 77},
 		{portSeries("rdma_fabric_port_link_downed_total", g["leaf002"], 5), 3},
 		{portSeries("rdma_fabric_port_transmit_wait_total", g["leaf003"], 6), 100000},
 		// A clean port reads a real zero.
@@ -352,8 +276,8 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 	}
 	// Data counters: octets (4-octet words x 4), from the 64-bit
 	// attribute ibsim advertises; MADs have crossed every linked port.
-	if v, ok := sample(body, portSeries("rdma_fabric_port_data_received_bytes_total", g["spine1"], 1)); !ok || v <= 0 || int64(v)%4 != 0 {
-		t.Errorf("spine1/1 data received %v (present %v), want a positive multiple of 4", v, ok)
+	if v, ok := sample(body, portSeries("rdma_fabric_port_data_received_bytes_total", g["spine001"], 1)); !ok || v <= 0 || int64(v)%4 != 0 {
+		t.Errorf("spine001/1 data received %v (present %v), want a positive multiple of 4", v, ok)
 	}
 	if n := strings.Count(body, "\nrdma_fabric_port_state{"); n != switchPorts {
 		t.Errorf("%d port state series, want every switch port (%d)", n, switchPorts)
@@ -379,7 +303,7 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 		want   float64
 	}{
 		{"rdma_fabric_counter_sweep_success", 0},
-		{"rdma_fabric_counter_sweep_ports_unknown", fabricSwitchPorts},
+		{"rdma_fabric_counter_sweep_ports_unknown", float64(fabricShape.LeafPorts)},
 		{portSeries("rdma_fabric_port_counters_unknown", g["leaf004"], 8), 1},
 		{portSeries("rdma_fabric_port_counters_unknown", g["leaf001"], 1), 0},
 		{portSeries("rdma_fabric_port_symbol_errors_total", g["leaf001"], 1), 4200},
@@ -408,7 +332,7 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 // (opensm, and per exporter one iblinkinfo and one perfquery) under
 // ibsim's 10.
 func TestFabricShardsOnIbsim(t *testing.T) {
-	switchPorts := (fabricLeaves + fabricSpines) * fabricSwitchPorts
+	switchPorts := fabricShape.SwitchPorts()
 	for _, n := range []int{2, 3} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) { fabricShards(t, n, switchPorts) })
 	}
@@ -448,8 +372,8 @@ func fabricShards(t *testing.T, n, switchPorts int) {
 // hosts' ports too (off by default: hosts export their own side).
 func TestFabricCACountersOnIbsim(t *testing.T) {
 	s := startSimFabric(t)
-	s.set(t, "H-host03", 1, "PortRcvErrors", 9, 9)
-	hosts := fabricLeaves * fabricHostsPer
+	s.set(t, "H-host0003", 1, "PortRcvErrors", 9, 9)
+	hosts := fabricShape.Hosts
 	for _, ca := range []bool{false, true} {
 		args := []string{"--collector.fabric.concurrency=2"}
 		if ca {
@@ -468,13 +392,13 @@ func TestFabricCACountersOnIbsim(t *testing.T) {
 			}
 			continue
 		}
-		if cas != hosts || g["host03 mlx5_0"] == "" {
+		if cas != hosts || g["host0003 mlx5_0"] == "" {
 			t.Fatalf("%d CA node infos, want %d:\n%s", cas, hosts, smGrep(body, "rdma_fabric_node_info"))
 		}
-		if v, ok := sample(body, portSeries("rdma_fabric_port_receive_errors_total", g["host03 mlx5_0"], 1)); !ok || v != 9 {
-			t.Errorf("host03 receive errors %v (present %v), want 9", v, ok)
+		if v, ok := sample(body, portSeries("rdma_fabric_port_receive_errors_total", g["host0003 mlx5_0"], 1)); !ok || v != 9 {
+			t.Errorf("host0003 receive errors %v (present %v), want 9", v, ok)
 		}
-		want := float64((fabricLeaves+fabricSpines)*fabricSwitchPorts + hosts)
+		want := float64(fabricShape.SwitchPorts() + hosts)
 		if v, _ := sample(body, "rdma_fabric_counter_sweep_ports"); v != want {
 			t.Errorf("swept %v ports, want %v", v, want)
 		}

@@ -24,7 +24,7 @@ func TestFabricTopologyOnIbsim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ibnetdiscover)
-	cmd.Env = s.env
+	cmd.Env = s.Env
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("ibnetdiscover: %v\n%s", err, tail(string(out), 2000))
@@ -38,7 +38,7 @@ func TestFabricTopologyOnIbsim(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, logs := serveFabric(t, s, "--config.file="+cfg)
-	links := fabricLeaves*fabricHostsPer + fabricLeaves*fabricSpines
+	links := fabricShape.Hosts + fabricShape.Leaves*fabricShape.Spines
 	fs := diagnoseWhen(t, addr, logs, "a fabric.topology pass", func(fs []fabricFinding) bool {
 		return findFabric(fs, "fabric.topology", "fabric") != nil
 	})
@@ -59,7 +59,7 @@ func TestFabricTopologyOnIbsim(t *testing.T) {
 		return f != nil && f.Severity == "fail"
 	})
 	f := findFabric(fs, "fabric.topology", leaf4+"/4")
-	for _, want := range []string{`"leaf004" port 4 (GUID ` + leaf4, `"host16 mlx5_0" port 1 (GUID 0x`, "DOWN"} {
+	for _, want := range []string{`"leaf004" port 4 (GUID ` + leaf4, `"host0016 mlx5_0" port 1 (GUID 0x`, "DOWN"} {
 		if !strings.Contains(f.Observed, want) {
 			t.Errorf("observed %q lacks %q", f.Observed, want)
 		}

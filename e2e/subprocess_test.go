@@ -226,6 +226,15 @@ func subKillStrays(t *testing.T, script, marker string) {
 
 // subProcs lists the processes whose command line contains s.
 func subProcs(s string) []int {
+	return liveProcs(func(proc string) bool {
+		b, err := os.ReadFile(proc + "/cmdline")
+		return err == nil && strings.Contains(string(b), s)
+	})
+}
+
+// liveProcs lists the live processes (not zombies) for which match holds;
+// match gets the process's /proc directory.
+func liveProcs(match func(proc string) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -233,7 +242,7 @@ func subProcs(s string) []int {
 		if err != nil {
 			continue
 		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) && testenv.Alive(pid) {
+		if match("/proc/"+e.Name()) && testenv.Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}

@@ -4,7 +4,7 @@
 // Package ibsimtest generates simulated InfiniBand fabrics and runs them
 // on the real Debian stack: ibsim (ibsim-utils) simulates the fabric,
 // the real opensm brings it up, and clients attach through umad2sim's
-// LD_PRELOAD. Tests and tools/fabricbench share it.
+// LD_PRELOAD. The e2e fabric tests and tools/fabricbench share it.
 package ibsimtest
 
 import (
@@ -13,17 +13,21 @@ import (
 	"strings"
 )
 
-// LeafPorts is the port count of a generated leaf: half go down to hosts,
-// half up, one to each spine (a two-level fat tree of 36-port switches).
-const LeafPorts = 36
+// fatTreeLeafPorts is the port count of FatTreeShape's leaves (a
+// two-level fat tree of 36-port switches).
+const fatTreeLeafPorts = 36
 
 // Shape is the layout of a generated fat tree.
 type Shape struct {
 	Hosts  int
 	Leaves int
 	Spines int
-	// SpinePorts: one per leaf (at least LeafPorts); a spine's ports
-	// beyond the leaves are unplugged.
+	// LeafPorts is the port count of a leaf: the lower half go down to
+	// hosts, the upper half up, port LeafPorts/2+s to spine s; up ports
+	// beyond the spines are unplugged.
+	LeafPorts int
+	// SpinePorts: port l to leaf l; a spine's ports beyond the leaves
+	// are unplugged.
 	SpinePorts int
 }
 
@@ -32,16 +36,17 @@ func (s Shape) Switches() int { return s.Leaves + s.Spines }
 
 // SwitchPorts is the count of every switch port, unplugged ones included
 // (what a sweep of every switch port covers).
-func (s Shape) SwitchPorts() int { return s.Leaves*LeafPorts + s.Spines*s.SpinePorts }
+func (s Shape) SwitchPorts() int { return s.Leaves*s.LeafPorts + s.Spines*s.SpinePorts }
 
-// FatTreeShape is the two-level fat tree for hosts hosts (at least 1):
-// LeafPorts/2 hosts per leaf (the last leaf's spare host ports unplugged),
-// LeafPorts/2 spines, each leaf's upper half cabled one port to each spine.
+// FatTreeShape is the two-level fat tree of 36-port switches for hosts
+// hosts (at least 1): 18 hosts per leaf (the last leaf's spare host ports
+// unplugged), 18 spines, each leaf's upper half cabled one port to each
+// spine.
 func FatTreeShape(hosts int) Shape {
 	hosts = max(hosts, 1)
-	down := LeafPorts / 2
+	down := fatTreeLeafPorts / 2
 	leaves := (hosts + down - 1) / down
-	return Shape{Hosts: hosts, Leaves: leaves, Spines: LeafPorts / 2, SpinePorts: max(leaves, LeafPorts)}
+	return Shape{Hosts: hosts, Leaves: leaves, Spines: down, LeafPorts: fatTreeLeafPorts, SpinePorts: max(leaves, fatTreeLeafPorts)}
 }
 
 // SimArgs are ibsim's capacity options for the fabric: its defaults
@@ -70,7 +75,7 @@ func (s Shape) hostLID(h int) int  { return s.Spines + s.Leaves + h }
 // comments.
 func (s Shape) NetFile() string {
 	var b strings.Builder
-	down := LeafPorts / 2
+	down := s.LeafPorts / 2
 	for sp := 1; sp <= s.Spines; sp++ {
 		fmt.Fprintf(&b, "Switch\t%d %q\t\t# %q base port 0 lid %d lmc 0\n", s.SpinePorts, spineName(sp), spineName(sp)[2:], s.spineLID(sp))
 		for l := 1; l <= s.Leaves; l++ {
@@ -79,7 +84,7 @@ func (s Shape) NetFile() string {
 		b.WriteString("\n")
 	}
 	for l := 1; l <= s.Leaves; l++ {
-		fmt.Fprintf(&b, "Switch\t%d %q\t\t# %q base port 0 lid %d lmc 0\n", LeafPorts, leafName(l), leafName(l)[2:], s.leafLID(l))
+		fmt.Fprintf(&b, "Switch\t%d %q\t\t# %q base port 0 lid %d lmc 0\n", s.LeafPorts, leafName(l), leafName(l)[2:], s.leafLID(l))
 		for p := 1; p <= down; p++ {
 			h := (l-1)*down + p
 			if h > s.Hosts {

@@ -35,7 +35,16 @@ var (
 // Every link of the file is listed from both ends, every port number is
 // within its node, and the counts match the shape.
 func TestNetFileLinksBothEnds(t *testing.T) {
-	s := FatTreeShape(100) // 6 leaves, the last one partly filled
+	for _, s := range []Shape{
+		FatTreeShape(100), // 6 leaves, the last one partly filled
+		// e2e's small tree: 8-port switches, up ports 7-8 unplugged.
+		{Hosts: 16, Leaves: 4, Spines: 2, LeafPorts: 8, SpinePorts: 8},
+	} {
+		t.Run(fmt.Sprintf("%dx%d", s.Leaves, s.LeafPorts), func(t *testing.T) { netFileLinksBothEnds(t, s) })
+	}
+}
+
+func netFileLinksBothEnds(t *testing.T, s Shape) {
 	ends := map[string]string{}
 	ports := map[string]int{}
 	var node string
