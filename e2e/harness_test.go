@@ -249,7 +249,7 @@ func start(t testing.TB, args ...string) *exporter {
 		waitFirstDiagnosis(t, e)
 		t.Cleanup(func() {
 			_ = e.cmd.Process.Kill()
-			<-exited
+			_ = <-exited
 		})
 		return e
 	retry:
@@ -304,7 +304,8 @@ func runCmd(t testing.TB, cmd *exec.Cmd) (string, string, int) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, stderr.String())
 	}
 	return stdout.String(), stderr.String(), exitCode(t, err)

@@ -112,10 +112,10 @@ func measure(label string, args []string, settle, d time.Duration) (Result, erro
 	defer func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
-		case <-exited:
+		case _ = <-exited:
 		case <-time.After(10 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			_ = <-exited
 		}
 	}()
 	select {
