@@ -372,7 +372,7 @@ func runChromium(t testing.TB, bin string, args ...string) (stdout, stderr strin
 	case err = <-done:
 	case <-time.After(3 * time.Minute):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = <-done
+		<-done
 		t.Fatalf("chromium timed out\n%s", e.String())
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the group

@@ -249,7 +249,7 @@ func start(t testing.TB, args ...string) *exporter {
 		waitFirstDiagnosis(t, e)
 		t.Cleanup(func() {
 			_ = e.cmd.Process.Kill()
-			_ = <-exited
+			<-exited
 		})
 		return e
 	retry:

@@ -111,7 +111,7 @@ func smServe(t *testing.T, args ...string) (string, func() string) {
 			_ = cmd.Process.Kill()
 			t.Fatalf("rdma_doctor did not listen\n%s", stderr.String())
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = <-exited })
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 		return addr, stderr.String
 	retry:
 	}

@@ -112,10 +112,10 @@ func measure(label string, args []string, settle, d time.Duration) (Result, erro
 	defer func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
-		case _ = <-exited:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = <-exited
+			<-exited
 		}
 	}()
 	select {
