@@ -8,6 +8,8 @@ VERSION     := $(shell cat VERSION)
 REVISION    := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH      := $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Built from source by go run on first use (minutes), then cached.
+GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # The tools the deploy tests run as real peers, pinned here only: make tools
 # installs them (.ci/run does).
 HELM        := helm.sh/helm/v3/cmd/helm@v3.22.0
@@ -24,7 +26,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck bench wakeups bench-fabric bench-all fuzz run update-golden generate clean tools package image
+.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench wakeups bench-fabric bench-all fuzz run update-golden generate clean tools package image
 
 all: lint build test
 
@@ -40,7 +42,7 @@ test: lint unit
 unit:
 	@bash -o pipefail -c '$(GO) test -race -count=1 -json ./... | $(GO) run ./tools/testsummary'
 
-lint: fmt vet staticcheck
+lint: fmt vet staticcheck golangci-lint
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -50,6 +52,11 @@ vet:
 
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
+
+# .golangci.yml: the standard linters, errorlint, sloglint, and depguard
+# keeping os/exec inside internal/subprocess.
+golangci-lint:
+	$(GO) run $(GOLANGCI_LINT) run ./...
 
 # Rewrites fixtures/golden/*.metrics from the current binary.
 update-golden:

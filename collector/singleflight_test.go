@@ -5,7 +5,6 @@ package collector
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -34,7 +33,7 @@ func blocking(calls *atomic.Int32, entered chan<- struct{}, release <-chan struc
 		out.add(prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, float64(n)))
 		return nil
 	}}
-	return newAggregator(host.New(host.Options{}), slog.New(slog.NewTextHandler(io.Discard, nil)), time.Minute,
+	return newAggregator(host.New(host.Options{}), slog.New(slog.DiscardHandler), time.Minute,
 		map[string]Collector{"fake_block": c})
 }
 

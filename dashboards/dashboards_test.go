@@ -9,6 +9,7 @@ package dashboards
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -133,7 +134,8 @@ func TestGrafanaModel(t *testing.T) {
 // sdkErr turns the SDK's typed nil (an empty cog.BuildErrors in an error
 // interface, which is not == nil) into nil.
 func sdkErr(err error) error {
-	if errs, ok := err.(cog.BuildErrors); ok && len(errs) == 0 {
+	var errs cog.BuildErrors
+	if errors.As(err, &errs) && len(errs) == 0 {
 		return nil
 	}
 	return err

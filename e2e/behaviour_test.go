@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,8 +129,8 @@ func TestBadStartup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(binary(t), append([]string{"--web.listen-address=127.0.0.1:0"}, tc.args...)...)
 			out, err := cmd.CombinedOutput()
-			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.ExitCode() != 1 {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 				t.Fatalf("exit %v, want exit code 1; output:\n%s", err, out)
 			}
 			// One line, the same prefix as every command's errors, and

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -36,7 +37,7 @@ func scrapeAs(t *testing.T, e *exporter, accept string) map[string]*dto.MetricFa
 	out := map[string]*dto.MetricFamily{}
 	for {
 		var mf dto.MetricFamily
-		if err := dec.Decode(&mf); err == io.EOF {
+		if err := dec.Decode(&mf); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatalf("/metrics (%s): %v", accept, err)

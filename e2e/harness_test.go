@@ -305,7 +305,8 @@ func runCmd(t testing.TB, cmd *exec.Cmd) (string, string, int) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, stderr.String())
 	}
 	return stdout.String(), stderr.String(), exitCode(t, err)

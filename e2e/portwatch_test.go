@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,9 +14,15 @@ import (
 )
 
 // TestPortFlapBetweenScrapes flips a port of a copied host down and up
-// three times while the server runs, each flip shorter than a scrape
-// interval: the sampler counts the transitions, /diagnose fails port.flap
-// for that port alone, and rdma_diagnose_status says so.
+// three times while the server runs with a port sampler every 100 ms: the
+// sampler counts the transitions, /diagnose fails port.flap for that port
+// alone, and rdma_diagnose_status says so.
+//
+// Each flip waits until the server has counted it, not a fixed time: a
+// sleep long enough for "a few sampler rounds" is a guess on a loaded
+// machine. The wait scrapes, so the round that sees a flip may be the
+// scrape's own; flips between two reads of a port are covered by
+// TestPortFlapBetweenScrapesQuiet (link_downed) and internal/portwatch.
 func TestPortFlapBetweenScrapes(t *testing.T) {
 	root := smCopyHost(t, "cx6-hdr-fdr")
 	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
@@ -24,7 +31,7 @@ func TestPortFlapBetweenScrapes(t *testing.T) {
 	}
 	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.portwatch.interval=100ms")
 	port := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1")
-	set := func(state, phys string) {
+	set := func(state, phys, to string, n int) {
 		t.Helper()
 		// In place, as the kernel's attribute changes under an open fd.
 		for name, v := range map[string]string{"state": state, "phys_state": phys} {
@@ -32,13 +39,14 @@ func TestPortFlapBetweenScrapes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(400 * time.Millisecond) // a few sampler rounds
+		portWaitFor(t, e, fmt.Sprintf(`rdma_port_state_transitions_total{device="mlx5_0",port="1",to=%q} %d`, to, n),
+			fmt.Sprintf("mlx5_0/1 set to %q: transition %d to %s not counted", state, n, to))
 	}
-	for i := 0; i < 3; i++ {
-		set("1: DOWN", "2: Polling")
-		set("4: ACTIVE", "5: LinkUp")
+	for i := 1; i <= 3; i++ {
+		set("1: DOWN", "2: Polling", "down", i)
+		set("4: ACTIVE", "5: LinkUp", "active", i)
 	}
-	body := smWaitFor(t, e.addr, `rdma_port_state_transitions_total{device="mlx5_0",port="1",to="active"} 3`)
+	body := portWaitFor(t, e, `rdma_port_state_transitions_total{device="mlx5_0",port="1",to="active"} 3`, "three flaps")
 	for _, want := range []string{
 		`rdma_port_state_transitions_total{device="mlx5_0",port="1",to="down"} 3`,
 		`rdma_port_state_transitions_total{device="mlx5_1",port="1",to="down"} 0`,
@@ -48,8 +56,8 @@ func TestPortFlapBetweenScrapes(t *testing.T) {
 		}
 	}
 	// The diagnose sampler (every second here) judges the history.
-	want := `rdma_diagnose_status{check="port.flap",target="mlx5_0/1"} 2`
-	body = smWaitFor(t, e.addr, want)
+	body = portWaitFor(t, e, `rdma_diagnose_status{check="port.flap",target="mlx5_0/1"} 2`,
+		"port.flap does not fail for the port that flapped three times")
 	if !hasSeries(body, `rdma_diagnose_status{check="port.flap",target="mlx5_1/1"} 0`) {
 		t.Error("port.flap does not pass for the port that did not flap")
 	}
@@ -58,6 +66,30 @@ func TestPortFlapBetweenScrapes(t *testing.T) {
 		t.Errorf("/diagnose has no port.flap failure with its remedy:\n%.2000s", page)
 	}
 }
+
+// portWaitFor scrapes e until a line of /metrics starts with want and
+// returns that body; after portWait it fails with why, the port and
+// diagnose series it saw, and the server's log.
+func portWaitFor(t *testing.T, e *exporter, want, why string) string {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(portWait); ; time.Sleep(50 * time.Millisecond) {
+		_, body = e.get(t, "/metrics")
+		if hasSeries(body, want) {
+			return body
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Fatalf("%s: no %s after %v; saw:\n%s\n%s\nserver log:\n%s", why, want, portWait,
+		grepSeries(body, "rdma_port_state_transitions_total"), grepSeries(body, `rdma_diagnose_status{check="port.flap"`), e.stderr.String())
+	return ""
+}
+
+// portWait bounds portWaitFor: generous, since only a broken server
+// reaches it, and a machine shared by many builds is slow.
+const portWait = 30 * time.Second
 
 // TestPortFlapBetweenScrapesQuiet is the default server, which reads the
 // ports only when asked (a scrape, the diagnose sampler) or told (a link

@@ -119,7 +119,9 @@ func TestRemediateSafetyLock(t *testing.T) {
 			// The holder is one of the other applies.
 			refused++
 			var holder int
-			fmt.Sscanf(r.stderr.String()[strings.LastIndex(r.stderr.String(), "(pid ")+1:], "pid %d)", &holder)
+			if _, err := fmt.Sscanf(r.stderr.String()[strings.LastIndex(r.stderr.String(), "(pid ")+1:], "pid %d)", &holder); err != nil {
+				t.Errorf("apply %d: no holder pid in %q: %v", i, r.stderr.String(), err)
+			}
 			if !pids[holder] || holder == r.cmd.Process.Pid {
 				t.Errorf("apply %d (pid %d) names holder pid %d, not one of the others %v", i, r.cmd.Process.Pid, holder, pids)
 			}

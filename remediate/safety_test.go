@@ -609,7 +609,7 @@ func (k *killer) Lock() (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.abandon, nil
+	return func() error { h.abandon(); return nil }, nil
 }
 
 func (k *killer) WriteInPlace(a Area, name string, data []byte) error {

@@ -391,10 +391,9 @@ type heldLock struct {
 
 // abandon closes the lock as a killed process would: the flock goes, the
 // file and the state directories stay.
-func (h *heldLock) abandon() error {
+func (h *heldLock) abandon() {
 	h.f.Close()
 	h.chain.close()
-	return nil
 }
 
 // release removes the lock file while still holding it, then, when no

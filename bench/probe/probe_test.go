@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -330,10 +331,25 @@ func TestScheduler(t *testing.T) {
 	}
 }
 
+// TestSchedulerNoTargets: with no pairs, Run returns at once rather than
+// idling until its context ends. In a synctest bubble, synctest.Wait
+// returns once Run has either returned or blocked for good, so a Run that
+// waits is a failure here, not a test that hangs.
 func TestSchedulerNoTargets(t *testing.T) {
-	done := make(chan struct{})
-	go func() { (&Scheduler{}).Run(context.Background()); close(done) }()
-	<-done
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan struct{})
+		go func() { (&Scheduler{}).Run(ctx); close(done) }()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Error("Run with no targets is still running: it must return without waiting for its context")
+			cancel() // let the bubble end
+			<-done
+		}
+	})
 }
 
 func TestScrapeGuard(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -446,7 +445,7 @@ func (s *Sweeper) run(ctx context.Context, lid int, ports []int, extended bool) 
 
 // classify maps a subprocess error to a Reason.
 func classify(err error) Reason {
-	var exit *exec.ExitError
+	var exit *subprocess.ExitError
 	var pathErr *fs.PathError
 	switch {
 	case errors.Is(err, subprocess.ErrTimeout):
@@ -455,7 +454,7 @@ func classify(err error) Reason {
 		return ReasonOutputTooLarge
 	case errors.As(err, &exit):
 		return ReasonMAD
-	case errors.Is(err, exec.ErrNotFound), errors.As(err, &pathErr):
+	case errors.Is(err, subprocess.ErrNotFound), errors.As(err, &pathErr):
 		return ReasonStart
 	case strings.Contains(err.Error(), "reading perfquery output"):
 		return ReasonUnparsable

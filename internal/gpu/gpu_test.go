@@ -249,8 +249,12 @@ func TestReadConfig(t *testing.T) {
 	write("proc/sys/kernel/osrelease", []byte("6.8.0-45-generic\n"))
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write([]byte("CONFIG_PCI_P2PDMA=y\nCONFIG_DMABUF_MOVE_NOTIFY=y\n"))
-	zw.Close()
+	if _, err := zw.Write([]byte("CONFIG_PCI_P2PDMA=y\nCONFIG_DMABUF_MOVE_NOTIFY=y\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	write("proc/config.gz", gz.Bytes())
 	p, err := hostfs.Paths{Rootfs: root}.Resolve()
 	if err != nil {

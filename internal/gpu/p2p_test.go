@@ -122,9 +122,15 @@ func TestP2PNeedsRoot(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "sys/kernel/iommu_groups/11"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(root, "sys/kernel/iommu_groups/11/type"), []byte("DMA-FQ\n"), 0o644)
-	os.Symlink("../../../../../../kernel/iommu_groups/11", filepath.Join(root, "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0/iommu_group"))
-	os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte("BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt pci=realloc,noacs quiet\n"), 0o644)
+	for _, err := range []error{
+		os.WriteFile(filepath.Join(root, "sys/kernel/iommu_groups/11/type"), []byte("DMA-FQ\n"), 0o644),
+		os.Symlink("../../../../../../kernel/iommu_groups/11", filepath.Join(root, "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0/iommu_group")),
+		os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte("BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt pci=realloc,noacs quiet\n"), 0o644),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	p, err := hostfs.Paths{Rootfs: root}.Resolve()
 	if err != nil {
 		t.Fatal(err)

@@ -103,12 +103,16 @@ func TestDevlinkJoinsByPCI(t *testing.T) {
 		t.Errorf("infos %+v %+v", d0.Info, d1.Info)
 	}
 	// The reporters are live, the versions slow.
-	h.Snapshot().Devlink(ctx)
+	if _, err := h.Snapshot().Devlink(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if f.dumps != 2 || f.infos != 2 {
 		t.Errorf("after two snapshots: %d dumps, %d INFO_GETs; want 2 and 2 (one per device, cached)", f.dumps, f.infos)
 	}
 	*now = now.Add(2 * time.Minute)
-	h.Snapshot().Devlink(ctx)
+	if _, err := h.Snapshot().Devlink(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if f.infos != 4 {
 		t.Errorf("after the slow refresh: %d INFO_GETs, want 4", f.infos)
 	}

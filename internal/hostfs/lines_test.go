@@ -218,7 +218,7 @@ func TestReadLinesStops(t *testing.T) {
 			}
 			return nil
 		})
-		if err != stop || n != 3 {
+		if !errors.Is(err, stop) || n != 3 {
 			t.Errorf("%s: fn's error: %v after %d lines, want it after 3", fsName, err, n)
 		}
 		ctx, cancel := context.WithCancel(context.Background())

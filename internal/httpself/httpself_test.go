@@ -48,7 +48,7 @@ func TestMatchesPromhttp(t *testing.T) {
 		inFlight = append(inFlight, text(t, oursReg))
 		switch code, _ := strconv.Atoi(r.URL.Query().Get("code")); code {
 		case 0:
-			w.Write([]byte("body")) // no WriteHeader: 200
+			_, _ = w.Write([]byte("body")) // no WriteHeader: 200
 		case 204:
 			// Neither header nor body.
 		default:

@@ -243,7 +243,8 @@ func (k *keying) keep(q *IRQ) bool {
 		return false
 	}
 	v := Classify(q.Name)
-	dev, found := -1, false
+	var dev int
+	var found bool
 	if v.Address != "" {
 		dev, found = k.byAddr[v.Address]
 	} else if a := ChipAddress(q.Chip); a != "" {

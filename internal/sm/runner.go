@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +65,7 @@ func (p *PortStatus) CannotRun() bool {
 // NotInstalled reports an sminfo that could not be started: not installed
 // (Debian/RHEL package infiniband-diags) or a wrong path.
 func NotInstalled(err error) bool {
-	return errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist)
+	return errors.Is(err, subprocess.ErrNotFound) || errors.Is(err, fs.ErrNotExist)
 }
 
 // NoLocalAccess reports an sminfo that could not open the local port

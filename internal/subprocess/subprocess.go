@@ -83,6 +83,15 @@ var ErrOutputTooLarge = errors.New("output larger than limit")
 // open after the program exited.
 var ErrEscaped = errors.New("a child escaped the process group")
 
+// ErrNotFound is exec.ErrNotFound, returned (wrapped) when the program is
+// not in $PATH, and ExitError is exec.ExitError, a program that ran and
+// exited non-zero: callers classify Run's errors with them without
+// importing os/exec, which stays in this package (golangci's depguard).
+var ErrNotFound = exec.ErrNotFound
+
+// ExitError is exec.ExitError; see ErrNotFound.
+type ExitError = exec.ExitError
+
 const stderrKeep = 4 << 10
 
 // waitDelay bounds how long output pipes are drained after the group was
