@@ -154,13 +154,18 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink)
 		return err
 	}
 	gauge(out, c.lastSuccess, float64(st.LastSuccess.UnixNano())/1e9)
-	gauge(out, c.links, float64(len(f.Links)))
-	gauge(out, c.degraded, float64(f.Degraded()))
-	gauge(out, c.switches, float64(f.Switches))
-	gauge(out, c.cas, float64(f.CAs))
-	gauge(out, c.ports, float64(f.Ports))
-	gauge(out, c.down, float64(f.DownPorts))
-	gauge(out, c.malformed, float64(f.Malformed))
+	// Every shard scans the whole fabric; its fabric-wide counts come
+	// from shard 0 alone, so a sum over the exporters, or an alert on
+	// them, counts each fabric once.
+	if c.opts.Shard == 0 {
+		gauge(out, c.links, float64(len(f.Links)))
+		gauge(out, c.degraded, float64(f.Degraded()))
+		gauge(out, c.switches, float64(f.Switches))
+		gauge(out, c.cas, float64(f.CAs))
+		gauge(out, c.ports, float64(f.Ports))
+		gauge(out, c.down, float64(f.DownPorts))
+		gauge(out, c.malformed, float64(f.Malformed))
+	}
 	for _, m := range c.linkMetrics(f) {
 		out.add(m)
 	}

@@ -166,12 +166,14 @@ func TestFabricPortSeriesTrim(t *testing.T) {
 
 // TestFabricShards: two and three exporters split the switches by GUID;
 // the union of their per-port and per-link series covers every port and
-// link exactly once.
+// link exactly once, and the fabric-wide counts come from one shard only.
 func TestFabricShards(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		ports, links := map[string]int{}, map[string]int{}
+		wide := 0
 		for i := range n {
 			c := ibsimFabric(t, FabricOptions{Shard: i, Shards: n})
+			wide += len(fabricSeries(t, c, "rdma_fabric_links")) + len(fabricSeries(t, c, "rdma_fabric_links_degraded"))
 			for k := range fabricSeries(t, c, "rdma_fabric_port_symbol_errors_total") {
 				ports[k]++
 			}
@@ -184,6 +186,9 @@ func TestFabricShards(t *testing.T) {
 		}
 		if len(ports) != 2*108 || len(links) != 8 {
 			t.Errorf("%d shards: %d port series, %d links; want 216 and 8", n, len(ports), len(links))
+		}
+		if wide != 2 {
+			t.Errorf("%d shards: rdma_fabric_links and _links_degraded exported %d times in all, want once each", n, wide)
 		}
 		for k, v := range ports {
 			if v != 1 {
