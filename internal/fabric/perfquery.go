@@ -183,6 +183,36 @@ func applyBasic(pc *PortCounters, b *pqBlock) bool {
 	return true
 }
 
+// completeAddl reports whether a PortCountersExtended block carries every
+// counter: its PMA advertises the additional extended counters
+// (CapabilityMask2) and every field is there (PortXmitWait only where
+// CapabilityMask says it is valid), so the PortCounters run adds nothing.
+func (b *pqBlock) completeAddl() bool {
+	if b.malformed || !b.extended || b.cap2&cap2AddlExt == 0 {
+		return false
+	}
+	for id := range NumCounters {
+		if id == TransmitWait && b.cap&capXmitWait == 0 {
+			continue
+		}
+		if !b.seen[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// applyAddl takes every counter, 64 bits wide, from a block completeAddl
+// accepted (PortXmitWait absent, not zero, where it is not valid).
+func (b *pqBlock) applyAddl(pc *PortCounters) {
+	for id := range NumCounters {
+		if id == TransmitWait && b.cap&capXmitWait == 0 {
+			continue
+		}
+		pc.Values[id] = Value{V: b.values[id], Bits: 64, Present: true}
+	}
+}
+
 // extendedData are the counters PortCountersExtended always carries.
 var extendedData = []CounterID{DataReceived, DataTransmitted, PacketsReceived, PacketsTransmitted}
 

@@ -73,6 +73,12 @@ type Sweeper struct {
 	st      SweepStatus
 	// lastErr is the latest sweep's first failure, for the log.
 	lastErr string
+	// addl holds the GUIDs of the nodes whose PortCountersExtended
+	// answered every counter on every port last time (CapabilityMask2
+	// IsAdditionalPortCountersExtendedSupported: NVIDIA switches): their
+	// next sweep asks -x alone, one perfquery run instead of two. A node
+	// whose -x answer falls short is asked both ways again.
+	addl sync.Map // uint64 -> struct{}
 }
 
 // NewSweeper returns a sweeper; call Run to start it.
@@ -236,6 +242,20 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // shutting down: not a sweep
 	}
+	// Forget the nodes that left the topology: addl stays bounded by
+	// the fabric, not by every node ever seen.
+	swept := make(map[uint64]bool, len(nodes))
+	for _, nd := range nodes {
+		if nd.n > 0 {
+			swept[sw.Ports[nd.first].GUID] = true
+		}
+	}
+	s.addl.Range(func(k, _ any) bool {
+		if !swept[k.(uint64)] {
+			s.addl.Delete(k)
+		}
+		return true
+	})
 	for i := range sw.Ports {
 		if sw.Ports[i].Unknown {
 			sw.Unknown++
@@ -303,11 +323,83 @@ func (s *Sweeper) plan(topo *Fabric, sw *Sweep) []node {
 // read is marked unknown; it returns the reasons of the failed runs and
 // the first failure's message.
 func (s *Sweeper) queryNode(ctx context.Context, lid int, ports []PortCounters) ([]Reason, string) {
+	if lid > 0 && len(ports) > 0 {
+		guid := ports[0].GUID
+		if _, ok := s.addl.Load(guid); ok {
+			if fails, msg, ok := s.queryExtendedOnly(ctx, lid, ports); ok {
+				return fails, msg
+			}
+			s.addl.Delete(guid)
+			for i := range ports {
+				ports[i].Values = [NumCounters]Value{}
+				ports[i].Unknown, ports[i].Reason = false, ""
+			}
+		}
+	}
+	fails, msg, extended := s.queryBoth(ctx, lid, ports)
+	if len(fails) == 0 && len(ports) > 0 && len(extended) == len(ports) {
+		all := true
+		for i := range ports {
+			if b := extended[ports[i].Port]; b == nil || !b.completeAddl() {
+				all = false
+				break
+			}
+		}
+		if all {
+			s.addl.Store(ports[0].GUID, struct{}{})
+		}
+	}
+	return fails, msg
+}
+
+// queryExtendedOnly reads a node's ports with one perfquery -x run, for a
+// node whose PMA answered every counter in PortCountersExtended before.
+// It is false, with ports untouched, when a port's answer no longer
+// carries every counter (the PMA was replaced or reconfigured): then the
+// node is asked both ways. A run that fails leaves the ports unknown, as
+// the two runs would, rather than asking a failing node twice.
+func (s *Sweeper) queryExtendedOnly(ctx context.Context, lid int, ports []PortCounters) ([]Reason, string, bool) {
+	nums := make([]int, len(ports))
+	for i := range ports {
+		nums[i] = ports[i].Port
+	}
+	blocks, reason, msg := s.run(ctx, lid, nums, true)
+	for i := range ports {
+		if b := blocks[ports[i].Port]; b != nil && !b.completeAddl() {
+			return nil, "", false
+		}
+	}
+	var fails []Reason
+	if reason != "" {
+		fails = append(fails, reason)
+	}
+	missing := 0
+	for i := range ports {
+		p := &ports[i]
+		b := blocks[p.Port]
+		if b == nil {
+			p.Unknown, p.Reason = true, orReason(reason, ReasonUnparsable)
+			missing++
+			continue
+		}
+		b.applyAddl(p)
+	}
+	if reason == "" && missing > 0 {
+		fails = append(fails, ReasonUnparsable)
+		msg = fmt.Sprintf("perfquery -x LID %d: no complete PortCountersExtended answer for %d of %d ports", lid, missing, len(ports))
+	}
+	return fails, msg, true
+}
+
+// queryBoth reads a node's ports with PortCounters, then
+// PortCountersExtended where the PMA advertises it; it returns the
+// extended answers too, so queryNode can tell whether -x alone would do.
+func (s *Sweeper) queryBoth(ctx context.Context, lid int, ports []PortCounters) ([]Reason, string, map[int]*pqBlock) {
 	if lid <= 0 {
 		for i := range ports {
 			ports[i].Unknown, ports[i].Reason = true, ReasonMAD
 		}
-		return []Reason{ReasonMAD}, fmt.Sprintf("LID %d: no LID assigned (no SM sweep?)", lid)
+		return []Reason{ReasonMAD}, fmt.Sprintf("LID %d: no LID assigned (no SM sweep?)", lid), nil
 	}
 	var fails []Reason
 	var msg string
@@ -341,7 +433,7 @@ func (s *Sweeper) queryNode(ctx context.Context, lid int, ports []PortCounters) 
 		fail(ReasonUnparsable, fmt.Sprintf("perfquery LID %d: no complete PortCounters answer for %d of %d ports", lid, countUnknown(ports), len(ports)))
 	}
 	if len(ext) == 0 || ctx.Err() != nil {
-		return fails, msg
+		return fails, msg, nil
 	}
 	extended, xreason, xm := s.run(ctx, lid, ext, true)
 	if xreason != "" {
@@ -367,7 +459,7 @@ func (s *Sweeper) queryNode(ctx context.Context, lid int, ports []PortCounters) 
 	if xreason == "" && missing > 0 {
 		fail(ReasonUnparsable, fmt.Sprintf("perfquery -x LID %d: no complete PortCountersExtended answer for %d ports", lid, missing))
 	}
-	return fails, msg
+	return fails, msg, extended
 }
 
 func orReason(r, def Reason) Reason {

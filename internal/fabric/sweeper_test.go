@@ -371,3 +371,60 @@ func TestSweepWarnsOnce(t *testing.T) {
 		t.Errorf("recovery: %d info lines, sweep OK %v", n, s.Status().Last.OK())
 	}
 }
+
+// TestSweepExtendedOnly: a node whose PMA answered every counter in
+// PortCountersExtended (a real switch's recording, CapMask2 0x2) is asked
+// with one perfquery -x run, every counter 64 bits wide; the ibsim nodes,
+// whose -x answer carries only the data counters (CapMask2 0), are never
+// taken for such nodes, and one that was is asked both ways again at once.
+func TestSweepExtendedOnly(t *testing.T) {
+	const osc = 0x7cfe9003009ce5b0
+	path, argsLog := fakePerfquery(t, `"-x -l 1719 1-2") cat `+pqFixture("osc-switch-x-l-1719-1-2.stdout")+` ;;`)
+	s := NewSweeper(SweeperConfig{Path: path})
+	// Learned from an earlier sweep.
+	s.addl.Store(uint64(osc), struct{}{})
+	ports := []PortCounters{{PortLine: PortLine{GUID: osc, LID: 1719, Port: 1, Switch: true}}, {PortLine: PortLine{GUID: osc, LID: 1719, Port: 2, Switch: true}}}
+	if fails, msg := s.queryNode(context.Background(), 1719, ports); len(fails) != 0 {
+		t.Fatalf("failures %v: %s", fails, msg)
+	}
+	if b, _ := os.ReadFile(argsLog); string(b) != "-x -l 1719 1-2\n" {
+		t.Errorf("runs:\n%s\nwant one: -x -l 1719 1-2", b)
+	}
+	p := &ports[0]
+	for id, want := range map[CounterID]uint64{TransmitWait: 22730501, DataTransmitted: 36298026860928, SymbolErrors: 0, LocalLinkIntegrityErrors: 0} {
+		if v := p.Values[id]; !v.Present || v.V != want || v.Bits != 64 || v.Saturated() {
+			t.Errorf("port 1 %s: %+v, want %d, 64 bits", Counters[id].Field, v, want)
+		}
+	}
+	if p.Unknown || ports[1].Unknown {
+		t.Errorf("unknown ports: %+v", ports)
+	}
+	if _, ok := s.addl.Load(uint64(osc)); !ok {
+		t.Error("the node is no longer asked with -x alone")
+	}
+
+	// An ibsim leaf wrongly held for such a node: its -x answer lacks the
+	// error counters, so it is asked both ways, in this very sweep.
+	plain := mustFind(t, sweepWith(t, SweeperConfig{Path: path}), leaf1, 1).Values
+	if err := os.Truncate(argsLog, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.addl.Store(uint64(leaf1), struct{}{})
+	sw2 := func() *Sweep {
+		topo := ibsimTopology(t)
+		s.cfg.Topology = func() *Fabric { return topo }
+		s.SweepOnce(context.Background())
+		return s.Status().Last
+	}()
+	if got := mustFind(t, sw2, leaf1, 1).Values; got != plain {
+		t.Errorf("leaf1/1 after the fallback:\n%+v\nwant as a plain sweep:\n%+v", got, plain)
+	}
+	if b, _ := os.ReadFile(argsLog); strings.Count(string(b), "-x -l 2 1-36\n") != 2 || !strings.Contains(string(b), "\n-l 2 1-36\n") && !strings.HasPrefix(string(b), "-l 2 1-36\n") {
+		t.Errorf("leaf1 was not asked -x alone, then both ways, after its -x answer fell short:\n%s", b)
+	}
+	for _, g := range []uint64{leaf1, spine1, leaf2, osc} {
+		if _, ok := s.addl.Load(g); ok {
+			t.Errorf("node 0x%x still asked with -x alone after an ibsim sweep", g)
+		}
+	}
+}
