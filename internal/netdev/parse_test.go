@@ -150,7 +150,7 @@ func FuzzCleanStatName(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if n != strings.TrimSpace(n) || n == "" || len(n) > 32 {
+		if n != strings.TrimSpace(n) || n == "" || len(n) > names.MaxNameBytes {
 			t.Errorf("%q -> %q", s, n)
 		}
 		for i := 0; i < len(n); i++ {
