@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
 )
 
 // fabricFinding is the part of a /diagnose JSON finding these tests read.
@@ -40,7 +42,7 @@ func diagnoseWhen(t *testing.T, addr string, logs *syncBuffer, what string, ok f
 			return doc.Findings
 		}
 	}
-	t.Fatalf("no %s in /diagnose after 60 s:\n%s\nlog:\n%s", what, tail(body, 4000), tail(logs.String(), 2000))
+	t.Fatalf("no %s in /diagnose after 60 s:\n%s\nlog:\n%s", what, ibsimtest.Tail(body, 4000), ibsimtest.Tail(logs.String(), 2000))
 	return nil
 }
 

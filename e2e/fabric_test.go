@@ -58,13 +58,6 @@ func startSimFabric(t *testing.T) simFabric {
 	return simFabric{f}
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
 // do runs a console command, waits for ibsim's next prompt and returns
 // ibsim's output to it.
 func (s simFabric) do(t *testing.T, cmd string) string {
@@ -83,7 +76,7 @@ func (s simFabric) set(t *testing.T, node string, port int, field string, v, kep
 	out := s.do(t, fmt.Sprintf("PerformanceSet %q[%d] PortCounters.%s=%d", node, port, field, v))
 	want := fmt.Sprintf("%s[%d] PortCounters.%s has been set to %d", node, port, field, kept)
 	if !strings.Contains(out, want) {
-		t.Fatalf("ibsim did not echo %q:\n%s", want, tail(out, 1000))
+		t.Fatalf("ibsim did not echo %q:\n%s", want, ibsimtest.Tail(out, 1000))
 	}
 }
 
@@ -171,7 +164,7 @@ func metricsWhen(t *testing.T, addr string, logs *syncBuffer, what string, ok fu
 			return body
 		}
 	}
-	t.Fatalf("no %s after 60 s:\n%s\nlog:\n%s", what, smGrep(body, "rdma_fabric_counter_sweep")+smGrep(body, "rdma_fabric_scan"), tail(logs.String(), 3000))
+	t.Fatalf("no %s after 60 s:\n%s\nlog:\n%s", what, smGrep(body, "rdma_fabric_counter_sweep")+smGrep(body, "rdma_fabric_scan"), ibsimtest.Tail(logs.String(), 3000))
 	return ""
 }
 

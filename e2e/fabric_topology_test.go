@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
 )
 
 // TestFabricTopologyOnIbsim: fabric.topology with the real ibnetdiscover's
@@ -27,7 +29,7 @@ func TestFabricTopologyOnIbsim(t *testing.T) {
 	cmd.Env = s.Env
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("ibnetdiscover: %v\n%s", err, tail(string(out), 2000))
+		t.Fatalf("ibnetdiscover: %v\n%s", err, ibsimtest.Tail(string(out), 2000))
 	}
 	topo := filepath.Join(t.TempDir(), "fabric.topo")
 	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")

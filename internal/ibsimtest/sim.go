@@ -116,7 +116,7 @@ func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabr
 			return f, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("opensm: no SUBNET UP in %v\n%s\n%s\nibsim:\n%s", setup, osmOut, tail(string(b), 2000), tail(f.out.String(), 2000))
+			return nil, fmt.Errorf("opensm: no SUBNET UP in %v\n%s\n%s\nibsim:\n%s", setup, osmOut, Tail(string(b), 2000), Tail(f.out.String(), 2000))
 		}
 	}
 }
@@ -140,11 +140,11 @@ func (f *Fabric) waitOut(want string, n int, timeout time.Duration) error {
 	for deadline := time.Now().Add(timeout); strings.Count(f.out.String(), want) < n; time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-f.sim.Exited():
-			return fmt.Errorf("ibsim exited: %v:\n%s", f.sim.Cmd.ProcessState, tail(f.out.String(), 2000))
+			return fmt.Errorf("ibsim exited: %v:\n%s", f.sim.Cmd.ProcessState, Tail(f.out.String(), 2000))
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("ibsim: no %q (x%d) in %v:\n%s", want, n, timeout, tail(f.out.String(), 2000))
+			return fmt.Errorf("ibsim: no %q (x%d) in %v:\n%s", want, n, timeout, Tail(f.out.String(), 2000))
 		}
 	}
 	return nil
@@ -199,7 +199,9 @@ func (p *Proc) Stop() error {
 	return err
 }
 
-func tail(s string, n int) string {
+// Tail is the last n bytes of s: the end of a tool's output, where its
+// error is, for an error message (the e2e tests and fabricbench too).
+func Tail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]
 	}

@@ -114,7 +114,7 @@ func startExporter(f *ibsimtest.Fabric, name, bin string, argsFor func(addr stri
 		if attempt == 2 {
 			logf.Close()
 			b, _ := os.ReadFile(logf.Name())
-			return nil, fmt.Errorf("%s: %w\n%s", name, err, tail(string(b), 2000))
+			return nil, fmt.Errorf("%s: %w\n%s", name, err, ibsimtest.Tail(string(b), 2000))
 		}
 	}
 }
@@ -407,13 +407,6 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
 // perfqueryFloor is the mean CPU (user and system) of n bare perfquery
 // runs, each reading the local port's PortCounters.
 func perfqueryFloor(f *ibsimtest.Fabric, n int) (float64, error) {
@@ -427,7 +420,7 @@ func perfqueryFloor(f *ibsimtest.Fabric, n int) (float64, error) {
 		}
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("perfquery: %w\n%s", err, tail(string(out), 1000))
+			return 0, fmt.Errorf("perfquery: %w\n%s", err, ibsimtest.Tail(string(out), 1000))
 		}
 		total += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
