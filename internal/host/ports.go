@@ -45,7 +45,9 @@ func (h *Host) WatchPorts(ctx context.Context, interval, window time.Duration) (
 	return w, err
 }
 
-// firstRoundWait bounds WatchPorts' wait for the first round.
+// firstRoundWait bounds how long a background reader's start waits for
+// its first round (WatchPorts, WatchKernelLog and its first device
+// index): the server listens within it whatever the host does.
 const firstRoundWait = time.Second
 
 // PortHistory is what the port sampler saw of every port, a round run
