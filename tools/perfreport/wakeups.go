@@ -10,19 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
 )
 
-// wakeup is one command's result from tools/wakeups (its Result).
-type wakeup struct {
-	Label     string   `json:"label"`
-	Command   []string `json:"command"`
-	Seconds   float64  `json:"seconds"`
-	Switches  uint64   `json:"switches"`
-	Voluntary uint64   `json:"voluntary"`
-	PerSecond float64  `json:"per_second"`
-	Threads   int      `json:"threads"`
-	Exited    int      `json:"exited,omitempty"`
-}
+// wakeup is one command's result from tools/wakeups.
+type wakeup = sbsresult.Wakeup
 
 // wakeupGoal is issue 27's goal for the idle default server: at most two
 // wake-ups a second, all threads together.

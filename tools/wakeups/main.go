@@ -32,25 +32,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
-)
 
-// Result is one command's measurement.
-type Result struct {
-	Label   string   `json:"label"`
-	Command []string `json:"command"`
-	// Seconds is the measured window; Switches the threads' context
-	// switches in it (voluntary + nonvoluntary), Voluntary the first part.
-	Seconds   float64 `json:"seconds"`
-	Switches  uint64  `json:"switches"`
-	Voluntary uint64  `json:"voluntary"`
-	// PerSecond is Switches / Seconds.
-	PerSecond float64 `json:"per_second"`
-	// Threads is the number of threads at the end of the window.
-	Threads int `json:"threads"`
-	// Exited is the threads gone during the window, whose switches
-	// after the first look are lost (a lower bound then).
-	Exited int `json:"exited,omitempty"`
-}
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/procstat"
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/sbsresult"
+)
 
 type runs []string
 
@@ -68,7 +53,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wakeups: at least one -run LABEL=COMMAND")
 		os.Exit(2)
 	}
-	var results []Result
+	var results []sbsresult.Wakeup
 	for _, r := range rs {
 		label, cmdline, ok := strings.Cut(r, "=")
 		args := strings.Fields(cmdline)
@@ -100,12 +85,12 @@ func main() {
 
 // measure runs args, waits settle, and counts its threads' switches over d.
 // The command is killed after; its output goes to stderr.
-func measure(label string, args []string, settle, d time.Duration) (Result, error) {
+func measure(label string, args []string, settle, d time.Duration) (sbsresult.Wakeup, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return Result{}, err
+		return sbsresult.Wakeup{}, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -120,30 +105,30 @@ func measure(label string, args []string, settle, d time.Duration) (Result, erro
 	}()
 	select {
 	case err := <-exited:
-		return Result{}, fmt.Errorf("exited during the settle time: %v", err)
+		return sbsresult.Wakeup{}, fmt.Errorf("exited during the settle time: %v", err)
 	case <-time.After(settle):
 	}
 	pid := cmd.Process.Pid
 	before, err := switches(pid)
 	if err != nil {
-		return Result{}, err
+		return sbsresult.Wakeup{}, err
 	}
 	t0 := time.Now()
 	select {
 	case err := <-exited:
-		return Result{}, fmt.Errorf("exited during the window: %v", err)
+		return sbsresult.Wakeup{}, fmt.Errorf("exited during the window: %v", err)
 	case <-time.After(d):
 	}
 	after, err := switches(pid)
 	if err != nil {
-		return Result{}, err
+		return sbsresult.Wakeup{}, err
 	}
 	secs := time.Since(t0).Seconds()
-	res := Result{Label: label, Command: args, Seconds: secs, Threads: len(after)}
+	res := sbsresult.Wakeup{Label: label, Command: args, Seconds: secs, Threads: len(after)}
 	for tid, a := range after {
 		b := before[tid] // zero for a thread started in the window
-		res.Switches += a.vol + a.nonvol - b.vol - b.nonvol
-		res.Voluntary += a.vol - b.vol
+		res.Switches += a.Voluntary + a.Nonvoluntary - b.Voluntary - b.Nonvoluntary
+		res.Voluntary += a.Voluntary - b.Voluntary
 	}
 	for tid := range before {
 		if _, ok := after[tid]; !ok {
@@ -154,16 +139,14 @@ func measure(label string, args []string, settle, d time.Duration) (Result, erro
 	return res, nil
 }
 
-type counts struct{ vol, nonvol uint64 }
-
 // switches reads every thread's context switch counts of process pid.
-func switches(pid int) (map[string]counts, error) {
+func switches(pid int) (map[string]procstat.Switches, error) {
 	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]counts, len(tasks))
+	out := make(map[string]procstat.Switches, len(tasks))
 	for _, t := range tasks {
 		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
 		if errors.Is(err, os.ErrNotExist) {
@@ -172,43 +155,11 @@ func switches(pid int) (map[string]counts, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := parseStatus(string(b))
+		c, err := procstat.ParseSwitches(b)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.Name(), err)
 		}
 		out[t.Name()] = c
 	}
 	return out, nil
-}
-
-// parseStatus reads voluntary_ctxt_switches and nonvoluntary_ctxt_switches
-// from the text of /proc/PID/task/TID/status.
-func parseStatus(s string) (counts, error) {
-	var c counts
-	var seen int
-	for line := range strings.SplitSeq(s, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		var dst *uint64
-		switch k {
-		case "voluntary_ctxt_switches":
-			dst = &c.vol
-		case "nonvoluntary_ctxt_switches":
-			dst = &c.nonvol
-		default:
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return c, fmt.Errorf("%s: %w", k, err)
-		}
-		*dst = n
-		seen++
-	}
-	if seen != 2 {
-		return c, errors.New("status has no voluntary_ctxt_switches and nonvoluntary_ctxt_switches lines")
-	}
-	return c, nil
 }

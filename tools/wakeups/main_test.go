@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/tools/internal/procstat"
 )
 
 // TestParseStatus reads a recorded /proc/PID/status (testdata/README.md).
@@ -15,14 +17,14 @@ func TestParseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := parseStatus(string(b))
+	c, err := procstat.ParseSwitches(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.vol != 0 || c.nonvol != 35 {
+	if c.Voluntary != 0 || c.Nonvoluntary != 35 {
 		t.Errorf("parsed %+v, want 0 voluntary and 35 nonvoluntary (the recording's lines)", c)
 	}
-	if _, err := parseStatus("Name:\tcat\nvoluntary_ctxt_switches:\t3\n"); err == nil {
+	if _, err := procstat.ParseSwitches([]byte("Name:\tcat\nvoluntary_ctxt_switches:\t3\n")); err == nil {
 		t.Error("a status without nonvoluntary_ctxt_switches parsed")
 	}
 }

@@ -3,7 +3,7 @@
 
 // Package procstat reads the benchmarks' figures of a process from the
 // text of /proc/PID/stat and /proc/PID/status: one parser for the
-// side-by-side run and the fabric bench.
+// side-by-side run, the fabric bench and the wake-up count.
 package procstat
 
 import (
@@ -58,6 +58,45 @@ func ParseStat(stat []byte) (Times, error) {
 		v[i] = uint64(n)
 	}
 	return Times{Utime: v[0], Stime: v[1], Cutime: v[2], Cstime: v[3]}, nil
+}
+
+// Switches are a thread's context switches from /proc/PID/task/TID/status:
+// voluntary (it slept: a wake-up when it runs again) and nonvoluntary
+// (preempted).
+type Switches struct {
+	Voluntary, Nonvoluntary uint64
+}
+
+// ParseSwitches reads voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches from the text of a status file.
+func ParseSwitches(status []byte) (Switches, error) {
+	var c Switches
+	var seen int
+	for line := range strings.SplitSeq(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		switch k {
+		case "voluntary_ctxt_switches":
+			dst = &c.Voluntary
+		case "nonvoluntary_ctxt_switches":
+			dst = &c.Nonvoluntary
+		default:
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", k, err)
+		}
+		*dst = n
+		seen++
+	}
+	if seen != 2 {
+		return c, fmt.Errorf("status has no voluntary_ctxt_switches and nonvoluntary_ctxt_switches lines")
+	}
+	return c, nil
 }
 
 // StatusBytes is the "<n> kB" field key (VmRSS, VmHWM, RssAnon, ...) of

@@ -1,9 +1,10 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package sbsresult is the results file of tools/sidebyside, which
-// tools/perfreport turns into docs/performance.md: the one declaration of
-// its schema, written by the one and read by the other.
+// Package sbsresult is the results files of tools/sidebyside and
+// tools/wakeups, which tools/perfreport turns into docs/performance.md:
+// the one declaration of each schema, written by the one and read by the
+// other.
 package sbsresult
 
 // Results is one side-by-side run.
@@ -100,4 +101,23 @@ type Run struct {
 	FailedRD    []string `json:"failed_rdma_doctor,omitempty"`
 	FailedNE    []string `json:"failed_node_exporter,omitempty"`
 	ContentType string   `json:"content_type"`
+}
+
+// Wakeup is one command's result from tools/wakeups: an idle server's
+// context switches over a window.
+type Wakeup struct {
+	Label   string   `json:"label"`
+	Command []string `json:"command"`
+	// Seconds is the measured window; Switches the threads' context
+	// switches in it (voluntary + nonvoluntary), Voluntary the first part.
+	Seconds   float64 `json:"seconds"`
+	Switches  uint64  `json:"switches"`
+	Voluntary uint64  `json:"voluntary"`
+	// PerSecond is Switches / Seconds.
+	PerSecond float64 `json:"per_second"`
+	// Threads is the number of threads at the end of the window.
+	Threads int `json:"threads"`
+	// Exited is the threads gone during the window, whose switches
+	// after the first look are lost (a lower bound then).
+	Exited int `json:"exited,omitempty"`
 }
