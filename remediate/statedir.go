@@ -329,14 +329,7 @@ func (w DirWriter) removeLeftSkeleton(parent int, name string, depth int) error 
 	return nil
 }
 
-func isSkeleton(name string) bool {
-	s, ok := strings.CutPrefix(name, skeletonPrefix)
-	if !ok || len(s) != 16 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
+func isSkeleton(name string) bool { return randomNamed(name, skeletonPrefix) }
 
 // removeSkeleton removes the skeleton name in parent that stands for
 // StateDir's part at level depth, when it holds only what makeState
@@ -483,4 +476,15 @@ func randomSuffix() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return hex.EncodeToString(b[:])
+}
+
+// randomNamed reports whether name is prefix followed by a randomSuffix:
+// one of the names this package makes, and so may remove.
+func randomNamed(name, prefix string) bool {
+	s, ok := strings.CutPrefix(name, prefix)
+	if !ok || len(s) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
 }

@@ -4,7 +4,6 @@
 package remediate
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -267,14 +266,7 @@ func tempPrefix(name string) string {
 }
 
 // isTemp reports whether entry is a temp file name of name.
-func isTemp(name, entry string) bool {
-	s, ok := strings.CutPrefix(entry, tempPrefix(name))
-	if !ok || len(s) != 16 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
+func isTemp(name, entry string) bool { return randomNamed(entry, tempPrefix(name)) }
 
 // tempTries bounds the random names tried when one exists already.
 const tempTries = 8
