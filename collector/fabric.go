@@ -85,13 +85,13 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *F
 		nodeInfo:         desc("rdma_fabric_node_info", "A swept node: its node description and type (switch or ca); always 1.", "guid", "node", "node_type"),
 		portUnknown:      desc("rdma_fabric_port_counters_unknown", "1 when the latest counter sweep could not read this port: its counter series are absent for that sweep, never zeros.", pl...),
 		portSaturated:    desc("rdma_fabric_port_counter_saturated", "1 when a fixed-width PMA counter of the port is pinned at its maximum and has stopped counting.", "guid", "port", "counter"),
-		sweepSuccess:     desc("rdma_fabric_counter_sweep_success", "1 when the latest counter sweep read every port it swept and no perfquery run reported an error."),
+		sweepSuccess:     desc("rdma_fabric_counter_sweep_success", "1 when the latest counter sweep read every port it swept and no tool run reported an error."),
 		sweepDuration:    desc("rdma_fabric_counter_sweep_duration_seconds", "Duration of the latest counter sweep."),
 		sweepLastSuccess: desc("rdma_fabric_counter_sweep_last_success_timestamp_seconds", "Start of the latest counter sweep that read every port."),
 		sweepPorts:       desc("rdma_fabric_counter_sweep_ports", "Ports the latest counter sweep covered (this shard's)."),
 		sweepUnknown:     desc("rdma_fabric_counter_sweep_ports_unknown", "Ports the latest counter sweep could not read."),
 		sweepRuns:        desc("rdma_fabric_counter_sweep_runs_total", "Counter sweeps completed."),
-		sweepFailures:    desc("rdma_fabric_counter_sweep_failures_total", "perfquery runs (one per node and attribute) that failed or answered only part of their ports, by reason.", "reason"),
+		sweepFailures:    desc("rdma_fabric_counter_sweep_failures_total", "Sweep tool runs (ibnetdiscover, ibqueryerrors) that failed or left ports unknown, by reason.", "reason"),
 		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running (sweeps never stack)."),
 	}
 	for id, ctr := range fabric.Counters {
@@ -99,8 +99,9 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *F
 	}
 	if opts.Counters {
 		c.sweeper = fabric.NewSweeper(fabric.SweeperConfig{
-			Path: opts.PerfqueryPath, Local: localArgs(opts.CA, opts.Port),
-			Interval: opts.CountersInterval, Timeout: opts.CountersTimeout, Concurrency: opts.Concurrency,
+			IBQueryErrors: opts.IBQueryErrorsPath, IBNetDiscover: opts.IBNetDiscoverPath,
+			Local: localArgs(opts.CA, opts.Port), Dir: opts.CacheDir,
+			Interval: opts.CountersInterval, Timeout: opts.CountersTimeout,
 			CAs: opts.CACounters, Shard: opts.Shard, Shards: opts.Shards,
 			Topology: func() *fabric.Fabric { return c.runner.Status().Fabric },
 			Ready:    c.runner.Scanned(),
@@ -110,7 +111,7 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *F
 	return c
 }
 
-// localArgs are perfquery's -C/-P for the local port, as iblinkinfo's.
+// localArgs are the sweep tools' -C/-P for the local port, as iblinkinfo's.
 func localArgs(ca string, port int) []string {
 	return fabric.Args(ca, port)[1:] // without iblinkinfo's --line
 }
@@ -184,7 +185,7 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink)
 }
 
 // sweepHealth exports the sweep's own series. A sweep that read none of
-// its ports is an error of the collector (perfquery missing, no umad
+// its ports is an error of the collector (the tools missing, no umad
 // access, no PMA answering): like a failed scan, a fault to fix; a partial
 // one is rdma_fabric_counter_sweep_success 0 and the unknown ports.
 func (c *FabricCollector) sweepHealth(out *sink, st fabric.SweepStatus) error {

@@ -14,34 +14,20 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 )
 
-// ibsimFabric builds a fabric collector over the recorded ibsim fabric:
-// iblinkinfo's scan (fixtures/tools) and perfquery's answers
-// (internal/fabric/testdata/perfquery, with faults set through ibsim's
-// console: see that README), replayed by fake tools.
+// ibsimFabric is a collector that has scanned and swept the recorded
+// ibsim fabric (internal/fabric/testdata/ibqueryerrors: faults set
+// through ibsim's console, see that README), replayed by fake tools.
 func ibsimFabric(t *testing.T, opts FabricOptions) *FabricCollector {
 	t.Helper()
-	scan, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-ibsim.txt")
-	pq, _ := filepath.Abs("../internal/fabric/testdata/perfquery")
-	perfquery := fakeTool(t, "perfquery", `case "$*" in
-"-l 1 1-36") cat `+pq+`/spine1-l-1-36.stdout ;;
-"-x -l 1 1-36") cat `+pq+`/spine1-x-l-1-36.stdout ;;
-"-l 2 1-36") cat `+pq+`/leaf1-l-1-36.stdout ;;
-"-x -l 2 1-36") cat `+pq+`/leaf1-x-l-1-36.stdout ;;
-"-l 3 1-36") cat `+pq+`/leaf2-l-1-36.stdout ;;
-"-x -l 3 1-36") cat `+pq+`/leaf2-x-l-1-36.stdout ;;
-*) exit 1 ;;
-esac
-`)
-	opts.Counters, opts.PerfqueryPath = true, perfquery
+	tools := fabrictest.Install(t)
+	opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
 	if opts.PortSeries == "" {
 		opts.PortSeries = PortSeriesAll
 	}
-	if opts.Concurrency == 0 {
-		opts.Concurrency = 2
-	}
-	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+scan+"\n")}, opts)
+	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: tools.IBLinkInfo}, opts)
 	c.Runner().RunOnce(context.Background())
 	c.Sweeper().SweepOnce(context.Background())
 	return c
@@ -78,8 +64,12 @@ func sampleValue(m *dto.Metric) float64 {
 }
 
 const (
-	leaf1Label = "guid=0x0000000000200001"
-	leaf2Label = "guid=0x0000000000200002"
+	leaf1Label  = "guid=" + fabrictest.Leaf1
+	leaf2Label  = "guid=" + fabrictest.Leaf2
+	leaf3Label  = "guid=" + fabrictest.Leaf3
+	leaf4Label  = "guid=" + fabrictest.Leaf4
+	spine1Label = "guid=" + fabrictest.Spine1
+	ports       = fabrictest.SwitchPorts
 )
 
 func TestFabricCounterSeries(t *testing.T) {
@@ -89,19 +79,20 @@ func TestFabricCounterSeries(t *testing.T) {
 		want         float64
 	}{
 		{"rdma_fabric_port_symbol_errors_total", leaf1Label + ",port=1", 4200},
-		{"rdma_fabric_port_symbol_errors_total", leaf2Label + ",port=1", 0}, // a clean port: a real zero
+		{"rdma_fabric_port_symbol_errors_total", leaf3Label + ",port=1", 0}, // a clean port: a real zero
 		{"rdma_fabric_port_counter_saturated", "counter=symbol_error," + leaf1Label + ",port=2", 1},
 		{"rdma_fabric_port_counter_saturated", "counter=symbol_error," + leaf1Label + ",port=1", 0},
-		{"rdma_fabric_port_counter_saturated", "counter=local_link_integrity_errors," + leaf1Label + ",port=36", 1},
-		{"rdma_fabric_port_link_downed_total", leaf1Label + ",port=36", 3},
-		{"rdma_fabric_port_transmit_wait_total", leaf1Label + ",port=35", 123456},
-		{"rdma_fabric_port_state", leaf1Label + ",port=3", 1}, // down, still a series
-		{"rdma_fabric_port_physical_state", leaf1Label + ",port=3", 2},
-		{"rdma_fabric_port_state", leaf1Label + ",port=1", 4},
-		{"rdma_fabric_port_counters_unknown", leaf1Label + ",port=3", 0},
-		{"rdma_fabric_node_info", leaf1Label + ",node=leaf1,node_type=switch", 1},
+		{"rdma_fabric_port_counter_saturated", "counter=port_xmit_wait," + leaf3Label + ",port=6", 0},
+		{"rdma_fabric_port_link_downed_total", leaf2Label + ",port=5", 3},
+		{"rdma_fabric_port_transmit_discards_total", spine1Label + ",port=2", 77},
+		{"rdma_fabric_port_transmit_wait_total", leaf3Label + ",port=6", 100000},
+		{"rdma_fabric_port_state", leaf4Label + ",port=4", 1}, // unplugged, still a series
+		{"rdma_fabric_port_physical_state", leaf4Label + ",port=4", 2},
+		{"rdma_fabric_port_state", leaf4Label + ",port=1", 4},
+		{"rdma_fabric_port_counters_unknown", leaf4Label + ",port=4", 0},
+		{"rdma_fabric_node_info", leaf1Label + ",node=leaf001,node_type=switch", 1},
 		{"rdma_fabric_counter_sweep_success", "", 1},
-		{"rdma_fabric_counter_sweep_ports", "", 108},
+		{"rdma_fabric_counter_sweep_ports", "", ports},
 		{"rdma_fabric_counter_sweep_ports_unknown", "", 0},
 		{"rdma_fabric_counter_sweep_failures_total", "reason=mad_failed", 0},
 		{"rdma_fabric_counter_sweep_skipped_total", "", 0},
@@ -113,15 +104,15 @@ func TestFabricCounterSeries(t *testing.T) {
 	}
 	// Data counters are 4-octet words, exported in octets; 64-bit fields
 	// (PortCountersExtended) have no saturated series.
-	words := c.Sweeper().Status().Last.Find(0x200001, 1).Values[fabric.DataReceived].V
+	words := c.Sweeper().Status().Last.Find(0x200002, 1).Values[fabric.DataReceived].V
 	if got := fabricSeries(t, c, "rdma_fabric_port_data_received_bytes_total")[leaf1Label+",port=1"]; got != float64(words)*4 || words == 0 {
 		t.Errorf("data received %v, want %d words x 4", got, words)
 	}
 	if _, ok := fabricSeries(t, c, "rdma_fabric_port_counter_saturated")["counter=port_rcv_data,"+leaf1Label+",port=1"]; ok {
 		t.Error("a 64-bit counter has a saturated series")
 	}
-	if n := len(fabricSeries(t, c, "rdma_fabric_port_state")); n != 108 {
-		t.Errorf("%d port state series, want every switch port (108)", n)
+	if n := len(fabricSeries(t, c, "rdma_fabric_port_state")); n != ports {
+		t.Errorf("%d port state series, want every switch port (%d)", n, ports)
 	}
 	if n := len(fabricSeries(t, c, "rdma_fabric_counter_sweep_failures_total")); n != len(fabric.Reasons) {
 		t.Errorf("%d failure reasons exported, want all %d", n, len(fabric.Reasons))
@@ -151,13 +142,14 @@ func TestFabricPortSeriesTrim(t *testing.T) {
 	s0, u0, all := count(ibsimFabric(t, FabricOptions{}))
 	s1, u1, errs := count(ibsimFabric(t, FabricOptions{PortSeries: PortSeriesErrors}))
 	s2, u2, erroring := count(ibsimFabric(t, FabricOptions{PortSeries: PortSeriesErroringPorts}))
-	if s0 != 108 || s1 != 108 || s2 != 108 || u0 != 108 || u1 != 108 || u2 != 108 {
-		t.Errorf("state/unknown series %d/%d %d/%d %d/%d, want 108 each", s0, u0, s1, u1, s2, u2)
+	if s0 != ports || s1 != ports || s2 != ports || u0 != ports || u1 != ports || u2 != ports {
+		t.Errorf("state/unknown series %d/%d %d/%d %d/%d, want %d each", s0, u0, s1, u1, s2, u2, ports)
 	}
-	// Four ports have errors: leaf1's three set in the console and the
-	// leaf2 port whose PortRcvErrors counted the MADs ibsim dropped.
-	if all != 108*17 || errs != 108*13 || erroring != 4*17 {
-		t.Errorf("counter series all %d errors %d erroring-ports %d, want %d %d %d", all, errs, erroring, 108*17, 108*13, 4*17)
+	// Four ports have error counters set in the console: leaf1's two
+	// symbol errors, spine1's discards, leaf2's link downed (leaf3's
+	// XmitWait is not an error).
+	if all != ports*17 || errs != ports*13 || erroring != 4*17 {
+		t.Errorf("counter series all %d errors %d erroring-ports %d, want %d %d %d", all, errs, erroring, ports*17, ports*13, 4*17)
 	}
 	if _, err := testutil.GatherAndCount(gatherOne(t, "fabric", ibsimFabric(t, FabricOptions{}))); err != nil {
 		t.Error(err)
@@ -168,6 +160,7 @@ func TestFabricPortSeriesTrim(t *testing.T) {
 // the union of their per-port and per-link series covers every port and
 // link exactly once, and the fabric-wide counts come from one shard only.
 func TestFabricShards(t *testing.T) {
+	allLinks := len(fabricSeries(t, ibsimFabric(t, FabricOptions{}), "rdma_fabric_link_info"))
 	for _, n := range []int{2, 3} {
 		ports, links := map[string]int{}, map[string]int{}
 		wide := 0
@@ -184,8 +177,8 @@ func TestFabricShards(t *testing.T) {
 				links[k]++
 			}
 		}
-		if len(ports) != 2*108 || len(links) != 8 {
-			t.Errorf("%d shards: %d port series, %d links; want 216 and 8", n, len(ports), len(links))
+		if len(ports) != 2*fabrictest.SwitchPorts || len(links) != allLinks || allLinks == 0 {
+			t.Errorf("%d shards: %d port series, %d links; want %d and %d", n, len(ports), len(links), 2*fabrictest.SwitchPorts, allLinks)
 		}
 		if wide != 2 {
 			t.Errorf("%d shards: rdma_fabric_links and _links_degraded exported %d times in all, want once each", n, wide)
@@ -207,17 +200,17 @@ func TestParseShard(t *testing.T) {
 }
 
 // TestFabricSweepReadsNothing: a sweep that reads none of its ports
-// (perfquery missing) is sweep success 0, every port unknown, and an
+// (ibnetdiscover missing) is sweep success 0, every port unknown, and an
 // error of the collector; the ports' state series stay.
 func TestFabricSweepReadsNothing(t *testing.T) {
-	scan, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-ibsim.txt")
-	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+scan+"\n")},
-		FabricOptions{Counters: true, PerfqueryPath: filepath.Join(t.TempDir(), "perfquery"), Concurrency: 1, PortSeries: PortSeriesAll})
+	tools := fabrictest.Install(t)
+	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: tools.IBLinkInfo},
+		FabricOptions{Counters: true, IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: filepath.Join(t.TempDir(), "ibnetdiscover"), CacheDir: t.TempDir(), PortSeries: PortSeriesAll})
 	c.Runner().RunOnce(context.Background())
 	c.Sweeper().SweepOnce(context.Background())
 	for name, want := range map[string]float64{
 		"rdma_fabric_counter_sweep_success":       0,
-		"rdma_fabric_counter_sweep_ports_unknown": 108,
+		"rdma_fabric_counter_sweep_ports_unknown": ports,
 		"rdma_scrape_collector_success":           0,
 	} {
 		got := fabricSeries(t, c, name)
@@ -230,10 +223,10 @@ func TestFabricSweepReadsNothing(t *testing.T) {
 			}
 		}
 	}
-	if got := fabricSeries(t, c, "rdma_fabric_counter_sweep_failures_total")["reason=start_failed"]; got != 3 {
-		t.Errorf("start_failed = %v, want one per switch", got)
+	if got := fabricSeries(t, c, "rdma_fabric_counter_sweep_failures_total")["reason=start_failed"]; got != 1 {
+		t.Errorf("start_failed = %v, want 1 (the discovery that could not start)", got)
 	}
-	if n := len(fabricSeries(t, c, "rdma_fabric_port_state")); n != 108 {
+	if n := len(fabricSeries(t, c, "rdma_fabric_port_state")); n != ports {
 		t.Errorf("%d state series", n)
 	}
 	if n := len(fabricSeries(t, c, "rdma_fabric_port_symbol_errors_total")); n != 0 {

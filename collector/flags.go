@@ -144,11 +144,13 @@ type FabricOptions struct {
 	Port              int
 	DegradedOnly      bool
 
-	// Counters sweeps every switch port's PMA counters with perfquery.
+	// Counters sweeps every switch port's PMA counters (ibqueryerrors).
 	Counters                          bool
-	PerfqueryPath                     string
-	CountersInterval, CountersTimeout time.Duration
-	Concurrency                       int
+	IBQueryErrorsPath, IBNetDiscoverPath string
+	CountersInterval, CountersTimeout    time.Duration
+	// CacheDir holds the fabric cache and threshold file the sweep
+	// writes (empty: a private temporary directory).
+	CacheDir string
 	CACounters                        bool
 	// ShardSpec is "I/N"; Shard and Shards are it parsed.
 	ShardSpec     string
@@ -170,15 +172,8 @@ const (
 	PortSeriesErroringPorts = "erroring-ports"
 )
 
-// maxConcurrency bounds --collector.fabric.concurrency: each perfquery is
-// a umad client and a burst of PMA MADs at the SM's fabric.
-const maxConcurrency = 64
-
 // validated checks and completes the fabric options.
 func (o FabricOptions) validated() (FabricOptions, error) {
-	if o.Concurrency < 1 || o.Concurrency > maxConcurrency {
-		return o, fmt.Errorf("--collector.fabric.concurrency must be 1 to %d, not %d", maxConcurrency, o.Concurrency)
-	}
 	i, n, err := ParseShard(o.ShardSpec)
 	if err != nil {
 		return o, err
@@ -273,18 +268,19 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.fabric.degraded-only",
 		"Export per-link series only for links that are degraded or not ACTIVE (the fabric-wide counts cover the rest); for very large fabrics.").BoolVar(&f.Fabric.DegradedOnly)
 	app.Flag("collector.fabric.counters",
-		"Sweep every switch port's PMA counters with perfquery in the background, over the latest fabric scan (never resets them).").
+		"Sweep every switch port's PMA counters in the background with two ibqueryerrors runs against a fabric cache that ibnetdiscover writes when the fabric's nodes change (never resets counters).").
 		Default("true").BoolVar(&f.Fabric.Counters)
-	app.Flag("collector.fabric.perfquery-path", "perfquery executable (infiniband-diags), run without a shell.").
-		Default("perfquery").StringVar(&f.Fabric.PerfqueryPath)
+	app.Flag("collector.fabric.ibqueryerrors-path", "ibqueryerrors executable (infiniband-diags), run without a shell.").
+		Default("ibqueryerrors").StringVar(&f.Fabric.IBQueryErrorsPath)
+	app.Flag("collector.fabric.ibnetdiscover-path", "ibnetdiscover executable (infiniband-diags), run without a shell to write the fabric cache the sweeps read against.").
+		Default("ibnetdiscover").StringVar(&f.Fabric.IBNetDiscoverPath)
+	app.Flag("collector.fabric.cache-dir", "Writable directory for the fabric cache and threshold file of the counter sweep (default: a private directory under $TMPDIR).").
+		PlaceHolder("DIR").StringVar(&f.Fabric.CacheDir)
 	app.Flag("collector.fabric.counters-interval",
 		"Interval between counter sweeps; a sweep still running when the next is due makes that one skipped (counted), never stacked.").
 		Default("1m").DurationVar(&f.Fabric.CountersInterval)
-	app.Flag("collector.fabric.counters-timeout", "Timeout of one perfquery run (one node's ports); its process group is killed after it.").
-		Default("30s").DurationVar(&f.Fabric.CountersTimeout)
-	app.Flag("collector.fabric.concurrency",
-		"perfquery runs at once during a sweep (each is a umad client; ibsim serves at most 10).").
-		Default("4").IntVar(&f.Fabric.Concurrency)
+	app.Flag("collector.fabric.counters-timeout", "Timeout of one ibqueryerrors or ibnetdiscover run of the sweep; its process group is killed after it.").
+		Default("2m").DurationVar(&f.Fabric.CountersTimeout)
 	app.Flag("collector.fabric.ca-counters",
 		"Sweep channel-adapter ports too (hosts running rdma_doctor export their own side from sysfs).").BoolVar(&f.Fabric.CACounters)
 	app.Flag("collector.fabric.shard",

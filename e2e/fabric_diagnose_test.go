@@ -56,7 +56,7 @@ func findFabric(fs []fabricFinding, check, target string) *fabricFinding {
 }
 
 // TestFabricDiagnoseOnIbsim: the fabric.* checks on the live simulated
-// fabric (ibsim, OpenSM, the real iblinkinfo and perfquery): a symbol
+// fabric (ibsim, OpenSM, the real iblinkinfo and ibqueryerrors): a symbol
 // error burst on a leaf's host port after start is named by both ends of
 // its cable while a clean link gets no finding, and a host cable pulled
 // after start is a port that went down, named with the host it had.

@@ -21,7 +21,7 @@ import (
 
 // The fabric on the real stack: ibsim (Debian ibsim-utils) simulates a
 // small fat tree, the real opensm brings it up, and rdma_doctor's fabric
-// collector runs the real iblinkinfo and perfquery (infiniband-diags),
+// collector runs the real iblinkinfo, ibnetdiscover and ibqueryerrors (infiniband-diags),
 // all attached to the simulator through umad2sim's LD_PRELOAD. Faults are
 // set through ibsim's console and read back from /metrics.
 
@@ -39,7 +39,7 @@ type simFabric struct{ *ibsimtest.Fabric }
 // once opensm has logged SUBNET UP, and stops both when the test ends.
 func startSimFabric(t *testing.T) simFabric {
 	t.Helper()
-	for _, tool := range []string{"ibsim", "opensm", "iblinkinfo", "perfquery"} {
+	for _, tool := range []string{"ibsim", "opensm", "iblinkinfo", "ibnetdiscover", "ibqueryerrors"} {
 		requireTool(t, tool)
 	}
 	if _, err := ibsimtest.Umad2sim(); err != nil {
@@ -119,7 +119,7 @@ func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffe
 
 // stopExporter kills the exporter's process group, then what it left
 // running in dir, its working directory: its tools (iblinkinfo,
-// perfquery) run in process groups of their own, outlive its kill, and
+// ibqueryerrors) run in process groups of their own, outlive its kill, and
 // write umad2sim's fake sysfs into the directory they inherit. Once no
 // live process works in dir the test can remove it (30 s at most: the
 // bound of a wait, not a timed assertion).
@@ -321,9 +321,9 @@ func TestFabricCountersOnIbsim(t *testing.T) {
 
 // TestFabricShardsOnIbsim: two and then three exporters, each with its
 // shard of the switches, cover every switch port of the simulated fabric
-// exactly once (Prometheus joins them). Concurrency 1 keeps the clients
-// (opensm, and per exporter one iblinkinfo and one perfquery) under
-// ibsim's 10.
+// exactly once (Prometheus joins them). Each exporter runs one tool at a
+// time in its sweep, so the clients (opensm, and per exporter one
+// iblinkinfo and one sweep tool) stay under ibsim's 10.
 func TestFabricShardsOnIbsim(t *testing.T) {
 	switchPorts := fabricShape.SwitchPorts()
 	for _, n := range []int{2, 3} {
@@ -337,7 +337,7 @@ func fabricShards(t *testing.T, n, switchPorts int) {
 	s := startSimFabric(t)
 	seen := map[string]int{}
 	for i := range n {
-		addr, logs := serveFabric(t, s, fmt.Sprintf("--collector.fabric.shard=%d/%d", i, n), "--collector.fabric.concurrency=1")
+		addr, logs := serveFabric(t, s, fmt.Sprintf("--collector.fabric.shard=%d/%d", i, n))
 		body := metricsWhen(t, addr, logs, "a successful sweep", func(b string) bool {
 			v, _ := sample(b, "rdma_fabric_counter_sweep_success")
 			return v == 1
@@ -368,7 +368,7 @@ func TestFabricCACountersOnIbsim(t *testing.T) {
 	s.set(t, "H-host0003", 1, "PortRcvErrors", 9, 9)
 	hosts := fabricShape.Hosts
 	for _, ca := range []bool{false, true} {
-		args := []string{"--collector.fabric.concurrency=2"}
+		var args []string
 		if ca {
 			args = append(args, "--collector.fabric.ca-counters")
 		}

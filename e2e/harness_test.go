@@ -95,6 +95,7 @@ var debianPackage = map[string]string{
 	"ib_write_bw":             "perftest",
 	"iblinkinfo":              "infiniband-diags",
 	"ibnetdiscover":           "infiniband-diags",
+	"ibqueryerrors":           "infiniband-diags",
 	"ibsim":                   "ibsim-utils",
 	"ibstat":                  "infiniband-diags",
 	"ibstatus":                "infiniband-diags",

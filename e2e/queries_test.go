@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -337,27 +338,16 @@ func exportedWithBackgroundWork(t *testing.T) string {
 	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband/mlx5_0/hw_counters/out_of_buffer"), "0\n")
 	sminfo := smFakeTool(t, "sminfo", "cat "+smToolFixture(t, "sminfo-master-ibsim.txt")+"\n")
-	iblinkinfo := smFakeTool(t, "iblinkinfo", "cat "+smToolFixture(t, "iblinkinfo-l-generated-hdr-fdr-downgrade.txt")+"\n")
-	// perfquery answers each switch's LID with the recorded ibsim PortCounters
-	// (internal/fabric/testdata/perfquery): the fabric port series the
-	// fabric alerts and dashboard use.
-	pq := func(name string) string {
-		return filepath.Join(repoRoot(t), "internal", "fabric", "testdata", "perfquery", name)
-	}
-	perfquery := smFakeTool(t, "perfquery", `case "$*" in
-*"-x -l 1 "*) cat `+pq("spine1-x-l-1-36.stdout")+` ;;
-*"-l 1 "*) cat `+pq("spine1-l-1-36.stdout")+` ;;
-*"-x -l 2 "*) cat `+pq("leaf1-x-l-1-36.stdout")+` ;;
-*"-l 2 "*) cat `+pq("leaf1-l-1-36.stdout")+` ;;
-*"-x -l 3 "*) cat `+pq("leaf2-x-l-1-36.stdout")+` ;;
-*"-l 3 "*) cat `+pq("leaf2-l-1-36.stdout")+` ;;
-*) echo "perfquery: iberror: failed: unexpected $*"; exit 255 ;;
-esac
-`)
+	// The fabric tools replay a recorded ibsim fabric
+	// (internal/fabric/testdata/ibqueryerrors): its scan and counter
+	// sweep feed the fabric port series the fabric alerts and dashboard
+	// use.
+	tools := fabrictest.Install(t)
 	perftest := perftesttest.Install(t, probeReplay())
 	cfg := scheduledProbeConfig(t, perftest)
 	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.sm.sminfo-path="+sminfo,
-		"--collector.fabric", "--collector.fabric.iblinkinfo-path="+iblinkinfo, "--collector.fabric.perfquery-path="+perfquery)
+		"--collector.fabric", "--collector.fabric.iblinkinfo-path="+tools.IBLinkInfo,
+		"--collector.fabric.ibqueryerrors-path="+tools.IBQueryErrors, "--collector.fabric.ibnetdiscover-path="+tools.IBNetDiscover)
 	want := []string{"rdma_sm_state{", "rdma_fabric_links_degraded ", "rdma_probe_bandwidth_bytes_per_second{",
 		"rdma_probe_latency_seconds{", "rdma_device_hw_counter_total{", "rdma_fabric_port_symbol_errors_total{"}
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {

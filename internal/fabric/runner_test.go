@@ -183,7 +183,7 @@ func largeFabric(n int) []byte {
 func TestRunnerExitZeroLies(t *testing.T) {
 	dir := t.TempDir()
 	mode := filepath.Join(dir, "mode")
-	p := fakeIblinkinfo(t, `cat `+pqFixture("umad2sim-attach.stderr")+` >&2
+	p := fakeIblinkinfo(t, `cat `+iqeFixture("ibsim16-errors.stderr")+` >&2
 case "$(cat `+mode+` 2>/dev/null)" in
 error) echo "ibwarn: [1234] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1,3)" >&2; exit 0 ;;
 empty) exit 0 ;;

@@ -6,11 +6,16 @@ package fabric
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,23 +27,24 @@ import (
 
 // SweeperConfig configures the background counter sweep.
 type SweeperConfig struct {
-	// Path is the perfquery executable (default "perfquery").
-	Path string
-	// Local are the arguments that pick the local port perfquery sends
+	// IBQueryErrors and IBNetDiscover are the executables (default
+	// "ibqueryerrors" and "ibnetdiscover").
+	IBQueryErrors, IBNetDiscover string
+	// Local are the arguments that pick the local port the tools send
 	// from (-C, -P), as for iblinkinfo.
 	Local []string
 	// Interval between sweeps (default 1m). A sweep still running when
 	// the next is due makes that one skipped, never stacked.
 	Interval time.Duration
-	// Timeout of one perfquery run, i.e. one node's ports (default 30s).
+	// Timeout of one tool run (default 2m).
 	Timeout time.Duration
-	// Concurrency is the number of perfquery runs at once (default 4:
-	// ibsim serves at most 10 clients, and a real SM's PMA traffic is
-	// better spread than bursty).
-	Concurrency int
-	// MaxOutput bounds one perfquery run's standard output (default
-	// DefaultPerfqueryMaxOutput); past it the run is killed and its ports
-	// are unknown.
+	// Dir holds the fabric cache and the threshold file (default: a
+	// private directory made under the system's temporary directory on
+	// the first sweep).
+	Dir string
+	// MaxOutput bounds one run's standard output (default
+	// DefaultSweepMaxOutput); past it the run is killed and its ports are
+	// unknown.
 	MaxOutput int
 	// CAs sweeps channel-adapter ports too (off: hosts running
 	// rdma_doctor export their own side from sysfs).
@@ -58,10 +64,9 @@ type SweeperConfig struct {
 	Reaper *subprocess.Reaper
 }
 
-// DefaultPerfqueryMaxOutput bounds one perfquery run: a PortCounters block
-// is about 700 bytes, so 254 ports are under 200 kB; 1 MiB leaves five
-// times that.
-const DefaultPerfqueryMaxOutput = 1 << 20
+// DefaultSweepMaxOutput bounds one run's output: a data counter line is
+// about 450 bytes, so 256 MiB holds half a million ports.
+const DefaultSweepMaxOutput = 256 << 20
 
 // Sweeper reads every port's PMA counters in the background; Status never
 // waits for a sweep and never sends a MAD.
@@ -73,30 +78,36 @@ type Sweeper struct {
 	st      SweepStatus
 	// lastErr is the latest sweep's first failure, for the log.
 	lastErr string
-	// addl holds the GUIDs of the nodes whose PortCountersExtended
-	// answered every counter on every port last time (CapabilityMask2
-	// IsAdditionalPortCountersExtendedSupported: NVIDIA switches): their
-	// next sweep asks -x alone, one perfquery run instead of two. A node
-	// whose -x answer falls short is asked both ways again.
-	addl sync.Map // uint64 -> struct{}
+
+	// The fabric cache the sweeps read against, owned by the running
+	// sweep (sweeps never overlap): discovered again when the topology's
+	// nodes or LIDs change.
+	dir       string
+	cache     *ndCache
+	cacheFile string
+	cacheFor  uint64 // topology fingerprint the cache was discovered for
+	// wide holds the GUIDs of the nodes whose PMA printed a 64-bit error
+	// counter (the additional extended counters): their unprinted zeros
+	// are 64-bit too, so they have no saturation series.
+	wide map[uint64]bool
 }
 
 // NewSweeper returns a sweeper; call Run to start it.
 func NewSweeper(cfg SweeperConfig) *Sweeper {
-	if cfg.Path == "" {
-		cfg.Path = "perfquery"
+	if cfg.IBQueryErrors == "" {
+		cfg.IBQueryErrors = "ibqueryerrors"
+	}
+	if cfg.IBNetDiscover == "" {
+		cfg.IBNetDiscover = "ibnetdiscover"
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 30 * time.Second
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 4
+		cfg.Timeout = 2 * time.Minute
 	}
 	if cfg.MaxOutput <= 0 {
-		cfg.MaxOutput = DefaultPerfqueryMaxOutput
+		cfg.MaxOutput = DefaultSweepMaxOutput
 	}
 	if cfg.Shards <= 0 {
 		cfg.Shards = 1
@@ -110,7 +121,7 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.Topology == nil {
 		cfg.Topology = func() *Fabric { return nil }
 	}
-	return &Sweeper{cfg: cfg, st: SweepStatus{Failures: map[Reason]uint64{}}}
+	return &Sweeper{cfg: cfg, st: SweepStatus{Failures: map[Reason]uint64{}}, dir: cfg.Dir, wide: map[uint64]bool{}}
 }
 
 // Run sweeps now and then every Interval until ctx ends. Each tick starts
@@ -183,16 +194,14 @@ func ShardOf(guid uint64, shards int) int {
 // InShard reports whether this sweeper covers the node guid.
 func (s *Sweeper) InShard(guid uint64) bool { return ShardOf(guid, s.cfg.Shards) == s.cfg.Shard }
 
-// node is one perfquery target: a node's LID and the ports to read, as
-// indexes into the sweep's Ports.
-type node struct {
-	lid   int
-	first int // index of its first port in Sweep.Ports
-	n     int
-}
-
 // SweepOnce runs one sweep synchronously over the latest topology. With
 // no topology yet it does nothing: the next tick tries again.
+//
+// A sweep is two ibqueryerrors runs against a fabric cache (errors with
+// zero thresholds, then the data counters), so it costs two processes
+// whatever the fabric's size; the cache is discovered with ibnetdiscover
+// when the topology's nodes or LIDs change, and a shard's holds only its
+// nodes.
 func (s *Sweeper) SweepOnce(ctx context.Context) {
 	topo := s.cfg.Topology()
 	if topo == nil {
@@ -202,60 +211,11 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 	start := s.cfg.Now()
 	began := time.Now()
 	sw := &Sweep{Start: start, Topology: topo, Failures: map[Reason]int{}}
-	nodes := s.plan(topo, sw)
-
-	var mu sync.Mutex
-	// msgs are the nodes' first failures, by node: the log names the
-	// first failing node in topology order, the same one each sweep
-	// whatever the goroutines' order, so a repeating failure logs once.
-	msgs := make([]string, len(nodes))
-	sem := make(chan struct{}, s.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, nd := range nodes {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int, nd node) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ports := sw.Ports[nd.first : nd.first+nd.n]
-			fails, msg := s.queryNode(ctx, nd.lid, ports)
-			mu.Lock()
-			defer mu.Unlock()
-			sw.Queries++
-			for _, r := range fails {
-				sw.Failures[r]++
-			}
-			msgs[i] = msg
-		}(i, nd)
-	}
-	wg.Wait()
-	var firstErr string
-	for _, m := range msgs {
-		if m != "" {
-			firstErr = m
-			break
-		}
-	}
+	s.plan(topo, sw)
+	firstErr := s.sweep(ctx, topo, sw)
 	if ctx.Err() != nil {
 		return // shutting down: not a sweep
 	}
-	// Forget the nodes that left the topology: addl stays bounded by
-	// the fabric, not by every node ever seen.
-	swept := make(map[uint64]bool, len(nodes))
-	for _, nd := range nodes {
-		if nd.n > 0 {
-			swept[sw.Ports[nd.first].GUID] = true
-		}
-	}
-	s.addl.Range(func(k, _ any) bool {
-		if !swept[k.(uint64)] {
-			s.addl.Delete(k)
-		}
-		return true
-	})
 	for i := range sw.Ports {
 		if sw.Ports[i].Unknown {
 			sw.Unknown++
@@ -288,178 +248,60 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 }
 
 // plan fills sw.Ports with every port of this shard's nodes (switch ports
-// other than port 0; CA ports only with CAs) and returns one query per
-// node. Ports of a node without a LID are unknown without a query.
-func (s *Sweeper) plan(topo *Fabric, sw *Sweep) []node {
-	var nodes []node
-	lines := topo.PortLines
-	for i := 0; i < len(lines); {
-		j := i
-		for j < len(lines) && lines[j].GUID == lines[i].GUID {
-			j++
-		}
-		g := lines[i:j]
-		i = j
-		if !g[0].Switch && !s.cfg.CAs || !s.InShard(g[0].GUID) {
+// other than port 0; CA ports only with CAs), sorted as the topology's
+// port lines are (by GUID, then port).
+func (s *Sweeper) plan(topo *Fabric, sw *Sweep) {
+	for _, p := range topo.PortLines {
+		if p.Port == 0 || !p.Switch && !s.cfg.CAs || !s.InShard(p.GUID) {
 			continue
 		}
-		nd := node{lid: g[0].LID, first: len(sw.Ports)}
-		for _, p := range g {
-			if p.Port == 0 {
-				continue
-			}
-			sw.Ports = append(sw.Ports, PortCounters{PortLine: p})
-		}
-		nd.n = len(sw.Ports) - nd.first
-		if nd.n > 0 {
-			nodes = append(nodes, nd)
-		}
+		sw.Ports = append(sw.Ports, PortCounters{PortLine: p})
 	}
-	return nodes
 }
 
-// queryNode reads the ports of one node (same LID) with perfquery -l, and
-// with -x where the PMA advertises PortCountersExtended. A port it cannot
-// read is marked unknown; it returns the reasons of the failed runs and
-// the first failure's message.
-func (s *Sweeper) queryNode(ctx context.Context, lid int, ports []PortCounters) ([]Reason, string) {
-	if lid > 0 && len(ports) > 0 {
-		guid := ports[0].GUID
-		if _, ok := s.addl.Load(guid); ok {
-			if fails, msg, ok := s.queryExtendedOnly(ctx, lid, ports); ok {
-				return fails, msg
-			}
-			s.addl.Delete(guid)
-			for i := range ports {
-				ports[i].Values = [NumCounters]Value{}
-				ports[i].Unknown, ports[i].Reason = false, ""
-			}
+// markAll marks every port not yet unknown as unknown for r.
+func markAll(sw *Sweep, r Reason) {
+	for i := range sw.Ports {
+		if !sw.Ports[i].Unknown {
+			sw.Ports[i].Unknown, sw.Ports[i].Reason = true, r
 		}
 	}
-	fails, msg, extended := s.queryBoth(ctx, lid, ports)
-	if len(fails) == 0 && len(ports) > 0 && len(extended) == len(ports) {
-		all := true
-		for i := range ports {
-			if b := extended[ports[i].Port]; b == nil || !b.completeAddl() {
-				all = false
-				break
-			}
-		}
-		if all {
-			s.addl.Store(ports[0].GUID, struct{}{})
-		}
-	}
-	return fails, msg
 }
 
-// queryExtendedOnly reads a node's ports with one perfquery -x run, for a
-// node whose PMA answered every counter in PortCountersExtended before.
-// It is false, with ports untouched, when a port's answer no longer
-// carries every counter (the PMA was replaced or reconfigured): then the
-// node is asked both ways. A run that fails leaves the ports unknown, as
-// the two runs would, rather than asking a failing node twice.
-func (s *Sweeper) queryExtendedOnly(ctx context.Context, lid int, ports []PortCounters) ([]Reason, string, bool) {
-	nums := make([]int, len(ports))
-	for i := range ports {
-		nums[i] = ports[i].Port
+// sweep reads sw's ports and returns the first failure's message.
+func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
+	if len(sw.Ports) == 0 {
+		return ""
 	}
-	blocks, reason, msg := s.run(ctx, lid, nums, true)
-	for i := range ports {
-		if b := blocks[ports[i].Port]; b != nil && !b.completeAddl() {
-			return nil, "", false
+	var firstErr string
+	fail := func(r Reason, msg string) {
+		sw.Failures[r]++
+		if firstErr == "" {
+			firstErr = msg
 		}
 	}
-	var fails []Reason
-	if reason != "" {
-		fails = append(fails, reason)
+	if r, msg := s.ensureCache(ctx, topo); r != "" {
+		fail(r, msg)
+		markAll(sw, r)
+		return firstErr
 	}
-	missing := 0
-	for i := range ports {
-		p := &ports[i]
-		b := blocks[p.Port]
-		if b == nil {
-			p.Unknown, p.Reason = true, orReason(reason, ReasonUnparsable)
-			missing++
-			continue
-		}
-		b.applyAddl(p)
-	}
-	if reason == "" && missing > 0 {
-		fails = append(fails, ReasonUnparsable)
-		msg = fmt.Sprintf("perfquery -x LID %d: no complete PortCountersExtended answer for %d of %d ports", lid, missing, len(ports))
-	}
-	return fails, msg, true
-}
-
-// queryBoth reads a node's ports with PortCounters, then
-// PortCountersExtended where the PMA advertises it; it returns the
-// extended answers too, so queryNode can tell whether -x alone would do.
-func (s *Sweeper) queryBoth(ctx context.Context, lid int, ports []PortCounters) ([]Reason, string, map[int]*pqBlock) {
-	if lid <= 0 {
-		for i := range ports {
-			ports[i].Unknown, ports[i].Reason = true, ReasonMAD
-		}
-		return []Reason{ReasonMAD}, fmt.Sprintf("LID %d: no LID assigned (no SM sweep?)", lid), nil
-	}
-	var fails []Reason
-	var msg string
-	fail := func(r Reason, m string) {
-		fails = append(fails, r)
-		if msg == "" {
-			msg = m
+	errs := s.runIQE(ctx, false)
+	data := s.runIQE(ctx, true)
+	sw.Queries = 2
+	for _, run := range []*iqeRun{errs, data} {
+		if run.reason != "" {
+			fail(run.reason, run.msg)
 		}
 	}
-	nums := make([]int, len(ports))
-	for i := range ports {
-		nums[i] = ports[i].Port
+	if errs.reason == ReasonStart || data.reason == ReasonStart || strings.Contains(errs.msg+data.msg, "cache") {
+		// The cache would not load (removed, or written by another
+		// version): discover again next time.
+		s.cacheFor = 0
 	}
-	basic, reason, m := s.run(ctx, lid, nums, false)
-	if reason != "" {
-		fail(reason, m)
+	if n := s.apply(sw, errs, data); n > 0 {
+		fail(ReasonUnparsable, fmt.Sprintf("ibqueryerrors: %d port lines with a field not in its format", n))
 	}
-	var ext []int
-	for i := range ports {
-		p := &ports[i]
-		b := basic[p.Port]
-		if b == nil || !applyBasic(p, b) {
-			p.Unknown, p.Reason = true, orReason(reason, ReasonUnparsable)
-			continue
-		}
-		if b.extendedAdvertised() {
-			ext = append(ext, p.Port)
-		}
-	}
-	if reason == "" && countUnknown(ports) > 0 {
-		fail(ReasonUnparsable, fmt.Sprintf("perfquery LID %d: no complete PortCounters answer for %d of %d ports", lid, countUnknown(ports), len(ports)))
-	}
-	if len(ext) == 0 || ctx.Err() != nil {
-		return fails, msg, nil
-	}
-	extended, xreason, xm := s.run(ctx, lid, ext, true)
-	if xreason != "" {
-		fail(xreason, xm)
-	}
-	missing := 0
-	for i := range ports {
-		p := &ports[i]
-		if p.Unknown || basic[p.Port] == nil || !basic[p.Port].extendedAdvertised() {
-			continue
-		}
-		b := extended[p.Port]
-		if b == nil || !applyExtended(p, b) {
-			// The 32-bit data counters are not exported instead: a
-			// series must keep one width, or its rate jumps.
-			for _, id := range extendedData {
-				p.Values[id] = Value{}
-			}
-			p.Unknown, p.Reason = true, orReason(xreason, ReasonUnparsable)
-			missing++
-		}
-	}
-	if xreason == "" && missing > 0 {
-		fail(ReasonUnparsable, fmt.Sprintf("perfquery -x LID %d: no complete PortCountersExtended answer for %d ports", lid, missing))
-	}
-	return fails, msg, extended
+	return firstErr
 }
 
 func orReason(r, def Reason) Reason {
@@ -469,70 +311,298 @@ func orReason(r, def Reason) Reason {
 	return def
 }
 
-func countUnknown(ports []PortCounters) int {
-	n := 0
-	for i := range ports {
-		if ports[i].Unknown {
-			n++
+// fingerprint identifies a topology's nodes and their LIDs: what the
+// fabric cache depends on (port states do not matter to it).
+func fingerprint(topo *Fabric) uint64 {
+	h := fnv.New64a()
+	var b [16]byte
+	for _, p := range topo.PortLines {
+		if p.Stale {
+			continue
 		}
+		binary.LittleEndian.PutUint64(b[:8], p.GUID)
+		binary.LittleEndian.PutUint64(b[8:], uint64(p.LID)<<8|uint64(p.Port))
+		h.Write(b[:])
 	}
-	return n
+	return h.Sum64() | 1 // never 0, the "no cache" value
 }
 
-// run runs one perfquery over ports of lid and returns the complete
-// blocks it printed for them, by port. reason is non-empty when the run
-// failed: an error exit, a timeout, too much output, or error text on
-// standard error even with exit status 0 (libibmad reports a failed MAD
-// there and perfquery -l stops at the first one).
-func (s *Sweeper) run(ctx context.Context, lid int, ports []int, extended bool) (map[int]*pqBlock, Reason, string) {
-	args := append([]string{}, s.cfg.Local...)
-	if extended {
-		args = append(args, "-x")
+// thresholds is ibqueryerrors' threshold file: every counter it judges
+// is printed once above zero, so an unprinted counter of a port it read is
+// a real zero.
+var thresholds = func() string {
+	var b strings.Builder
+	for _, c := range Counters {
+		if c.Error || c.Field == "PortXmitWait" {
+			b.WriteString(c.Field + "=0\n")
+		}
 	}
-	args = append(args, "-l", strconv.Itoa(lid), portList(ports))
-	want := make(map[int]bool, len(ports))
-	for _, p := range ports {
-		want[p] = true
+	return b.String()
+}()
+
+// ensureCache discovers the fabric into the cache when there is none or
+// the topology's nodes or LIDs changed, and writes this shard's part.
+func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (Reason, string) {
+	fp := fingerprint(topo)
+	if s.cache != nil && s.cacheFor == fp {
+		return "", ""
 	}
-	blocks := make(map[int]*pqBlock, len(ports))
-	var junk int
-	var errText string
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "rdma_doctor-fabric-")
+		if err != nil {
+			return ReasonStart, fmt.Sprintf("no directory for the fabric cache (%v): set --collector.fabric.cache-dir to a writable directory", err)
+		}
+		s.dir = d
+	}
+	if err := writeFileAtomic(filepath.Join(s.dir, "thresholds"), []byte(thresholds)); err != nil {
+		return ReasonStart, fmt.Sprintf("writing the threshold file: %v (set --collector.fabric.cache-dir to a writable directory)", err)
+	}
+	// ibnetdiscover refuses to overwrite a cache: a new name each time.
+	disc := filepath.Join(s.dir, fmt.Sprintf("discovered-%d", time.Now().UnixNano()))
+	defer os.Remove(disc)
+	args := append(append([]string{}, s.cfg.Local...), "--cache", disc)
 	res, err := subprocess.Run(ctx, subprocess.Spec{
-		Path:      s.cfg.Path,
-		Args:      args,
-		Timeout:   s.cfg.Timeout,
-		MaxOutput: s.cfg.MaxOutput,
-		MaxStderr: 64 << 10,
-		Reaper:    s.cfg.Reaper,
+		Path: s.cfg.IBNetDiscover, Args: args, Timeout: s.cfg.Timeout,
+		MaxOutput: s.cfg.MaxOutput, MaxStderr: 64 << 10, Reaper: s.cfg.Reaper,
+		// Its topology text is not needed (the scan has one): read and
+		// dropped, so it costs no memory.
+		Stdout: func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err },
+	})
+	if err != nil {
+		return classify(err), "ibnetdiscover --cache: " + err.Error()
+	}
+	f, err := os.Open(disc)
+	if err != nil {
+		msg := "ibnetdiscover --cache wrote no cache"
+		if line := errorLine(res.Stderr); line != "" {
+			msg += ": " + line
+		}
+		return ReasonMAD, msg
+	}
+	c, err := parseNDCache(f, MaxNDCache)
+	f.Close()
+	if err != nil {
+		return ReasonUnparsable, "ibnetdiscover --cache: " + err.Error()
+	}
+	var buf bytes.Buffer
+	if err := c.filter(&buf, func(n *ndNode) bool {
+		g, ok := n.lineGUID(1)
+		return ok && (n.typ == ndTypeSwitch || s.cfg.CAs) && s.InShard(g)
+	}); err != nil {
+		return ReasonStart, "writing the fabric cache: " + err.Error()
+	}
+	file := filepath.Join(s.dir, "fabric.cache")
+	if err := writeFileAtomic(file, buf.Bytes()); err != nil {
+		return ReasonStart, fmt.Sprintf("writing the fabric cache: %v (set --collector.fabric.cache-dir to a writable directory)", err)
+	}
+	s.cache, s.cacheFile, s.cacheFor = c, file, fp
+	return "", ""
+}
+
+// writeFileAtomic writes b to a new file beside path and renames it over
+// path: a tool never reads a half-written file.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// iqeRun is one ibqueryerrors run's result.
+type iqeRun struct {
+	data  bool
+	lines map[PortKey]*iqeLine // by the line's GUID and port
+	sum   iqeSummary
+	fails []iqeFailure
+	// reason and msg say why the run failed or left ports unknown;
+	// complete is false when nothing it printed can be trusted as a
+	// whole-fabric answer (no summary: it stopped early).
+	reason   Reason
+	msg      string
+	complete bool
+}
+
+// runIQE runs ibqueryerrors against the cache: errors (zero thresholds)
+// or, with data, the data counters.
+func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
+	run := &iqeRun{data: data, lines: map[PortKey]*iqeLine{}}
+	args := append(append([]string{}, s.cfg.Local...), "--load-cache", s.cacheFile, "--switch")
+	if s.cfg.CAs {
+		args = append(args, "--ca")
+	}
+	what := "ibqueryerrors"
+	if data {
+		args = append(args, "--counters")
+		what += " --counters"
+	} else {
+		args = append(args, "--threshold-file", filepath.Join(s.dir, "thresholds"))
+	}
+	var junk int
+	res, err := subprocess.Run(ctx, subprocess.Spec{
+		Path: s.cfg.IBQueryErrors, Args: args, Timeout: s.cfg.Timeout,
+		MaxOutput: s.cfg.MaxOutput, Reaper: s.cfg.Reaper,
+		// Two lines per failed query, each naming its port: all kept,
+		// up to a dead fabric's worth.
+		MaxStderr: 8 << 20, StderrKeep: 8 << 20,
 		Stdout: func(r io.Reader) error {
 			var perr error
-			junk, errText, perr = parsePerfquery(r, func(b *pqBlock) {
-				// Only the blocks asked for, once each: memory stays
-				// bounded by the ports, whatever the output.
-				if b.lid == lid && b.extended == extended && want[b.port] && blocks[b.port] == nil {
-					blocks[b.port] = b
+			run.sum, junk, perr = parseIBQueryErrors(r, func(l *iqeLine) {
+				if l.all {
+					return
+				}
+				k := PortKey{GUID: l.guid, Port: l.port}
+				if run.lines[k] == nil {
+					run.lines[k] = l
 				}
 			})
 			return perr
 		},
 	})
-	what := "perfquery LID " + strconv.Itoa(lid)
-	if extended {
-		what = "perfquery -x LID " + strconv.Itoa(lid)
+	var exit *subprocess.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+		// ibqueryerrors exits 1 when it found errors or failed MADs:
+		// that run still reached its summary.
+		run.reason, run.msg = classify(err), what+": "+err.Error()
+		return run
 	}
-	if err != nil {
-		return blocks, classify(err), err.Error()
+	fails, unattributed, other := parseIQEStderr(res.Stderr)
+	run.fails = fails
+	switch {
+	case !run.sum.seen:
+		run.reason, run.msg = ReasonUnparsable, what+": no summary: it stopped before reading every node"
+		if other != "" {
+			run.reason, run.msg = ReasonMAD, what+": "+other
+		}
+		return run
+	case !data && !strings.Contains(run.sum.thresholds, "SymbolErrorCounter = 0"):
+		run.reason, run.msg = ReasonUnparsable, what+": the zero thresholds did not take: "+run.sum.thresholds
+		return run
+	case unattributed > 0 || run.sum.pmaFailures > len(fails):
+		run.reason, run.msg = ReasonMAD, fmt.Sprintf("%s: %d failed PMA queries it did not name a port for", what, max(unattributed, run.sum.pmaFailures-len(fails)))
+		return run
 	}
-	if line := errorLine(res.Stderr); line != "" {
-		return blocks, ReasonMAD, what + ": " + line
+	run.complete = true
+	switch {
+	case len(fails) > 0:
+		run.reason, run.msg = ReasonMAD, fmt.Sprintf("%s: %d failed PMA queries (first: LID %d port %d)", what, len(fails), fails[0].lid, fails[0].port)
+	case other != "":
+		run.reason, run.msg = ReasonMAD, what+": "+other
+	case junk > 0:
+		run.reason, run.msg = ReasonUnparsable, fmt.Sprintf("%s: %d lines not in its format", what, junk)
 	}
-	if errText != "" {
-		return blocks, ReasonMAD, what + ": " + errText
+	return run
+}
+
+// failed reports whether run named a failed query for port num of node.
+func (run *iqeRun) failed(c *ndCache, nd *ndNode, num int) bool {
+	for _, f := range run.fails {
+		if c.byLID[f.lid] != nd {
+			continue
+		}
+		if f.node || f.port == num {
+			return true
+		}
 	}
-	if junk > 0 && len(blocks) < len(ports) {
-		return blocks, ReasonUnparsable, fmt.Sprintf("%s: %d lines not in perfquery's format", what, junk)
+	return false
+}
+
+// apply fills the swept ports from the two runs. A port is read when both
+// runs completed, neither named a failed query for it or its node, and the
+// data run printed its line; otherwise it is unknown and its values
+// absent. It returns the number of ports left unknown by a malformed
+// line.
+func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed int) {
+	c := s.cache
+	for _, run := range []*iqeRun{errs} {
+		for _, l := range run.lines {
+			for id := range NumCounters {
+				if l.seen[id] && l.wide[id] && Counters[id].Error {
+					if nd := c.byPortGUID(l.guid); nd != nil {
+						s.wide[nd.guid] = true
+					}
+				}
+			}
+		}
 	}
-	return blocks, "", ""
+	for i := range sw.Ports {
+		p := &sw.Ports[i]
+		nd := c.byPortGUID(p.GUID)
+		reason := Reason("")
+		var dl *iqeLine
+		switch {
+		case !errs.complete:
+			reason = orReason(errs.reason, ReasonUnparsable)
+		case !data.complete:
+			reason = orReason(data.reason, ReasonUnparsable)
+		case nd == nil:
+			// Not in the cache: the discovery did not reach it.
+			reason = ReasonMAD
+		case errs.failed(c, nd, p.Port) || data.failed(c, nd, p.Port):
+			reason = ReasonMAD
+		default:
+			dl = data.lines[PortKey{GUID: nd.guid, Port: p.Port}]
+			if dl == nil {
+				reason = ReasonUnparsable
+			}
+		}
+		el := errs.lines[PortKey{GUID: p.GUID, Port: p.Port}]
+		if reason == "" && (el != nil && el.malformed || dl.malformed) {
+			reason = ReasonUnparsable
+			malformed++
+		}
+		if reason != "" {
+			p.Unknown, p.Reason = true, reason
+			continue
+		}
+		for id := range NumCounters {
+			ctr := Counters[id]
+			switch {
+			case ctr.Error || id == TransmitWait:
+				// A printed value says its width; an unprinted zero has
+				// the width the node's PMA prints its errors in.
+				fixed := uint8(ctr.Spec.Bits)
+				if id == TransmitWait {
+					fixed = 32 // PortCounters.PortXmitWait
+				}
+				v := Value{Bits: fixed, Present: true}
+				if s.wide[nd.guid] {
+					v.Bits = 64
+				}
+				if el != nil && el.seen[id] {
+					v.V, v.Bits = el.values[id], fixed
+					if el.wide[id] {
+						v.Bits = 64
+					}
+				}
+				p.Values[id] = v
+			case dl.seen[id]:
+				// The full PortCountersExtended prints eight fields; four
+				// are PortCounters' 32-bit ones or the IETF-less
+				// extended ones, which only a value past 32 bits tells
+				// apart.
+				bits := uint8(32)
+				if dl.fields >= 8 || dl.values[id] > math.MaxUint32 {
+					bits = 64
+				}
+				p.Values[id] = Value{V: dl.values[id], Bits: bits, Present: true}
+			}
+		}
+	}
+	return malformed
 }
 
 // classify maps a subprocess error to a Reason.
@@ -588,24 +658,4 @@ func pidTag(l []byte) []byte {
 		}
 	}
 	return l
-}
-
-// portList formats ports for perfquery: "1-36" when contiguous and
-// ascending, a comma-separated list otherwise.
-func portList(ports []int) string {
-	contiguous := true
-	for i := 1; i < len(ports); i++ {
-		if ports[i] != ports[i-1]+1 {
-			contiguous = false
-			break
-		}
-	}
-	if len(ports) > 1 && contiguous {
-		return strconv.Itoa(ports[0]) + "-" + strconv.Itoa(ports[len(ports)-1])
-	}
-	parts := make([]string, len(ports))
-	for i, p := range ports {
-		parts[i] = strconv.Itoa(p)
-	}
-	return strings.Join(parts, ",")
 }

@@ -4,6 +4,7 @@
 package fabric
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -16,49 +17,75 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
-func pqFixture(name string) string {
-	p, _ := filepath.Abs(filepath.Join("testdata", "perfquery", name))
+// iqeFixture is a recording in testdata/ibqueryerrors (README.md there).
+func iqeFixture(name string) string {
+	p, _ := filepath.Abs(filepath.Join("testdata", "ibqueryerrors", name))
 	return p
 }
 
-// fakePerfquery writes a perfquery that answers the recorded ibsim
-// fabric (testdata/README.md) by LID, as the real one did, and logs its
-// arguments one run a line. cases is extra shell case arms tried first.
-func fakePerfquery(t *testing.T, cases string) (path, argsLog string) {
+// The recorded ibsim fabric's switches (ibsim16-iblinkinfo.stdout).
+const (
+	spine1 = 0x0000000000200000
+	spine2 = 0x0000000000200001
+	leaf1  = 0x0000000000200002
+	leaf2  = 0x0000000000200003
+	leaf3  = 0x0000000000200004
+	leaf4  = 0x0000000000200005
+	host3  = 0x0000000000100005 // host0003's port GUID
+)
+
+// fakeTools writes an ibnetdiscover that writes the recorded cache and an
+// ibqueryerrors that answers as the real one did on the recorded fabric
+// (exit 1 for the errors run, which found errors). errRun and dataRun,
+// when set, replace the answer of each run (shell, with the recorded
+// files at hand). Every run's arguments are logged, a run a line, and
+// every cache ibqueryerrors was handed is kept as loaded-N.
+func fakeTools(t *testing.T, errRun, dataRun string) (cfg SweeperConfig, dir string) {
 	t.Helper()
-	dir := t.TempDir()
-	argsLog = filepath.Join(dir, "args")
-	body := `echo "$*" >>` + argsLog + `
-cat ` + pqFixture("umad2sim-attach.stderr") + ` >&2
-case "$*" in
-` + cases + `
-"-l 1 1-36") cat ` + pqFixture("spine1-l-1-36.stdout") + ` ;;
-"-x -l 1 1-36") cat ` + pqFixture("spine1-x-l-1-36.stdout") + ` ;;
-"-l 2 1-36") cat ` + pqFixture("leaf1-l-1-36.stdout") + ` ;;
-"-x -l 2 1-36") cat ` + pqFixture("leaf1-x-l-1-36.stdout") + ` ;;
-"-l 3 1-36") cat ` + pqFixture("leaf2-l-1-36.stdout") + ` ;;
-"-x -l 3 1-36") cat ` + pqFixture("leaf2-x-l-1-36.stdout") + ` ;;
-"-l 4 1") cat ` + pqFixture("node01-l-1.stdout") + ` ;;
-"-x -l 4 1") cat ` + pqFixture("node01-x-l-1.stdout") + ` ;;
-*) echo "perfquery: iberror: failed: unexpected $*"; exit 255 ;;
-esac
-`
-	path = filepath.Join(dir, "perfquery")
-	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
-		t.Fatal(err)
+	dir = t.TempDir()
+	if errRun == "" {
+		errRun = `cat ` + iqeFixture("ibsim16-errors.stdout") + `; exit 1`
 	}
-	return path, argsLog
+	if dataRun == "" {
+		dataRun = `cat ` + iqeFixture("ibsim16-counters.stdout")
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	attach := `cat ` + iqeFixture("ibsim16-errors.stderr") + ` >&2
+`
+	disc := write("ibnetdiscover", `echo "ibnetdiscover $*" >>`+dir+`/args
+`+attach+`prev=; for a; do [ "$prev" = --cache ] && cp `+iqeFixture("ibsim16.cache")+` "$a"; prev=$a; done
+cat `+iqeFixture("ibsim16-ibnetdiscover.stdout")+`
+`)
+	iqe := write("ibqueryerrors", `echo "ibqueryerrors $*" >>`+dir+`/args
+prev=; counters=; for a; do [ "$prev" = --load-cache ] && cp "$a" `+dir+`/loaded-$(wc -l <`+dir+`/args); [ "$a" = --counters ] && counters=1; prev=$a; done
+`+attach+`if [ -n "$counters" ]; then
+`+dataRun+`
+else
+`+errRun+`
+fi
+`)
+	return SweeperConfig{IBQueryErrors: iqe, IBNetDiscover: disc, Dir: t.TempDir()}, dir
+}
+
+func runs(t *testing.T, dir string) []string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(dir, "args"))
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }
 
 func ibsimTopology(t *testing.T) *Fabric {
-	return parse(t, tool(t, "iblinkinfo-l-ibsim.txt"))
+	b, err := os.ReadFile(iqeFixture("ibsim16-iblinkinfo.stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parse(t, b)
 }
-
-const (
-	spine1 = 0x0000000000200000
-	leaf1  = 0x0000000000200001
-	leaf2  = 0x0000000000200002
-)
 
 func sweepWith(t *testing.T, cfg SweeperConfig) *Sweep {
 	t.Helper()
@@ -85,25 +112,23 @@ func mustFind(t *testing.T, sw *Sweep, guid uint64, port int) *PortCounters {
 }
 
 // TestSweepRecordedIbsim: the faults set through ibsim's console before
-// the recording (testdata/README.md) read back with their widths, the
-// saturated ones flagged; a clean port reads a real zero; down ports are
-// swept and keep their state; data counters come from the 64-bit
-// extended attribute the PMA advertises (CapMask 0x1300).
+// the recording (testdata/ibqueryerrors/README.md) read back with their
+// widths, the saturated one flagged; a clean port reads a real zero; down
+// ports are swept and keep their state; data counters are the 64-bit
+// extended ones. A sweep is two ibqueryerrors runs; the fabric is
+// discovered once, and again only when its nodes change.
 func TestSweepRecordedIbsim(t *testing.T) {
-	pq, argsLog := fakePerfquery(t, "")
-	sw := sweepWith(t, SweeperConfig{Path: pq})
+	cfg, dir := fakeTools(t, "", "")
+	topo := ibsimTopology(t)
+	cfg.Topology = func() *Fabric { return topo }
+	s := NewSweeper(cfg)
+	s.SweepOnce(context.Background())
+	sw := s.Status().Last
 	if !sw.OK() || sw.Unknown != 0 || len(sw.Failures) != 0 {
 		t.Fatalf("sweep not OK: unknown %d failures %v", sw.Unknown, sw.Failures)
 	}
-	if len(sw.Ports) != 3*36 {
-		t.Errorf("%d ports swept, want the 108 switch ports (CAs are off)", len(sw.Ports))
-	}
-	if sw.Queries != 3 {
-		t.Errorf("queries = %d, want one per switch", sw.Queries)
-	}
-	b, _ := os.ReadFile(argsLog)
-	if runs := strings.Count(string(b), "\n"); runs != 6 {
-		t.Errorf("perfquery runs = %d, want 2 per switch (PortCounters, then -x): %s", runs, b)
+	if len(sw.Ports) != 6*8 {
+		t.Errorf("%d ports swept, want the 48 switch ports (CAs are off)", len(sw.Ports))
 	}
 	p1 := mustFind(t, sw, leaf1, 1)
 	if v := p1.Values[SymbolErrors]; v.V != 4200 || v.Bits != 16 || v.Saturated() {
@@ -112,24 +137,23 @@ func TestSweepRecordedIbsim(t *testing.T) {
 	if v := mustFind(t, sw, leaf1, 2).Values[SymbolErrors]; v.V != 65535 || !v.Saturated() {
 		t.Errorf("leaf1/2 symbol errors %+v: 70000 was set, ibsim clipped it to 65535: saturated", v)
 	}
-	p36 := mustFind(t, sw, leaf1, 36)
-	if v := p36.Values[LocalLinkIntegrityErrors]; v.V != 15 || v.Bits != 4 || !v.Saturated() {
-		t.Errorf("leaf1/36 local link integrity %+v, want 15 of 4 bits, saturated", v)
+	if v := mustFind(t, sw, spine1, 2).Values[TransmitDiscards]; v.V != 77 || v.Bits != 16 {
+		t.Errorf("spine1/2 discards %+v", v)
 	}
-	if v := p36.Values[LinkDowned]; v.V != 3 || v.Bits != 8 || v.Saturated() {
-		t.Errorf("leaf1/36 link downed %+v", v)
+	if v := mustFind(t, sw, leaf2, 5).Values[LinkDowned]; v.V != 3 || v.Bits != 8 {
+		t.Errorf("leaf2/5 link downed %+v", v)
 	}
-	if v := mustFind(t, sw, leaf1, 35).Values[TransmitWait]; v.V != 123456 || v.Bits != 32 {
-		t.Errorf("leaf1/35 xmit wait %+v", v)
+	if v := mustFind(t, sw, leaf3, 6).Values[TransmitWait]; v.V != 100000 || v.Bits != 32 {
+		t.Errorf("leaf3/6 xmit wait %+v", v)
 	}
-	clean := mustFind(t, sw, leaf2, 1)
+	clean := mustFind(t, sw, leaf3, 1)
 	for id := range NumCounters {
 		v := clean.Values[id]
 		if !v.Present {
-			t.Errorf("leaf2/1 %s absent", Counters[id].Field)
+			t.Errorf("leaf3/1 %s absent", Counters[id].Field)
 		}
 		if Counters[id].Error && v.V != 0 {
-			t.Errorf("leaf2/1 %s = %d, want a real zero", Counters[id].Field, v.V)
+			t.Errorf("leaf3/1 %s = %d, want a real zero", Counters[id].Field, v.V)
 		}
 	}
 	if clean.HasErrors() || !p1.HasErrors() {
@@ -141,142 +165,175 @@ func TestSweepRecordedIbsim(t *testing.T) {
 	if got, _ := p1.Scaled(DataReceived); got != float64(p1.Values[DataReceived].V)*4 {
 		t.Errorf("data received scaled %g, want words x 4", got)
 	}
-	down := mustFind(t, sw, leaf1, 3)
-	if down.State != infiniband.StateDown || down.PhysState != infiniband.PhysStatePolling || down.Unknown {
-		t.Errorf("down port leaf1/3: %+v", down.PortLine)
+	down := mustFind(t, sw, leaf4, 4)
+	if down.State != infiniband.StateDown || down.Unknown || !down.Values[SymbolErrors].Present {
+		t.Errorf("unplugged port leaf4/4: %+v", down)
+	}
+
+	s.SweepOnce(context.Background())
+	r := runs(t, dir)
+	if len(r) != 5 || strings.Count(strings.Join(r, "\n"), "ibnetdiscover") != 1 {
+		t.Errorf("two sweeps ran:\n%s\nwant one ibnetdiscover, then two ibqueryerrors per sweep", strings.Join(r, "\n"))
+	}
+	for _, l := range r[1:] {
+		if !strings.Contains(l, "--load-cache") || strings.Contains(l, "-k") || strings.Contains(l, "-K") {
+			t.Errorf("%q: every ibqueryerrors reads the cache and none clears counters", l)
+		}
+	}
+	// A topology whose nodes changed (a LID moved) is discovered again.
+	moved := *topo
+	moved.PortLines = append([]PortLine{}, topo.PortLines...)
+	moved.PortLines[0].LID += 100
+	s.cfg.Topology = func() *Fabric { return &moved }
+	s.SweepOnce(context.Background())
+	if n := strings.Count(strings.Join(runs(t, dir), "\n"), "ibnetdiscover"); n != 2 {
+		t.Errorf("%d discoveries after the topology changed, want 2", n)
 	}
 }
 
-// TestSweepPartialFailure: a switch whose PMA stopped answering midway
-// (ibsim `Error "S-leaf2" 25`, recorded: perfquery printed 3 ports, then
-// `_do_madrpc failed` on stderr and `iberror` on stdout, exit 255) costs
-// only its unread ports, which are unknown, not zero; the rest of the
-// sweep goes on.
-func TestSweepPartialFailure(t *testing.T) {
-	pq, _ := fakePerfquery(t, `"-l 3 1-36") cat `+pqFixture("leaf2-l-1-36-error.stdout")+`; cat `+pqFixture("leaf2-l-1-36-error.stderr")+` >&2; exit 255 ;;
-"-x -l 3 1-3") awk '/^# Port/ { n++ } n <= 3' `+pqFixture("leaf2-x-l-1-36.stdout")+` ;;
-`)
-	sw := sweepWith(t, SweeperConfig{Path: pq})
-	if sw.OK() || sw.Unknown != 33 || sw.Failures[ReasonMAD] != 1 {
-		t.Fatalf("unknown %d failures %v, want 33 ports unknown from 1 failed run", sw.Unknown, sw.Failures)
+// TestSweepSilentSwitch: a switch that stops answering (ibsim `Error
+// "S-leaf004" 100`, recorded: every query of it failed on stderr, the runs
+// went on and exited 1 and 0) costs only its own ports, which are unknown,
+// not zero; the rest of the sweep stands.
+func TestSweepSilentSwitch(t *testing.T) {
+	cfg, _ := fakeTools(t,
+		`cat `+iqeFixture("ibsim16-errors-leaf004-silent.stdout")+`; cat `+iqeFixture("ibsim16-errors-leaf004-silent.stderr")+` >&2; exit 1`,
+		`cat `+iqeFixture("ibsim16-counters-leaf004-silent.stdout")+`; cat `+iqeFixture("ibsim16-counters-leaf004-silent.stderr")+` >&2`)
+	sw := sweepWith(t, cfg)
+	if sw.OK() || sw.Unknown != 8 || sw.Failures[ReasonMAD] != 2 {
+		t.Errorf("unknown %d failures %v, want leaf4's 8 ports unknown and both runs counted", sw.Unknown, sw.Failures)
 	}
-	for port := 1; port <= 36; port++ {
-		p := mustFind(t, sw, leaf2, port)
-		if port <= 3 {
-			if p.Unknown || !p.Values[SymbolErrors].Present || p.Values[DataReceived].Bits != 64 {
-				t.Errorf("leaf2/%d was answered: %+v", port, p)
-			}
-			continue
-		}
-		if !p.Unknown || p.Reason != ReasonMAD {
-			t.Errorf("leaf2/%d unknown %v reason %q", port, p.Unknown, p.Reason)
-		}
-		for id := range NumCounters {
-			if p.Values[id].Present {
-				t.Errorf("leaf2/%d %s present on an unread port", port, Counters[id].Field)
-			}
+	for port := 1; port <= 8; port++ {
+		if p := mustFind(t, sw, leaf4, port); !p.Unknown || p.Reason != ReasonMAD || p.Values[SymbolErrors].Present || p.Values[DataReceived].Present {
+			t.Errorf("leaf4/%d: %+v", port, p)
 		}
 	}
 	if p := mustFind(t, sw, leaf1, 1); p.Unknown || p.Values[SymbolErrors].V != 4200 {
-		t.Errorf("leaf1 must be read whatever leaf2 does: %+v", p)
+		t.Errorf("leaf1/1 %+v", p)
 	}
 }
 
-// TestSweepExitZeroLies: perfquery exiting 0 is not taken for success:
-// with error text on stderr and nothing on stdout, or with output that is
-// not perfquery's, every port of that switch is unknown and counted.
-func TestSweepExitZeroLies(t *testing.T) {
+// TestSweepExitCodesLie: what a run means is read from its output and
+// standard error, not its exit status.
+func TestSweepExitCodesLie(t *testing.T) {
 	for _, c := range []struct {
-		name, arm string
-		reason    Reason
+		name, errRun string
+		reason       Reason
+		unknown      int
 	}{
-		{"stderr only", `"-l 3 1-36") echo "ibwarn: [99] mad_rpc: _do_madrpc failed; dport (Lid 3)" >&2; exit 0 ;;`, ReasonMAD},
-		{"nothing", `"-l 3 1-36") exit 0 ;;`, ReasonUnparsable},
-		{"garbage", `"-l 3 1-36") echo "hello"; echo "# Port counters: Lid 3 port 1 (CapMask: 0x1300)"; echo "SymbolErrorCounter:......x12"; exit 0 ;;`, ReasonUnparsable},
-		{"truncated block", `"-l 3 1-36") head -5 ` + pqFixture("leaf2-l-1-36.stdout") + `; exit 0 ;;`, ReasonUnparsable},
+		{"exit 0, only error text", `echo "ibwarn: [9] main: loading cached fabric failed" >&2; exit 0`, ReasonMAD, 48},
+		{"exit 0, nothing", `exit 0`, ReasonUnparsable, 48},
+		{"exit 1, cut short before the summary", `head -4 ` + iqeFixture("ibsim16-errors.stdout") + `; exit 1`, ReasonUnparsable, 48},
+		{"failures it does not name", `sed 's/^## Suppressed:/##          3 PMA query failures\n## Suppressed:/' ` + iqeFixture("ibsim16-errors.stdout") + `; exit 1`, ReasonMAD, 48},
+		{"thresholds not taken", `sed 's/SymbolErrorCounter = 0/SymbolErrorCounter = 10/' ` + iqeFixture("ibsim16-errors.stdout") + `; exit 1`, ReasonUnparsable, 48},
+		{"a stray warning after a full run", `cat ` + iqeFixture("ibsim16-errors.stdout") + `; echo "ibwarn: [9] something: timeout" >&2; exit 1`, ReasonMAD, 0},
+		{"lines not in its format", `echo hello; cat ` + iqeFixture("ibsim16-errors.stdout") + `; exit 1`, ReasonUnparsable, 0},
+		{"a malformed value", `sed 's/SymbolErrorCounter == 4200/SymbolErrorCounter == x4200/' ` + iqeFixture("ibsim16-errors.stdout") + `; exit 1`, ReasonUnparsable, 1},
+		{"exit 2 after a full run", `cat ` + iqeFixture("ibsim16-errors.stdout") + `; exit 2`, ReasonMAD, 48},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pq, _ := fakePerfquery(t, c.arm+"\n")
-			sw := sweepWith(t, SweeperConfig{Path: pq})
-			if sw.OK() || sw.Unknown != 36 || sw.Failures[c.reason] != 1 {
-				t.Errorf("unknown %d failures %v, want leaf2's 36 ports unknown, 1 %s", sw.Unknown, sw.Failures, c.reason)
+			cfg, _ := fakeTools(t, c.errRun, "")
+			sw := sweepWith(t, cfg)
+			if sw.OK() || sw.Unknown != c.unknown || sw.Failures[c.reason] != 1 {
+				t.Errorf("unknown %d failures %v, want %d unknown and 1 %s", sw.Unknown, sw.Failures, c.unknown, c.reason)
 			}
-			if p := mustFind(t, sw, leaf2, 1); !p.Unknown || p.Values[SymbolErrors].Present {
-				t.Errorf("leaf2/1: %+v", p)
+			if p := mustFind(t, sw, leaf3, 1); p.Unknown != (c.unknown == 48) || p.Unknown && p.Values[SymbolErrors].Present {
+				t.Errorf("leaf3/1: %+v", p)
 			}
 		})
 	}
 }
 
-// TestSweepExtendedFailsDropsData: PortCounters answered but the extended
-// query failed: the port is unknown and its data counters absent, never
-// the 32-bit values in place of the 64-bit ones (the series would jump).
-func TestSweepExtendedFailsDropsData(t *testing.T) {
-	pq, _ := fakePerfquery(t, `"-x -l 3 1-36") exit 1 ;;
-`)
-	sw := sweepWith(t, SweeperConfig{Path: pq})
-	p := mustFind(t, sw, leaf2, 1)
-	if !p.Unknown || p.Values[DataReceived].Present || !p.Values[SymbolErrors].Present {
-		t.Errorf("leaf2/1 %+v", p)
+// TestSweepDataRunMissingPort: a port the data run did not print is
+// unknown, never zeros.
+func TestSweepDataRunMissingPort(t *testing.T) {
+	cfg, _ := fakeTools(t, "", `grep -v 'GUID 0x200004 port 3:' `+iqeFixture("ibsim16-counters.stdout"))
+	sw := sweepWith(t, cfg)
+	if p := mustFind(t, sw, leaf3, 3); !p.Unknown || p.Reason != ReasonUnparsable || p.Values[DataReceived].Present || p.Values[SymbolErrors].Present {
+		t.Errorf("leaf3/3 %+v", p)
 	}
-	if sw.Failures[ReasonMAD] != 1 || sw.Unknown != 36 {
-		t.Errorf("failures %v unknown %d", sw.Failures, sw.Unknown)
+	if sw.Unknown != 1 {
+		t.Errorf("%d unknown, want 1", sw.Unknown)
 	}
 }
 
-// TestSweepHugeOutputBounded: a perfquery that never stops printing is
-// killed at MaxOutput; its ports are unknown (output_too_large) and the
-// parser held one block at a time.
+// TestSweepHugeOutputBounded: a run that never stops printing is killed
+// at MaxOutput; every port is unknown (output_too_large).
 func TestSweepHugeOutputBounded(t *testing.T) {
-	pq, _ := fakePerfquery(t, `"-l 3 1-36") yes "PortXmitData:....................1" ;;
-`)
-	sw := sweepWith(t, SweeperConfig{Path: pq, MaxOutput: 1 << 20})
-	if sw.Failures[ReasonOutputTooLarge] != 1 || sw.Unknown != 36 {
+	cfg, _ := fakeTools(t, "", `yes "   GUID 0x200004 port 1: [PortXmitData == 1 (1.000)]"`)
+	cfg.MaxOutput = 1 << 20
+	sw := sweepWith(t, cfg)
+	if sw.Failures[ReasonOutputTooLarge] != 1 || sw.Unknown != 48 {
 		t.Errorf("failures %v unknown %d", sw.Failures, sw.Unknown)
 	}
 }
 
 func TestSweepToolMissingAndTimeout(t *testing.T) {
-	sw := sweepWith(t, SweeperConfig{Path: filepath.Join(t.TempDir(), "no-perfquery")})
-	if sw.Failures[ReasonStart] != 3 || sw.Unknown != 108 {
+	cfg, _ := fakeTools(t, "", "")
+	cfg.IBNetDiscover = filepath.Join(t.TempDir(), "no-ibnetdiscover")
+	sw := sweepWith(t, cfg)
+	if sw.Failures[ReasonStart] != 1 || sw.Unknown != 48 {
 		t.Errorf("missing tool: failures %v unknown %d", sw.Failures, sw.Unknown)
 	}
-	pq, _ := fakePerfquery(t, `"-l 3 1-36") exec sleep 1000 ;;
-`)
-	sw = sweepWith(t, SweeperConfig{Path: pq, Timeout: 300 * time.Millisecond})
-	if sw.Failures[ReasonTimeout] != 1 || sw.Unknown != 36 {
+	cfg, _ = fakeTools(t, "exec sleep 1000", "")
+	cfg.Timeout = 300 * time.Millisecond
+	sw = sweepWith(t, cfg)
+	if sw.Failures[ReasonTimeout] != 1 || sw.Unknown != 48 {
 		t.Errorf("hung tool: failures %v unknown %d", sw.Failures, sw.Unknown)
+	}
+	cfg, _ = fakeTools(t, "", "")
+	cfg.Dir = filepath.Join(t.TempDir(), "no", "such", "dir")
+	sw = sweepWith(t, cfg)
+	if sw.Failures[ReasonStart] != 1 || sw.Unknown != 48 {
+		t.Errorf("unwritable cache directory: failures %v unknown %d", sw.Failures, sw.Unknown)
 	}
 }
 
-// TestSweepCAsAndShards: CA ports only when asked; shards split the nodes
-// by GUID so that their union is every node exactly once.
+// TestSweepCAsAndShards: CA ports only when asked (their data lines name
+// the node GUID, not the port's); shards hand ibqueryerrors a cache of
+// their own nodes only, and their union is every port exactly once.
 func TestSweepCAsAndShards(t *testing.T) {
-	lid := `$(echo "$*" | awk '{print $(NF-1)}')`
-	pq, _ := fakePerfquery(t, `"-l "[5-7]" 1") sed "s/Lid 4/Lid `+lid+`/" `+pqFixture("node01-l-1.stdout")+` ;;
-"-x -l "[5-7]" 1") sed "s/Lid 4/Lid `+lid+`/" `+pqFixture("node01-x-l-1.stdout")+` ;;
-`)
-	// The arm above answers LIDs 5-7 with node01's block relabelled; only
-	// node01 (LID 4) is checked for values.
-	sw := sweepWith(t, SweeperConfig{Path: pq, CAs: true})
-	if len(sw.Ports) != 3*36+4 {
-		t.Errorf("%d ports, want 108 switch ports and 4 CA ports", len(sw.Ports))
+	cfg, _ := fakeTools(t, "", "")
+	cfg.CAs = true
+	sw := sweepWith(t, cfg)
+	// host0016's cable is pulled: the scan does not reach it.
+	if len(sw.Ports) != 48+15 || !sw.OK() {
+		t.Errorf("%d ports (OK %v, unknown %d), want 48 switch ports and 15 CA ports", len(sw.Ports), sw.OK(), sw.Unknown)
 	}
-	if p := mustFind(t, sw, 0x0000000000100001, 1); p.Switch || p.Unknown || !p.Values[SymbolErrors].Present || !p.Values[TransmitWait].Present || p.Values[DataReceived].Bits != 64 {
-		t.Errorf("node01 (CapMask 0x1200: extended, XmitWait): %+v", p)
+	if p := mustFind(t, sw, host3, 1); p.Switch || p.Unknown || p.Values[ReceiveErrors].V != 9 || p.Values[DataReceived].Bits != 64 || p.Values[DataReceived].V == 0 {
+		t.Errorf("host0003/1: %+v", p)
 	}
 	topo := ibsimTopology(t)
 	for _, n := range []int{2, 3} {
 		seen := map[PortKey]int{}
 		for i := range n {
-			pq, _ := fakePerfquery(t, "")
-			sw := sweepWith(t, SweeperConfig{Path: pq, Shard: i, Shards: n, Topology: func() *Fabric { return topo }})
+			cfg, dir := fakeTools(t, "", "")
+			cfg.Shard, cfg.Shards, cfg.Topology = i, n, func() *Fabric { return topo }
+			sw := sweepWith(t, cfg)
 			for _, p := range sw.Ports {
 				seen[PortKey{p.GUID, p.Port}]++
+				if p.Unknown {
+					t.Errorf("shard %d/%d: 0x%x/%d unknown", i, n, p.GUID, p.Port)
+				}
+			}
+			loaded, _ := filepath.Glob(filepath.Join(dir, "loaded-*"))
+			if len(loaded) != 2 {
+				t.Fatalf("%d caches handed to ibqueryerrors, want 2", len(loaded))
+			}
+			b, _ := os.ReadFile(loaded[0])
+			c, err := parseNDCache(bytes.NewReader(b), MaxNDCache)
+			if err != nil {
+				t.Fatalf("shard %d/%d cache: %v", i, n, err)
+			}
+			for _, nd := range c.nodes {
+				g, _ := nd.lineGUID(1)
+				if nd.guid != c.from && ShardOf(g, n) != i {
+					t.Errorf("shard %d/%d's cache holds node 0x%x of shard %d", i, n, nd.guid, ShardOf(g, n))
+				}
 			}
 		}
-		if len(seen) != 108 {
-			t.Errorf("%d shards cover %d ports, want 108", n, len(seen))
+		if len(seen) != 48 {
+			t.Errorf("%d shards cover %d ports, want 48", n, len(seen))
 		}
 		for k, c := range seen {
 			if c != 1 {
@@ -291,7 +348,7 @@ func TestSweepCAsAndShards(t *testing.T) {
 func TestSweepSkipsWhenRunning(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 4)
-	s := NewSweeper(SweeperConfig{Path: "true", Topology: func() *Fabric {
+	s := NewSweeper(SweeperConfig{IBQueryErrors: "true", Topology: func() *Fabric {
 		entered <- struct{}{}
 		<-release
 		return nil
@@ -308,55 +365,19 @@ func TestSweepSkipsWhenRunning(t *testing.T) {
 	}
 }
 
-func TestPortList(t *testing.T) {
-	for in, want := range map[string]string{"1 2 3": "1-3", "1": "1", "1 3 4": "1,3,4"} {
-		var ports []int
-		for _, f := range strings.Fields(in) {
-			n := 0
-			for _, c := range f {
-				n = n*10 + int(c-'0')
-			}
-			ports = append(ports, n)
-		}
-		if got := portList(ports); got != want {
-			t.Errorf("portList(%v) = %q, want %q", ports, got, want)
-		}
-	}
-}
-
-// TestSweepCapabilities: a PMA without PortCountersExtended and without
-// PortXmitWait (CapMask 0x0100, the recorded answer edited) gets no -x
-// run, 32-bit data counters, and no XmitWait value rather than a zero.
-func TestSweepCapabilities(t *testing.T) {
-	pq, argsLog := fakePerfquery(t, `"-l 3 1-36") sed 's/CapMask: 0x1300/CapMask: 0x0100/; /PortXmitWait/d' `+pqFixture("leaf2-l-1-36.stdout")+` ;;
-`)
-	sw := sweepWith(t, SweeperConfig{Path: pq})
-	if !sw.OK() {
-		t.Fatalf("unknown %d failures %v", sw.Unknown, sw.Failures)
-	}
-	p := mustFind(t, sw, leaf2, 1)
-	if p.Values[TransmitWait].Present || p.Values[DataReceived].Bits != 32 || !p.Values[DataReceived].Present {
-		t.Errorf("leaf2/1 %+v", p.Values)
-	}
-	if b, _ := os.ReadFile(argsLog); strings.Contains(string(b), "-x -l 3") {
-		t.Errorf("extended query sent to a PMA that does not advertise it:\n%s", b)
-	}
-}
-
-// TestSweepWarnsOnce: two switches failing in every sweep, swept in
-// parallel, make one warning, not one per sweep; recovery is logged once.
+// TestSweepWarnsOnce: a switch failing in every sweep makes one warning,
+// not one per sweep; recovery is logged once.
 func TestSweepWarnsOnce(t *testing.T) {
-	dir := t.TempDir()
-	flag := filepath.Join(dir, "fail")
-	pq, _ := fakePerfquery(t, `"-l "[23]" 1-36") [ -e `+flag+` ] && { echo "ibwarn: [7] mad_rpc: _do_madrpc failed; dport (Lid $2)" >&2; exit 255; }; sed "s/Lid 2/Lid $2/" `+pqFixture("leaf1-l-1-36.stdout")+` ;;
-"-x -l "[23]" 1-36") sed "s/Lid 2/Lid $3/" `+pqFixture("leaf1-x-l-1-36.stdout")+` ;;
-`)
+	flag := filepath.Join(t.TempDir(), "fail")
+	cfg, _ := fakeTools(t,
+		`if [ -e `+flag+` ]; then cat `+iqeFixture("ibsim16-errors-leaf004-silent.stdout")+`; cat `+iqeFixture("ibsim16-errors-leaf004-silent.stderr")+` >&2; else cat `+iqeFixture("ibsim16-errors.stdout")+`; fi; exit 1`, "")
 	if err := os.WriteFile(flag, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logs := &testenv.Records{}
 	topo := ibsimTopology(t)
-	s := NewSweeper(SweeperConfig{Path: pq, Concurrency: 3, Logger: slog.New(logs), Topology: func() *Fabric { return topo }})
+	cfg.Logger, cfg.Topology = slog.New(logs), func() *Fabric { return topo }
+	s := NewSweeper(cfg)
 	for range 4 {
 		s.SweepOnce(context.Background())
 	}
@@ -369,62 +390,5 @@ func TestSweepWarnsOnce(t *testing.T) {
 	s.SweepOnce(context.Background())
 	if n := len(logs.Matching("reads every port again")); n != 1 || !s.Status().Last.OK() {
 		t.Errorf("recovery: %d info lines, sweep OK %v", n, s.Status().Last.OK())
-	}
-}
-
-// TestSweepExtendedOnly: a node whose PMA answered every counter in
-// PortCountersExtended (a real switch's recording, CapMask2 0x2) is asked
-// with one perfquery -x run, every counter 64 bits wide; the ibsim nodes,
-// whose -x answer carries only the data counters (CapMask2 0), are never
-// taken for such nodes, and one that was is asked both ways again at once.
-func TestSweepExtendedOnly(t *testing.T) {
-	const osc = 0x7cfe9003009ce5b0
-	path, argsLog := fakePerfquery(t, `"-x -l 1719 1-2") cat `+pqFixture("osc-switch-x-l-1719-1-2.stdout")+` ;;`)
-	s := NewSweeper(SweeperConfig{Path: path})
-	// Learned from an earlier sweep.
-	s.addl.Store(uint64(osc), struct{}{})
-	ports := []PortCounters{{PortLine: PortLine{GUID: osc, LID: 1719, Port: 1, Switch: true}}, {PortLine: PortLine{GUID: osc, LID: 1719, Port: 2, Switch: true}}}
-	if fails, msg := s.queryNode(context.Background(), 1719, ports); len(fails) != 0 {
-		t.Fatalf("failures %v: %s", fails, msg)
-	}
-	if b, _ := os.ReadFile(argsLog); string(b) != "-x -l 1719 1-2\n" {
-		t.Errorf("runs:\n%s\nwant one: -x -l 1719 1-2", b)
-	}
-	p := &ports[0]
-	for id, want := range map[CounterID]uint64{TransmitWait: 22730501, DataTransmitted: 36298026860928, SymbolErrors: 0, LocalLinkIntegrityErrors: 0} {
-		if v := p.Values[id]; !v.Present || v.V != want || v.Bits != 64 || v.Saturated() {
-			t.Errorf("port 1 %s: %+v, want %d, 64 bits", Counters[id].Field, v, want)
-		}
-	}
-	if p.Unknown || ports[1].Unknown {
-		t.Errorf("unknown ports: %+v", ports)
-	}
-	if _, ok := s.addl.Load(uint64(osc)); !ok {
-		t.Error("the node is no longer asked with -x alone")
-	}
-
-	// An ibsim leaf wrongly held for such a node: its -x answer lacks the
-	// error counters, so it is asked both ways, in this very sweep.
-	plain := mustFind(t, sweepWith(t, SweeperConfig{Path: path}), leaf1, 1).Values
-	if err := os.Truncate(argsLog, 0); err != nil {
-		t.Fatal(err)
-	}
-	s.addl.Store(uint64(leaf1), struct{}{})
-	sw2 := func() *Sweep {
-		topo := ibsimTopology(t)
-		s.cfg.Topology = func() *Fabric { return topo }
-		s.SweepOnce(context.Background())
-		return s.Status().Last
-	}()
-	if got := mustFind(t, sw2, leaf1, 1).Values; got != plain {
-		t.Errorf("leaf1/1 after the fallback:\n%+v\nwant as a plain sweep:\n%+v", got, plain)
-	}
-	if b, _ := os.ReadFile(argsLog); strings.Count(string(b), "-x -l 2 1-36\n") != 2 || !strings.Contains(string(b), "\n-l 2 1-36\n") && !strings.HasPrefix(string(b), "-l 2 1-36\n") {
-		t.Errorf("leaf1 was not asked -x alone, then both ways, after its -x answer fell short:\n%s", b)
-	}
-	for _, g := range []uint64{leaf1, spine1, leaf2, osc} {
-		if _, ok := s.addl.Load(g); ok {
-			t.Errorf("node 0x%x still asked with -x alone after an ibsim sweep", g)
-		}
 	}
 }

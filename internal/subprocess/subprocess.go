@@ -44,8 +44,12 @@ type Spec struct {
 	// runaway program costs neither memory nor the time to its timeout.
 	MaxOutput int
 	// MaxStderr bounds standard error the same way (default
-	// DefaultMaxStderr). Only its first 4 KiB are kept.
+	// DefaultMaxStderr). Only its first StderrKeep bytes are kept.
 	MaxStderr int
+	// StderrKeep is how much of standard error Result.Stderr keeps
+	// (default 4 KiB, a tool's error message): more for a tool that
+	// reports one line per failed query (ibqueryerrors).
+	StderrKeep int
 	// Env replaces the environment when non-nil.
 	Env []string
 	// Reaper, when set, starts the program, and when it exits kills what
@@ -65,7 +69,7 @@ const (
 type Result struct {
 	// Stdout is the standard output when Spec.Stdout was nil.
 	Stdout []byte
-	// Stderr is the head of standard error (at most 4 KiB).
+	// Stderr is the head of standard error (at most Spec.StderrKeep).
 	Stderr   []byte
 	Duration time.Duration
 }
@@ -156,7 +160,7 @@ func start(path string, spec Spec, g *group) (*exec.Cmd, *os.File, *capWriter, e
 	// Its own process group, so the kill reaches anything it forked.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = waitDelay
-	stderr := &capWriter{keep: stderrKeep, limit: limitOr(spec.MaxStderr, DefaultMaxStderr), over: g.kill}
+	stderr := &capWriter{keep: limitOr(spec.StderrKeep, stderrKeep), limit: limitOr(spec.MaxStderr, DefaultMaxStderr), over: g.kill}
 	cmd.Stderr = stderr
 	err = spec.Reaper.Start(cmd)
 	wr.Close() // the child holds its own copy; ours would keep EOF away

@@ -29,7 +29,6 @@ type options struct {
 	rdmaDoctor    string
 	treydock      string
 	rootfs        string
-	concurrency   int
 	scrapes       int
 	roundsFlag    int
 	setup         time.Duration
@@ -64,7 +63,6 @@ func main() {
 	flag.StringVar(&o.rdmaDoctor, "rdma-doctor", "", "rdma_doctor binary (default: build ./cmd/rdma_doctor)")
 	flag.StringVar(&o.treydock, "treydock-exporter", "", "treydock/infiniband_exporter binary, scraped on the same fabric (not on the Go module proxy: go build it from a checkout of github.com/treydock/infiniband_exporter; empty: skipped)")
 	flag.StringVar(&o.rootfs, "rootfs", "fixtures/hosts/sm-opensm", "--path.rootfs of rdma_doctor (the fabric collector reads the fabric, not the host)")
-	flag.IntVar(&o.concurrency, "concurrency", 4, "--collector.fabric.concurrency (ibsim serves at most 10 clients, opensm is one)")
 	flag.IntVar(&o.scrapes, "scrapes", 20, "cached rdma_doctor scrapes per round")
 	flag.IntVar(&o.roundsFlag, "rounds", 0, "rounds (sweeps and treydock scrapes) per size (0: 5, 3 above 2000 hosts)")
 	flag.DurationVar(&o.setup, "setup-timeout", 15*time.Minute, "bound of each wait for the simulator, opensm and the first sweep")
@@ -99,7 +97,6 @@ type results struct {
 	CPU             string        `json:"cpu"`
 	Cores           int           `json:"cores"`
 	Command         string        `json:"command"`
-	Concurrency     int           `json:"concurrency"`
 	ExtraArgs       []string      `json:"rdma_doctor_args,omitempty"`
 	Treydock        string        `json:"treydock,omitempty"` // its version
 	TreydockSkipped string        `json:"treydock_skipped,omitempty"`
@@ -120,7 +117,7 @@ func run(o options) error {
 		return writeReport(o, &res)
 	}
 	res = results{Commit: gitOut("rev-parse", "--short", "HEAD"), Date: time.Now().UTC().Format("2006-01-02"),
-		CPU: cpuModel(), Cores: numCPU(), Command: o.command, Concurrency: o.concurrency, ExtraArgs: o.extraArgs, Tools: toolVersions()}
+		CPU: cpuModel(), Cores: numCPU(), Command: o.command, ExtraArgs: o.extraArgs, Tools: toolVersions()}
 	if dirty := gitOut("status", "--porcelain", "--untracked-files=no"); dirty != "" {
 		res.Commit += " (with uncommitted changes)"
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
@@ -35,11 +34,10 @@ type sizeResult struct {
 
 type rdmaResult struct {
 	IntervalS     float64 `json:"counters_interval_seconds"`
-	Concurrency   int     `json:"concurrency"`
 	SweptPorts    float64 `json:"swept_ports"` // rdma_fabric_counter_sweep_ports
 	UnknownPorts  float64 `json:"unknown_ports"`
 	Sweeps        int     `json:"sweeps"`             // sweeps inside the CPU windows
-	SweepCPUS     float64 `json:"sweep_cpu_seconds"`  // per sweep, self + perfquery children
+	SweepCPUS     float64 `json:"sweep_cpu_seconds"`  // per sweep, self + tool children (ibqueryerrors, ibnetdiscover)
 	SweepWallS    float64 `json:"sweep_wall_seconds"` // median of rdma_fabric_counter_sweep_duration_seconds
 	Scrapes       int     `json:"scrapes"`
 	ScrapeMedianS float64 `json:"scrape_median_seconds"`
@@ -129,7 +127,6 @@ func rdmaDoctorArgs(o options, interval time.Duration) func(string) []string {
 			"--collector.fabric.interval=24h", "--collector.fabric.timeout=10m",
 			"--collector.fabric.counters-interval=" + interval.String(),
 			"--collector.fabric.counters-timeout=2m",
-			"--collector.fabric.concurrency=" + strconv.Itoa(o.concurrency),
 		}, o.extraArgs...)
 	}
 }
@@ -272,7 +269,7 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 		return nil, err
 	}
 	res := &r.RdmaDoctor
-	res.IntervalS, res.Concurrency = interval.Seconds(), o.concurrency
+	res.IntervalS = interval.Seconds()
 	var (
 		lats           []float64
 		sweepWalls     []float64

@@ -79,7 +79,7 @@ func section(w io.Writer, r *results) {
 	fmt.Fprint(w, "Each fabric is a generated two-level fat tree (internal/ibsimtest: 36-port leaves, 18 hosts down and one uplink to each of 18 spines up) "+
 		"run by ibsim with the real opensm; both exporters run the real infiniband-diags through umad2sim, on the same fabric, and are measured in turns: "+
 		"each round waits for rdma_doctor's sweep to end, scrapes treydock once, then scrapes rdma_doctor with the fabric cached. "+
-		"CPU is CPU time, not wall: utime+stime+cutime+cstime of the exporter's process from /proc/PID/stat, so the perfquery and ibnetdiscover children it reaps count as its own. "+
+		"CPU is CPU time, not wall: utime+stime+cutime+cstime of the exporter's process from /proc/PID/stat, so the tools it runs and reaps (treydock's perfquery and ibnetdiscover, rdma_doctor's ibqueryerrors and ibnetdiscover) count as its own. "+
 		"rdma_doctor's sweep CPU is its CPU between the end of a round's scrapes and the end of the next sweep, divided by the sweeps counted in rdma_fabric_counter_sweep_runs_total "+
 		"(its fabric scan runs once, before the first round); a round in which a sweep overlapped the scrapes is left out and listed below. "+
 		"The simulator adds no wire latency and serves MADs from one process: walls are CPU-bound lower bounds, not a real fabric's; ibsim's own CPU is in neither figure. "+
@@ -87,7 +87,7 @@ func section(w io.Writer, r *results) {
 		"treydock runs `--collector.switch --no-collector.hca` (its defaults: switch ports, `perfquery -x` one switch at a time) and is scraped over HTTP, not with `--exporter.runonce`. "+
 		"Scrapes ask for gzip with Prometheus 3's Accept header. "+
 		"One bare perfquery is the CPU of `perfquery` reading the local port (one MAD), run by fabricbench itself: on this simulator most of it is umad2sim's per-process setup, "+
-		"so an exporter's perfquery runs per sweep or scrape times it is the floor of its CPU here. "+
+		"so an exporter's tool runs per sweep or scrape times it is the floor of its CPU here. "+
 		"Stock ibsim does not advertise the additional extended counters, so treydock's `perfquery -x` reads only the data counters here: "+
 		"its samples and parsing are fewer than on a real fabric, where `-x` answers the 64-bit error counters too.\n\n")
 	if r.TreydockSkipped != "" {
@@ -184,7 +184,7 @@ func goals(w io.Writer, r *results) {
 // rdmaFlags says how rdma_doctor ran.
 func rdmaFlags(r *results) string {
 	if len(r.ExtraArgs) == 0 {
-		return fmt.Sprintf("rdma_doctor runs `--collector.disable-defaults --collector.fabric --collector.fabric.concurrency=%d` (every counter series: `--collector.fabric.port-series=all`, the default); ", r.Concurrency)
+		return "rdma_doctor runs `--collector.disable-defaults --collector.fabric` (every counter series: `--collector.fabric.port-series=all`, the default; a sweep is two ibqueryerrors runs against the fabric cache its first sweep discovered with ibnetdiscover); "
 	}
-	return fmt.Sprintf("rdma_doctor runs `--collector.disable-defaults --collector.fabric --collector.fabric.concurrency=%d %s`; ", r.Concurrency, strings.Join(r.ExtraArgs, " "))
+	return fmt.Sprintf("rdma_doctor runs `--collector.disable-defaults --collector.fabric %s`; ", strings.Join(r.ExtraArgs, " "))
 }

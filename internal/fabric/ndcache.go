@@ -1,0 +1,279 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package fabric
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// This file reads and filters libibnetdisc's fabric cache, the file
+// `ibnetdiscover --cache FILE` writes and `ibqueryerrors --load-cache FILE`
+// reads (rdma-core libibnetdisc/ibnetdisc_cache.c, format version 1, little
+// endian). The sweep discovers the fabric into it once per topology and
+// then reads counters against it with no discovery MADs; a shard keeps
+// only its own nodes, so its ibqueryerrors queries only those.
+
+const (
+	ndMagic      = 0x8FE7832B
+	ndVersion    = 1
+	ndHeaderLen  = 28
+	ndSMPData    = 64 // IB_SMP_DATA_SIZE
+	ndNodeLen    = 15 + 3*ndSMPData
+	ndPortKeyLen = 8 + 1
+	ndPortLen    = 31 + ndSMPData
+	// Offsets within a node record.
+	ndNodeSMALID    = 0
+	ndNodeGUID      = 4 + ndSMPData
+	ndNodeType      = ndNodeGUID + 8
+	ndNodeNumPorts  = ndNodeType + 1
+	ndNodeDesc      = ndNodeNumPorts + 1 + ndSMPData
+	ndNodePortCount = ndNodeDesc + ndSMPData
+	// Offsets within a port record.
+	ndPortGUID     = 0
+	ndPortNum      = 8
+	ndPortBaseLID  = 10
+	ndPortNodeGUID = 13 + ndSMPData
+	ndPortRemote   = ndPortNodeGUID + 8 // flag, then GUID and port number
+	// Node types (IB_NODE_CA, IB_NODE_SWITCH).
+	ndTypeCA     = 1
+	ndTypeSwitch = 2
+)
+
+// MaxNDCache bounds the cache file a sweep reads: a node is about 250
+// bytes and a port 95, so 64 MiB is far past the largest fabric
+// InfiniBand addresses (48k unicast LIDs).
+const MaxNDCache = 64 << 20
+
+// ndPort is one port of a cached node.
+type ndPort struct {
+	guid uint64
+	num  int
+	lid  int
+	raw  []byte
+}
+
+// ndNode is one cached node.
+type ndNode struct {
+	guid   uint64
+	typ    byte
+	smaLID int // a switch's port 0 LID
+	desc   string
+	ports  []ndPort
+	raw    []byte // the node record with its port keys
+}
+
+// lid is the LID the node's PMA answers on: a switch's port 0 LID, a
+// channel adapter's first port's.
+func (n *ndNode) lid() int {
+	if n.typ == ndTypeSwitch {
+		return n.smaLID
+	}
+	for _, p := range n.ports {
+		if p.num > 0 {
+			return p.lid
+		}
+	}
+	return 0
+}
+
+// port returns the cached port num of the node, or nil.
+func (n *ndNode) port(num int) *ndPort {
+	for i := range n.ports {
+		if n.ports[i].num == num {
+			return &n.ports[i]
+		}
+	}
+	return nil
+}
+
+// ndCache is a parsed fabric cache.
+type ndCache struct {
+	header []byte
+	from   uint64
+	nodes  []*ndNode
+	byGUID map[uint64]*ndNode
+	// byLID maps every LID a node's PMA answers on (ibqueryerrors names
+	// a failed query by it) to the node.
+	byLID map[int]*ndNode
+	// byPort maps port GUIDs to their nodes, built on first use.
+	byPort map[uint64]*ndNode
+}
+
+// parseNDCache reads a fabric cache of at most max bytes.
+func parseNDCache(r io.Reader, max int) (*ndCache, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading fabric cache: %w", err)
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("fabric cache larger than %d bytes", max)
+	}
+	be := binary.LittleEndian
+	if len(b) < ndHeaderLen {
+		return nil, errors.New("fabric cache: short header")
+	}
+	if m := be.Uint32(b); m != ndMagic {
+		return nil, fmt.Errorf("fabric cache: magic %#x, not libibnetdisc's", m)
+	}
+	if v := be.Uint32(b[4:]); v != ndVersion {
+		return nil, fmt.Errorf("fabric cache: version %d, not %d", v, ndVersion)
+	}
+	nodeCount, portCount := int(be.Uint32(b[8:])), int(be.Uint32(b[12:]))
+	c := &ndCache{header: b[:ndHeaderLen], from: be.Uint64(b[16:]), byGUID: map[uint64]*ndNode{}, byLID: map[int]*ndNode{}}
+	// Each count is checked against the bytes left before anything is
+	// allocated for it.
+	rest := b[ndHeaderLen:]
+	if nodeCount > len(rest)/ndNodeLen || portCount > len(rest)/ndPortLen {
+		return nil, fmt.Errorf("fabric cache: %d nodes and %d ports do not fit in %d bytes", nodeCount, portCount, len(b))
+	}
+	for i := range nodeCount {
+		if len(rest) < ndNodeLen {
+			return nil, fmt.Errorf("fabric cache: node %d truncated", i)
+		}
+		keys := int(rest[ndNodePortCount])
+		n := ndNodeLen + keys*ndPortKeyLen
+		if len(rest) < n {
+			return nil, fmt.Errorf("fabric cache: node %d's port keys truncated", i)
+		}
+		rec := rest[:n]
+		rest = rest[n:]
+		nd := &ndNode{
+			guid:   be.Uint64(rec[ndNodeGUID:]),
+			typ:    rec[ndNodeType],
+			smaLID: int(be.Uint16(rec[ndNodeSMALID:])),
+			desc:   string(bytes.TrimRight(cString(rec[ndNodeDesc:ndNodeDesc+ndSMPData]), " ")),
+			raw:    rec,
+		}
+		if c.byGUID[nd.guid] != nil {
+			return nil, fmt.Errorf("fabric cache: node %#x twice", nd.guid)
+		}
+		c.nodes = append(c.nodes, nd)
+		c.byGUID[nd.guid] = nd
+	}
+	for i := range portCount {
+		if len(rest) < ndPortLen {
+			return nil, fmt.Errorf("fabric cache: port %d truncated", i)
+		}
+		rec := rest[:ndPortLen]
+		rest = rest[ndPortLen:]
+		nd := c.byGUID[be.Uint64(rec[ndPortNodeGUID:])]
+		if nd == nil {
+			return nil, fmt.Errorf("fabric cache: port %d names node %#x, which is not in the file", i, be.Uint64(rec[ndPortNodeGUID:]))
+		}
+		nd.ports = append(nd.ports, ndPort{
+			guid: be.Uint64(rec[ndPortGUID:]),
+			num:  int(rec[ndPortNum]),
+			lid:  int(be.Uint16(rec[ndPortBaseLID:])),
+			raw:  rec,
+		})
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("fabric cache: %d bytes after the last port", len(rest))
+	}
+	if c.byGUID[c.from] == nil {
+		return nil, fmt.Errorf("fabric cache: the node it was discovered from (%#x) is not in it", c.from)
+	}
+	for _, nd := range c.nodes {
+		if nd.typ == ndTypeSwitch {
+			c.byLID[nd.smaLID] = nd
+			continue
+		}
+		for _, p := range nd.ports {
+			if p.lid > 0 {
+				c.byLID[p.lid] = nd
+			}
+		}
+	}
+	return c, nil
+}
+
+// cString is b up to its first NUL.
+func cString(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
+// lineGUID is the GUID the topology scan and ibqueryerrors' error lines
+// print for a node's ports: the port GUID (a switch's is the same on all
+// of its ports).
+func (n *ndNode) lineGUID(port int) (uint64, bool) {
+	if p := n.port(port); p != nil {
+		return p.guid, true
+	}
+	if n.typ == ndTypeSwitch && len(n.ports) > 0 {
+		return n.ports[0].guid, true
+	}
+	return 0, false
+}
+
+// filter writes a cache holding only the nodes keep accepts, their ports,
+// and the node the fabric was discovered from (libibnetdisc refuses a
+// cache without it). A link to a port left out is written as no link:
+// libibnetdisc before rdma-core 51 refuses a cache with a link to a port
+// it does not hold.
+func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) error {
+	var kept []*ndNode
+	ports := 0
+	for _, nd := range c.nodes {
+		if nd.guid == c.from || keep(nd) {
+			kept = append(kept, nd)
+			ports += len(nd.ports)
+		}
+	}
+	h := append([]byte{}, c.header...)
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(kept)))
+	binary.LittleEndian.PutUint32(h[12:], uint32(ports))
+	if _, err := w.Write(h); err != nil {
+		return err
+	}
+	for _, nd := range kept {
+		if _, err := w.Write(nd.raw); err != nil {
+			return err
+		}
+	}
+	type key struct {
+		guid uint64
+		num  byte
+	}
+	in := make(map[key]bool, ports)
+	for _, nd := range kept {
+		for _, p := range nd.ports {
+			in[key{p.guid, byte(p.num)}] = true
+		}
+	}
+	le := binary.LittleEndian
+	rec := make([]byte, ndPortLen)
+	for _, nd := range kept {
+		for _, p := range nd.ports {
+			copy(rec, p.raw)
+			if rec[ndPortRemote] != 0 && !in[key{le.Uint64(rec[ndPortRemote+1:]), rec[ndPortRemote+9]}] {
+				rec[ndPortRemote] = 0
+				clear(rec[ndPortRemote+1:])
+			}
+			if _, err := w.Write(rec); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// byPortGUID returns the node one of whose ports has guid, or nil.
+func (c *ndCache) byPortGUID(guid uint64) *ndNode {
+	if c.byPort == nil {
+		c.byPort = make(map[uint64]*ndNode, len(c.nodes))
+		for _, nd := range c.nodes {
+			for _, p := range nd.ports {
+				c.byPort[p.guid] = nd
+			}
+		}
+	}
+	return c.byPort[guid]
+}
