@@ -173,7 +173,9 @@ func (b bound) Collect(ch chan<- prometheus.Metric) { b.a.Collect(b.ctx, ch) }
 // immutable, so sharing them between responses is safe.
 func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
 	for _, ms := range a.Metrics(ctx) {
-		for _, m := range ms {
+		// A registry takes samples: a collector's rendered Block (the
+		// fabric's) is made into its samples again.
+		for _, m := range expo.Expand(ms) {
 			ch <- m
 		}
 	}

@@ -25,12 +25,12 @@ type FabricCollector struct {
 	opts         FabricOptions
 	start        sync.Once
 
-	// portBlock is the per-port block of the latest topology and sweep,
-	// built once per pair, like the link block.
+	// portBlock is the per-port series of the latest topology and sweep,
+	// rendered once per pair (internal/expo.Block), like the link block.
 	portMu    sync.Mutex
 	portScan  *fabric.Fabric
 	portSweep *fabric.Sweep
-	portBlock []prometheus.Metric
+	portBlock *expo.Block
 
 	portState, portPhys, nodeInfo, portUnknown, portSaturated *expo.Desc
 	portCounters                                              [fabric.NumCounters]*expo.Desc
@@ -38,12 +38,12 @@ type FabricCollector struct {
 	sweepPorts, sweepUnknown, sweepRuns, sweepFailures        *expo.Desc
 	sweepSkipped                                              *expo.Desc
 
-	// links is the per-link block of the latest scan, built once per scan
-	// (40k links are 160k series: building them every scrape cost a second
-	// of CPU); const metrics are immutable, so every scrape resends them.
+	// block is the per-link series of the latest scan, rendered once per
+	// scan (40k links are 160k series: building them every scrape cost a
+	// second of CPU).
 	blockMu   sync.Mutex
 	blockScan *fabric.Fabric
-	block     []prometheus.Metric
+	block     *expo.Block
 
 	success, scans, failures, duration, lastSuccess *expo.Desc
 	links, degraded, switches, cas, ports, down     *expo.Desc
@@ -105,7 +105,15 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *F
 			CAs: opts.CACounters, Shard: opts.Shard, Shards: opts.Shards,
 			Topology: func() *fabric.Fabric { return c.runner.Status().Fabric },
 			Ready:    c.runner.Scanned(),
-			Logger:   env.Logger, Reaper: cfg.Reaper,
+			// The series are rendered as each sweep ends: the sweep's
+			// cost, not the next scrape's.
+			Done: func(sw *fabric.Sweep) {
+				if f := c.runner.Status().Fabric; f != nil {
+					c.linkBlock(f)
+					c.portMetricsBlock(f, sw)
+				}
+			},
+			Logger: env.Logger, Reaper: cfg.Reaper,
 		})
 	}
 	return c
@@ -167,9 +175,7 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink)
 		gauge(out, c.down, float64(f.DownPorts))
 		gauge(out, c.malformed, float64(f.Malformed))
 	}
-	for _, m := range c.linkMetrics(f) {
-		out.add(m)
-	}
+	out.add(c.linkBlock(f))
 	var sw *fabric.Sweep
 	if c.sweeper != nil {
 		sst := c.sweeper.Status()
@@ -178,9 +184,7 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink)
 		}
 		sw = sst.Last
 	}
-	for _, m := range c.portMetrics(f, sw) {
-		out.add(m)
-	}
+	out.add(c.portMetricsBlock(f, sw))
 	return err
 }
 
@@ -211,17 +215,49 @@ func (c *FabricCollector) sweepHealth(out *sink, st fabric.SweepStatus) error {
 	return nil
 }
 
-// portMetrics returns the per-port series of a topology and the latest
-// sweep, built on their first scrape. State comes from the topology scan
-// for every port of this shard's nodes (down ones included); counters from
-// the sweep, which may have used an earlier scan.
-func (c *FabricCollector) portMetrics(f *fabric.Fabric, sw *fabric.Sweep) []prometheus.Metric {
+// portMetricsBlock returns the per-port series of a topology and the
+// latest sweep, rendered on their first scrape.
+func (c *FabricCollector) portMetricsBlock(f *fabric.Fabric, sw *fabric.Sweep) *expo.Block {
 	c.portMu.Lock()
 	defer c.portMu.Unlock()
-	if c.portScan == f && c.portSweep == sw {
-		return c.portBlock
+	if c.portBlock == nil || c.portScan != f || c.portSweep != sw {
+		c.portScan, c.portSweep = f, sw
+		c.portBlock = expo.NewBlock(c.portBuilds(f, sw)...)
 	}
+	return c.portBlock
+}
+
+// portBuilds returns the per-port series of a topology and a sweep, a
+// build per family or two (expo.NewBlock renders them one at a time).
+// State comes from the topology scan for every port of this shard's nodes
+// (down ones included); counters from the sweep, which may have used an
+// earlier scan.
+func (c *FabricCollector) portBuilds(f *fabric.Fabric, sw *fabric.Sweep) []func() []prometheus.Metric {
+	builds := []func() []prometheus.Metric{func() []prometheus.Metric { return c.portStates(f) }}
+	if sw == nil {
+		return builds
+	}
+	builds = append(builds, func() []prometheus.Metric {
+		var s expo.Slab
+		out := make([]prometheus.Metric, 0, len(sw.Ports))
+		for i := range sw.Ports {
+			p := &sw.Ports[i]
+			out = append(out, s.Gauge(c.portUnknown, b2f(p.Unknown), p.GUIDString(), strconv.Itoa(p.Port)))
+		}
+		return out
+	})
+	for id := range fabric.Counters {
+		builds = append(builds, func() []prometheus.Metric {
+			return c.counterSeries(sw, fabric.CounterID(id))
+		})
+	}
+	return append(builds, func() []prometheus.Metric { return c.saturatedSeries(sw) })
+}
+
+// portStates is the node info and each port's state, from the scan.
+func (c *FabricCollector) portStates(f *fabric.Fabric) []prometheus.Metric {
 	var out []prometheus.Metric
+	var s expo.Slab
 	var lastNode uint64
 	first := true
 	for i := range f.PortLines {
@@ -235,43 +271,59 @@ func (c *FabricCollector) portMetrics(f *fabric.Fabric, sw *fabric.Sweep) []prom
 			if p.Switch {
 				typ = "switch"
 			}
-			out = append(out, expo.Gauge(c.nodeInfo, 1, g, p.Desc, typ))
+			out = append(out, s.Gauge(c.nodeInfo, 1, g, p.Desc, typ))
 			first, lastNode = false, p.GUID
 		}
-		out = append(out, expo.Gauge(c.portState, float64(p.State), g, pn))
+		out = append(out, s.Gauge(c.portState, float64(p.State), g, pn))
 		if p.PhysState != 0 {
-			out = append(out, expo.Gauge(c.portPhys, float64(p.PhysState), g, pn))
+			out = append(out, s.Gauge(c.portPhys, float64(p.PhysState), g, pn))
 		}
 	}
-	if sw != nil {
-		for i := range sw.Ports {
-			out = c.sweptPort(out, &sw.Ports[i])
-		}
-	}
-	c.portScan, c.portSweep, c.portBlock = f, sw, out
 	return out
 }
 
-// sweptPort appends one swept port's counter series, as the port-series
-// flag trims them.
-func (c *FabricCollector) sweptPort(out []prometheus.Metric, p *fabric.PortCounters) []prometheus.Metric {
-	g, pn := p.GUIDString(), strconv.Itoa(p.Port)
-	out = append(out, expo.Gauge(c.portUnknown, b2f(p.Unknown), g, pn))
-	if c.opts.PortSeries == PortSeriesErroringPorts && !p.HasErrors() && !anySaturated(p) {
-		return out
+// exported reports whether counter id of swept port p has a series, as
+// the port-series flag trims them.
+func (c *FabricCollector) exported(p *fabric.PortCounters, id fabric.CounterID) bool {
+	switch c.opts.PortSeries {
+	case PortSeriesErroringPorts:
+		if !p.HasErrors() && !anySaturated(p) {
+			return false
+		}
+	case PortSeriesErrors:
+		if !fabric.Counters[id].Error && id != fabric.TransmitWait {
+			return false
+		}
 	}
-	for id, ctr := range fabric.Counters {
-		if c.opts.PortSeries == PortSeriesErrors && !ctr.Error && fabric.CounterID(id) != fabric.TransmitWait {
+	return p.Values[id].Present
+}
+
+// counterSeries is counter id of every swept port.
+func (c *FabricCollector) counterSeries(sw *fabric.Sweep, id fabric.CounterID) []prometheus.Metric {
+	var out []prometheus.Metric
+	var s expo.Slab
+	for i := range sw.Ports {
+		p := &sw.Ports[i]
+		if !c.exported(p, id) {
 			continue
 		}
-		v := p.Values[id]
-		if !v.Present {
-			continue
-		}
-		val, _ := p.Scaled(fabric.CounterID(id))
-		out = append(out, expo.Counter(c.portCounters[id], val, g, pn))
-		if v.FixedWidth() {
-			out = append(out, expo.Gauge(c.portSaturated, b2f(v.Saturated()), g, pn, ctr.Spec.File))
+		val, _ := p.Scaled(id)
+		out = append(out, s.Counter(c.portCounters[id], val, p.GUIDString(), strconv.Itoa(p.Port)))
+	}
+	return out
+}
+
+// saturatedSeries flags each fixed-width counter of every swept port.
+func (c *FabricCollector) saturatedSeries(sw *fabric.Sweep) []prometheus.Metric {
+	var out []prometheus.Metric
+	var s expo.Slab
+	for i := range sw.Ports {
+		p := &sw.Ports[i]
+		g, pn := p.GUIDString(), strconv.Itoa(p.Port)
+		for id, ctr := range fabric.Counters {
+			if v := p.Values[id]; c.exported(p, fabric.CounterID(id)) && v.FixedWidth() {
+				out = append(out, s.Gauge(c.portSaturated, b2f(v.Saturated()), g, pn, ctr.Spec.File))
+			}
 		}
 	}
 	return out
@@ -291,14 +343,20 @@ func anySaturated(p *fabric.PortCounters) bool {
 	return false
 }
 
-// linkMetrics returns the per-link series of a scan, built on its first
+// linkBlock returns the per-link series of a scan, rendered on its first
 // scrape.
-func (c *FabricCollector) linkMetrics(f *fabric.Fabric) []prometheus.Metric {
+func (c *FabricCollector) linkBlock(f *fabric.Fabric) *expo.Block {
 	c.blockMu.Lock()
 	defer c.blockMu.Unlock()
-	if c.blockScan == f {
-		return c.block
+	if c.block == nil || c.blockScan != f {
+		c.blockScan = f
+		c.block = expo.NewBlock(func() []prometheus.Metric { return c.linkMetrics(f) })
 	}
+	return c.block
+}
+
+// linkMetrics returns the per-link series of a scan.
+func (c *FabricCollector) linkMetrics(f *fabric.Fabric) []prometheus.Metric {
 	var out []prometheus.Metric
 	add := func(d *expo.Desc, v float64, labels ...string) {
 		out = append(out, expo.Gauge(d, v, labels...))
@@ -323,6 +381,5 @@ func (c *FabricCollector) linkMetrics(f *fabric.Fabric) []prometheus.Metric {
 			add(c.linkCouldBe, 1, append(lv, l.CouldBeWidth, l.CouldBeSpeed)...)
 		}
 	}
-	c.blockScan, c.block = f, out
 	return out
 }

@@ -145,13 +145,13 @@ type FabricOptions struct {
 	DegradedOnly      bool
 
 	// Counters sweeps every switch port's PMA counters (ibqueryerrors).
-	Counters                          bool
+	Counters                             bool
 	IBQueryErrorsPath, IBNetDiscoverPath string
 	CountersInterval, CountersTimeout    time.Duration
 	// CacheDir holds the fabric cache and threshold file the sweep
 	// writes (empty: a private temporary directory).
-	CacheDir string
-	CACounters                        bool
+	CacheDir   string
+	CACounters bool
 	// ShardSpec is "I/N"; Shard and Shards are it parsed.
 	ShardSpec     string
 	Shard, Shards int

@@ -188,13 +188,14 @@ rdma_fabric_link_could_be_info{guid="0x1070fd0300a1b400",node="MF0;leaf2:MQM8700
 	if n, _ := testutil.GatherAndCount(g, "rdma_fabric_link_degraded", "rdma_fabric_link_info", "rdma_fabric_link_state", "rdma_fabric_link_rate_bytes_per_second"); n != 4*8 {
 		t.Errorf("%d per-link series, want 32", n)
 	}
-	// The per-link block is built once per scan and resent by each scrape.
-	first := c.linkMetrics(c.Runner().Status().Fabric)
-	if again := c.linkMetrics(c.Runner().Status().Fabric); len(first) != 4*8+2 || &again[0] != &first[0] {
-		t.Errorf("per-link block rebuilt for the same scan (%d series)", len(first))
+	// The per-link block is rendered once per scan and resent by each
+	// scrape.
+	first := c.linkBlock(c.Runner().Status().Fabric)
+	if again := c.linkBlock(c.Runner().Status().Fabric); first.Len() != 4*8+2 || again != first {
+		t.Errorf("per-link block rebuilt for the same scan (%d series)", first.Len())
 	}
 	c.Runner().RunOnce(context.Background())
-	if next := c.linkMetrics(c.Runner().Status().Fabric); &next[0] == &first[0] {
+	if next := c.linkBlock(c.Runner().Status().Fabric); next == first {
 		t.Error("a new scan reused the previous scan's block")
 	}
 	c = mk(true)

@@ -169,11 +169,14 @@ func (s *Sample) Write(m *dto.Metric) error {
 	return c.Write(m)
 }
 
-// Family is the samples of one metric name.
+// Family is the samples of one metric name, or a Block's rendered family
+// (seg, with block its source).
 type Family struct {
 	desc    *Desc
 	typ     dto.MetricType
 	samples []*Sample
+	block   *Block
+	seg     *Segment
 }
 
 // Group sorts samples into families by name; metrics that are not
@@ -193,10 +196,15 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 	var last *Desc
 	var f *Family
 	var clash bool
-	for _, ms := range metrics {
+	var blocks []*Block
+	add := func(ms []prometheus.Metric) {
 		for _, m := range ms {
 			s, ok := m.(*Sample)
 			if !ok {
+				if b, ok := m.(*Block); ok {
+					blocks = append(blocks, b)
+					continue
+				}
 				other = append(other, m)
 				continue
 			}
@@ -221,8 +229,34 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 			f.samples = append(f.samples, s)
 		}
 	}
+	for _, ms := range metrics {
+		add(ms)
+	}
+	// A Block's families come whole; one that meets a family of the same
+	// name (a bug) is taken as its samples, which the checks above then
+	// judge one by one.
+	for _, b := range blocks {
+		whole := true
+		for i := range b.fams {
+			if fams[b.fams[i].desc.Name] != nil {
+				whole = false
+				break
+			}
+		}
+		if !whole {
+			last = nil
+			add(b.Samples())
+			continue
+		}
+		for i := range b.fams {
+			bf := &b.fams[i]
+			fams[bf.desc.Name] = &Family{desc: bf.desc, typ: bf.typ, block: b, seg: &bf.seg}
+		}
+	}
 	for _, f := range fams {
-		f.desc.seen.Store(int32(len(f.samples)))
+		if f.seg == nil {
+			f.desc.seen.Store(int32(len(f.samples)))
+		}
 	}
 	return fams, other
 }
@@ -248,6 +282,12 @@ func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamil
 			return err
 		},
 		func(s *streamer, f *Family) error {
+			if f.seg != nil {
+				if err := s.flush(); err != nil {
+					return err
+				}
+				return writeSegment(s.w, f.seg)
+			}
 			s.buf = f.appendText(s.buf)
 			return s.maybeFlush()
 		})
@@ -311,6 +351,7 @@ func stream(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily,
 
 // Gathered converts families to dto (the protobuf path).
 func Gathered(fams map[string]*Family) ([]*dto.MetricFamily, error) {
+	fams = expandBlocks(fams)
 	var out []*dto.MetricFamily
 	for _, f := range fams {
 		mf := &dto.MetricFamily{Name: proto.String(f.desc.Name), Help: proto.String(f.desc.Help), Type: f.typ.Enum()}

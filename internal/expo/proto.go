@@ -49,6 +49,8 @@ const (
 // first and its bytes go through the same bounded buffer as WriteText's,
 // so no family, however large (a fabric's), is built whole in memory.
 func WriteProto(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily) error {
+	// A Block's families are written from its samples, made again.
+	fams = expandBlocks(fams)
 	return stream(w, fams, gathered,
 		func(w io.Writer, mf *dto.MetricFamily) error {
 			_, err := protodelim.MarshalTo(w, mf)

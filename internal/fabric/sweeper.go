@@ -58,7 +58,10 @@ type SweeperConfig struct {
 	Topology func() *Fabric
 	// Ready, when set, is closed once Topology has a scan: Run waits for
 	// it before the first sweep (Runner.Scanned).
-	Ready  <-chan struct{}
+	Ready <-chan struct{}
+	// Done, when set, is called after each sweep with it (the collector
+	// renders its series then, so that no scrape waits for that).
+	Done   func(*Sweep)
 	Logger *slog.Logger
 	Now    func() time.Time
 	Reaper *subprocess.Reaper
@@ -235,6 +238,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 	prev := s.lastErr
 	s.lastErr = firstErr
 	s.mu.Unlock()
+	if s.cfg.Done != nil {
+		s.cfg.Done(sw)
+	}
 
 	switch {
 	case firstErr != "" && firstErr != prev:
@@ -280,10 +286,14 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 			firstErr = msg
 		}
 	}
-	if r, msg := s.ensureCache(ctx, topo); r != "" {
+	cached, r, msg := s.ensureCache(ctx, topo)
+	if r != "" && !cached {
 		fail(r, msg)
 		markAll(sw, r)
 		return firstErr
+	}
+	if r != "" {
+		fail(r, msg) // a partial discovery: its nodes are read below
 	}
 	errs := s.runIQE(ctx, false)
 	data := s.runIQE(ctx, true)
@@ -298,8 +308,12 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 		// version): discover again next time.
 		s.cacheFor = 0
 	}
-	if n := s.apply(sw, errs, data); n > 0 {
-		fail(ReasonUnparsable, fmt.Sprintf("ibqueryerrors: %d port lines with a field not in its format", n))
+	malformed, undiscovered := s.apply(sw, errs, data)
+	if malformed > 0 {
+		fail(ReasonUnparsable, fmt.Sprintf("ibqueryerrors: %d port lines with a field not in its format", malformed))
+	}
+	if undiscovered > 0 {
+		fail(ReasonMAD, fmt.Sprintf("ibnetdiscover: %d ports of the scan are on nodes its discovery did not reach", undiscovered))
 	}
 	return firstErr
 }
@@ -341,21 +355,23 @@ var thresholds = func() string {
 }()
 
 // ensureCache discovers the fabric into the cache when there is none or
-// the topology's nodes or LIDs changed, and writes this shard's part.
-func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (Reason, string) {
+// the topology's nodes or LIDs changed, and writes this shard's part. ok
+// says whether there is a cache to read against; a reason with ok is a
+// discovery that reported errors but wrote a cache (part of the fabric).
+func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Reason, msg string) {
 	fp := fingerprint(topo)
 	if s.cache != nil && s.cacheFor == fp {
-		return "", ""
+		return true, "", ""
 	}
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "rdma_doctor-fabric-")
 		if err != nil {
-			return ReasonStart, fmt.Sprintf("no directory for the fabric cache (%v): set --collector.fabric.cache-dir to a writable directory", err)
+			return false, ReasonStart, fmt.Sprintf("no directory for the fabric cache (%v): set --collector.fabric.cache-dir to a writable directory", err)
 		}
 		s.dir = d
 	}
 	if err := writeFileAtomic(filepath.Join(s.dir, "thresholds"), []byte(thresholds)); err != nil {
-		return ReasonStart, fmt.Sprintf("writing the threshold file: %v (set --collector.fabric.cache-dir to a writable directory)", err)
+		return false, ReasonStart, fmt.Sprintf("writing the threshold file: %v (set --collector.fabric.cache-dir to a writable directory)", err)
 	}
 	// ibnetdiscover refuses to overwrite a cache: a new name each time.
 	disc := filepath.Join(s.dir, fmt.Sprintf("discovered-%d", time.Now().UnixNano()))
@@ -369,7 +385,7 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (Reason, string
 		Stdout: func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err },
 	})
 	if err != nil {
-		return classify(err), "ibnetdiscover --cache: " + err.Error()
+		return false, classify(err), "ibnetdiscover --cache: " + err.Error()
 	}
 	f, err := os.Open(disc)
 	if err != nil {
@@ -377,26 +393,29 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (Reason, string
 		if line := errorLine(res.Stderr); line != "" {
 			msg += ": " + line
 		}
-		return ReasonMAD, msg
+		return false, ReasonMAD, msg
 	}
 	c, err := parseNDCache(f, MaxNDCache)
 	f.Close()
 	if err != nil {
-		return ReasonUnparsable, "ibnetdiscover --cache: " + err.Error()
+		return false, ReasonUnparsable, "ibnetdiscover --cache: " + err.Error()
 	}
 	var buf bytes.Buffer
 	if err := c.filter(&buf, func(n *ndNode) bool {
 		g, ok := n.lineGUID(1)
 		return ok && (n.typ == ndTypeSwitch || s.cfg.CAs) && s.InShard(g)
 	}); err != nil {
-		return ReasonStart, "writing the fabric cache: " + err.Error()
+		return false, ReasonStart, "writing the fabric cache: " + err.Error()
 	}
 	file := filepath.Join(s.dir, "fabric.cache")
 	if err := writeFileAtomic(file, buf.Bytes()); err != nil {
-		return ReasonStart, fmt.Sprintf("writing the fabric cache: %v (set --collector.fabric.cache-dir to a writable directory)", err)
+		return false, ReasonStart, fmt.Sprintf("writing the fabric cache: %v (set --collector.fabric.cache-dir to a writable directory)", err)
 	}
 	s.cache, s.cacheFile, s.cacheFor = c, file, fp
-	return "", ""
+	if line := errorLine(res.Stderr); line != "" {
+		return true, ReasonMAD, "ibnetdiscover --cache: " + line
+	}
+	return true, "", ""
 }
 
 // writeFileAtomic writes b to a new file beside path and renames it over
@@ -524,8 +543,8 @@ func (run *iqeRun) failed(c *ndCache, nd *ndNode, num int) bool {
 // runs completed, neither named a failed query for it or its node, and the
 // data run printed its line; otherwise it is unknown and its values
 // absent. It returns the number of ports left unknown by a malformed
-// line.
-func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed int) {
+// line, and by a node the discovery did not reach.
+func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered int) {
 	c := s.cache
 	for _, run := range []*iqeRun{errs} {
 		for _, l := range run.lines {
@@ -551,6 +570,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed int) {
 		case nd == nil:
 			// Not in the cache: the discovery did not reach it.
 			reason = ReasonMAD
+			undiscovered++
 		case errs.failed(c, nd, p.Port) || data.failed(c, nd, p.Port):
 			reason = ReasonMAD
 		default:
@@ -602,7 +622,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed int) {
 			}
 		}
 	}
-	return malformed
+	return malformed, undiscovered
 }
 
 // classify maps a subprocess error to a Reason.

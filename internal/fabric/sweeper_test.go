@@ -392,3 +392,24 @@ func TestSweepWarnsOnce(t *testing.T) {
 		t.Errorf("recovery: %d info lines, sweep OK %v", n, s.Status().Last.OK())
 	}
 }
+
+// TestSweepUndiscoveredNode: a switch the scan saw but the discovery did
+// not reach (it fell silent in between) is unknown, and counted as a
+// failure: never a clean sweep.
+func TestSweepUndiscoveredNode(t *testing.T) {
+	cfg, _ := fakeTools(t, "", "")
+	topo := ibsimTopology(t)
+	extra := *topo
+	extra.PortLines = append([]PortLine{}, topo.PortLines...)
+	for p := 1; p <= 4; p++ {
+		extra.PortLines = append(extra.PortLines, PortLine{GUID: 0x300000, Desc: "gone", LID: 40, Port: p, Switch: true, State: 4})
+	}
+	cfg.Topology = func() *Fabric { return &extra }
+	sw := sweepWith(t, cfg)
+	if sw.OK() || sw.Unknown != 4 || sw.Failures[ReasonMAD] != 1 {
+		t.Errorf("unknown %d failures %v, want the 4 undiscovered ports and one failure", sw.Unknown, sw.Failures)
+	}
+	if p := mustFind(t, sw, 0x300000, 1); !p.Unknown || p.Values[SymbolErrors].Present {
+		t.Errorf("undiscovered port: %+v", p)
+	}
+}

@@ -1,0 +1,191 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package expo
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+
+	"github.com/klauspost/compress/flate"
+)
+
+// This file is a gzip writer that can splice in text compressed once
+// beforehand (a Block's families), so a scrape of a fabric's 400k series
+// copies their compressed bytes instead of rendering and compressing 40 MB
+// again. A gzip member is one deflate stream; a deflate stream is a run of
+// blocks, each of which may start on any byte boundary. A segment is the
+// blocks a fresh compressor made of one family's text, ended by a sync
+// flush (byte-aligned, not final); the writer flushes its own compressor
+// the same way, copies the segment, and starts its compressor afresh, so
+// that nothing it writes later refers back across the segment. The gzip
+// trailer's CRC-32 is combined from the parts' (crc32Combine), so the
+// segment's text is not kept.
+
+// Segment is text compressed into non-final deflate blocks.
+type Segment struct {
+	deflate []byte
+	crc     uint32
+	n       int64
+}
+
+// compressSegment compresses text at the scrape's level (BestSpeed, as
+// the gzip writers).
+func compressSegment(text []byte) Segment {
+	var b bytes.Buffer
+	fw, _ := flate.NewWriter(&b, flate.BestSpeed) // a valid level: no error
+	_, _ = fw.Write(text)                         // a bytes.Buffer does not fail
+	_ = fw.Flush()
+	return Segment{deflate: b.Bytes(), crc: crc32.ChecksumIEEE(text), n: int64(len(text))}
+}
+
+// finalBlock is an empty stored block marked final: what a segment lacks
+// to be a whole deflate stream on its own.
+var finalBlock = []byte{0x01, 0x00, 0x00, 0xff, 0xff}
+
+// reader returns the segment's text.
+func (s *Segment) reader() io.Reader {
+	return flate.NewReader(io.MultiReader(bytes.NewReader(s.deflate), bytes.NewReader(finalBlock)))
+}
+
+// gzipHeader is a gzip member header without name, time or extra fields
+// (OS unknown), as compress/gzip writes one for a zero Header.
+var gzipHeader = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
+
+// GzipWriter writes one gzip member, with Splice for precompressed
+// segments. Reset it for each response; reuse it across responses (its
+// compressor is hundreds of kilobytes).
+type GzipWriter struct {
+	w           io.Writer
+	fw          *flate.Writer
+	crc         uint32
+	n           int64
+	wroteHeader bool
+	err         error
+}
+
+// NewGzipWriter returns a writer at BestSpeed; Reset it before use.
+func NewGzipWriter() *GzipWriter {
+	fw, _ := flate.NewWriter(io.Discard, flate.BestSpeed) // a valid level
+	return &GzipWriter{fw: fw}
+}
+
+// Reset starts a new member on w.
+func (g *GzipWriter) Reset(w io.Writer) {
+	g.w, g.crc, g.n, g.wroteHeader, g.err = w, 0, 0, false, nil
+	g.fw.Reset(w)
+}
+
+func (g *GzipWriter) header() error {
+	if !g.wroteHeader && g.err == nil {
+		g.wroteHeader = true
+		_, g.err = g.w.Write(gzipHeader)
+	}
+	return g.err
+}
+
+// Write compresses p.
+func (g *GzipWriter) Write(p []byte) (int, error) {
+	if err := g.header(); err != nil {
+		return 0, err
+	}
+	n, err := g.fw.Write(p)
+	g.crc = crc32.Update(g.crc, crc32.IEEETable, p[:n])
+	g.n += int64(n)
+	if err != nil {
+		g.err = err
+	}
+	return n, err
+}
+
+// Splice writes a precompressed segment: its text follows what was
+// written before, as if written with Write.
+func (g *GzipWriter) Splice(s *Segment) error {
+	if err := g.header(); err != nil {
+		return err
+	}
+	if g.err = g.fw.Flush(); g.err != nil {
+		return g.err
+	}
+	if _, g.err = g.w.Write(s.deflate); g.err != nil {
+		return g.err
+	}
+	g.fw.Reset(g.w) // no back-reference across the segment
+	g.crc = crc32Combine(g.crc, s.crc, s.n)
+	g.n += s.n
+	return nil
+}
+
+// Close ends the member: the final block and the trailer.
+func (g *GzipWriter) Close() error {
+	if err := g.header(); err != nil {
+		return err
+	}
+	if g.err = g.fw.Close(); g.err != nil {
+		return g.err
+	}
+	var t [8]byte
+	binary.LittleEndian.PutUint32(t[:4], g.crc)
+	binary.LittleEndian.PutUint32(t[4:], uint32(g.n)) // ISIZE: the length mod 2^32
+	_, g.err = g.w.Write(t[:])
+	return g.err
+}
+
+// crc32Combine returns the CRC-32 (IEEE) of A followed by B from crc1 =
+// CRC(A), crc2 = CRC(B) and len2 = len(B), without A or B: the length of
+// B applied as zero bits to crc1 through the CRC's GF(2) matrix (squared
+// for each bit of len2), as zlib's crc32_combine does.
+func crc32Combine(crc1, crc2 uint32, len2 int64) uint32 {
+	if len2 <= 0 {
+		return crc1
+	}
+	var even, odd [32]uint32
+	// The operator for one zero bit: the reflected polynomial, then
+	// shifts.
+	odd[0] = crc32.IEEE
+	row := uint32(1)
+	for n := 1; n < 32; n++ {
+		odd[n] = row
+		row <<= 1
+	}
+	gf2Square(even[:], odd[:]) // two zero bits
+	gf2Square(odd[:], even[:]) // four
+	for {
+		// Eight zero bits (one byte), then doubling per bit of len2.
+		gf2Square(even[:], odd[:])
+		if len2&1 != 0 {
+			crc1 = gf2Times(even[:], crc1)
+		}
+		len2 >>= 1
+		if len2 == 0 {
+			break
+		}
+		gf2Square(odd[:], even[:])
+		if len2&1 != 0 {
+			crc1 = gf2Times(odd[:], crc1)
+		}
+		len2 >>= 1
+		if len2 == 0 {
+			break
+		}
+	}
+	return crc1 ^ crc2
+}
+
+func gf2Times(mat []uint32, vec uint32) uint32 {
+	var sum uint32
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(square, mat []uint32) {
+	for n := range 32 {
+		square[n] = gf2Times(mat, mat[n])
+	}
+}
