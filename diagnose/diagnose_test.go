@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -381,25 +380,31 @@ func TestSMMaster(t *testing.T) {
 
 func TestProbeChecks(t *testing.T) {
 	at := t0
-	lat := func(peer string, mode probe.Mode, typical float64) probe.Entry {
-		r := &probe.Result{Peer: peer, Test: "ib_write_lat", Mode: mode, Device: "mlx5_0", Port: 1, Start: at, Success: true, Size: 2, Iterations: 1000,
-			Latency: &probe.Latency{Min: typical * 0.9, Typical: typical, Max: typical * 3, P99: typical * 1.5, HasPercentiles: true}}
-		return probe.Entry{Key: probe.Key{Peer: peer, Test: "ib_write_lat", Device: "mlx5_0", Port: 1}, Mode: mode, Last: r, LastSuccess: r, Runs: 1}
+	// The series as bench/probe.Diagnose hands them over (its test checks
+	// that adaptation).
+	lat := func(peer string, loopback bool, typical float64) ProbeSeries {
+		mode := "peer"
+		if loopback {
+			mode = "loopback"
+		}
+		r := &ProbeRun{Mode: mode, Loopback: loopback, Start: at, Success: true, Size: 2, Iterations: 1000,
+			Latency: &ProbeLatency{Min: typical * 0.9, Typical: typical, Max: typical * 3, P99: typical * 1.5, HasPercentiles: true}}
+		return ProbeSeries{Peer: peer, Test: "ib_write_lat", Device: "mlx5_0", Port: 1, Last: r, LastSuccess: at}
 	}
-	bw := func(peer string, ratio float64) probe.Entry {
-		r := &probe.Result{Peer: peer, Test: "ib_write_bw", Mode: probe.ModePeer, Device: "mlx5_0", Port: 1, Start: at, Success: true, Size: 65536,
-			Bandwidth: &probe.Bandwidth{Average: 50e9 * ratio}, PortRate: 50e9}
-		return probe.Entry{Key: probe.Key{Peer: peer, Test: "ib_write_bw", Device: "mlx5_0", Port: 1}, Mode: probe.ModePeer, Last: r, LastSuccess: r, Runs: 1}
+	bw := func(peer string, ratio float64) ProbeSeries {
+		avg := 50e9 * ratio
+		r := &ProbeRun{Mode: "peer", Start: at, Success: true, Size: 65536, Bandwidth: &avg, PortRate: 50e9}
+		return ProbeSeries{Peer: peer, Test: "ib_write_bw", Bandwidth: true, Device: "mlx5_0", Port: 1, Last: r, LastSuccess: at}
 	}
-	failed := func(peer, test, kind string) probe.Entry {
-		r := &probe.Result{Peer: peer, Test: test, Device: "mlx5_0", Port: 1, Start: at, ErrorKind: kind, Error: "perftest said so"}
-		return probe.Entry{Key: probe.Key{Peer: peer, Test: test, Device: "mlx5_0", Port: 1}, Last: r, Runs: 1}
+	failed := func(peer, test, kind string, transport bool) ProbeSeries {
+		r := &ProbeRun{Start: at, ErrorKind: kind, Error: "perftest said so", TransportFailed: transport}
+		return ProbeSeries{Peer: peer, Test: test, Bandwidth: strings.HasSuffix(test, "_bw"), Device: "mlx5_0", Port: 1, Last: r}
 	}
 	s := snapWith()
-	s.Probe = []probe.Entry{
-		lat("loopback", probe.ModeLoopback, 1.2e-6), lat("loop-slow", probe.ModeLoopback, 2.5e-6), lat("peer-b", probe.ModePeer, 2.5e-6),
-		failed("peer-c", "ib_send_lat", "retry_exceeded"), failed("peer-d", "ib_send_lat", "busy"),
-		bw("peer-b", 0.95), bw("peer-e", 0.5), failed("peer-f", "ib_read_bw", "port_down"),
+	s.Probe = []ProbeSeries{
+		lat("loopback", true, 1.2e-6), lat("loop-slow", true, 2.5e-6), lat("peer-b", false, 2.5e-6),
+		failed("peer-c", "ib_send_lat", "retry_exceeded", true), failed("peer-d", "ib_send_lat", "busy", false),
+		bw("peer-b", 0.95), bw("peer-e", 0.5), failed("peer-f", "ib_read_bw", "port_down", true),
 	}
 	cfg := &config.Config{}
 	lf, _ := checkProbeLatency(s, nil, cfg)

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
@@ -49,8 +48,8 @@ const (
 	// SourceOpenSM: internal/opensm.Read (a local opensm process, its
 	// configuration; secrets are never kept).
 	SourceOpenSM Source = "opensm"
-	// SourceProbe: bench/probe's results store (the server's scheduled
-	// verbs probe).
+	// SourceProbe: the server's scheduled verbs probe (ProbeResults, from
+	// bench/probe's results store).
 	SourceProbe Source = "probe"
 	// SourceTuning: internal/tuning.Read (hugepages, sysctls, governors,
 	// memlock limits, modules, kernel release).
@@ -106,7 +105,7 @@ type Snapshot struct {
 	// SM is the latest sminfo round; nil when no runner was given.
 	SM *sm.Status
 	// Probe is the latest verbs probe result per peer, test and port.
-	Probe []probe.Entry
+	Probe []ProbeSeries
 	// OpenSM is the local OpenSM; OpenSMErr why it is nil.
 	OpenSM    *opensm.State
 	OpenSMErr error
@@ -325,8 +324,8 @@ type Reader struct {
 	// SM returns the latest sminfo results (an sm.Runner's Status, or a
 	// one-off round in the CLI); nil leaves the sm checks skipped.
 	SM func(ctx context.Context) *sm.Status
-	// Probe is the verbs probe's results store; nil (the CLI) has none.
-	Probe probe.Reader
+	// Probe is the verbs probe's results; nil (the CLI) has none.
+	Probe ProbeResults
 	// ExpectedDevices is diagnose.expected_devices: with fewer devices
 	// than that (or none), the PCI bus is read to say why (Snapshot.Bus).
 	ExpectedDevices int
@@ -383,7 +382,7 @@ func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
 		s.SM = r.SM(ctx)
 	}
 	if r.Probe != nil {
-		s.Probe = r.Probe.Latest()
+		s.Probe = r.Probe.ProbeSeries()
 	}
 	if r.Fabric != nil {
 		s.Fabric = r.Fabric()

@@ -38,7 +38,7 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 		timeout = sampleTimeout
 	}
 	sampler := &diagnose.Sampler{
-		Reader: &diagnose.Reader{Host: s.App.Host, ReuseClass: interval / 2, Probe: probes,
+		Reader: &diagnose.Reader{Host: s.App.Host, ReuseClass: interval / 2, Probe: probe.Diagnose(probes),
 			ExpectedDevices: cfg.ExpectedDevices},
 		Eval:     eval,
 		History:  diagnose.HistoryFor(window, interval),
