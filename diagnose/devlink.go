@@ -47,7 +47,7 @@ func noDevlinkInstance(d host.DevlinkDevice, what string) Finding {
 
 func checkFirmwarePending(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for _, d := range s.Devlink.Devices {
+	for _, d := range s.devlink().Devices {
 		if d.Info == nil {
 			out = append(out, noDevlinkInstance(d, "firmware versions"))
 			continue
@@ -95,7 +95,7 @@ func checkFirmwarePending(s *Snapshot, _ *History, _ *config.Config) ([]Finding,
 
 func checkDevlinkHealth(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for _, d := range s.Devlink.Devices {
+	for _, d := range s.devlink().Devices {
 		if len(d.Reporters) == 0 {
 			out = append(out, noDevlinkInstance(d, "health reporters"))
 			continue

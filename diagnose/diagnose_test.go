@@ -34,7 +34,7 @@ func mustParse(t testing.TB, y string) *config.Config {
 // snapWith is a snapshot with one healthy InfiniBand port, for checks that
 // only read the class.
 func snapWith(devs ...infiniband.Device) *Snapshot {
-	return &Snapshot{Time: time.Unix(1000, 0), IB: &infiniband.Class{Devices: devs}}
+	return &Snapshot{Time: time.Unix(1000, 0), Host: &fixedHost{class: &infiniband.Class{Devices: devs}}}
 }
 
 // TestEvaluatorNeverCrashes: a check that panics, errors, returns nothing,
@@ -66,7 +66,7 @@ func TestEvaluatorNeverCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.Evaluate(&Snapshot{IBErr: infiniband.ErrNoClass}, nil)
+	r := e.Evaluate(&Snapshot{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, nil)
 	got := map[string][]Finding{}
 	for _, f := range r.Findings {
 		got[f.Check] = append(got[f.Check], f)
@@ -237,7 +237,7 @@ func TestPortChecks(t *testing.T) {
 		ibDev("eth", eth),
 	)
 	// These ports went down after having been up: they must be up.
-	s.WasActive = func(d string, _ int) bool { return d == "polling" || d == "disabled" || d == "flaky" }
+	fixed(s).wasActive = func(d string, _ int) bool { return d == "polling" || d == "disabled" || d == "flaky" }
 	run := func(c func(*Snapshot, *History, *config.Config) ([]Finding, error)) []Finding {
 		fs, err := c(s, NewHistory(0, 2), cfg)
 		if err != nil {
@@ -449,7 +449,7 @@ func TestIPoIBChecks(t *testing.T) {
 			IPoIB: &netdev.IPoIB{Mode: infiniband.Opt[string]{V: mode, OK: true}, Enhanced: opt(enhanced), ConnectedModeSupported: opt(cm)}}
 	}
 	s := snapWith()
-	s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+	fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 		nd("enh", "datagram", 4092, true, false),    // enhanced IPoIB: datagram 4092 is right
 		nd("legacy", "datagram", 2044, false, true), // legacy, 2K fabric
 		nd("cm", "connected", 65520, false, true),
@@ -492,12 +492,12 @@ func TestIRQIncompleteSkips(t *testing.T) {
 	d := irq.Device{Name: "mlx5_0", PCI: pci.Function{Address: "0000:3b:00.0", LocalCPUs: infiniband.Opt[cpulist.Set]{V: local, OK: true}},
 		IRQs: []irq.DeviceIRQ{{IRQ: q, Vector: irq.Vector{Kind: irq.Completion}, Affinity: infiniband.Opt[cpulist.Set]{V: cpulist.Of(9), OK: true}}}}
 	s := snapWith()
-	s.Placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
+	fixed(s).placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
 	fs, _ := checkIRQLocal(s, nil, &config.Config{})
 	if f := findingOf(t, fs, "mlx5_0"); f.Severity != Warn || !strings.Contains(f.Evidence, "irq 100") {
 		t.Errorf("off-node IRQ: %+v", f)
 	}
-	s.Placement.Devices[0].Incomplete = true
+	s.placement().Devices[0].Incomplete = true
 	fs, _ = checkIRQLocal(s, nil, &config.Config{})
 	if f := findingOf(t, fs, "mlx5_0"); f.Severity != Skip || !strings.Contains(f.Evidence, "torn") {
 		t.Errorf("incomplete IRQ list: %+v", f)
@@ -516,7 +516,7 @@ func TestRDMACgroupCheck(t *testing.T) {
       - {cgroup: /slurm, device: mlx5_9, hca_handle: 1, hca_object: 1}
 `)
 	s := snapWith(ibDev("mlx5_0"), ibDev("mlx5_1"))
-	s.Tuning = &tuning.Snapshot{RDMAMaxRead: []string{"/slurm"}, RDMACgroups: []tuning.CgroupRDMALimit{
+	fixed(s).tuning = &tuning.Snapshot{RDMAMaxRead: []string{"/slurm"}, RDMACgroups: []tuning.CgroupRDMALimit{
 		{Cgroup: "/slurm", RDMALimit: tuning.RDMALimit{Device: "mlx5_0", HCAHandle: tuning.Unlimited, HCAObject: tuning.Unlimited}},
 		{Cgroup: "/slurm", RDMALimit: tuning.RDMALimit{Device: "mlx5_1", HCAHandle: 8, HCAObject: 1000}},
 	}}
@@ -576,16 +576,15 @@ func TestDevPresentBusHint(t *testing.T) {
 		observed []string
 		remedy   []string
 	}{
-		{"no class, nothing on the bus", &Snapshot{IBErr: infiniband.ErrNoClass}, "",
+		{"no class, nothing on the bus", &Snapshot{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, "",
 			[]string{"no RDMA devices; no Mellanox/NVIDIA (15b3) network function on the PCI bus"}, []string{"passed through"}},
-		{"empty class, function without a driver", &Snapshot{IB: &infiniband.Class{}, Bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}, "",
+		{"empty class, function without a driver", &Snapshot{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}}, "",
 			[]string{"0000:5e:00.0 (15b3:1021, no driver)"}, []string{"modprobe mlx5_core"}},
-		{"mlx5_core without mlx5_ib", &Snapshot{IB: &infiniband.Class{}, Bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}, "",
+		{"mlx5_core without mlx5_ib", &Snapshot{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}}, "",
 			[]string{"driver mlx5_core"}, []string{"modprobe mlx5_ib", "dmesg | grep mlx5"}},
-		{"one of two devices, the other bound to vfio-pci", &Snapshot{IB: &infiniband.Class{Devices: []infiniband.Device{one}},
-			Bus: []pci.BusFunction{cx7("0000:1a:00.0", "mlx5_core"), cx7("0000:3c:00.0", "vfio-pci")}}, "diagnose:\n  expected_devices: 2\n",
+		{"one of two devices, the other bound to vfio-pci", &Snapshot{Host: &fixedHost{class: &infiniband.Class{Devices: []infiniband.Device{one}}, bus: []pci.BusFunction{cx7("0000:1a:00.0", "mlx5_core"), cx7("0000:3c:00.0", "vfio-pci")}}}, "diagnose:\n  expected_devices: 2\n",
 			[]string{"1 readable RDMA device(s)", "0000:3c:00.0 (15b3:1021, driver vfio-pci)"}, []string{"bound to vfio-pci"}},
-		{"bus unreadable", &Snapshot{IB: &infiniband.Class{}, BusErr: errors.New("EACCES")}, "",
+		{"bus unreadable", &Snapshot{Host: &fixedHost{class: &infiniband.Class{}, busErr: errors.New("EACCES")}}, "",
 			[]string{"0 readable"}, []string{genericDevRemedy}},
 	} {
 		cfg := mustParse(t, tc.cfg)
@@ -640,7 +639,7 @@ func TestSparePorts(t *testing.T) {
 			t.Errorf("a required port down: %s, want fail", f.Severity)
 		}
 		was := cx()
-		was.WasActive = func(d string, p int) bool { return d == "mlx4_0" && p == 2 }
+		fixed(was).wasActive = func(d string, p int) bool { return d == "mlx4_0" && p == 2 }
 		if f := judge(was, none, check, "mlx4_0/2"); f.Severity != Fail {
 			t.Errorf("a port down after being ACTIVE: %s, want fail", f.Severity)
 		}
@@ -656,11 +655,11 @@ func TestSparePorts(t *testing.T) {
 		up.LinkLayer.V, down.LinkLayer.V = "Ethernet", "Ethernet"
 		up.Netdev, down.Netdev = "enp1s0f0np0", "enp1s0f1np1"
 		s := snapWith(ibDev("mlx5_1", up, down))
-		s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+		fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 			{Name: "enp1s0f1np1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 2,
 				AdminUp: netdev.Opt[bool]{V: adminUp, OK: true}, OperState: netdev.Opt[string]{V: "down", OK: true}},
 		}}
-		s.WasActive = func(string, int) bool { return true }
+		fixed(s).wasActive = func(string, int) bool { return true }
 		return s
 	}
 	if f := judge(roce(false), none, checkPortPhys, "mlx5_1/2"); f.Severity != Fail ||
@@ -671,7 +670,7 @@ func TestSparePorts(t *testing.T) {
 		t.Errorf("RoCE port up without carrier: %q, want cable and transceiver remedies", f.Remedy)
 	}
 	spare := roce(false)
-	spare.WasActive = nil
+	fixed(spare).wasActive = nil
 	if f := judge(spare, none, checkPortPhys, "mlx5_1/2"); f.Severity != Skip {
 		t.Errorf("admin-down RoCE port never ACTIVE: %s, want skip", f.Severity)
 	}
@@ -695,7 +694,7 @@ func TestIRQUnclassifiedSkips(t *testing.T) {
 				Vector: irq.Vector{Kind: irq.Completion}, Affinity: infiniband.Opt[cpulist.Set]{V: cpulist.Of(1), OK: true}})
 		}
 		s := snapWith()
-		s.Placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
+		fixed(s).placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
 		for name, check := range map[string]func(*Snapshot, *History, *config.Config) ([]Finding, error){"irq.local": checkIRQLocal, "irq.spread": checkIRQSpread} {
 			fs, _ := check(s, nil, &config.Config{})
 			f := findingOf(t, fs, "mlx5_0")

@@ -59,8 +59,8 @@ func fwUpdateRemedy(d *infiniband.Device, want string) string { return fwUpdateT
 
 func checkFWVersion(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if !d.FirmwareVer.OK {
 			if fileErr(d, "fw_ver") != nil || d.NodeType.OK {
 				out = append(out, unreadable(d.Name, d, "fw_ver"))
@@ -127,8 +127,8 @@ func checkFWUniform(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 	}
 	groups := map[string][]member{}
 	var order []string
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		var model string
 		switch {
 		case d.HCAType.OK && d.HCAType.V != "":

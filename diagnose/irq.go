@@ -190,7 +190,7 @@ func checkIRQSpread(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 }
 
 func checkIRQBalance(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	ib := s.Placement.Irqbalance
+	ib := s.placement().Irqbalance
 	if !ib.OK {
 		return noTargets("the process table cannot be read, so whether irqbalance runs is unknown"), nil
 	}

@@ -58,8 +58,8 @@ var downRemedy = map[netdev.ExtState]string{
 
 func checkPortDownReason(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		if !n.Ethernet() || n.Ethtool == nil || n.Ethtool.Link == nil {
 			continue
 		}
@@ -115,11 +115,11 @@ func downReason(s *Snapshot, cfg *config.Config, n *netdev.Netdev, l *netdev.Lin
 // netdevPort is the RDMA device and port a netdev belongs to, nil when
 // it is not mapped or the class does not have it.
 func netdevPort(s *Snapshot, n *netdev.Netdev) (*infiniband.Device, *infiniband.Port) {
-	if s.IB == nil || n.Device == "" {
+	if s.ib() == nil || n.Device == "" {
 		return nil, nil
 	}
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if d.Name != n.Device {
 			continue
 		}

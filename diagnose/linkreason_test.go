@@ -21,13 +21,13 @@ func TestPortDownReason(t *testing.T) {
 		up.LinkLayer.V, down.LinkLayer.V = "Ethernet", "Ethernet"
 		up.Netdev, down.Netdev = "enp59s0f0np0", "enp59s0f1np1"
 		s := snapWith(ibDev("mlx5_1", up, down))
-		s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+		fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 			{Name: "enp59s0f0np0", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 1,
 				Ethtool: &netdev.EthtoolInfo{Link: &netdev.LinkState{Link: netdev.Opt[bool]{V: true, OK: true}}}},
 			{Name: "enp59s0f1np1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 2, Ethtool: &netdev.EthtoolInfo{Link: link}},
 		}}
 		if wasActive {
-			s.WasActive = func(string, int) bool { return true }
+			fixed(s).wasActive = func(string, int) bool { return true }
 		}
 		return s
 	}
@@ -83,7 +83,7 @@ func TestPortDownReason(t *testing.T) {
 		t.Errorf("link unknown: %s, want skip", f.Severity)
 	}
 	none := snapWith(ibDev("mlx5_1", ibPort(1, 4, 5, "100 Gb/sec (4X EDR)")))
-	none.Netdev = &netdev.Snapshot{}
+	fixed(none).netdevs = &netdev.Snapshot{}
 	if fs := run(none); len(fs) != 1 || fs[0].Severity != Skip || fs[0].Target != "host" {
 		t.Errorf("no link state anywhere: %+v, want one host skip", fs)
 	}

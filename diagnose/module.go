@@ -53,8 +53,8 @@ var moduleAbsentText = map[string]string{
 
 func checkModule(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		// The reader asks only RoCE and iWARP netdevs of a kept RDMA port that the
 		// running kernel has; the others have no reading to judge.
 		if !n.Ethernet() || n.Module == nil {

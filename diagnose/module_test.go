@@ -36,8 +36,8 @@ func moduleSnap(me *netdev.ModuleEEPROM, spare bool) *Snapshot {
 	p1.LinkLayer.V, p2.LinkLayer.V = "Ethernet", "Ethernet"
 	p1.Netdev, p2.Netdev = "enp59s0f0np0", "enp59s0f1np1"
 	s := snapWith(ibDev("mlx5_1", p1, p2))
-	s.ModulesAsked = true
-	s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+	fixed(s).modulesAsked = true
+	fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 		{Name: "enp59s0f0np0", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 1, Module: me},
 		// Not asked (an unmapped or foreign netdev): no finding.
 		{Name: "enp59s0f1np1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 2},
@@ -192,7 +192,7 @@ func TestModuleUnjudged(t *testing.T) {
 	}
 	// The flag off: the evaluator skips the check and says which flag.
 	s := moduleSnap(nil, false)
-	s.ModulesAsked = false
+	fixed(s).modulesAsked = false
 	if why := s.unavailable(SourceModule); !strings.Contains(why, "--collector.netdev.module-eeprom") {
 		t.Errorf("flag off: %q", why)
 	}

@@ -62,20 +62,20 @@ func netdevChecks(l *checkList) {
 
 func ipoibNetdevs(s *Snapshot) []*netdev.Netdev {
 	var out []*netdev.Netdev
-	for i := range s.Netdev.Netdevs {
-		if s.Netdev.Netdevs[i].IPoIB != nil {
-			out = append(out, &s.Netdev.Netdevs[i])
+	for i := range s.netdev().Netdevs {
+		if s.netdev().Netdevs[i].IPoIB != nil {
+			out = append(out, &s.netdev().Netdevs[i])
 		}
 	}
 	return out
 }
 
 func findPort(s *Snapshot, dev string, num int) *infiniband.Port {
-	if s.IB == nil {
+	if s.ib() == nil {
 		return nil
 	}
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if d.Name != dev {
 			continue
 		}
@@ -90,8 +90,8 @@ func findPort(s *Snapshot, dev string, num int) *infiniband.Port {
 
 func checkPortNetdev(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		if n.Device == "" {
 			continue
 		}
@@ -261,8 +261,8 @@ func checkIPoIBIPv6(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 
 func checkRoCEv2(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		if n.Kind == netdev.KindIWARP && n.Device != "" {
 			out = append(out, iwarpSkip(n))
 			continue

@@ -39,9 +39,9 @@ func pciChecks(l *checkList) {
 // pciDevices returns the RDMA devices that sit on a PCI function.
 func pciDevices(s *Snapshot) []*irq.Device {
 	var out []*irq.Device
-	for i := range s.Placement.Devices {
-		if s.Placement.Devices[i].PCI.Address != "" {
-			out = append(out, &s.Placement.Devices[i])
+	for i := range s.placement().Devices {
+		if s.placement().Devices[i].PCI.Address != "" {
+			out = append(out, &s.placement().Devices[i])
 		}
 	}
 	return out
@@ -99,8 +99,8 @@ func checkPCINUMA(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil
 	}
 	nodes := -1
-	if s.Topology != nil && len(s.Topology.Nodes) > 0 {
-		nodes = len(s.Topology.Nodes)
+	if s.topology() != nil && len(s.topology().Nodes) > 0 {
+		nodes = len(s.topology().Nodes)
 	}
 	var out []Finding
 	for _, d := range devs {

@@ -58,8 +58,8 @@ func portChecks(l *checkList) {
 }
 
 func forEachPort(s *Snapshot, fn func(d *infiniband.Device, p *infiniband.Port)) {
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		for j := range d.Ports {
 			fn(d, &d.Ports[j])
 		}
@@ -139,7 +139,7 @@ func sparePort(s *Snapshot, cfg *config.Config, d *infiniband.Device, p *infinib
 	switch {
 	case cfg.Diagnose.Ports.Requires(d.Name, p.Num):
 		return f, false
-	case s.WasActive != nil && s.WasActive(d.Name, p.Num):
+	case s.wasActive(d.Name, p.Num):
 		return f, false
 	case !anyPortActive(s):
 		return f, false
@@ -195,12 +195,12 @@ func ethernetDown(s *Snapshot, d *infiniband.Device, p *infiniband.Port, f Findi
 
 // findNetdev returns the netdev snapshot of a name, nil when unknown.
 func findNetdev(s *Snapshot, name string) *netdev.Netdev {
-	if s.Netdev == nil || name == "" {
+	if s.netdev() == nil || name == "" {
 		return nil
 	}
-	for i := range s.Netdev.Netdevs {
-		if s.Netdev.Netdevs[i].Name == name {
-			return &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		if s.netdev().Netdevs[i].Name == name {
+			return &s.netdev().Netdevs[i]
 		}
 	}
 	return nil

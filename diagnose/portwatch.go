@@ -67,7 +67,8 @@ func sumTransitions(h portwatch.History) uint64 {
 // port.state), and a host without ports says so.
 func eachWatched(s *Snapshot, judge func(h portwatch.History, f Finding) Finding) []Finding {
 	var out []Finding
-	for _, h := range s.PortHistory {
+	ports, _ := s.portHistory()
+	for _, h := range ports {
 		t := watchedTarget(h)
 		if !h.WasActive {
 			out = append(out, Finding{Severity: Skip, Target: t, Evidence: "the port has not been ACTIVE since rdma_doctor started"})

@@ -148,7 +148,7 @@ func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 }
 
 func checkSMLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	st := s.OpenSM
+	st := s.openSM()
 	if !st.Running() {
 		return noTargets("no opensm process runs on this host (the subnet manager, if any, runs elsewhere)"), nil
 	}

@@ -1,0 +1,78 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
+	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+)
+
+// fixedHost is a Host of fixed readings, the unit tests' host: a zero
+// fixedHost has read nothing.
+type fixedHost struct {
+	class            *infiniband.Class
+	classErr         error
+	placement        *irq.Snapshot
+	placementErr     error
+	topology         *pci.Topology
+	tuning           *tuning.Snapshot
+	tuningErr        error
+	netdevs          *netdev.Snapshot
+	netdevsErr       error
+	openSM           *opensm.State
+	openSMErr        error
+	gpus             *gpu.Snapshot
+	gpusErr          error
+	roce             *roce.Snapshot
+	roceErr          error
+	devlink          *host.Devlink
+	devlinkErr       error
+	hwmon            *hwmon.Snapshot
+	hwmonErr         error
+	bus              []pci.BusFunction
+	busErr           error
+	ports            []portwatch.History
+	portsWatched     bool
+	kernelLog        *host.KernelLog
+	kernelLogWatched bool
+	wasActive        func(device string, port int) bool
+	modulesAsked     bool
+}
+
+func (f *fixedHost) Class() (*infiniband.Class, error)        { return f.class, f.classErr }
+func (f *fixedHost) Placement() (*irq.Snapshot, error)        { return f.placement, f.placementErr }
+func (f *fixedHost) Topology() *pci.Topology                  { return f.topology }
+func (f *fixedHost) Tuning() (*tuning.Snapshot, error)        { return f.tuning, f.tuningErr }
+func (f *fixedHost) Netdevs() (*netdev.Snapshot, error)       { return f.netdevs, f.netdevsErr }
+func (f *fixedHost) OpenSM() (*opensm.State, error)           { return f.openSM, f.openSMErr }
+func (f *fixedHost) GPUs() (*gpu.Snapshot, error)             { return f.gpus, f.gpusErr }
+func (f *fixedHost) RoCE() (*roce.Snapshot, error)            { return f.roce, f.roceErr }
+func (f *fixedHost) Devlink() (*host.Devlink, error)          { return f.devlink, f.devlinkErr }
+func (f *fixedHost) Temperatures() (*hwmon.Snapshot, error)   { return f.hwmon, f.hwmonErr }
+func (f *fixedHost) Bus() ([]pci.BusFunction, error)          { return f.bus, f.busErr }
+func (f *fixedHost) PortHistory() ([]portwatch.History, bool) { return f.ports, f.portsWatched }
+func (f *fixedHost) KernelLog() (*host.KernelLog, bool)       { return f.kernelLog, f.kernelLogWatched }
+func (f *fixedHost) ModulesAsked() bool                       { return f.modulesAsked }
+
+func (f *fixedHost) WasActive(device string, port int) bool {
+	return f.wasActive != nil && f.wasActive(device, port)
+}
+
+// fixed is a snapshot's fixedHost, made on first use, for a test to set
+// the readings of a snapshot a helper built.
+func fixed(s *Snapshot) *fixedHost {
+	if s.Host == nil {
+		s.Host = &fixedHost{}
+	}
+	return s.Host.(*fixedHost)
+}
