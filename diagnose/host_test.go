@@ -4,6 +4,11 @@
 package diagnose
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
@@ -75,4 +80,44 @@ func fixed(s *Snapshot) *fixedHost {
 		s.Host = &fixedHost{}
 	}
 	return s.Host.(*fixedHost)
+}
+
+// TestReadTakesTheSample: Read reads every source of the host before it
+// returns, so no check reads after the sample's deadline (the CLI cancels
+// it before evaluating), and every call of a source returns the same
+// reading (the host's slow sources come from a cache that may refresh).
+func TestReadTakesTheSample(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	// numa-remote: devices, IRQs, tuning, netdevs and GPUs to read; no
+	// devices are expected beyond those present, so the bus stays unread.
+	s := (&Reader{Host: hostOf(filepath.Join(fixtures, "numa-remote"))}).Read(ctx)
+	cancel()
+	h := s.Host
+	for name, read := range map[string]func() (any, error){
+		"class":        func() (any, error) { return h.Class() },
+		"placement":    func() (any, error) { return h.Placement() },
+		"topology":     func() (any, error) { return h.Topology(), nil },
+		"tuning":       func() (any, error) { return h.Tuning() },
+		"netdevs":      func() (any, error) { return h.Netdevs() },
+		"opensm":       func() (any, error) { return h.OpenSM() },
+		"gpus":         func() (any, error) { return h.GPUs() },
+		"roce":         func() (any, error) { return h.RoCE() },
+		"devlink":      func() (any, error) { return h.Devlink() },
+		"temperatures": func() (any, error) { return h.Temperatures() },
+		"kernel log":   func() (any, error) { l, _ := h.KernelLog(); return l, nil },
+	} {
+		first, err := read()
+		if errors.Is(err, context.Canceled) {
+			t.Errorf("%s was read after Read returned: %v", name, err)
+		}
+		if again, _ := read(); again != first {
+			t.Errorf("%s: a second call read again (%p, then %p)", name, first, again)
+		}
+	}
+	if c, err := h.Class(); c == nil || len(c.Devices) == 0 {
+		t.Fatalf("numa-remote read no devices: %v", err)
+	}
+	if bus, err := h.Bus(); bus != nil || err != nil {
+		t.Errorf("a host with its devices walked the PCI bus: %v, %v", bus, err)
+	}
 }
