@@ -2,19 +2,23 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package diagnose turns the guide's troubleshooting checklist and the
-// research's check catalogue into rule checks. A check reads a Snapshot of
-// the host (the same typed snapshots the collectors export) and, for delta
-// checks, the History of counter samples, and returns findings: severity,
-// target, observed, expected, evidence, remedy and the remediation action
-// id. The Evaluator runs every check, turning a check that panics or errors
+// research's check catalogue into rule checks. A check reads a Snapshot:
+// the host through Host, a narrow interface over the host package's
+// snapshot (the same typed snapshots the collectors export, read once per
+// sample), the server's sminfo, probe (ProbeResults) and fabric sweep, and,
+// for delta checks, the History of counter samples. It returns findings:
+// severity, target, observed, expected, evidence, remedy and the
+// remediation action id. The Evaluator runs every check, turning a check that panics or errors
 // into a skip finding that carries the error: a broken check never crashes
 // the server and never passes silently.
 //
 // One file per concern holds its checks (port.go, firmware.go,
 // counters.go, ...). A check whose data no collector reads yet is
 // registered with Pending set and no Run: it reports skip with that
-// reason, and wiring the data in later means adding the field to Snapshot,
-// reading it in Reader.Read and writing Run.
+// reason, and wiring the data in later means a method on Host (read in
+// hostView), a Source with its reason in unavailable, and writing Run.
+// diagnose judges and renders reports; rdma_diagnose_status, its metric,
+// is rendered with the other metrics (collector.NewDiagnoseStatus).
 package diagnose
 
 import (
