@@ -35,7 +35,7 @@ const genericDevRemedy = "modprobe mlx5_ib (or the HCA's driver; MLNX_OFED: syst
 // busHint says why RDMA devices are missing from what the PCI bus shows:
 // no ConnectX/BlueField at all, or functions without an RDMA device and the
 // driver that holds each. ok is false when the bus could not be read.
-func busHint(s *Snapshot) (observed, remedy, evidence string, ok bool) {
+func busHint(s *Reading) (observed, remedy, evidence string, ok bool) {
 	bus, err := get(s, Host.Bus)
 	if err != nil && len(bus) == 0 {
 		return "", "", "", false
@@ -83,7 +83,7 @@ func busHint(s *Snapshot) (observed, remedy, evidence string, ok bool) {
 	return "on the PCI bus without an RDMA device: " + compactList(fns, ", ", 4), strings.Join(remedies, "; "), "/sys/" + pci.BusDir, true
 }
 
-func checkDevPresent(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkDevPresent(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	remedy := genericDevRemedy
 	// explain adds what the PCI bus shows to a finding of missing devices.
 	explain := func(f *Finding) {

@@ -33,31 +33,31 @@ func mustParse(t testing.TB, y string) *config.Config {
 
 // snapWith is a snapshot with one healthy InfiniBand port, for checks that
 // only read the class.
-func snapWith(devs ...infiniband.Device) *Snapshot {
-	return &Snapshot{Time: time.Unix(1000, 0), Host: &fixedHost{class: &infiniband.Class{Devices: devs}}}
+func snapWith(devs ...infiniband.Device) *Reading {
+	return &Reading{Time: time.Unix(1000, 0), Host: &fixedHost{class: &infiniband.Class{Devices: devs}}}
 }
 
 // TestEvaluatorNeverCrashes: a check that panics, errors, returns nothing,
 // or needs data that is missing becomes a skip finding saying why; the
 // checks after it still run.
 func TestEvaluatorNeverCrashes(t *testing.T) {
-	pass := func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+	pass := func(*Reading, *History, *config.Config) ([]Finding, error) {
 		return []Finding{{Severity: Pass, Target: "x"}}, nil
 	}
 	checks := []*Check{
-		{ID: "t.panic", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+		{ID: "t.panic", Run: func(*Reading, *History, *config.Config) ([]Finding, error) {
 			var p *infiniband.Port
 			_ = p.Num // nil dereference
 			return nil, nil
 		}},
-		{ID: "t.error", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+		{ID: "t.error", Run: func(*Reading, *History, *config.Config) ([]Finding, error) {
 			return []Finding{{Severity: Warn, Target: "y"}}, errors.New("boom")
 		}},
-		{ID: "t.empty", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) { return nil, nil }},
+		{ID: "t.empty", Run: func(*Reading, *History, *config.Config) ([]Finding, error) { return nil, nil }},
 		{ID: "t.pending", Pending: "no collector reads X yet"},
 		{ID: "t.nodata", Reads: []Source{SourceInfiniband}, Run: pass},
 		{ID: "t.noirq", Reads: []Source{SourceIRQ}, Run: pass},
-		{ID: "t.defaults", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+		{ID: "t.defaults", Run: func(*Reading, *History, *config.Config) ([]Finding, error) {
 			return []Finding{{Check: "wrong"}}, nil
 		}},
 		{ID: "t.ok", Run: pass},
@@ -66,7 +66,7 @@ func TestEvaluatorNeverCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.Evaluate(&Snapshot{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, nil)
+	r := e.Evaluate(&Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, nil)
 	got := map[string][]Finding{}
 	for _, f := range r.Findings {
 		got[f.Check] = append(got[f.Check], f)
@@ -238,7 +238,7 @@ func TestPortChecks(t *testing.T) {
 	)
 	// These ports went down after having been up: they must be up.
 	fixed(s).wasActive = func(d string, _ int) bool { return d == "polling" || d == "disabled" || d == "flaky" }
-	run := func(c func(*Snapshot, *History, *config.Config) ([]Finding, error)) []Finding {
+	run := func(c func(*Reading, *History, *config.Config) ([]Finding, error)) []Finding {
 		fs, err := c(s, NewHistory(0, 2), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -458,7 +458,7 @@ func TestIPoIBChecks(t *testing.T) {
 	}}
 	for _, tc := range []struct {
 		cfg    string
-		check  func(*Snapshot, *History, *config.Config) ([]Finding, error)
+		check  func(*Reading, *History, *config.Config) ([]Finding, error)
 		target string
 		sev    Severity
 	}{
@@ -571,20 +571,20 @@ func TestDevPresentBusHint(t *testing.T) {
 	one.PCIAddress = "0000:1a:00.0"
 	for _, tc := range []struct {
 		name     string
-		snap     *Snapshot
+		snap     *Reading
 		cfg      string
 		observed []string
 		remedy   []string
 	}{
-		{"no class, nothing on the bus", &Snapshot{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, "",
+		{"no class, nothing on the bus", &Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, "",
 			[]string{"no RDMA devices; no Mellanox/NVIDIA (15b3) network function on the PCI bus"}, []string{"passed through"}},
-		{"empty class, function without a driver", &Snapshot{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}}, "",
+		{"empty class, function without a driver", &Reading{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}}, "",
 			[]string{"0000:5e:00.0 (15b3:1021, no driver)"}, []string{"modprobe mlx5_core"}},
-		{"mlx5_core without mlx5_ib", &Snapshot{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}}, "",
+		{"mlx5_core without mlx5_ib", &Reading{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}}, "",
 			[]string{"driver mlx5_core"}, []string{"modprobe mlx5_ib", "dmesg | grep mlx5"}},
-		{"one of two devices, the other bound to vfio-pci", &Snapshot{Host: &fixedHost{class: &infiniband.Class{Devices: []infiniband.Device{one}}, bus: []pci.BusFunction{cx7("0000:1a:00.0", "mlx5_core"), cx7("0000:3c:00.0", "vfio-pci")}}}, "diagnose:\n  expected_devices: 2\n",
+		{"one of two devices, the other bound to vfio-pci", &Reading{Host: &fixedHost{class: &infiniband.Class{Devices: []infiniband.Device{one}}, bus: []pci.BusFunction{cx7("0000:1a:00.0", "mlx5_core"), cx7("0000:3c:00.0", "vfio-pci")}}}, "diagnose:\n  expected_devices: 2\n",
 			[]string{"1 readable RDMA device(s)", "0000:3c:00.0 (15b3:1021, driver vfio-pci)"}, []string{"bound to vfio-pci"}},
-		{"bus unreadable", &Snapshot{Host: &fixedHost{class: &infiniband.Class{}, busErr: errors.New("EACCES")}}, "",
+		{"bus unreadable", &Reading{Host: &fixedHost{class: &infiniband.Class{}, busErr: errors.New("EACCES")}}, "",
 			[]string{"0 readable"}, []string{genericDevRemedy}},
 	} {
 		cfg := mustParse(t, tc.cfg)
@@ -617,10 +617,10 @@ func TestDevPresentBusHint(t *testing.T) {
 // once it was ACTIVE, or when no port of the host is up; a down Ethernet
 // port gets Ethernet remedies, never ibportstate.
 func TestSparePorts(t *testing.T) {
-	cx := func() *Snapshot {
+	cx := func() *Reading {
 		return snapWith(ibDev("mlx4_0", ibPort(1, 4, 5, "20 Gb/sec (4X DDR)"), ibPort(2, 1, 2, "10 Gb/sec (4X SDR)")))
 	}
-	judge := func(s *Snapshot, cfg *config.Config, check func(*Snapshot, *History, *config.Config) ([]Finding, error), target string) Finding {
+	judge := func(s *Reading, cfg *config.Config, check func(*Reading, *History, *config.Config) ([]Finding, error), target string) Finding {
 		t.Helper()
 		fs, err := check(s, NewHistory(0, 2), cfg)
 		if err != nil {
@@ -629,7 +629,7 @@ func TestSparePorts(t *testing.T) {
 		return findingOf(t, fs, target)
 	}
 	none := &config.Config{}
-	for _, check := range []func(*Snapshot, *History, *config.Config) ([]Finding, error){checkPortPhys, checkPortState} {
+	for _, check := range []func(*Reading, *History, *config.Config) ([]Finding, error){checkPortPhys, checkPortState} {
 		if f := judge(cx(), none, check, "mlx4_0/2"); f.Severity != Skip || !strings.Contains(f.Evidence, "spare port") {
 			t.Errorf("never-cabled second port: %s %q, want a skip saying spare port", f.Severity, f.Evidence)
 		}
@@ -650,7 +650,7 @@ func TestSparePorts(t *testing.T) {
 	}
 
 	// RoCE: port 1 up, port 2 Disabled because its netdev is set down.
-	roce := func(adminUp bool) *Snapshot {
+	roce := func(adminUp bool) *Reading {
 		up, down := ibPort(1, 4, 5, "25 Gb/sec (1X EDR)"), ibPort(2, 1, 3, "40 Gb/sec (4X QDR)")
 		up.LinkLayer.V, down.LinkLayer.V = "Ethernet", "Ethernet"
 		up.Netdev, down.Netdev = "enp1s0f0np0", "enp1s0f1np1"
@@ -695,7 +695,7 @@ func TestIRQUnclassifiedSkips(t *testing.T) {
 		}
 		s := snapWith()
 		fixed(s).placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
-		for name, check := range map[string]func(*Snapshot, *History, *config.Config) ([]Finding, error){"irq.local": checkIRQLocal, "irq.spread": checkIRQSpread} {
+		for name, check := range map[string]func(*Reading, *History, *config.Config) ([]Finding, error){"irq.local": checkIRQLocal, "irq.spread": checkIRQSpread} {
 			fs, _ := check(s, nil, &config.Config{})
 			f := findingOf(t, fs, "mlx5_0")
 			if f.Severity != Skip || !strings.Contains(f.Evidence, "names in no naming form") || !strings.Contains(f.Evidence, `irq 45 "mlx5_xyz@pci:0000:3b:00.0"`) ||

@@ -57,7 +57,7 @@ func fwPolicy(cfg *config.Config, d *infiniband.Device) (config.FirmwarePolicy, 
 // firmware (vendor.go).
 func fwUpdateRemedy(d *infiniband.Device, want string) string { return fwUpdateTool(d, want) }
 
-func checkFWVersion(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkFWVersion(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
 	for i := range s.ib().Devices {
 		d := &s.ib().Devices[i]
@@ -120,7 +120,7 @@ func orText(parts []string, def string) string {
 	return strings.Join(parts, " / ")
 }
 
-func checkFWUniform(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkFWUniform(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	type member struct {
 		d  *infiniband.Device
 		fw string

@@ -56,7 +56,7 @@ func gpuTargets(s *gpu.Snapshot) string {
 
 func gpuTarget(g *gpu.GPU) string { return "gpu" + g.Name() }
 
-func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkGPURail(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	if why := gpuTargets(s.gpu()); why != "" {
 		return noTargets(why), nil
 	}
@@ -211,7 +211,7 @@ func joinInts(v []int, sep string) string {
 	return strings.Join(s, sep)
 }
 
-func checkGPUDirect(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkGPUDirect(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	if why := gpuTargets(s.gpu()); why != "" {
 		return noTargets(why), nil
 	}
@@ -307,7 +307,7 @@ func gpuACSChecks(l *checkList) {
 	})
 }
 
-func checkGPUACS(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkGPUACS(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	if why := gpuTargets(s.gpu()); why != "" {
 		return noTargets(why), nil
 	}

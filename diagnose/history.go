@@ -60,8 +60,8 @@ func HistoryFor(window, interval time.Duration) *History {
 	return NewHistory(window, capacity)
 }
 
-// Add records the counters of a snapshot.
-func (h *History) Add(s *Snapshot) {
+// Add records the counters of a reading.
+func (h *History) Add(s *Reading) {
 	vals := map[CounterKey]uint64{}
 	if s.ib() != nil {
 		for i := range s.ib().Devices {

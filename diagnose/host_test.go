@@ -75,7 +75,7 @@ func (f *fixedHost) WasActive(device string, port int) bool {
 
 // fixed is a snapshot's fixedHost, made on first use, for a test to set
 // the readings of a snapshot a helper built.
-func fixed(s *Snapshot) *fixedHost {
+func fixed(s *Reading) *fixedHost {
 	if s.Host == nil {
 		s.Host = &fixedHost{}
 	}

@@ -34,7 +34,7 @@ func kmsgChecks(l *checkList) {
 // maxKernelEvidence bounds the events a finding's evidence quotes.
 const maxKernelEvidence = 3
 
-func checkKernelEvents(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkKernelEvents(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	window := cfg.Diagnose.HistoryWindow()
 	byTarget := map[string][]host.KernelEvent{}
 	pciOf := map[string]string{}

@@ -22,7 +22,7 @@ func TestKernelEvents(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ev := func(name string) kmsg.Event { return kmsg.Events[kmsg.EventIndex(name)] }
 	last := func(msg string, at time.Time) kmsg.Last { return kmsg.Last{Message: msg, Last: at, Repeats: 1} }
-	s := &Snapshot{Time: now, Host: &fixedHost{kernelLogWatched: true, class: &infiniband.Class{Devices: []infiniband.Device{
+	s := &Reading{Time: now, Host: &fixedHost{kernelLogWatched: true, class: &infiniband.Class{Devices: []infiniband.Device{
 		{Name: "mlx5_0", PCIAddress: "0000:61:00.0"}, {Name: "mlx5_1"}, {Name: "mlx5_2"}, {Name: "mlx5_3"},
 		{Name: "bnxt_re0", PCIAddress: "0000:19:00.0"},
 	}}, kernelLog: &host.KernelLog{Status: kmsg.Status{Reading: true}, Events: []host.KernelEvent{

@@ -16,7 +16,7 @@ import (
 // a down link without a reason, or a netdev without a link state, is left
 // to port.phys.
 func TestPortDownReason(t *testing.T) {
-	snap := func(link *netdev.LinkState, wasActive bool) *Snapshot {
+	snap := func(link *netdev.LinkState, wasActive bool) *Reading {
 		up, down := ibPort(1, 4, 5, "100 Gb/sec (4X EDR)"), ibPort(2, 1, 3, "40 Gb/sec (4X QDR)")
 		up.LinkLayer.V, down.LinkLayer.V = "Ethernet", "Ethernet"
 		up.Netdev, down.Netdev = "enp59s0f0np0", "enp59s0f1np1"
@@ -38,7 +38,7 @@ func TestPortDownReason(t *testing.T) {
 		}
 		return l
 	}
-	run := func(s *Snapshot) []Finding {
+	run := func(s *Reading) []Finding {
 		t.Helper()
 		fs, err := checkPortDownReason(s, NewHistory(0, 2), &config.Config{})
 		if err != nil {

@@ -37,7 +37,7 @@ func pciChecks(l *checkList) {
 }
 
 // pciDevices returns the RDMA devices that sit on a PCI function.
-func pciDevices(s *Snapshot) []*irq.Device {
+func pciDevices(s *Reading) []*irq.Device {
 	var out []*irq.Device
 	for i := range s.placement().Devices {
 		if s.placement().Devices[i].PCI.Address != "" {
@@ -57,7 +57,7 @@ func pciErr(f *pci.Function, name string) error {
 
 func speedText(gts float64) string { return strconv.FormatFloat(gts, 'f', -1, 64) + " GT/s" }
 
-func checkPCILink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPCILink(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	devs := pciDevices(s)
 	if len(devs) == 0 {
 		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil
@@ -93,7 +93,7 @@ func checkPCILink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 	return out, nil
 }
 
-func checkPCINUMA(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPCINUMA(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	devs := pciDevices(s)
 	if len(devs) == 0 {
 		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil

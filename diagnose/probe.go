@@ -135,7 +135,7 @@ func failedRun(e *ProbeSeries) (Finding, bool) {
 	return f, true
 }
 
-func probeEntries(s *Snapshot, bandwidth bool) []ProbeSeries {
+func probeEntries(s *Reading, bandwidth bool) []ProbeSeries {
 	var out []ProbeSeries
 	for _, e := range s.Probe {
 		if e.Bandwidth == bandwidth {
@@ -147,7 +147,7 @@ func probeEntries(s *Snapshot, bandwidth bool) []ProbeSeries {
 
 func us(seconds float64) string { return fmt.Sprintf("%.2f µs", seconds*1e6) }
 
-func checkProbeLatency(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkProbeLatency(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	th := cfg.Diagnose.Thresholds.Probe.Effective()
 	entries := probeEntries(s, false)
 	var out []Finding
@@ -192,7 +192,7 @@ func checkProbeLatency(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, 
 	return out, nil
 }
 
-func checkProbeBandwidth(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkProbeBandwidth(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	th := cfg.Diagnose.Thresholds.Probe.Effective()
 	entries := probeEntries(s, true)
 	var out []Finding

@@ -73,7 +73,7 @@ func pfcVector(p int) string {
 	return strings.Join(v, ",")
 }
 
-func checkRoCELossless(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkRoCELossless(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
 	for i := range s.roce().Netdevs {
 		n := &s.roce().Netdevs[i]

@@ -37,7 +37,7 @@ func temperatureChecks(l *checkList) {
 	})
 }
 
-func checkTemperature(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkTemperature(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	if len(s.hwmon().Devices) == 0 {
 		why := "no RDMA device registers a temperature sensor (hwmon: mlx5 on Linux 6.6 and later; not on VFs or software devices)"
 		if len(s.hwmon().Errors) > 0 {
@@ -133,7 +133,7 @@ func temperatureRemedy(name, tool string, sn hwmon.Sensor) string {
 }
 
 // hwmonErrors are the hwmon read errors of one device.
-func (s *Snapshot) hwmonErrors(name string) []error {
+func (s *Reading) hwmonErrors(name string) []error {
 	var out []error
 	for _, err := range s.hwmon().Errors {
 		if strings.Contains(sysattr.ErrorPath(err), "/infiniband/"+name+"/") {
@@ -144,7 +144,7 @@ func (s *Snapshot) hwmonErrors(name string) []error {
 }
 
 // ibDevice is the class's device of that name, or nil.
-func (s *Snapshot) ibDevice(name string) *infiniband.Device {
+func (s *Reading) ibDevice(name string) *infiniband.Device {
 	if s.ib() == nil {
 		return nil
 	}

@@ -18,7 +18,7 @@ func temp(v float64) hwmon.Opt[float64] { return sysattr.Some(v) }
 // The gb300-xdr thresholds (asic 105 °C, Module0 70 °C) with readings from
 // the recorded 46 and 57 °C up to and past the threshold.
 func TestTemperature(t *testing.T) {
-	run := func(s *Snapshot) []Finding {
+	run := func(s *Reading) []Finding {
 		t.Helper()
 		fs, err := checkTemperature(s, NewHistory(0, 2), &config.Config{})
 		if err != nil {
@@ -26,7 +26,7 @@ func TestTemperature(t *testing.T) {
 		}
 		return fs
 	}
-	snap := func(module hwmon.Sensor) *Snapshot {
+	snap := func(module hwmon.Sensor) *Reading {
 		s := snapWith(ibDev("mlx5_0"))
 		fixed(s).hwmon = &hwmon.Snapshot{Devices: []hwmon.Device{{Name: "mlx5_0", Sensors: []hwmon.Sensor{
 			{Label: "asic", Chip: "mlx5", Input: temp(46), Crit: temp(105), Highest: temp(47)},

@@ -98,7 +98,7 @@ var userModules = []struct {
 	{"ib_umad", "MAD tools on InfiniBand: sminfo, perfquery, ibdiagnet", true},
 }
 
-func checkDevDriver(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkDevDriver(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	if _, ok := s.tuning().ModuleLoaded("ib_core"); !ok {
 		return noTargets("/proc/modules cannot be read"), nil
 	}
@@ -120,7 +120,7 @@ func checkDevDriver(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkGovernor(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkGovernor(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	want := cfg.Diagnose.Policies.Governor()
 	if len(s.tuning().Governors) == 0 {
 		return noTargets("no CPU has cpufreq (a VM, or no cpufreq driver): the governor is the platform's"), nil
@@ -160,7 +160,7 @@ func compactList(items []string, sep string, max int) string {
 	return strings.Join(items[:max], sep) + fmt.Sprintf(" and %d more", len(items)-max)
 }
 
-func checkHugepages(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkHugepages(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	pol := cfg.Diagnose.Policies.Hugepages
 	var pools []string
 	for _, p := range s.tuning().Hugepages {
@@ -223,7 +223,7 @@ func memlockText(v uint64) string {
 	return bytesText(float64(v))
 }
 
-func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkMemlock(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	want := uint64(tuning.Unlimited)
 	wantText := "unlimited"
 	if m := cfg.Diagnose.Policies.MemlockMinKiB; m != nil {
@@ -279,7 +279,7 @@ func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkSysctls(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkSysctls(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	ipoib := 0
 	for _, n := range s.netdev().Netdevs {
 		if n.IPoIB != nil {
@@ -317,7 +317,7 @@ func checkSysctls(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkKernel(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkKernel(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	floor := cfg.Diagnose.Policies.KernelFloor.Floor()
 	roce := 0
 	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
@@ -361,7 +361,7 @@ func (w RDMACgroupWant) Where() string {
 // host's RDMA devices: "*" is every device read (after the device filter),
 // and an entry naming the device wins over "*" for the same cgroup. The
 // order is the configuration's, devices in the host's order.
-func RDMACgroupWants(s *Snapshot, cfg *config.Config) []RDMACgroupWant {
+func RDMACgroupWants(s *Reading, cfg *config.Config) []RDMACgroupWant {
 	limits := cfg.Diagnose.Policies.RDMACgroupLimits
 	named := map[[2]string]bool{}
 	for _, l := range limits {
@@ -397,7 +397,7 @@ func rdmaLimitText(l tuning.RDMALimit) string {
 	return rest
 }
 
-func checkRDMACgroups(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkRDMACgroups(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	if len(cfg.Diagnose.Policies.RDMACgroupLimits) == 0 {
 		return noTargets("no rdma cgroup limits configured (diagnose.policies.rdma_cgroup_limits); finite limits are exported as rdma_host_cgroup_rdma_limit"), nil
 	}

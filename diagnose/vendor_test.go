@@ -42,7 +42,7 @@ func TestDeviceVendor(t *testing.T) {
 // strictConfig makes the vendor-specific remedies appear on every
 // device of a host: every port expects the other link layer, and every
 // device's firmware is below the minimum.
-func strictConfig(s *Snapshot) *config.Config {
+func strictConfig(s *Reading) *config.Config {
 	cfg := &config.Config{}
 	if s.ib() == nil {
 		return cfg

@@ -665,7 +665,7 @@ func TestIRQPlanUnclassified(t *testing.T) {
 		IRQs: []irq.DeviceIRQ{{IRQ: &irq.IRQ{Number: 45, Name: "mlx5_xyz@pci:0000:3b:00.0"}, Vector: irq.Vector{Kind: irq.Other, Address: "0000:3b:00.0"},
 			Affinity: sysattr.Some(cpulist.Of(9))}},
 		Unclassified: 1, Incomplete: true}
-	in := &Input{Snap: &diagnose.Snapshot{Host: placementOnly{p: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}}
+	in := &Input{Snap: &diagnose.Reading{Host: placementOnly{p: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}}
 	changes, notes, err := irqAction{}.Plan(in)
 	if err != nil || len(changes) != 0 {
 		t.Fatalf("changes %v, err %v", changes, err)
@@ -682,7 +682,7 @@ func TestIRQPlanUnclassified(t *testing.T) {
 func TestIRQPlanNoCompletionIRQs(t *testing.T) {
 	local, _ := cpulist.Parse("0-31")
 	d := irq.Device{Name: "bnxt_re0", PCI: pci.Function{Address: "0000:19:00.0", LocalCPUs: sysattr.Some(local)}}
-	in := &Input{Snap: &diagnose.Snapshot{Host: placementOnly{p: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}}
+	in := &Input{Snap: &diagnose.Reading{Host: placementOnly{p: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}}
 	changes, notes, err := irqAction{}.Plan(in)
 	if err != nil || len(changes) != 0 {
 		t.Fatalf("changes %v, err %v", changes, err)

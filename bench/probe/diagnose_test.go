@@ -60,7 +60,7 @@ func TestDiagnose(t *testing.T) {
 		"mlx5_0/1 ib_send_bw peer-c":     diagnose.Warn, // 50 % of the port
 		"mlx5_0/1 ib_read_bw peer-d":     diagnose.Warn, // could not measure
 	}
-	r := e.Evaluate(&diagnose.Snapshot{Time: at, Probe: Diagnose(st).ProbeSeries()}, nil)
+	r := e.Evaluate(&diagnose.Reading{Time: at, Probe: Diagnose(st).ProbeSeries()}, nil)
 	for _, f := range r.Findings {
 		if w, ok := want[f.Target]; !ok || f.Severity != w {
 			t.Errorf("%s %s: %s, want %q", f.Check, f.Target, f.Severity, w)

@@ -118,7 +118,7 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 		}
 	}
 	hist := diagnose.NewHistory(0, 2)
-	read := func() *diagnose.Snapshot {
+	read := func() *diagnose.Reading {
 		c, cancel := context.WithTimeout(ctx, sampleTimeout)
 		defer cancel()
 		return reader.Read(c)

@@ -84,12 +84,12 @@ const (
 	SourceFabric Source = "fabric"
 )
 
-// Snapshot is one sample of a host as the checks judge it: when it was
+// Reading is one sample of a host as the checks judge it: when it was
 // taken, the host's sources read through Host, and what the server adds
 // (sminfo, the verbs probe, the fabric sweep, the expected topology). It
 // copies no source: a new one is a method on Host and its read in
 // hostView, a Source, and its reason in unavailable.
-type Snapshot struct {
+type Reading struct {
 	Time     time.Time
 	Hostname string
 	// Host is the host's sources (Reader.Read: a host.Snapshot's); nil
@@ -103,14 +103,14 @@ type Snapshot struct {
 	// sweeper runs (the CLI, --no-collector.fabric or its counters off).
 	Fabric *fabric.SweepStatus
 	// ExpectedTopology is diagnose.fabric_topology, read once by the
-	// Evaluator (NewEvaluator) and set on the snapshots it evaluates;
+	// Evaluator (NewEvaluator) and set on the readings it evaluates;
 	// ExpectedTopologyFile is its path. nil: no file configured.
 	ExpectedTopology     *fabric.Topology
 	ExpectedTopologyFile string
 }
 
 // get reads one source through s.Host; a nil Host has read nothing.
-func get[T any](s *Snapshot, source func(Host) (T, error)) (T, error) {
+func get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
 	if s.Host == nil {
 		var none T
 		return none, nil
@@ -120,23 +120,23 @@ func get[T any](s *Snapshot, source func(Host) (T, error)) (T, error) {
 
 // value is a source without its error: the checks' shorthand for data
 // their Reads gate has found readable (nil where it was not).
-func value[T any](s *Snapshot, source func(Host) (T, error)) T {
+func value[T any](s *Reading, source func(Host) (T, error)) T {
 	v, _ := get(s, source)
 	return v
 }
 
-func (s *Snapshot) ib() *infiniband.Class    { return value(s, Host.Class) }
-func (s *Snapshot) placement() *irq.Snapshot { return value(s, Host.Placement) }
-func (s *Snapshot) tuning() *tuning.Snapshot { return value(s, Host.Tuning) }
-func (s *Snapshot) netdev() *netdev.Snapshot { return value(s, Host.Netdevs) }
-func (s *Snapshot) openSM() *opensm.State    { return value(s, Host.OpenSM) }
-func (s *Snapshot) gpu() *gpu.Snapshot       { return value(s, Host.GPUs) }
-func (s *Snapshot) roce() *roce.Snapshot     { return value(s, Host.RoCE) }
-func (s *Snapshot) devlink() *host.Devlink   { return value(s, Host.Devlink) }
-func (s *Snapshot) hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
-func (s *Snapshot) bus() []pci.BusFunction   { return value(s, Host.Bus) }
+func (s *Reading) ib() *infiniband.Class    { return value(s, Host.Class) }
+func (s *Reading) placement() *irq.Snapshot { return value(s, Host.Placement) }
+func (s *Reading) tuning() *tuning.Snapshot { return value(s, Host.Tuning) }
+func (s *Reading) netdev() *netdev.Snapshot { return value(s, Host.Netdevs) }
+func (s *Reading) openSM() *opensm.State    { return value(s, Host.OpenSM) }
+func (s *Reading) gpu() *gpu.Snapshot       { return value(s, Host.GPUs) }
+func (s *Reading) roce() *roce.Snapshot     { return value(s, Host.RoCE) }
+func (s *Reading) devlink() *host.Devlink   { return value(s, Host.Devlink) }
+func (s *Reading) hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
+func (s *Reading) bus() []pci.BusFunction   { return value(s, Host.Bus) }
 
-func (s *Snapshot) topology() *pci.Topology {
+func (s *Reading) topology() *pci.Topology {
 	if s.Host == nil {
 		return nil
 	}
@@ -145,7 +145,7 @@ func (s *Snapshot) topology() *pci.Topology {
 
 // portHistory is what the port state sampler saw; watched is false where
 // none runs (the CLI).
-func (s *Snapshot) portHistory() (h []portwatch.History, watched bool) {
+func (s *Reading) portHistory() (h []portwatch.History, watched bool) {
 	if s.Host == nil {
 		return nil, false
 	}
@@ -154,7 +154,7 @@ func (s *Snapshot) portHistory() (h []portwatch.History, watched bool) {
 
 // kernelLog is what the kernel log reader saw; watched is false where
 // none runs (the CLI).
-func (s *Snapshot) kernelLog() (l *host.KernelLog, watched bool) {
+func (s *Reading) kernelLog() (l *host.KernelLog, watched bool) {
 	if s.Host == nil {
 		return nil, false
 	}
@@ -163,12 +163,12 @@ func (s *Snapshot) kernelLog() (l *host.KernelLog, watched bool) {
 
 // wasActive reports whether a port was ACTIVE at any sample since
 // rdma_doctor started (false when unknown); such a port must stay up.
-func (s *Snapshot) wasActive(device string, port int) bool {
+func (s *Reading) wasActive(device string, port int) bool {
 	return s.Host != nil && s.Host.WasActive(device, port)
 }
 
 // unavailable says why a source cannot be used, or "".
-func (s *Snapshot) unavailable(src Source) string {
+func (s *Reading) unavailable(src Source) string {
 	switch src {
 	case SourceInfiniband:
 		if ib, err := get(s, Host.Class); ib == nil {
@@ -314,8 +314,8 @@ func errorsText(errs []error) string {
 // same text from the server and the CLI, so their findings agree.
 const NeedTwoSamples = "needs two samples to judge increases (one so far): the server samples every diagnose.interval; the CLI needs --interval"
 
-// Reader takes diagnose snapshots of a host from its host snapshots, so
-// the checks judge what the collectors export and read nothing twice.
+// Reader takes readings of a host from its host snapshots, so the checks
+// judge what the collectors export and read nothing twice.
 type Reader struct {
 	Host *host.Host
 	// ReuseClass lets a sample use a class a scrape read up to this long
@@ -327,22 +327,22 @@ type Reader struct {
 	// Probe is the verbs probe's results; nil (the CLI) has none.
 	Probe ProbeResults
 	// ExpectedDevices is diagnose.expected_devices: with fewer devices
-	// than that (or none), the PCI bus is read to say why (Snapshot.Bus).
+	// than that (or none), the PCI bus is read to say why (Host.Bus).
 	ExpectedDevices int
 	// Fabric returns the fabric counter sweeper's state (a
 	// fabric.Sweeper's Status); nil leaves the fabric checks skipped.
 	Fabric func() *fabric.SweepStatus
 }
 
-// Read takes a snapshot. It never fails as a whole: each source's error
+// Read takes a reading. It never fails as a whole: each source's error
 // is kept next to it and turns the checks that need it into skips. Every
 // source is read now, under ctx (the slow ones in parallel, as before the
 // checks ran on a copy), so the checks judge one moment and nothing is
 // read after ctx ends.
-func (r *Reader) Read(ctx context.Context) *Snapshot {
+func (r *Reader) Read(ctx context.Context) *Reading {
 	hs := r.Host.SnapshotReusing(r.ReuseClass)
 	v := newHostView(ctx, hs)
-	s := &Snapshot{Time: hs.Time, Hostname: hs.Hostname(ctx), Host: v}
+	s := &Reading{Time: hs.Time, Hostname: hs.Hostname(ctx), Host: v}
 	v.readAll(r.ExpectedDevices)
 	if r.SM != nil {
 		s.SM = r.SM(ctx)
