@@ -118,11 +118,12 @@ type watched[T any] struct {
 	ok bool
 }
 
-// readAll reads every source now, in the order and the parallelism the
-// collectors' reads assume: the slow sources (process scans) next to the
-// class read. Only a host short of devices (fewer than expected, or none)
-// walks the PCI bus: an SR-IOV host has hundreds of functions.
-func (v *hostView) readAll(expectedDevices int) {
+// readAll reads every source now: the slow ones (process scans) in the
+// background next to the class read and beside, which runs what the
+// server adds (a CLI's sminfo round). Only a host short of devices (fewer
+// than expected, or none) walks the PCI bus: an SR-IOV host has hundreds
+// of functions.
+func (v *hostView) readAll(expectedDevices int, beside func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_, _ = v.Placement()
@@ -147,6 +148,7 @@ func (v *hostView) readAll(expectedDevices int) {
 		// asking for it later must not walk it either.
 		_, _ = v.bus.get(func() ([]pci.BusFunction, error) { return nil, nil })
 	}
+	beside()
 	wg.Wait()
 }
 

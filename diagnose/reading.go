@@ -336,22 +336,22 @@ type Reader struct {
 
 // Read takes a reading. It never fails as a whole: each source's error
 // is kept next to it and turns the checks that need it into skips. Every
-// source is read now, under ctx (the slow ones in parallel, as before the
-// checks ran on a copy), so the checks judge one moment and nothing is
-// read after ctx ends.
+// source is read now, under ctx (the slow ones in parallel), so the checks
+// judge one moment and nothing is read after ctx ends.
 func (r *Reader) Read(ctx context.Context) *Reading {
 	hs := r.Host.SnapshotReusing(r.ReuseClass)
 	v := newHostView(ctx, hs)
 	s := &Reading{Time: hs.Time, Hostname: hs.Hostname(ctx), Host: v}
-	v.readAll(r.ExpectedDevices)
-	if r.SM != nil {
-		s.SM = r.SM(ctx)
-	}
-	if r.Probe != nil {
-		s.Probe = r.Probe.ProbeSeries()
-	}
-	if r.Fabric != nil {
-		s.Fabric = r.Fabric()
-	}
+	v.readAll(r.ExpectedDevices, func() {
+		if r.SM != nil {
+			s.SM = r.SM(ctx)
+		}
+		if r.Probe != nil {
+			s.Probe = r.Probe.ProbeSeries()
+		}
+		if r.Fabric != nil {
+			s.Fabric = r.Fabric()
+		}
+	})
 	return s
 }
