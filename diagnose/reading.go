@@ -134,7 +134,6 @@ func (s *Reading) gpu() *gpu.Snapshot       { return value(s, Host.GPUs) }
 func (s *Reading) roce() *roce.Snapshot     { return value(s, Host.RoCE) }
 func (s *Reading) devlink() *host.Devlink   { return value(s, Host.Devlink) }
 func (s *Reading) hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
-func (s *Reading) bus() []pci.BusFunction   { return value(s, Host.Bus) }
 
 func (s *Reading) topology() *pci.Topology {
 	if s.Host == nil {
