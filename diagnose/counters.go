@@ -237,7 +237,7 @@ func expectedText(names []string, cfg *config.Config) string {
 	return "increase per window: " + strings.Join(parts, "; ")
 }
 
-func (cc counterCheck) run(s *Snapshot, h *History, cfg *config.Config) ([]Finding, error) {
+func (cc counterCheck) run(s *Reading, h *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
 	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
 		if f, ok := cc.port(d, p, h, cfg); ok {

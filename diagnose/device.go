@@ -35,24 +35,25 @@ const genericDevRemedy = "modprobe mlx5_ib (or the HCA's driver; MLNX_OFED: syst
 // busHint says why RDMA devices are missing from what the PCI bus shows:
 // no ConnectX/BlueField at all, or functions without an RDMA device and the
 // driver that holds each. ok is false when the bus could not be read.
-func busHint(s *Snapshot) (observed, remedy, evidence string, ok bool) {
-	if s.BusErr != nil && len(s.Bus) == 0 {
+func busHint(s *Reading) (observed, remedy, evidence string, ok bool) {
+	bus, err := get(s, Host.Bus)
+	if err != nil && len(bus) == 0 {
 		return "", "", "", false
 	}
-	if len(s.Bus) == 0 {
+	if len(bus) == 0 {
 		return "no Mellanox/NVIDIA (15b3) network function on the PCI bus",
 			"the kernel sees no ConnectX or BlueField: check that the card is seated and enabled in the BIOS, or, in a VM, that the HCA or a VF is passed through; " +
 				"another vendor's RDMA NIC needs its own RDMA driver (irdma, bnxt_re, efa)", "/sys/" + pci.BusDir, true
 	}
 	has := map[string]bool{}
-	if s.IB != nil {
-		for _, d := range s.IB.Devices {
+	if s.ib() != nil {
+		for _, d := range s.ib().Devices {
 			has[d.PCIAddress] = true
 		}
 	}
 	var fns, remedies []string
 	seen := map[string]bool{}
-	for _, f := range s.Bus {
+	for _, f := range bus {
 		if has[f.Address] {
 			continue
 		}
@@ -82,7 +83,7 @@ func busHint(s *Snapshot) (observed, remedy, evidence string, ok bool) {
 	return "on the PCI bus without an RDMA device: " + compactList(fns, ", ", 4), strings.Join(remedies, "; "), "/sys/" + pci.BusDir, true
 }
 
-func checkDevPresent(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkDevPresent(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	remedy := genericDevRemedy
 	// explain adds what the PCI bus shows to a finding of missing devices.
 	explain := func(f *Finding) {
@@ -92,20 +93,20 @@ func checkDevPresent(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, er
 			f.Evidence = strings.TrimPrefix(f.Evidence+"; "+ev, "; ")
 		}
 	}
-	if s.IB == nil {
-		if errors.Is(s.IBErr, infiniband.ErrNoClass) {
+	if ib, err := get(s, Host.Class); ib == nil {
+		if errors.Is(err, infiniband.ErrNoClass) {
 			f := Finding{Severity: Fail, Target: "host", Observed: "no RDMA devices",
 				Expected: "at least one device in /sys/class/infiniband",
-				Evidence: s.IBErr.Error(), Remedy: remedy}
+				Evidence: err.Error(), Remedy: remedy}
 			explain(&f)
 			return []Finding{f}, nil
 		}
-		return nil, fmt.Errorf("cannot read /sys/class/infiniband: %v", s.IBErr)
+		return nil, fmt.Errorf("cannot read /sys/class/infiniband: %v", err)
 	}
 	var out []Finding
 	readable := 0
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if !d.NodeType.OK && len(d.Ports) == 0 && len(d.Errors) > 0 {
 			out = append(out, Finding{Severity: Warn, Target: d.Name,
 				Observed: "class entry present, device unreadable",

@@ -45,9 +45,9 @@ func noDevlinkInstance(d host.DevlinkDevice, what string) Finding {
 		Evidence: fmt.Sprintf("devlink reports no %s for pci/%s: the driver registers no devlink instance there (or the read failed; see rdma_devlink_requests)", what, d.PCI)}
 }
 
-func checkFirmwarePending(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkFirmwarePending(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for _, d := range s.Devlink.Devices {
+	for _, d := range s.devlink().Devices {
 		if d.Info == nil {
 			out = append(out, noDevlinkInstance(d, "firmware versions"))
 			continue
@@ -93,9 +93,9 @@ func checkFirmwarePending(s *Snapshot, _ *History, _ *config.Config) ([]Finding,
 	return out, nil
 }
 
-func checkDevlinkHealth(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkDevlinkHealth(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for _, d := range s.Devlink.Devices {
+	for _, d := range s.devlink().Devices {
 		if len(d.Reporters) == 0 {
 			out = append(out, noDevlinkInstance(d, "health reporters"))
 			continue

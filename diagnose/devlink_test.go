@@ -17,7 +17,7 @@ import (
 // Versions from real devlink dev info outputs (ConnectX-7, 28.41.1000:
 // Jiri Pirko, netdev 2025-03-20; the failed query 255.255.65535: commit
 // 10dc35f6a443); 28.43.1014 stands for any image flashed after it.
-func devlinkSnapshot() *Snapshot {
+func devlinkSnapshot() *Reading {
 	info := func(dev, running, stored string) *devlink.Info {
 		return &devlink.Info{Handle: devlink.PCI(dev), Driver: "mlx5_core",
 			Running: []devlink.Version{{Name: "fw.version", Value: running}},
@@ -26,7 +26,7 @@ func devlinkSnapshot() *Snapshot {
 	rep := func(name string, st devlink.State, errs uint64) devlink.Reporter {
 		return devlink.Reporter{Name: name, State: sysattr.Some(st), Errors: sysattr.Some(errs), Recovers: sysattr.Some[uint64](0)}
 	}
-	return &Snapshot{Devlink: &host.Devlink{Devices: []host.DevlinkDevice{
+	return &Reading{Host: &fixedHost{devlink: &host.Devlink{Devices: []host.DevlinkDevice{
 		{Name: "mlx5_0", PCI: "0000:08:00.0", Info: info("0000:08:00.0", "28.41.1000", "28.41.1000"),
 			Reporters: []devlink.Reporter{rep("fw", devlink.StateHealthy, 0), rep("fw_fatal", devlink.StateHealthy, 0)}},
 		{Name: "mlx5_1", PCI: "0000:08:00.1", Info: info("0000:08:00.1", "28.41.1000", "28.43.1014"),
@@ -34,7 +34,7 @@ func devlinkSnapshot() *Snapshot {
 		{Name: "mlx5_2", PCI: "0000:00:06.0", Info: info("0000:00:06.0", "22.41.0188", "255.255.65535"),
 			Reporters: []devlink.Reporter{rep("fw", devlink.StateError, 7), rep("fw_fatal", devlink.StateError, 1)}},
 		{Name: "rxe0"},
-	}}}
+	}}}}
 }
 
 func TestFirmwarePending(t *testing.T) {
@@ -74,15 +74,15 @@ func TestDevlinkHealth(t *testing.T) {
 }
 
 func TestDevlinkUnavailable(t *testing.T) {
-	s := &Snapshot{DevlinkErr: host.ErrNotLive}
+	s := &Reading{Host: &fixedHost{devlinkErr: host.ErrNotLive}}
 	if r := s.unavailable(SourceDevlink); !strings.Contains(r, "running kernel") {
 		t.Errorf("fixture tree reason %q", r)
 	}
-	s = &Snapshot{DevlinkErr: errors.New("boom")}
+	s = &Reading{Host: &fixedHost{devlinkErr: errors.New("boom")}}
 	if r := s.unavailable(SourceDevlink); !strings.Contains(r, "boom") {
 		t.Errorf("reason %q", r)
 	}
-	s = &Snapshot{Devlink: &host.Devlink{Health: &devlink.Snapshot{Outcomes: map[devlink.Query]map[devlink.Status]int{devlink.QueryHealth: {devlink.StatusNoDevlink: 1}}}}}
+	s = &Reading{Host: &fixedHost{devlink: &host.Devlink{Health: &devlink.Snapshot{Outcomes: map[devlink.Query]map[devlink.Status]int{devlink.QueryHealth: {devlink.StatusNoDevlink: 1}}}}}}
 	if r := s.unavailable(SourceDevlink); !strings.Contains(r, "no devlink family") {
 		t.Errorf("reason %q", r)
 	}

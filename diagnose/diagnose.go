@@ -2,19 +2,23 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package diagnose turns the guide's troubleshooting checklist and the
-// research's check catalogue into rule checks. A check reads a Snapshot of
-// the host (the same typed snapshots the collectors export) and, for delta
-// checks, the History of counter samples, and returns findings: severity,
-// target, observed, expected, evidence, remedy and the remediation action
-// id. The Evaluator runs every check, turning a check that panics or errors
+// research's check catalogue into rule checks. A check reads a Reading:
+// the host through Host, a narrow interface over the host package's
+// snapshot (the same typed snapshots the collectors export, read once per
+// sample), the server's sminfo, probe (ProbeResults) and fabric sweep, and,
+// for delta checks, the History of counter samples. It returns findings:
+// severity, target, observed, expected, evidence, remedy and the
+// remediation action id. The Evaluator runs every check, turning a check that panics or errors
 // into a skip finding that carries the error: a broken check never crashes
 // the server and never passes silently.
 //
 // One file per concern holds its checks (port.go, firmware.go,
 // counters.go, ...). A check whose data no collector reads yet is
 // registered with Pending set and no Run: it reports skip with that
-// reason, and wiring the data in later means adding the field to Snapshot,
-// reading it in Reader.Read and writing Run.
+// reason, and wiring the data in later means a method on Host (read in
+// hostView), a Source with its reason in unavailable, and writing Run.
+// diagnose judges and renders reports; rdma_diagnose_status, its metric,
+// is rendered with the other metrics (collector.NewDiagnoseStatus).
 package diagnose
 
 import (
@@ -96,9 +100,9 @@ type Check struct {
 	// Doc says what the check means and Remedy what to do in general; both
 	// go into docs/diagnose.md (TestDocsListEveryCheck keeps them there).
 	Doc, Remedy string
-	// Run judges the snapshot. Nil for a check whose data no collector
+	// Run judges the reading. Nil for a check whose data no collector
 	// reads yet; Pending then says why it skips.
-	Run     func(s *Snapshot, h *History, cfg *config.Config) ([]Finding, error)
+	Run     func(s *Reading, h *History, cfg *config.Config) ([]Finding, error)
 	Pending string
 }
 
@@ -270,13 +274,13 @@ type Report struct {
 	Findings []Finding   `json:"findings"`
 }
 
-// Evaluate runs the selected checks on the snapshot and history.
-func (e *Evaluator) Evaluate(s *Snapshot, h *History) *Report {
+// Evaluate runs the selected checks on the reading and history.
+func (e *Evaluator) Evaluate(s *Reading, h *History) *Report {
 	if h == nil {
 		h = NewHistory(0, 0)
 	}
 	if e.topo != nil {
-		// A copy: the caller's snapshot is not changed.
+		// A copy: the caller's reading is not changed.
 		sc := *s
 		sc.ExpectedTopology, sc.ExpectedTopologyFile = e.topo, e.cfg.Diagnose.FabricTopology
 		s = &sc
@@ -317,7 +321,7 @@ func (e *Evaluator) Evaluate(s *Snapshot, h *History) *Report {
 // runCheck runs one check and guarantees at least one finding: a missing
 // data source, a pending check, an error, a panic and an empty result all
 // become skip findings that say why.
-func runCheck(c *Check, s *Snapshot, h *History, cfg *config.Config) (out []Finding) {
+func runCheck(c *Check, s *Reading, h *History, cfg *config.Config) (out []Finding) {
 	skip := func(reason string) []Finding {
 		return []Finding{{Check: c.ID, Severity: Skip, Target: "host", Evidence: reason}}
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -34,31 +33,31 @@ func mustParse(t testing.TB, y string) *config.Config {
 
 // snapWith is a snapshot with one healthy InfiniBand port, for checks that
 // only read the class.
-func snapWith(devs ...infiniband.Device) *Snapshot {
-	return &Snapshot{Time: time.Unix(1000, 0), IB: &infiniband.Class{Devices: devs}}
+func snapWith(devs ...infiniband.Device) *Reading {
+	return &Reading{Time: time.Unix(1000, 0), Host: &fixedHost{class: &infiniband.Class{Devices: devs}}}
 }
 
 // TestEvaluatorNeverCrashes: a check that panics, errors, returns nothing,
 // or needs data that is missing becomes a skip finding saying why; the
 // checks after it still run.
 func TestEvaluatorNeverCrashes(t *testing.T) {
-	pass := func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+	pass := func(*Reading, *History, *config.Config) ([]Finding, error) {
 		return []Finding{{Severity: Pass, Target: "x"}}, nil
 	}
 	checks := []*Check{
-		{ID: "t.panic", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+		{ID: "t.panic", Run: func(*Reading, *History, *config.Config) ([]Finding, error) {
 			var p *infiniband.Port
 			_ = p.Num // nil dereference
 			return nil, nil
 		}},
-		{ID: "t.error", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+		{ID: "t.error", Run: func(*Reading, *History, *config.Config) ([]Finding, error) {
 			return []Finding{{Severity: Warn, Target: "y"}}, errors.New("boom")
 		}},
-		{ID: "t.empty", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) { return nil, nil }},
+		{ID: "t.empty", Run: func(*Reading, *History, *config.Config) ([]Finding, error) { return nil, nil }},
 		{ID: "t.pending", Pending: "no collector reads X yet"},
 		{ID: "t.nodata", Reads: []Source{SourceInfiniband}, Run: pass},
 		{ID: "t.noirq", Reads: []Source{SourceIRQ}, Run: pass},
-		{ID: "t.defaults", Run: func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+		{ID: "t.defaults", Run: func(*Reading, *History, *config.Config) ([]Finding, error) {
 			return []Finding{{Check: "wrong"}}, nil
 		}},
 		{ID: "t.ok", Run: pass},
@@ -67,7 +66,7 @@ func TestEvaluatorNeverCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.Evaluate(&Snapshot{IBErr: infiniband.ErrNoClass}, nil)
+	r := e.Evaluate(&Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, nil)
 	got := map[string][]Finding{}
 	for _, f := range r.Findings {
 		got[f.Check] = append(got[f.Check], f)
@@ -238,8 +237,8 @@ func TestPortChecks(t *testing.T) {
 		ibDev("eth", eth),
 	)
 	// These ports went down after having been up: they must be up.
-	s.WasActive = func(d string, _ int) bool { return d == "polling" || d == "disabled" || d == "flaky" }
-	run := func(c func(*Snapshot, *History, *config.Config) ([]Finding, error)) []Finding {
+	fixed(s).wasActive = func(d string, _ int) bool { return d == "polling" || d == "disabled" || d == "flaky" }
+	run := func(c func(*Reading, *History, *config.Config) ([]Finding, error)) []Finding {
 		fs, err := c(s, NewHistory(0, 2), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -381,25 +380,31 @@ func TestSMMaster(t *testing.T) {
 
 func TestProbeChecks(t *testing.T) {
 	at := t0
-	lat := func(peer string, mode probe.Mode, typical float64) probe.Entry {
-		r := &probe.Result{Peer: peer, Test: "ib_write_lat", Mode: mode, Device: "mlx5_0", Port: 1, Start: at, Success: true, Size: 2, Iterations: 1000,
-			Latency: &probe.Latency{Min: typical * 0.9, Typical: typical, Max: typical * 3, P99: typical * 1.5, HasPercentiles: true}}
-		return probe.Entry{Key: probe.Key{Peer: peer, Test: "ib_write_lat", Device: "mlx5_0", Port: 1}, Mode: mode, Last: r, LastSuccess: r, Runs: 1}
+	// The series as bench/probe.Diagnose hands them over (its test checks
+	// that adaptation).
+	lat := func(peer string, loopback bool, typical float64) ProbeSeries {
+		mode := "peer"
+		if loopback {
+			mode = "loopback"
+		}
+		r := &ProbeRun{Mode: mode, Loopback: loopback, Start: at, Success: true, Size: 2, Iterations: 1000,
+			Latency: &ProbeLatency{Min: typical * 0.9, Typical: typical, Max: typical * 3, P99: typical * 1.5, HasPercentiles: true}}
+		return ProbeSeries{Peer: peer, Test: "ib_write_lat", Device: "mlx5_0", Port: 1, Last: r, LastSuccess: at}
 	}
-	bw := func(peer string, ratio float64) probe.Entry {
-		r := &probe.Result{Peer: peer, Test: "ib_write_bw", Mode: probe.ModePeer, Device: "mlx5_0", Port: 1, Start: at, Success: true, Size: 65536,
-			Bandwidth: &probe.Bandwidth{Average: 50e9 * ratio}, PortRate: 50e9}
-		return probe.Entry{Key: probe.Key{Peer: peer, Test: "ib_write_bw", Device: "mlx5_0", Port: 1}, Mode: probe.ModePeer, Last: r, LastSuccess: r, Runs: 1}
+	bw := func(peer string, ratio float64) ProbeSeries {
+		avg := 50e9 * ratio
+		r := &ProbeRun{Mode: "peer", Start: at, Success: true, Size: 65536, Bandwidth: &avg, PortRate: 50e9}
+		return ProbeSeries{Peer: peer, Test: "ib_write_bw", Bandwidth: true, Device: "mlx5_0", Port: 1, Last: r, LastSuccess: at}
 	}
-	failed := func(peer, test, kind string) probe.Entry {
-		r := &probe.Result{Peer: peer, Test: test, Device: "mlx5_0", Port: 1, Start: at, ErrorKind: kind, Error: "perftest said so"}
-		return probe.Entry{Key: probe.Key{Peer: peer, Test: test, Device: "mlx5_0", Port: 1}, Last: r, Runs: 1}
+	failed := func(peer, test, kind string, transport bool) ProbeSeries {
+		r := &ProbeRun{Start: at, ErrorKind: kind, Error: "perftest said so", TransportFailed: transport}
+		return ProbeSeries{Peer: peer, Test: test, Bandwidth: strings.HasSuffix(test, "_bw"), Device: "mlx5_0", Port: 1, Last: r}
 	}
 	s := snapWith()
-	s.Probe = []probe.Entry{
-		lat("loopback", probe.ModeLoopback, 1.2e-6), lat("loop-slow", probe.ModeLoopback, 2.5e-6), lat("peer-b", probe.ModePeer, 2.5e-6),
-		failed("peer-c", "ib_send_lat", "retry_exceeded"), failed("peer-d", "ib_send_lat", "busy"),
-		bw("peer-b", 0.95), bw("peer-e", 0.5), failed("peer-f", "ib_read_bw", "port_down"),
+	s.Probe = []ProbeSeries{
+		lat("loopback", true, 1.2e-6), lat("loop-slow", true, 2.5e-6), lat("peer-b", false, 2.5e-6),
+		failed("peer-c", "ib_send_lat", "retry_exceeded", true), failed("peer-d", "ib_send_lat", "busy", false),
+		bw("peer-b", 0.95), bw("peer-e", 0.5), failed("peer-f", "ib_read_bw", "port_down", true),
 	}
 	cfg := &config.Config{}
 	lf, _ := checkProbeLatency(s, nil, cfg)
@@ -444,7 +449,7 @@ func TestIPoIBChecks(t *testing.T) {
 			IPoIB: &netdev.IPoIB{Mode: infiniband.Opt[string]{V: mode, OK: true}, Enhanced: opt(enhanced), ConnectedModeSupported: opt(cm)}}
 	}
 	s := snapWith()
-	s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+	fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 		nd("enh", "datagram", 4092, true, false),    // enhanced IPoIB: datagram 4092 is right
 		nd("legacy", "datagram", 2044, false, true), // legacy, 2K fabric
 		nd("cm", "connected", 65520, false, true),
@@ -453,7 +458,7 @@ func TestIPoIBChecks(t *testing.T) {
 	}}
 	for _, tc := range []struct {
 		cfg    string
-		check  func(*Snapshot, *History, *config.Config) ([]Finding, error)
+		check  func(*Reading, *History, *config.Config) ([]Finding, error)
 		target string
 		sev    Severity
 	}{
@@ -487,12 +492,12 @@ func TestIRQIncompleteSkips(t *testing.T) {
 	d := irq.Device{Name: "mlx5_0", PCI: pci.Function{Address: "0000:3b:00.0", LocalCPUs: infiniband.Opt[cpulist.Set]{V: local, OK: true}},
 		IRQs: []irq.DeviceIRQ{{IRQ: q, Vector: irq.Vector{Kind: irq.Completion}, Affinity: infiniband.Opt[cpulist.Set]{V: cpulist.Of(9), OK: true}}}}
 	s := snapWith()
-	s.Placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
+	fixed(s).placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
 	fs, _ := checkIRQLocal(s, nil, &config.Config{})
 	if f := findingOf(t, fs, "mlx5_0"); f.Severity != Warn || !strings.Contains(f.Evidence, "irq 100") {
 		t.Errorf("off-node IRQ: %+v", f)
 	}
-	s.Placement.Devices[0].Incomplete = true
+	s.placement().Devices[0].Incomplete = true
 	fs, _ = checkIRQLocal(s, nil, &config.Config{})
 	if f := findingOf(t, fs, "mlx5_0"); f.Severity != Skip || !strings.Contains(f.Evidence, "torn") {
 		t.Errorf("incomplete IRQ list: %+v", f)
@@ -511,7 +516,7 @@ func TestRDMACgroupCheck(t *testing.T) {
       - {cgroup: /slurm, device: mlx5_9, hca_handle: 1, hca_object: 1}
 `)
 	s := snapWith(ibDev("mlx5_0"), ibDev("mlx5_1"))
-	s.Tuning = &tuning.Snapshot{RDMAMaxRead: []string{"/slurm"}, RDMACgroups: []tuning.CgroupRDMALimit{
+	fixed(s).tuning = &tuning.Snapshot{RDMAMaxRead: []string{"/slurm"}, RDMACgroups: []tuning.CgroupRDMALimit{
 		{Cgroup: "/slurm", RDMALimit: tuning.RDMALimit{Device: "mlx5_0", HCAHandle: tuning.Unlimited, HCAObject: tuning.Unlimited}},
 		{Cgroup: "/slurm", RDMALimit: tuning.RDMALimit{Device: "mlx5_1", HCAHandle: 8, HCAObject: 1000}},
 	}}
@@ -566,21 +571,20 @@ func TestDevPresentBusHint(t *testing.T) {
 	one.PCIAddress = "0000:1a:00.0"
 	for _, tc := range []struct {
 		name     string
-		snap     *Snapshot
+		snap     *Reading
 		cfg      string
 		observed []string
 		remedy   []string
 	}{
-		{"no class, nothing on the bus", &Snapshot{IBErr: infiniband.ErrNoClass}, "",
+		{"no class, nothing on the bus", &Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, "",
 			[]string{"no RDMA devices; no Mellanox/NVIDIA (15b3) network function on the PCI bus"}, []string{"passed through"}},
-		{"empty class, function without a driver", &Snapshot{IB: &infiniband.Class{}, Bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}, "",
+		{"empty class, function without a driver", &Reading{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}}, "",
 			[]string{"0000:5e:00.0 (15b3:1021, no driver)"}, []string{"modprobe mlx5_core"}},
-		{"mlx5_core without mlx5_ib", &Snapshot{IB: &infiniband.Class{}, Bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}, "",
+		{"mlx5_core without mlx5_ib", &Reading{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}}, "",
 			[]string{"driver mlx5_core"}, []string{"modprobe mlx5_ib", "dmesg | grep mlx5"}},
-		{"one of two devices, the other bound to vfio-pci", &Snapshot{IB: &infiniband.Class{Devices: []infiniband.Device{one}},
-			Bus: []pci.BusFunction{cx7("0000:1a:00.0", "mlx5_core"), cx7("0000:3c:00.0", "vfio-pci")}}, "diagnose:\n  expected_devices: 2\n",
+		{"one of two devices, the other bound to vfio-pci", &Reading{Host: &fixedHost{class: &infiniband.Class{Devices: []infiniband.Device{one}}, bus: []pci.BusFunction{cx7("0000:1a:00.0", "mlx5_core"), cx7("0000:3c:00.0", "vfio-pci")}}}, "diagnose:\n  expected_devices: 2\n",
 			[]string{"1 readable RDMA device(s)", "0000:3c:00.0 (15b3:1021, driver vfio-pci)"}, []string{"bound to vfio-pci"}},
-		{"bus unreadable", &Snapshot{IB: &infiniband.Class{}, BusErr: errors.New("EACCES")}, "",
+		{"bus unreadable", &Reading{Host: &fixedHost{class: &infiniband.Class{}, busErr: errors.New("EACCES")}}, "",
 			[]string{"0 readable"}, []string{genericDevRemedy}},
 	} {
 		cfg := mustParse(t, tc.cfg)
@@ -613,10 +617,10 @@ func TestDevPresentBusHint(t *testing.T) {
 // once it was ACTIVE, or when no port of the host is up; a down Ethernet
 // port gets Ethernet remedies, never ibportstate.
 func TestSparePorts(t *testing.T) {
-	cx := func() *Snapshot {
+	cx := func() *Reading {
 		return snapWith(ibDev("mlx4_0", ibPort(1, 4, 5, "20 Gb/sec (4X DDR)"), ibPort(2, 1, 2, "10 Gb/sec (4X SDR)")))
 	}
-	judge := func(s *Snapshot, cfg *config.Config, check func(*Snapshot, *History, *config.Config) ([]Finding, error), target string) Finding {
+	judge := func(s *Reading, cfg *config.Config, check func(*Reading, *History, *config.Config) ([]Finding, error), target string) Finding {
 		t.Helper()
 		fs, err := check(s, NewHistory(0, 2), cfg)
 		if err != nil {
@@ -625,7 +629,7 @@ func TestSparePorts(t *testing.T) {
 		return findingOf(t, fs, target)
 	}
 	none := &config.Config{}
-	for _, check := range []func(*Snapshot, *History, *config.Config) ([]Finding, error){checkPortPhys, checkPortState} {
+	for _, check := range []func(*Reading, *History, *config.Config) ([]Finding, error){checkPortPhys, checkPortState} {
 		if f := judge(cx(), none, check, "mlx4_0/2"); f.Severity != Skip || !strings.Contains(f.Evidence, "spare port") {
 			t.Errorf("never-cabled second port: %s %q, want a skip saying spare port", f.Severity, f.Evidence)
 		}
@@ -635,7 +639,7 @@ func TestSparePorts(t *testing.T) {
 			t.Errorf("a required port down: %s, want fail", f.Severity)
 		}
 		was := cx()
-		was.WasActive = func(d string, p int) bool { return d == "mlx4_0" && p == 2 }
+		fixed(was).wasActive = func(d string, p int) bool { return d == "mlx4_0" && p == 2 }
 		if f := judge(was, none, check, "mlx4_0/2"); f.Severity != Fail {
 			t.Errorf("a port down after being ACTIVE: %s, want fail", f.Severity)
 		}
@@ -646,16 +650,16 @@ func TestSparePorts(t *testing.T) {
 	}
 
 	// RoCE: port 1 up, port 2 Disabled because its netdev is set down.
-	roce := func(adminUp bool) *Snapshot {
+	roce := func(adminUp bool) *Reading {
 		up, down := ibPort(1, 4, 5, "25 Gb/sec (1X EDR)"), ibPort(2, 1, 3, "40 Gb/sec (4X QDR)")
 		up.LinkLayer.V, down.LinkLayer.V = "Ethernet", "Ethernet"
 		up.Netdev, down.Netdev = "enp1s0f0np0", "enp1s0f1np1"
 		s := snapWith(ibDev("mlx5_1", up, down))
-		s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+		fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 			{Name: "enp1s0f1np1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 2,
 				AdminUp: netdev.Opt[bool]{V: adminUp, OK: true}, OperState: netdev.Opt[string]{V: "down", OK: true}},
 		}}
-		s.WasActive = func(string, int) bool { return true }
+		fixed(s).wasActive = func(string, int) bool { return true }
 		return s
 	}
 	if f := judge(roce(false), none, checkPortPhys, "mlx5_1/2"); f.Severity != Fail ||
@@ -666,7 +670,7 @@ func TestSparePorts(t *testing.T) {
 		t.Errorf("RoCE port up without carrier: %q, want cable and transceiver remedies", f.Remedy)
 	}
 	spare := roce(false)
-	spare.WasActive = nil
+	fixed(spare).wasActive = nil
 	if f := judge(spare, none, checkPortPhys, "mlx5_1/2"); f.Severity != Skip {
 		t.Errorf("admin-down RoCE port never ACTIVE: %s, want skip", f.Severity)
 	}
@@ -690,8 +694,8 @@ func TestIRQUnclassifiedSkips(t *testing.T) {
 				Vector: irq.Vector{Kind: irq.Completion}, Affinity: infiniband.Opt[cpulist.Set]{V: cpulist.Of(1), OK: true}})
 		}
 		s := snapWith()
-		s.Placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
-		for name, check := range map[string]func(*Snapshot, *History, *config.Config) ([]Finding, error){"irq.local": checkIRQLocal, "irq.spread": checkIRQSpread} {
+		fixed(s).placement = &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}
+		for name, check := range map[string]func(*Reading, *History, *config.Config) ([]Finding, error){"irq.local": checkIRQLocal, "irq.spread": checkIRQSpread} {
 			fs, _ := check(s, nil, &config.Config{})
 			f := findingOf(t, fs, "mlx5_0")
 			if f.Severity != Skip || !strings.Contains(f.Evidence, "names in no naming form") || !strings.Contains(f.Evidence, `irq 45 "mlx5_xyz@pci:0000:3b:00.0"`) ||

@@ -96,7 +96,7 @@ type fabricState struct {
 	sweeps []*fabric.Sweep
 }
 
-func fabricOf(s *Snapshot, h *History) fabricState {
+func fabricOf(s *Reading, h *History) fabricState {
 	st := fabricState{last: s.Fabric.Last, sweeps: h.Sweeps()}
 	if n := len(st.sweeps); n == 0 || st.sweeps[n-1] != st.last {
 		// A history that has not seen the latest sweep (a report
@@ -139,7 +139,7 @@ func readCommands(p *fabric.PortLine, peer *fabric.End) string {
 	return cmds + fmt.Sprintf("; iblinkinfo --line -G 0x%016x", p.GUID)
 }
 
-func runFabricErrors(s *Snapshot, h *History, cfg *config.Config) ([]Finding, error) {
+func runFabricErrors(s *Reading, h *History, cfg *config.Config) ([]Finding, error) {
 	st := fabricOf(s, h)
 	var out []Finding
 	var unread []string // ports the latest sweep could not read: never clean
@@ -278,7 +278,7 @@ func linkCommands(l *fabric.Link) string {
 	return fmt.Sprintf("iblinkinfo --line -G 0x%016x; perfquery %d %d", l.A.GUID, l.A.LID, l.A.Port)
 }
 
-func runFabricLink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func runFabricLink(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	sw := s.Fabric.Last
 	var out []Finding
 	judged, notJudged := 0, 0
@@ -325,7 +325,7 @@ func runFabricLink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 	return out, nil
 }
 
-func runFabricPortDown(s *Snapshot, h *History, _ *config.Config) ([]Finding, error) {
+func runFabricPortDown(s *Reading, h *History, _ *config.Config) ([]Finding, error) {
 	st := fabricOf(s, h)
 	if len(st.sweeps) < 2 {
 		return noTargets("needs two fabric counter sweeps to see a port go down (one so far)"), nil
@@ -383,7 +383,7 @@ func physStateText(v int) string {
 	return fmt.Sprint(v)
 }
 
-func runFabricInit(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func runFabricInit(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
 	judged := 0
 	sweptLinks(s.Fabric.Last, func(l *fabric.Link) {
@@ -409,7 +409,7 @@ func runFabricInit(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 	return out, nil
 }
 
-func runFabricGUID(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func runFabricGUID(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	topo := s.Fabric.Last.Topology
 	if topo == nil || len(topo.PortLines) == 0 {
 		return noTargets("the latest sweep has no topology scan"), nil
@@ -466,7 +466,7 @@ type congested struct {
 	rate  infiniband.Rate
 }
 
-func runFabricCongestion(s *Snapshot, h *History, _ *config.Config) ([]Finding, error) {
+func runFabricCongestion(s *Reading, h *History, _ *config.Config) ([]Finding, error) {
 	st := fabricOf(s, h)
 	if len(st.sweeps) < 2 {
 		return noTargets(NeedTwoSweeps), nil

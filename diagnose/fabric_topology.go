@@ -73,7 +73,7 @@ func topoEndText(e fabric.TopoEnd, p *fabric.PortLine) string {
 	return fmt.Sprintf("%q port %d", e.Desc, e.Port)
 }
 
-func runFabricTopology(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func runFabricTopology(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	want := s.ExpectedTopology
 	if want == nil {
 		return noTargets("no expected topology file: set diagnose.fabric_topology to a saved ibnetdiscover output to compare the fabric's cabling with"), nil

@@ -57,10 +57,10 @@ func fwPolicy(cfg *config.Config, d *infiniband.Device) (config.FirmwarePolicy, 
 // firmware (vendor.go).
 func fwUpdateRemedy(d *infiniband.Device, want string) string { return fwUpdateTool(d, want) }
 
-func checkFWVersion(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkFWVersion(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if !d.FirmwareVer.OK {
 			if fileErr(d, "fw_ver") != nil || d.NodeType.OK {
 				out = append(out, unreadable(d.Name, d, "fw_ver"))
@@ -120,15 +120,15 @@ func orText(parts []string, def string) string {
 	return strings.Join(parts, " / ")
 }
 
-func checkFWUniform(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkFWUniform(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	type member struct {
 		d  *infiniband.Device
 		fw string
 	}
 	groups := map[string][]member{}
 	var order []string
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		var model string
 		switch {
 		case d.HCAType.OK && d.HCAType.V != "":

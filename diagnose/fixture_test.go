@@ -442,8 +442,9 @@ func TestBusReadOnlyWhenShort(t *testing.T) {
 		read     bool
 	}{{0, false}, {2, false}, {3, true}} {
 		s := (&Reader{Host: hostOf(root), ExpectedDevices: tc.expected}).Read(context.Background())
-		if (s.Bus != nil) != tc.read || s.BusErr != nil {
-			t.Errorf("expected_devices %d: bus %v, %v; want read %v", tc.expected, s.Bus, s.BusErr, tc.read)
+		bus, err := s.Host.Bus()
+		if (bus != nil) != tc.read || err != nil {
+			t.Errorf("expected_devices %d: bus %v, %v; want read %v", tc.expected, bus, err, tc.read)
 		}
 	}
 	cfg := mustParse(t, "diagnose:\n  expected_devices: 3\n")

@@ -56,8 +56,8 @@ func gpuTargets(s *gpu.Snapshot) string {
 
 func gpuTarget(g *gpu.GPU) string { return "gpu" + g.Name() }
 
-func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	if why := gpuTargets(s.GPU); why != "" {
+func checkGPURail(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	if why := gpuTargets(s.gpu()); why != "" {
 		return noTargets(why), nil
 	}
 	type near struct {
@@ -65,13 +65,13 @@ func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 		devs []string
 		ok   bool
 	}
-	nears := make([]near, len(s.GPU.GPUs))
+	nears := make([]near, len(s.gpu().GPUs))
 	// The distance most GPUs see their nearest HCA at, and which GPUs
 	// have each device as their only near one.
 	count := map[gpu.Link]int{}
 	only := map[string][]int{}
-	for i := range s.GPU.GPUs {
-		l, devs, ok := s.GPU.Closest(i)
+	for i := range s.gpu().GPUs {
+		l, devs, ok := s.gpu().Closest(i)
 		nears[i] = near{l, devs, ok}
 		if !ok {
 			continue
@@ -88,20 +88,20 @@ func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 		}
 	}
 	var out []Finding
-	for i := range s.GPU.GPUs {
-		g := &s.GPU.GPUs[i]
+	for i := range s.gpu().GPUs {
+		g := &s.gpu().GPUs[i]
 		n := nears[i]
 		if !n.ok {
 			out = append(out, Finding{Severity: Skip, Target: gpuTarget(g),
 				Evidence: fmt.Sprintf("the relation of GPU%d (%s) to no RDMA device could be classified (a NUMA node unknown): %s",
-					g.Index, g.Address, errorsText(s.GPU.Errors))})
+					g.Index, g.Address, errorsText(s.gpu().Errors))})
 			continue
 		}
 		fd := Finding{Target: gpuTarget(g),
 			Observed: fmt.Sprintf("nearest HCA %s at %s", strings.Join(n.devs, ","), n.link),
 			Expected: "an HCA on the GPU's PCIe switch (PIX or PXB), the same distance as the other GPUs",
 			Evidence: fmt.Sprintf("GPU%d %s below %s; %s below %s (the sysfs paths of /sys/bus/pci/devices and /sys/class/infiniband)",
-				g.Index, g.Address, chainText(g.Chain), n.devs[0], devChain(s.GPU, n.devs[0])),
+				g.Index, g.Address, chainText(g.Chain), n.devs[0], devChain(s.gpu(), n.devs[0])),
 			Severity: Pass}
 		sharers := only[n.devs[0]]
 		switch {
@@ -122,12 +122,12 @@ func checkGPURail(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 				// An HCA missing here and one too many on a neighbour's
 				// switch is one card in the wrong slot (two cards swapped
 				// between switches), not a card off the bus.
-				o := &s.GPU.GPUs[j]
+				o := &s.gpu().GPUs[j]
 				extra := nears[j].devs[len(nears[j].devs)-1]
 				fd.Observed += fmt.Sprintf("; GPU%d's switch %s holds %s", o.Index, switchOf(o.Chain), strings.Join(nears[j].devs, " and "))
 				for _, d := range nears[j].devs {
 					if d != n.devs[0] {
-						fd.Evidence += fmt.Sprintf("; %s below %s", d, devChain(s.GPU, d))
+						fd.Evidence += fmt.Sprintf("; %s below %s", d, devChain(s.gpu(), d))
 					}
 				}
 				fd.Remedy = fmt.Sprintf("GPU%d's PCIe switch (upstream port %s) has no HCA while GPU%d's (%s) has %d (%s): an HCA is "+
@@ -211,11 +211,11 @@ func joinInts(v []int, sep string) string {
 	return strings.Join(s, sep)
 }
 
-func checkGPUDirect(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	if why := gpuTargets(s.GPU); why != "" {
+func checkGPUDirect(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	if why := gpuTargets(s.gpu()); why != "" {
 		return noTargets(why), nil
 	}
-	d := s.GPU.GPUDirect
+	d := s.gpu().GPUDirect
 	if d == nil {
 		return noTargets("no NVIDIA GPU: the peermem and NVIDIA-module prerequisites do not apply (AMD GPUs are not judged yet)"), nil
 	}
@@ -307,14 +307,14 @@ func gpuACSChecks(l *checkList) {
 	})
 }
 
-func checkGPUACS(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	if why := gpuTargets(s.GPU); why != "" {
+func checkGPUACS(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	if why := gpuTargets(s.gpu()); why != "" {
 		return noTargets(why), nil
 	}
-	p := s.GPU.P2P
+	p := s.gpu().P2P
 	var out []Finding
-	for i := range s.GPU.GPUs {
-		g := &s.GPU.GPUs[i]
+	for i := range s.gpu().GPUs {
+		g := &s.gpu().GPUs[i]
 		var pairs []gpu.Pair
 		for _, pr := range p.Pairs {
 			if pr.GPU == g.Index {
@@ -326,7 +326,7 @@ func checkGPUACS(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
 				Evidence: fmt.Sprintf("GPU%d shares no PCIe switch with an HCA (see gpu.rail): its traffic crosses the root complex whatever ACS says", g.Index)})
 			continue
 		}
-		out = append(out, acsFinding(s.GPU, g, pairs))
+		out = append(out, acsFinding(s.gpu(), g, pairs))
 	}
 	return out, nil
 }

@@ -60,12 +60,12 @@ func HistoryFor(window, interval time.Duration) *History {
 	return NewHistory(window, capacity)
 }
 
-// Add records the counters of a snapshot.
-func (h *History) Add(s *Snapshot) {
+// Add records the counters of a reading.
+func (h *History) Add(s *Reading) {
 	vals := map[CounterKey]uint64{}
-	if s.IB != nil {
-		for i := range s.IB.Devices {
-			d := &s.IB.Devices[i]
+	if s.ib() != nil {
+		for i := range s.ib().Devices {
+			d := &s.ib().Devices[i]
 			for j := range d.Ports {
 				p := &d.Ports[j]
 				for _, c := range p.Counters {

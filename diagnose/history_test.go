@@ -13,7 +13,7 @@ import (
 )
 
 // counterSnap is a snapshot of one port with the given PMA and hw counters.
-func counterSnap(t time.Time, pma, hw map[string]uint64) *Snapshot {
+func counterSnap(t time.Time, pma, hw map[string]uint64) *Reading {
 	p := ibPort(1, 4, 5, "200 Gb/sec (4X HDR)")
 	for n, v := range pma {
 		p.Counters = append(p.Counters, infiniband.Counter{Name: n, Value: v})
@@ -111,7 +111,7 @@ func TestHistoryIncrease(t *testing.T) {
 // TestCounterChecks judges increases against the thresholds, reports
 // saturated counters as unknown, and skips with one sample.
 func TestCounterChecks(t *testing.T) {
-	cc := func(id string) func(*Snapshot, *History, *config.Config) ([]Finding, error) {
+	cc := func(id string) func(*Reading, *History, *config.Config) ([]Finding, error) {
 		for _, c := range Checks() {
 			if c.ID == id {
 				return c.Run
@@ -120,7 +120,7 @@ func TestCounterChecks(t *testing.T) {
 		t.Fatalf("no check %s", id)
 		return nil
 	}
-	two := func(before, after map[string]uint64, hwBefore, hwAfter map[string]uint64) (*Snapshot, *History) {
+	two := func(before, after map[string]uint64, hwBefore, hwAfter map[string]uint64) (*Reading, *History) {
 		h := NewHistory(0, 10)
 		h.Add(counterSnap(t0, before, hwBefore))
 		s := counterSnap(t0.Add(10*time.Minute), after, hwAfter)

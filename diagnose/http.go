@@ -11,11 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 )
 
 // NewHandler serves the latest report: ?format=text|json|html|nhc, else
@@ -117,93 +112,4 @@ func negotiate(r *http.Request) (string, bool) {
 		}
 	}
 	return best, true
-}
-
-// statusCollector exports rdma_diagnose_status from the latest report.
-// The series of a report are built once, when a scrape first sees it (a
-// report lasts diagnose.interval; a DGX has 145 findings), and are expo
-// samples, which the text path writes directly.
-type statusCollector struct {
-	latest   func() *Report
-	desc     *expo.Desc
-	reportTS *expo.Desc
-
-	mu      sync.Mutex
-	report  *Report
-	samples []prometheus.Metric
-}
-
-// NewStatusCollector exports rdma_diagnose_status{check,target}: 0 pass,
-// 1 warn, 2 fail, from the latest report; skipped findings are absent.
-func NewStatusCollector(latest func() *Report) prometheus.Collector {
-	return &statusCollector{latest: latest,
-		desc: expo.NewDesc("rdma_diagnose_status",
-			"Latest diagnose result per check and target: 0 pass, 1 warn, 2 fail (skipped checks are absent).",
-			"check", "target"),
-		reportTS: expo.NewDesc("rdma_diagnose_report_timestamp_seconds",
-			"When the sample behind the latest diagnose report was taken; time() minus it is how stale /diagnose and rdma_diagnose_status are (absent before the first report)."),
-	}
-}
-
-func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.desc.Prometheus()
-	ch <- c.reportTS.Prometheus()
-}
-
-func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.AppendMetrics(nil) {
-		ch <- m
-	}
-}
-
-// AppendMetrics appends what Collect sends to out: the metrics handler
-// takes them as a slice, without a goroutine and a channel per scrape.
-func (c *statusCollector) AppendMetrics(out []prometheus.Metric) []prometheus.Metric {
-	r := c.latest()
-	if r == nil {
-		return out
-	}
-	out = append(out, expo.Gauge(c.reportTS, float64(r.Time.UnixNano())/1e9))
-	return append(out, c.series(r)...)
-}
-
-// series are a report's samples, built on first use.
-func (c *statusCollector) series(r *Report) []prometheus.Metric {
-	if r == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r == c.report {
-		return c.samples
-	}
-	type key struct{ check, target string }
-	worst := map[key]Severity{}
-	var order []key
-	for _, f := range r.Findings {
-		if f.Severity == Skip {
-			continue
-		}
-		k := key{f.Check, f.Target}
-		old, seen := worst[k]
-		if !seen {
-			order = append(order, k)
-		}
-		if !seen || f.Severity.Worse(old) {
-			worst[k] = f.Severity
-		}
-	}
-	out := make([]prometheus.Metric, 0, len(order))
-	for _, k := range order {
-		v := 0.0
-		switch worst[k] {
-		case Warn:
-			v = 1
-		case Fail:
-			v = 2
-		}
-		out = append(out, expo.Gauge(c.desc, v, k.check, k.target))
-	}
-	c.report, c.samples = r, out
-	return out
 }

@@ -47,7 +47,7 @@ func irqChecks(l *checkList) {
 
 // irqDevices returns the devices with keyed completion IRQs, and a skip
 // finding for each device without.
-func irqDevices(s *Snapshot) (devs []*irq.Device, skips []Finding) {
+func irqDevices(s *Reading) (devs []*irq.Device, skips []Finding) {
 	for _, d := range pciDevices(s) {
 		switch {
 		case d.Unclassified > 0:
@@ -128,7 +128,7 @@ func affinityUnknown(d *irq.Device) Finding {
 	return Finding{Severity: Skip, Target: d.Name, Evidence: why}
 }
 
-func checkIRQLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkIRQLocal(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	devs, out := irqDevices(s)
 	for _, d := range devs {
 		comp := d.Completion()
@@ -165,7 +165,7 @@ func checkIRQLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 	return out, nil
 }
 
-func checkIRQSpread(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkIRQSpread(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	devs, out := irqDevices(s)
 	for _, d := range devs {
 		comp := d.Completion()
@@ -189,8 +189,8 @@ func checkIRQSpread(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkIRQBalance(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	ib := s.Placement.Irqbalance
+func checkIRQBalance(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	ib := s.placement().Irqbalance
 	if !ib.OK {
 		return noTargets("the process table cannot be read, so whether irqbalance runs is unknown"), nil
 	}

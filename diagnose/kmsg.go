@@ -34,17 +34,18 @@ func kmsgChecks(l *checkList) {
 // maxKernelEvidence bounds the events a finding's evidence quotes.
 const maxKernelEvidence = 3
 
-func checkKernelEvents(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkKernelEvents(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	window := cfg.Diagnose.HistoryWindow()
 	byTarget := map[string][]host.KernelEvent{}
 	pciOf := map[string]string{}
-	if s.IB != nil {
-		for _, d := range s.IB.Devices {
+	if s.ib() != nil {
+		for _, d := range s.ib().Devices {
 			byTarget[d.Name] = nil
 			pciOf[d.Name] = d.PCIAddress
 		}
 	}
-	for _, e := range s.KernelLog.Events {
+	l, _ := s.kernelLog()
+	for _, e := range l.Events {
 		t := e.Device
 		if t == "" {
 			t = "host"

@@ -22,12 +22,12 @@ func TestKernelEvents(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ev := func(name string) kmsg.Event { return kmsg.Events[kmsg.EventIndex(name)] }
 	last := func(msg string, at time.Time) kmsg.Last { return kmsg.Last{Message: msg, Last: at, Repeats: 1} }
-	s := &Snapshot{Time: now, KernelLogWatched: true,
-		IB: &infiniband.Class{Devices: []infiniband.Device{
+	s := &Reading{Time: now, Host: &fixedHost{kernelLogWatched: true,
+		class: &infiniband.Class{Devices: []infiniband.Device{
 			{Name: "mlx5_0", PCIAddress: "0000:61:00.0"}, {Name: "mlx5_1"}, {Name: "mlx5_2"}, {Name: "mlx5_3"},
 			{Name: "bnxt_re0", PCIAddress: "0000:19:00.0"},
 		}},
-		KernelLog: &host.KernelLog{Status: kmsg.Status{Reading: true}, Events: []host.KernelEvent{
+		kernelLog: &host.KernelLog{Status: kmsg.Status{Reading: true}, Events: []host.KernelEvent{
 			{Device: "mlx5_0", Event: ev("cmd_timeout"), Family: kmsg.FamilyMLX5, Live: 2, HasLast: true,
 				Last: last("mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource", now.Add(-time.Minute))},
 			{Device: "bnxt_re0", Event: ev("cmd_timeout"), Family: kmsg.FamilyBNXT, Live: 1, HasLast: true,
@@ -35,7 +35,7 @@ func TestKernelEvents(t *testing.T) {
 			{Device: "mlx5_1", Event: ev("module_unplugged"), Live: 1, HasLast: true, Last: last("unplugged", now.Add(-time.Minute))},
 			{Device: "mlx5_2", Event: ev("fw_fatal_error"), History: 1, HasLast: true, Last: last("old fatal", now.Add(-time.Hour))},
 			{Device: "", Event: ev("access_reg_failed"), Live: 40, HasLast: true, Last: last("ACCESS_REG", now)},
-		}}}
+		}}}}
 	fs, err := checkKernelEvents(s, nil, &config.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +66,11 @@ func TestKernelEvents(t *testing.T) {
 		t.Errorf("host: %+v", f)
 	}
 	// Unreadable: the check skips with the reason.
-	s.KernelLog.Status = kmsg.Status{Reason: kmsg.ReasonPermission}
+	fixed(s).kernelLog.Status = kmsg.Status{Reason: kmsg.ReasonPermission}
 	if why := s.unavailable(SourceKmsg); !strings.Contains(why, "permission") || !strings.Contains(why, "CAP_SYSLOG") {
 		t.Errorf("unavailable: %q", why)
 	}
-	s.KernelLogWatched = false
+	fixed(s).kernelLogWatched = false
 	if why := s.unavailable(SourceKmsg); !strings.Contains(why, "rdma_doctor serve") {
 		t.Errorf("no reader: %q", why)
 	}

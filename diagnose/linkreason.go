@@ -56,10 +56,10 @@ var downRemedy = map[netdev.ExtState]string{
 	netdev.ExtStateModule: "the module of %[1]s is not ready: reseat or replace it (ethtool -m %[1]s)",
 }
 
-func checkPortDownReason(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkPortDownReason(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		if !n.Ethernet() || n.Ethtool == nil || n.Ethtool.Link == nil {
 			continue
 		}
@@ -84,7 +84,7 @@ func checkPortDownReason(s *Snapshot, _ *History, cfg *config.Config) ([]Finding
 }
 
 // downReason judges a down link whose driver says why.
-func downReason(s *Snapshot, cfg *config.Config, n *netdev.Netdev, l *netdev.LinkState, f Finding) Finding {
+func downReason(s *Reading, cfg *config.Config, n *netdev.Netdev, l *netdev.LinkState, f Finding) Finding {
 	reason := l.ExtState.V.String()
 	if sub := netdev.SubstateName(l.ExtState.V, l.ExtSubstate.V); sub != "" {
 		reason += " (" + sub + ")"
@@ -114,12 +114,12 @@ func downReason(s *Snapshot, cfg *config.Config, n *netdev.Netdev, l *netdev.Lin
 
 // netdevPort is the RDMA device and port a netdev belongs to, nil when
 // it is not mapped or the class does not have it.
-func netdevPort(s *Snapshot, n *netdev.Netdev) (*infiniband.Device, *infiniband.Port) {
-	if s.IB == nil || n.Device == "" {
+func netdevPort(s *Reading, n *netdev.Netdev) (*infiniband.Device, *infiniband.Port) {
+	if s.ib() == nil || n.Device == "" {
 		return nil, nil
 	}
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if d.Name != n.Device {
 			continue
 		}

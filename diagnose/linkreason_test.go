@@ -16,18 +16,18 @@ import (
 // a down link without a reason, or a netdev without a link state, is left
 // to port.phys.
 func TestPortDownReason(t *testing.T) {
-	snap := func(link *netdev.LinkState, wasActive bool) *Snapshot {
+	snap := func(link *netdev.LinkState, wasActive bool) *Reading {
 		up, down := ibPort(1, 4, 5, "100 Gb/sec (4X EDR)"), ibPort(2, 1, 3, "40 Gb/sec (4X QDR)")
 		up.LinkLayer.V, down.LinkLayer.V = "Ethernet", "Ethernet"
 		up.Netdev, down.Netdev = "enp59s0f0np0", "enp59s0f1np1"
 		s := snapWith(ibDev("mlx5_1", up, down))
-		s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+		fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 			{Name: "enp59s0f0np0", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 1,
 				Ethtool: &netdev.EthtoolInfo{Link: &netdev.LinkState{Link: netdev.Opt[bool]{V: true, OK: true}}}},
 			{Name: "enp59s0f1np1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 2, Ethtool: &netdev.EthtoolInfo{Link: link}},
 		}}
 		if wasActive {
-			s.WasActive = func(string, int) bool { return true }
+			fixed(s).wasActive = func(string, int) bool { return true }
 		}
 		return s
 	}
@@ -38,7 +38,7 @@ func TestPortDownReason(t *testing.T) {
 		}
 		return l
 	}
-	run := func(s *Snapshot) []Finding {
+	run := func(s *Reading) []Finding {
 		t.Helper()
 		fs, err := checkPortDownReason(s, NewHistory(0, 2), &config.Config{})
 		if err != nil {
@@ -83,7 +83,7 @@ func TestPortDownReason(t *testing.T) {
 		t.Errorf("link unknown: %s, want skip", f.Severity)
 	}
 	none := snapWith(ibDev("mlx5_1", ibPort(1, 4, 5, "100 Gb/sec (4X EDR)")))
-	none.Netdev = &netdev.Snapshot{}
+	fixed(none).netdevs = &netdev.Snapshot{}
 	if fs := run(none); len(fs) != 1 || fs[0].Severity != Skip || fs[0].Target != "host" {
 		t.Errorf("no link state anywhere: %+v, want one host skip", fs)
 	}

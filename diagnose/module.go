@@ -51,10 +51,10 @@ var moduleAbsentText = map[string]string{
 	sff.AbsentNotReady:    "the module says its monitors are not ready (SFF-8636 Data_Not_Ready)",
 }
 
-func checkModule(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkModule(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		// The reader asks only RoCE and iWARP netdevs of a kept RDMA port that the
 		// running kernel has; the others have no reading to judge.
 		if !n.Ethernet() || n.Module == nil {
@@ -70,7 +70,7 @@ func checkModule(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error)
 }
 
 // judgeModule judges one netdev's module: the worst reading decides.
-func judgeModule(s *Snapshot, cfg *config.Config, n *netdev.Netdev) Finding {
+func judgeModule(s *Reading, cfg *config.Config, n *netdev.Netdev) Finding {
 	me := n.Module
 	f := Finding{Target: n.Name, Severity: Skip, Evidence: "ethtool -m " + n.Name + " (module memory: "}
 	m := me.Module

@@ -28,7 +28,7 @@ func recordedModule(t *testing.T, name string, a2 bool) *sff.Module {
 // moduleSnap is mlx5_1 with port 1 ACTIVE (enp59s0f0np0, carrying the
 // module) and port 2 DOWN (enp59s0f1np1); spare makes port 1 the down
 // spare one instead (never ACTIVE since start, port 2 up).
-func moduleSnap(me *netdev.ModuleEEPROM, spare bool) *Snapshot {
+func moduleSnap(me *netdev.ModuleEEPROM, spare bool) *Reading {
 	p1, p2 := ibPort(1, 4, 5, "100 Gb/sec (4X EDR)"), ibPort(2, 1, 3, "40 Gb/sec (4X QDR)")
 	if spare {
 		p1, p2 = ibPort(1, 1, 3, "40 Gb/sec (4X QDR)"), ibPort(2, 4, 5, "100 Gb/sec (4X EDR)")
@@ -36,8 +36,8 @@ func moduleSnap(me *netdev.ModuleEEPROM, spare bool) *Snapshot {
 	p1.LinkLayer.V, p2.LinkLayer.V = "Ethernet", "Ethernet"
 	p1.Netdev, p2.Netdev = "enp59s0f0np0", "enp59s0f1np1"
 	s := snapWith(ibDev("mlx5_1", p1, p2))
-	s.ModulesAsked = true
-	s.Netdev = &netdev.Snapshot{Netdevs: []netdev.Netdev{
+	fixed(s).modulesAsked = true
+	fixed(s).netdevs = &netdev.Snapshot{Netdevs: []netdev.Netdev{
 		{Name: "enp59s0f0np0", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 1, Module: me},
 		// Not asked (an unmapped or foreign netdev): no finding.
 		{Name: "enp59s0f1np1", Kind: netdev.KindRoCE, Device: "mlx5_1", Port: 2},
@@ -45,7 +45,7 @@ func moduleSnap(me *netdev.ModuleEEPROM, spare bool) *Snapshot {
 	return s
 }
 
-func runModule(t *testing.T, s *Snapshot) []Finding {
+func runModule(t *testing.T, s *Reading) []Finding {
 	t.Helper()
 	fs, err := checkModule(s, NewHistory(0, 2), &config.Config{})
 	if err != nil {
@@ -61,7 +61,7 @@ func runModule(t *testing.T, s *Snapshot) []Finding {
 // thresholds (temperature high warning 73 / alarm 76 °C, Rx power low
 // warning 0.1819 / alarm 0.1288 mW); nothing else is altered.
 func TestModuleRecordedDR8(t *testing.T) {
-	dr8 := func(change func(m *sff.Module)) *Snapshot {
+	dr8 := func(change func(m *sff.Module)) *Reading {
 		m := recordedModule(t, "cmis-osfp-dr8-juniper-qfx5240.txt", false)
 		if change != nil {
 			change(m)
@@ -192,7 +192,7 @@ func TestModuleUnjudged(t *testing.T) {
 	}
 	// The flag off: the evaluator skips the check and says which flag.
 	s := moduleSnap(nil, false)
-	s.ModulesAsked = false
+	fixed(s).modulesAsked = false
 	if why := s.unavailable(SourceModule); !strings.Contains(why, "--collector.netdev.module-eeprom") {
 		t.Errorf("flag off: %q", why)
 	}

@@ -60,22 +60,22 @@ func netdevChecks(l *checkList) {
 	})
 }
 
-func ipoibNetdevs(s *Snapshot) []*netdev.Netdev {
+func ipoibNetdevs(s *Reading) []*netdev.Netdev {
 	var out []*netdev.Netdev
-	for i := range s.Netdev.Netdevs {
-		if s.Netdev.Netdevs[i].IPoIB != nil {
-			out = append(out, &s.Netdev.Netdevs[i])
+	for i := range s.netdev().Netdevs {
+		if s.netdev().Netdevs[i].IPoIB != nil {
+			out = append(out, &s.netdev().Netdevs[i])
 		}
 	}
 	return out
 }
 
-func findPort(s *Snapshot, dev string, num int) *infiniband.Port {
-	if s.IB == nil {
+func findPort(s *Reading, dev string, num int) *infiniband.Port {
+	if s.ib() == nil {
 		return nil
 	}
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if d.Name != dev {
 			continue
 		}
@@ -88,10 +88,10 @@ func findPort(s *Snapshot, dev string, num int) *infiniband.Port {
 	return nil
 }
 
-func checkPortNetdev(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPortNetdev(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		if n.Device == "" {
 			continue
 		}
@@ -135,7 +135,7 @@ func ipoibFacts(n *netdev.Netdev) (mode string, enhanced, cmKnown, cmSupported b
 	return
 }
 
-func checkIPoIBMode(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkIPoIBMode(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	policy := string(cfg.Diagnose.Policies.IPoIBMode)
 	if policy == "" {
 		policy = "auto"
@@ -187,7 +187,7 @@ func checkIPoIBMode(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 	return out, nil
 }
 
-func checkIPoIBMTU(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkIPoIBMTU(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
 	for _, n := range ipoibNetdevs(s) {
 		mode, _, _, _ := ipoibFacts(n)
@@ -223,7 +223,7 @@ func checkIPoIBMTU(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 	return out, nil
 }
 
-func checkIPoIBIPv6(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkIPoIBIPv6(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	policy := string(cfg.Diagnose.Policies.IPoIBIPv6)
 	if policy == "" {
 		policy = "any"
@@ -259,10 +259,10 @@ func checkIPoIBIPv6(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 	return out, nil
 }
 
-func checkRoCEv2(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkRoCEv2(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.Netdev.Netdevs {
-		n := &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		n := &s.netdev().Netdevs[i]
 		if n.Kind == netdev.KindIWARP && n.Device != "" {
 			out = append(out, iwarpSkip(n))
 			continue

@@ -37,11 +37,11 @@ func pciChecks(l *checkList) {
 }
 
 // pciDevices returns the RDMA devices that sit on a PCI function.
-func pciDevices(s *Snapshot) []*irq.Device {
+func pciDevices(s *Reading) []*irq.Device {
 	var out []*irq.Device
-	for i := range s.Placement.Devices {
-		if s.Placement.Devices[i].PCI.Address != "" {
-			out = append(out, &s.Placement.Devices[i])
+	for i := range s.placement().Devices {
+		if s.placement().Devices[i].PCI.Address != "" {
+			out = append(out, &s.placement().Devices[i])
 		}
 	}
 	return out
@@ -57,7 +57,7 @@ func pciErr(f *pci.Function, name string) error {
 
 func speedText(gts float64) string { return strconv.FormatFloat(gts, 'f', -1, 64) + " GT/s" }
 
-func checkPCILink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPCILink(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	devs := pciDevices(s)
 	if len(devs) == 0 {
 		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil
@@ -93,14 +93,14 @@ func checkPCILink(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) 
 	return out, nil
 }
 
-func checkPCINUMA(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPCINUMA(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	devs := pciDevices(s)
 	if len(devs) == 0 {
 		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil
 	}
 	nodes := -1
-	if s.Topology != nil && len(s.Topology.Nodes) > 0 {
-		nodes = len(s.Topology.Nodes)
+	if s.topology() != nil && len(s.topology().Nodes) > 0 {
+		nodes = len(s.topology().Nodes)
 	}
 	var out []Finding
 	for _, d := range devs {

@@ -36,7 +36,7 @@ func pciPayloadChecks(l *checkList) {
 	})
 }
 
-func checkPCIPayload(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkPCIPayload(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	devs := pciDevices(s)
 	if len(devs) == 0 {
 		return noTargets("no RDMA device sits on a PCI function (software devices only)"), nil

@@ -57,9 +57,9 @@ func portChecks(l *checkList) {
 	})
 }
 
-func forEachPort(s *Snapshot, fn func(d *infiniband.Device, p *infiniband.Port)) {
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+func forEachPort(s *Reading, fn func(d *infiniband.Device, p *infiniband.Port)) {
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		for j := range d.Ports {
 			fn(d, &d.Ports[j])
 		}
@@ -67,7 +67,7 @@ func forEachPort(s *Snapshot, fn func(d *infiniband.Device, p *infiniband.Port))
 }
 
 // portOrNone runs fn on every port and says so when the host has none.
-func portOrNone(s *Snapshot, fn func(d *infiniband.Device, p *infiniband.Port) []Finding) []Finding {
+func portOrNone(s *Reading, fn func(d *infiniband.Device, p *infiniband.Port) []Finding) []Finding {
 	var out []Finding
 	ports := 0
 	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
@@ -80,7 +80,7 @@ func portOrNone(s *Snapshot, fn func(d *infiniband.Device, p *infiniband.Port) [
 	return out
 }
 
-func checkPortPhys(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkPortPhys(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	return portOrNone(s, func(d *infiniband.Device, p *infiniband.Port) []Finding {
 		t := portTarget(d, p)
 		if !p.PhysState.OK {
@@ -135,11 +135,11 @@ func portActive(p *infiniband.Port) bool {
 // A port the config names, a port that was ACTIVE since rdma_doctor
 // started, and every port of a host none of whose ports is up are
 // required.
-func sparePort(s *Snapshot, cfg *config.Config, d *infiniband.Device, p *infiniband.Port, f Finding) (Finding, bool) {
+func sparePort(s *Reading, cfg *config.Config, d *infiniband.Device, p *infiniband.Port, f Finding) (Finding, bool) {
 	switch {
 	case cfg.Diagnose.Ports.Requires(d.Name, p.Num):
 		return f, false
-	case s.WasActive != nil && s.WasActive(d.Name, p.Num):
+	case s.wasActive(d.Name, p.Num):
 		return f, false
 	case !anyPortActive(s):
 		return f, false
@@ -150,7 +150,7 @@ func sparePort(s *Snapshot, cfg *config.Config, d *infiniband.Device, p *infinib
 	return f, true
 }
 
-func anyPortActive(s *Snapshot) bool {
+func anyPortActive(s *Reading) bool {
 	any := false
 	forEachPort(s, func(_ *infiniband.Device, p *infiniband.Port) { any = any || portActive(p) })
 	return any
@@ -160,7 +160,7 @@ func anyPortActive(s *Snapshot) bool {
 // is not up by its netdev: 3: Disabled there means the interface is down
 // or has no carrier, not an InfiniBand port disabled by the SM, and the
 // remedies are Ethernet ones.
-func ethernetDown(s *Snapshot, d *infiniband.Device, p *infiniband.Port, f Finding) Finding {
+func ethernetDown(s *Reading, d *infiniband.Device, p *infiniband.Port, f Finding) Finding {
 	t := portTarget(d, p)
 	f.Severity = Fail
 	nd := findNetdev(s, p.Netdev)
@@ -194,13 +194,13 @@ func ethernetDown(s *Snapshot, d *infiniband.Device, p *infiniband.Port, f Findi
 }
 
 // findNetdev returns the netdev snapshot of a name, nil when unknown.
-func findNetdev(s *Snapshot, name string) *netdev.Netdev {
-	if s.Netdev == nil || name == "" {
+func findNetdev(s *Reading, name string) *netdev.Netdev {
+	if s.netdev() == nil || name == "" {
 		return nil
 	}
-	for i := range s.Netdev.Netdevs {
-		if s.Netdev.Netdevs[i].Name == name {
-			return &s.Netdev.Netdevs[i]
+	for i := range s.netdev().Netdevs {
+		if s.netdev().Netdevs[i].Name == name {
+			return &s.netdev().Netdevs[i]
 		}
 	}
 	return nil
@@ -212,7 +212,7 @@ func portStateArgs(d *infiniband.Device, p *infiniband.Port) string {
 	return fmt.Sprintf("-C %s -P %d -D 0 %d", d.Name, p.Num, p.Num)
 }
 
-func checkPortState(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkPortState(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	return portOrNone(s, func(d *infiniband.Device, p *infiniband.Port) []Finding {
 		t := portTarget(d, p)
 		if !p.State.OK {
@@ -250,7 +250,7 @@ func checkPortState(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 	}), nil
 }
 
-func checkPortRate(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkPortRate(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	return portOrNone(s, func(d *infiniband.Device, p *infiniband.Port) []Finding {
 		t := portTarget(d, p)
 		rel := fmt.Sprintf("ports/%d/rate", p.Num)
@@ -328,7 +328,7 @@ func linkLayerRule(cfg *config.Config, d *infiniband.Device, p *infiniband.Port)
 	return config.LinkLayerRule{}, false
 }
 
-func checkPortLayer(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkPortLayer(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	return portOrNone(s, func(d *infiniband.Device, p *infiniband.Port) []Finding {
 		t := portTarget(d, p)
 		rel := fmt.Sprintf("ports/%d/link_layer", p.Num)

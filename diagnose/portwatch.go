@@ -65,9 +65,10 @@ func sumTransitions(h portwatch.History) uint64 {
 // eachWatched judges every port the sampler watches with judge; a port
 // never ACTIVE since rdma_doctor started skips (a spare port, see
 // port.state), and a host without ports says so.
-func eachWatched(s *Snapshot, judge func(h portwatch.History, f Finding) Finding) []Finding {
+func eachWatched(s *Reading, judge func(h portwatch.History, f Finding) Finding) []Finding {
 	var out []Finding
-	for _, h := range s.PortHistory {
+	ports, _ := s.portHistory()
+	for _, h := range ports {
 		t := watchedTarget(h)
 		if !h.WasActive {
 			out = append(out, Finding{Severity: Skip, Target: t, Evidence: "the port has not been ACTIVE since rdma_doctor started"})
@@ -81,7 +82,7 @@ func eachWatched(s *Snapshot, judge func(h portwatch.History, f Finding) Finding
 	return out
 }
 
-func checkPortFlap(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkPortFlap(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	th := cfg.Diagnose.Thresholds.Links.Effective()
 	window := time.Duration(th.FlapWindow)
 	return eachWatched(s, func(h portwatch.History, f Finding) Finding {
@@ -99,7 +100,7 @@ func checkPortFlap(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 	}), nil
 }
 
-func checkPortDrop(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkPortDrop(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	after := time.Duration(cfg.Diagnose.Thresholds.Links.Effective().DropAfter)
 	return eachWatched(s, func(h portwatch.History, f Finding) Finding {
 		f.Observed, f.Expected = "ACTIVE", fmt.Sprintf("not down for %v or longer", after)

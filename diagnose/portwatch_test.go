@@ -27,12 +27,12 @@ func TestPortFlapAndDrop(t *testing.T) {
 		return c
 	}
 	down := infiniband.Enum{Value: 1, Name: "DOWN"}
-	s := &Snapshot{Time: now, PortsWatched: true, PortHistory: []portwatch.History{
+	s := &Reading{Time: now, Host: &fixedHost{portsWatched: true, ports: []portwatch.History{
 		{Device: "mlx5_0", Port: 1, WasActive: true, Cycles: cycles(3), State: infiniband.Enum{Value: 4, Name: "ACTIVE"}},
 		{Device: "mlx5_1", Port: 1, WasActive: true, Cycles: cycles(2), State: down, DownSince: now.Add(-5 * time.Minute)},
 		{Device: "mlx5_2", Port: 1, WasActive: true, State: down, DownSince: now.Add(-30 * time.Second)},
 		{Device: "mlx5_3", Port: 1, State: down},
-	}}
+	}}}
 	cfg := &config.Config{}
 	flap, _ := checkPortFlap(s, nil, cfg)
 	drop, _ := checkPortDrop(s, nil, cfg)
@@ -54,7 +54,7 @@ func TestPortFlapAndDrop(t *testing.T) {
 	if f := findingOf(t, drop, "mlx5_1/1"); !strings.Contains(f.Observed, "DOWN") || !strings.Contains(f.Observed, "5m0s") {
 		t.Errorf("drop observed: %q", f.Observed)
 	}
-	if why := (&Snapshot{}).unavailable(SourcePortWatch); !strings.Contains(why, "port state sampler") {
+	if why := (&Reading{}).unavailable(SourcePortWatch); !strings.Contains(why, "port state sampler") {
 		t.Errorf("without a sampler: %q", why)
 	}
 }

@@ -6,11 +6,81 @@ package diagnose
 import (
 	"fmt"
 	"strings"
+	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 )
+
+// ProbeResults is where the probe checks find the verbs probe's results:
+// the server's probe store (bench/probe.Diagnose adapts it); the CLI has
+// none. Declared here, by its consumer, so that diagnose does not import
+// the probe.
+type ProbeResults interface {
+	// ProbeSeries returns the latest of every probe series; the caller
+	// may keep them.
+	ProbeSeries() []ProbeSeries
+}
+
+// ProbeSeries is one verbs probe series (local port, test, peer) as the
+// probe checks judge it.
+type ProbeSeries struct {
+	// Device and Port are the local HCA port; Test the perftest binary
+	// (ib_write_lat); Peer the target's name.
+	Device string
+	Port   int
+	Test   string
+	Peer   string
+	// Bandwidth says Test measures bandwidth (ib_*_bw), not latency.
+	Bandwidth bool
+	// Last is the latest run, good or bad; nil before the first.
+	Last *ProbeRun
+	// LastSuccess is when the latest good run started (zero: none).
+	LastSuccess time.Time
+}
+
+// ProbeRun is one probe run.
+type ProbeRun struct {
+	Start   time.Time
+	Success bool
+	// ErrorKind ("retry_exceeded", "connect_failed", ...) and Error say
+	// why a run failed. TransportFailed says the RDMA transport itself
+	// broke (retry exceeded, completion error, port down), not the setup
+	// of the probe.
+	ErrorKind, Error string
+	TransportFailed  bool
+	// Mode is how the run was made (loopback, loopback-cable, peer);
+	// Loopback is server and client on one HCA port, where the guide's
+	// loopback latency bound applies.
+	Mode     string
+	Loopback bool
+	// Size and Iterations are of the result row; Notes the warnings
+	// perftest printed.
+	Size, Iterations int64
+	Notes            []string
+	// Latency is nil without latency figures.
+	Latency *ProbeLatency
+	// Bandwidth is the average in bytes per second, nil without one;
+	// PortRate the local port's rate in bytes per second, 0 when unknown.
+	Bandwidth *float64
+	PortRate  float64
+}
+
+// ProbeLatency is a latency run's figures, in seconds.
+type ProbeLatency struct {
+	Typical, Min, Max float64
+	// P99 is absent (HasPercentiles false) in old perftest output.
+	P99            float64
+	HasPercentiles bool
+}
+
+// bandwidthRatio is the average bandwidth over the port rate: the guide's
+// "at least 90 % of nominal". ok is false without a bandwidth or a rate.
+func (r *ProbeRun) bandwidthRatio() (ratio float64, ok bool) {
+	if r.Bandwidth == nil || r.PortRate <= 0 {
+		return 0, false
+	}
+	return *r.Bandwidth / r.PortRate, true
+}
 
 func probeChecks(l *checkList) {
 	l.register(&Check{
@@ -39,28 +109,22 @@ func probeChecks(l *checkList) {
 const NoProbeResults = "no verbs probe results: the server runs the probe when probe.enabled is set (see /probe); the CLI does not run it"
 
 // probeTarget names a probe series: local port, test and peer.
-func probeTarget(e *probe.Entry) string {
+func probeTarget(e *ProbeSeries) string {
 	return fmt.Sprintf("%s/%d %s %s", e.Device, e.Port, e.Test, e.Peer)
-}
-
-// transportFailed are the failures that mean the RDMA path itself broke,
-// not that the probe could not be set up.
-var transportFailed = map[string]bool{
-	string(perftest.RetryExceeded): true, string(perftest.CompletionError): true, string(perftest.PortDown): true,
 }
 
 // failedRun judges an entry whose latest run failed; ok is false when the
 // latest run succeeded.
-func failedRun(e *probe.Entry) (Finding, bool) {
+func failedRun(e *ProbeSeries) (Finding, bool) {
 	if e.Last == nil || e.Last.Success {
 		return Finding{}, false
 	}
 	f := Finding{Target: probeTarget(e), Observed: "failed: " + e.Last.ErrorKind,
 		Expected: "a successful run", Evidence: fmt.Sprintf("%s at %s: %s", e.Test, e.Last.Start.UTC().Format("2006-01-02T15:04:05Z"), e.Last.Error)}
-	if e.LastSuccess != nil {
-		f.Evidence += fmt.Sprintf("; last success %s", e.LastSuccess.Start.UTC().Format("2006-01-02T15:04:05Z"))
+	if !e.LastSuccess.IsZero() {
+		f.Evidence += fmt.Sprintf("; last success %s", e.LastSuccess.UTC().Format("2006-01-02T15:04:05Z"))
 	}
-	if transportFailed[e.Last.ErrorKind] {
+	if e.Last.TransportFailed {
 		f.Severity = Fail
 		f.Remedy = fmt.Sprintf("the RDMA transport failed between %s/%d and %s (%s): check port.state and the error counters of both ends (ctr.*, hw.retrans); "+
 			"on RoCE the lossless (PFC) configuration", e.Device, e.Port, e.Peer, e.Last.ErrorKind)
@@ -71,10 +135,10 @@ func failedRun(e *probe.Entry) (Finding, bool) {
 	return f, true
 }
 
-func probeEntries(s *Snapshot, want func(perftest.Test) bool) []probe.Entry {
-	var out []probe.Entry
+func probeEntries(s *Reading, bandwidth bool) []ProbeSeries {
+	var out []ProbeSeries
 	for _, e := range s.Probe {
-		if want(perftest.Test(e.Test)) {
+		if e.Bandwidth == bandwidth {
 			out = append(out, e)
 		}
 	}
@@ -83,9 +147,9 @@ func probeEntries(s *Snapshot, want func(perftest.Test) bool) []probe.Entry {
 
 func us(seconds float64) string { return fmt.Sprintf("%.2f µs", seconds*1e6) }
 
-func checkProbeLatency(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkProbeLatency(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	th := cfg.Diagnose.Thresholds.Probe.Effective()
-	entries := probeEntries(s, func(t perftest.Test) bool { return !t.Bandwidth() })
+	entries := probeEntries(s, false)
 	var out []Finding
 	for i := range entries {
 		e := &entries[i]
@@ -99,7 +163,7 @@ func checkProbeLatency(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, 
 			continue
 		}
 		limit, where := th.SwitchLatencyUS, "through a cable or switch (switch_latency_us)"
-		if r.Mode == probe.ModeLoopback {
+		if r.Loopback {
 			limit, where = th.LoopbackLatencyUS, "in loopback on one HCA (loopback_latency_us)"
 		}
 		l := r.Latency
@@ -128,9 +192,9 @@ func checkProbeLatency(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, 
 	return out, nil
 }
 
-func checkProbeBandwidth(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkProbeBandwidth(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	th := cfg.Diagnose.Thresholds.Probe.Effective()
-	entries := probeEntries(s, perftest.Test.Bandwidth)
+	entries := probeEntries(s, true)
 	var out []Finding
 	for i := range entries {
 		e := &entries[i]
@@ -142,13 +206,13 @@ func checkProbeBandwidth(s *Snapshot, _ *History, cfg *config.Config) ([]Finding
 		if r == nil {
 			continue
 		}
-		ratio, ok := r.BandwidthRatio()
+		ratio, ok := r.bandwidthRatio()
 		if !ok {
 			out = append(out, Finding{Severity: Skip, Target: probeTarget(e), Evidence: "the latest run has no bandwidth, or the port rate was unknown"})
 			continue
 		}
 		f := Finding{Target: probeTarget(e),
-			Observed: fmt.Sprintf("%.1f Gb/s average, %.0f%% of the port's %.0f Gb/s", r.Bandwidth.Average*8/1e9, ratio*100, r.PortRate*8/1e9),
+			Observed: fmt.Sprintf("%.1f Gb/s average, %.0f%% of the port's %.0f Gb/s", *r.Bandwidth*8/1e9, ratio*100, r.PortRate*8/1e9),
 			Expected: fmt.Sprintf("at least %.0f%% of the port rate (min_bandwidth_ratio)", th.MinBandwidthRatio*100),
 			Evidence: fmt.Sprintf("%s, %s mode, %d-byte messages, at %s", e.Test, r.Mode, r.Size, r.Start.UTC().Format("2006-01-02T15:04:05Z")),
 			Severity: Pass}

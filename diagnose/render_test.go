@@ -18,9 +18,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
@@ -280,41 +277,6 @@ func TestHandler(t *testing.T) {
 	}
 	if csp := get("GET", "/diagnose?format=html", "").Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("HTML without a CSP: %q", csp)
-	}
-}
-
-func TestStatusCollector(t *testing.T) {
-	var rep *Report
-	c := NewStatusCollector(func() *Report { return rep })
-	if n := testutil.CollectAndCount(c); n != 0 {
-		t.Errorf("before the first sample: %d series", n)
-	}
-	rep = sampleReport()
-	// A duplicate (check, target) keeps the worst severity.
-	rep.Findings = append(rep.Findings, Finding{Check: "port.phys", Severity: Warn, Target: "mlx5_0/1"})
-	want := `# HELP rdma_diagnose_status Latest diagnose result per check and target: 0 pass, 1 warn, 2 fail (skipped checks are absent).
-# TYPE rdma_diagnose_status gauge
-rdma_diagnose_status{check="ctr.downed",target="mlx5_5/1"} 1
-rdma_diagnose_status{check="port.phys",target="mlx5_0/1"} 1
-rdma_diagnose_status{check="port.rate",target="mlx5_0/1"} 2
-rdma_diagnose_status{check="port.rate",target="mlx5_1/1"} 2
-`
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "rdma_diagnose_status"); err != nil {
-		t.Error(err)
-	}
-	wantTS := fmt.Sprintf(`# HELP rdma_diagnose_report_timestamp_seconds When the sample behind the latest diagnose report was taken; time() minus it is how stale /diagnose and rdma_diagnose_status are (absent before the first report).
-# TYPE rdma_diagnose_report_timestamp_seconds gauge
-rdma_diagnose_report_timestamp_seconds %g
-`, float64(rep.Time.UnixNano())/1e9)
-	if err := testutil.CollectAndCompare(c, strings.NewReader(wantTS), "rdma_diagnose_report_timestamp_seconds"); err != nil {
-		t.Error(err)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Gather(); err != nil {
-		t.Errorf("pedantic registry: %v", err)
 	}
 }
 

@@ -73,10 +73,10 @@ func pfcVector(p int) string {
 	return strings.Join(v, ",")
 }
 
-func checkRoCELossless(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkRoCELossless(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
-	for i := range s.RoCE.Netdevs {
-		n := &s.RoCE.Netdevs[i]
+	for i := range s.roce().Netdevs {
+		n := &s.roce().Netdevs[i]
 		prio, from := rocePriority(n, cfg)
 		// mlnx_qos (mlnx-tools) drives NVIDIA devices only; the
 		// iproute2 dcb tool every DCB driver.
@@ -169,9 +169,9 @@ func checkRoCELossless(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, 
 		f.Remedy = strings.Join(rem, "; ")
 		out = append(out, f)
 	}
-	if s.Netdev != nil {
-		for i := range s.Netdev.Netdevs {
-			if n := &s.Netdev.Netdevs[i]; n.Kind == netdev.KindIWARP && n.Device != "" {
+	if s.netdev() != nil {
+		for i := range s.netdev().Netdevs {
+			if n := &s.netdev().Netdevs[i]; n.Kind == netdev.KindIWARP && n.Device != "" {
 				out = append(out, iwarpSkip(n))
 			}
 		}

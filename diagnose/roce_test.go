@@ -53,7 +53,7 @@ func TestRoCELossless(t *testing.T) {
 		"tree only": {tree, Warn, "echo 1 > /sys/class/net/eth1/ecn/roce_np/enable/3"},
 		"nothing":   {none, Skip, "no MLNX_OFED ecn tree"},
 	} {
-		s := &Snapshot{RoCE: &roce.Snapshot{Netdevs: []roce.Netdev{tc.n}}}
+		s := &Reading{Host: &fixedHost{roce: &roce.Snapshot{Netdevs: []roce.Netdev{tc.n}}}}
 		fs, err := checkRoCELossless(s, nil, cfg)
 		if err != nil || len(fs) != 1 {
 			t.Fatalf("%s: %v %v", name, fs, err)

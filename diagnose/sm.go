@@ -53,7 +53,7 @@ func smChecks(l *checkList) {
 	})
 }
 
-func checkSMPresent(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkSMPresent(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
 	ibPorts := 0
 	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
@@ -105,7 +105,7 @@ func checkSMPresent(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
+func checkSMMaster(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
 	for _, ps := range s.SM.Ports {
 		t := ps.Target.String()
@@ -147,8 +147,8 @@ func checkSMMaster(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error)
 	return out, nil
 }
 
-func checkSMLocal(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	st := s.OpenSM
+func checkSMLocal(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	st := s.openSM()
 	if !st.Running() {
 		return noTargets("no opensm process runs on this host (the subnet manager, if any, runs elsewhere)"), nil
 	}

@@ -37,17 +37,17 @@ func temperatureChecks(l *checkList) {
 	})
 }
 
-func checkTemperature(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	if len(s.Hwmon.Devices) == 0 {
+func checkTemperature(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	if len(s.hwmon().Devices) == 0 {
 		why := "no RDMA device registers a temperature sensor (hwmon: mlx5 on Linux 6.6 and later; not on VFs or software devices)"
-		if len(s.Hwmon.Errors) > 0 {
-			why += "; read errors: " + errorsText(s.Hwmon.Errors)
+		if len(s.hwmon().Errors) > 0 {
+			why += "; read errors: " + errorsText(s.hwmon().Errors)
 		}
 		return noTargets(why), nil
 	}
-	out := make([]Finding, 0, len(s.Hwmon.Devices))
-	for i := range s.Hwmon.Devices {
-		out = append(out, judgeTemperatures(&s.Hwmon.Devices[i], s.hwmonErrors(s.Hwmon.Devices[i].Name), s.ibDevice(s.Hwmon.Devices[i].Name)))
+	out := make([]Finding, 0, len(s.hwmon().Devices))
+	for i := range s.hwmon().Devices {
+		out = append(out, judgeTemperatures(&s.hwmon().Devices[i], s.hwmonErrors(s.hwmon().Devices[i].Name), s.ibDevice(s.hwmon().Devices[i].Name)))
 	}
 	return out, nil
 }
@@ -133,9 +133,9 @@ func temperatureRemedy(name, tool string, sn hwmon.Sensor) string {
 }
 
 // hwmonErrors are the hwmon read errors of one device.
-func (s *Snapshot) hwmonErrors(name string) []error {
+func (s *Reading) hwmonErrors(name string) []error {
 	var out []error
-	for _, err := range s.Hwmon.Errors {
+	for _, err := range s.hwmon().Errors {
 		if strings.Contains(sysattr.ErrorPath(err), "/infiniband/"+name+"/") {
 			out = append(out, err)
 		}
@@ -144,13 +144,13 @@ func (s *Snapshot) hwmonErrors(name string) []error {
 }
 
 // ibDevice is the class's device of that name, or nil.
-func (s *Snapshot) ibDevice(name string) *infiniband.Device {
-	if s.IB == nil {
+func (s *Reading) ibDevice(name string) *infiniband.Device {
+	if s.ib() == nil {
 		return nil
 	}
-	for i := range s.IB.Devices {
-		if s.IB.Devices[i].Name == name {
-			return &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		if s.ib().Devices[i].Name == name {
+			return &s.ib().Devices[i]
 		}
 	}
 	return nil

@@ -18,7 +18,7 @@ func temp(v float64) hwmon.Opt[float64] { return sysattr.Some(v) }
 // The gb300-xdr thresholds (asic 105 °C, Module0 70 °C) with readings from
 // the recorded 46 and 57 °C up to and past the threshold.
 func TestTemperature(t *testing.T) {
-	run := func(s *Snapshot) []Finding {
+	run := func(s *Reading) []Finding {
 		t.Helper()
 		fs, err := checkTemperature(s, NewHistory(0, 2), &config.Config{})
 		if err != nil {
@@ -26,9 +26,9 @@ func TestTemperature(t *testing.T) {
 		}
 		return fs
 	}
-	snap := func(module hwmon.Sensor) *Snapshot {
+	snap := func(module hwmon.Sensor) *Reading {
 		s := snapWith(ibDev("mlx5_0"))
-		s.Hwmon = &hwmon.Snapshot{Devices: []hwmon.Device{{Name: "mlx5_0", Sensors: []hwmon.Sensor{
+		fixed(s).hwmon = &hwmon.Snapshot{Devices: []hwmon.Device{{Name: "mlx5_0", Sensors: []hwmon.Sensor{
 			{Label: "asic", Chip: "mlx5", Input: temp(46), Crit: temp(105), Highest: temp(47)},
 			module,
 		}}}}
@@ -68,7 +68,7 @@ func TestTemperature(t *testing.T) {
 
 	// A hot ASIC gets air, not a reseat.
 	s := snap(module(57))
-	s.Hwmon.Devices[0].Sensors[0].Input = temp(103)
+	s.hwmon().Devices[0].Sensors[0].Input = temp(103)
 	if f := findingOf(t, run(s), "mlx5_0"); f.Severity != Warn || !strings.Contains(f.Remedy, "airflow") || strings.Contains(f.Remedy, "reseat") {
 		t.Errorf("hot asic: %s %q", f.Severity, f.Remedy)
 	}
@@ -79,13 +79,13 @@ func TestTemperature(t *testing.T) {
 	if f := findingOf(t, run(s), "mlx5_0"); f.Severity != Pass || !strings.Contains(f.Observed, "Module0 90 °C (no critical threshold)") {
 		t.Errorf("module without crit: %s %q", f.Severity, f.Observed)
 	}
-	s.Hwmon.Devices[0].Sensors = []hwmon.Sensor{{Label: "asic", Chip: "mlx5", Crit: temp(105)}}
+	s.hwmon().Devices[0].Sensors = []hwmon.Sensor{{Label: "asic", Chip: "mlx5", Crit: temp(105)}}
 	if f := findingOf(t, run(s), "mlx5_0"); f.Severity != Skip || !strings.Contains(f.Evidence, "asic no reading (critical 105 °C)") {
 		t.Errorf("asic without a reading: %s %q", f.Severity, f.Evidence)
 	}
 
 	// No sensors anywhere: one host skip.
-	s.Hwmon = &hwmon.Snapshot{}
+	fixed(s).hwmon = &hwmon.Snapshot{}
 	if fs := run(s); len(fs) != 1 || fs[0].Severity != Skip || fs[0].Target != "host" || !strings.Contains(fs[0].Evidence, "Linux 6.6") {
 		t.Errorf("no sensors: %+v", fs)
 	}

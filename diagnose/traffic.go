@@ -22,7 +22,7 @@ func trafficChecks(l *checkList) {
 	})
 }
 
-func checkTraffic(s *Snapshot, h *History, cfg *config.Config) ([]Finding, error) {
+func checkTraffic(s *Reading, h *History, cfg *config.Config) ([]Finding, error) {
 	var out []Finding
 	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
 		t := portTarget(d, p)

@@ -98,8 +98,8 @@ var userModules = []struct {
 	{"ib_umad", "MAD tools on InfiniBand: sminfo, perfquery, ibdiagnet", true},
 }
 
-func checkDevDriver(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error) {
-	if _, ok := s.Tuning.ModuleLoaded("ib_core"); !ok {
+func checkDevDriver(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	if _, ok := s.tuning().ModuleLoaded("ib_core"); !ok {
 		return noTargets("/proc/modules cannot be read"), nil
 	}
 	ib := false
@@ -109,7 +109,7 @@ func checkDevDriver(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 		if m.ibOnly && !ib {
 			continue
 		}
-		loaded, _ := s.Tuning.ModuleLoaded(m.name)
+		loaded, _ := s.tuning().ModuleLoaded(m.name)
 		f := Finding{Target: m.name, Expected: "loaded, for " + m.why, Evidence: "/proc/modules", Severity: Pass, Observed: "loaded"}
 		if !loaded {
 			f.Severity, f.Observed = Warn, "not in /proc/modules"
@@ -120,12 +120,12 @@ func checkDevDriver(s *Snapshot, _ *History, _ *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkGovernor(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkGovernor(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	want := cfg.Diagnose.Policies.Governor()
-	if len(s.Tuning.Governors) == 0 {
+	if len(s.tuning().Governors) == 0 {
 		return noTargets("no CPU has cpufreq (a VM, or no cpufreq driver): the governor is the platform's"), nil
 	}
-	counts := s.Tuning.GovernorCounts()
+	counts := s.tuning().GovernorCounts()
 	names := make([]string, 0, len(counts))
 	for g := range counts {
 		names = append(names, g)
@@ -135,11 +135,11 @@ func checkGovernor(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, erro
 	for _, g := range names {
 		parts = append(parts, fmt.Sprintf("%d × %s", counts[g], g))
 	}
-	f := Finding{Target: "host", Observed: strings.Join(parts, ", "), Expected: fmt.Sprintf("%s on all %d CPUs (diagnose.policies.cpu_governor)", want, len(s.Tuning.Governors)),
+	f := Finding{Target: "host", Observed: strings.Join(parts, ", "), Expected: fmt.Sprintf("%s on all %d CPUs (diagnose.policies.cpu_governor)", want, len(s.tuning().Governors)),
 		Evidence: "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", Severity: Pass}
-	if counts[want] != len(s.Tuning.Governors) {
+	if counts[want] != len(s.tuning().Governors) {
 		var other []string
-		for _, g := range s.Tuning.Governors {
+		for _, g := range s.tuning().Governors {
 			if g.Governor != want {
 				other = append(other, strconv.Itoa(g.CPU))
 			}
@@ -160,10 +160,10 @@ func compactList(items []string, sep string, max int) string {
 	return strings.Join(items[:max], sep) + fmt.Sprintf(" and %d more", len(items)-max)
 }
 
-func checkHugepages(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkHugepages(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	pol := cfg.Diagnose.Policies.Hugepages
 	var pools []string
-	for _, p := range s.Tuning.Hugepages {
+	for _, p := range s.tuning().Hugepages {
 		if p.Node < 0 && p.Total.OK {
 			pools = append(pools, fmt.Sprintf("%d × %d KiB", p.Total.V, p.SizeBytes/1024))
 		}
@@ -176,7 +176,7 @@ func checkHugepages(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 	var total, free uint64
 	var perNode []string
 	found := false
-	for _, p := range s.Tuning.Hugepages {
+	for _, p := range s.tuning().Hugepages {
 		if p.SizeBytes != size || p.Node < 0 || !p.Total.OK {
 			continue
 		}
@@ -188,7 +188,7 @@ func checkHugepages(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, err
 		perNode = append(perNode, fmt.Sprintf("node%d %d", p.Node, p.Total.V))
 	}
 	if !found { // no per-node pools (no NUMA): the system-wide pool
-		for _, p := range s.Tuning.Hugepages {
+		for _, p := range s.tuning().Hugepages {
 			if p.SizeBytes == size && p.Node < 0 && p.Total.OK {
 				found, total = true, p.Total.V
 				if p.Free.OK {
@@ -223,7 +223,7 @@ func memlockText(v uint64) string {
 	return bytesText(float64(v))
 }
 
-func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkMemlock(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	want := uint64(tuning.Unlimited)
 	wantText := "unlimited"
 	if m := cfg.Diagnose.Policies.MemlockMinKiB; m != nil {
@@ -231,7 +231,7 @@ func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 	}
 	var out []Finding
 	for _, name := range cfg.Tuning.MemlockProcesses {
-		if s.Tuning.MemlockProcesses[name] == 0 {
+		if s.tuning().MemlockProcesses[name] == 0 {
 			out = append(out, Finding{Severity: Skip, Target: name, Evidence: "no process named " + name + " runs"})
 		}
 	}
@@ -241,7 +241,7 @@ func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 	worst := map[string]int{}
 	pids := map[string][]int{}
 	var names []string
-	for i, m := range s.Tuning.Memlock {
+	for i, m := range s.tuning().Memlock {
 		if m.Process == "self" {
 			continue // rdma_doctor itself registers no memory
 		}
@@ -249,13 +249,13 @@ func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 		if !seen {
 			names = append(names, m.Process)
 		}
-		if !seen || m.Soft < s.Tuning.Memlock[w].Soft {
+		if !seen || m.Soft < s.tuning().Memlock[w].Soft {
 			worst[m.Process] = i
 		}
 		pids[m.Process] = append(pids[m.Process], m.PID)
 	}
 	for _, name := range names {
-		m := s.Tuning.Memlock[worst[name]]
+		m := s.tuning().Memlock[worst[name]]
 		ev := fmt.Sprintf("/proc/%d/limits Max locked memory", m.PID)
 		if n := len(pids[name]); n > 1 {
 			ev += fmt.Sprintf(" (the lowest of %d %s processes: pids %s)", n, name, pidList(pids[name]))
@@ -279,9 +279,9 @@ func checkMemlock(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkSysctls(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkSysctls(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	ipoib := 0
-	for _, n := range s.Netdev.Netdevs {
+	for _, n := range s.netdev().Netdevs {
 		if n.IPoIB != nil {
 			ipoib++
 		}
@@ -297,7 +297,7 @@ func checkSysctls(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 	sort.Strings(names)
 	var out []Finding
 	for _, name := range names {
-		v, read := s.Tuning.Sysctl(name)
+		v, read := s.tuning().Sysctl(name)
 		f := Finding{Target: name, Expected: fmt.Sprintf("at least %d (diagnose.policies.sysctls)", mins[name]),
 			Evidence: "/proc/sys/" + strings.ReplaceAll(name, ".", "/")}
 		switch {
@@ -317,7 +317,7 @@ func checkSysctls(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error
 	return out, nil
 }
 
-func checkKernel(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkKernel(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	floor := cfg.Diagnose.Policies.KernelFloor.Floor()
 	roce := 0
 	forEachPort(s, func(d *infiniband.Device, p *infiniband.Port) {
@@ -330,10 +330,10 @@ func checkKernel(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error)
 		return noTargets("no RoCE port: the kernel floor is a RoCE policy"), nil
 	case floor == "":
 		return noTargets("diagnose.policies.kernel_floor is off"), nil
-	case !s.Tuning.KernelRelease.OK:
+	case !s.tuning().KernelRelease.OK:
 		return noTargets("the kernel release (/proc/sys/kernel/osrelease) cannot be read"), nil
 	}
-	rel := s.Tuning.KernelRelease.V
+	rel := s.tuning().KernelRelease.V
 	f := Finding{Target: "host", Observed: rel, Expected: floor + " or later (diagnose.policies.kernel_floor, a site policy)",
 		Evidence: fmt.Sprintf("/proc/sys/kernel/osrelease; %d RoCE port(s)", roce), Severity: Pass}
 	if config.CompareVersions(rel, floor) < 0 {
@@ -361,7 +361,7 @@ func (w RDMACgroupWant) Where() string {
 // host's RDMA devices: "*" is every device read (after the device filter),
 // and an entry naming the device wins over "*" for the same cgroup. The
 // order is the configuration's, devices in the host's order.
-func RDMACgroupWants(s *Snapshot, cfg *config.Config) []RDMACgroupWant {
+func RDMACgroupWants(s *Reading, cfg *config.Config) []RDMACgroupWant {
 	limits := cfg.Diagnose.Policies.RDMACgroupLimits
 	named := map[[2]string]bool{}
 	for _, l := range limits {
@@ -379,10 +379,10 @@ func RDMACgroupWants(s *Snapshot, cfg *config.Config) []RDMACgroupWant {
 			add(l, l.Device)
 			continue
 		}
-		if s.IB == nil {
+		if s.ib() == nil {
 			continue
 		}
-		for _, d := range s.IB.Devices {
+		for _, d := range s.ib().Devices {
 			if !named[[2]string{l.Cgroup, d.Name}] {
 				add(l, d.Name)
 			}
@@ -397,7 +397,7 @@ func rdmaLimitText(l tuning.RDMALimit) string {
 	return rest
 }
 
-func checkRDMACgroups(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, error) {
+func checkRDMACgroups(s *Reading, _ *History, cfg *config.Config) ([]Finding, error) {
 	if len(cfg.Diagnose.Policies.RDMACgroupLimits) == 0 {
 		return noTargets("no rdma cgroup limits configured (diagnose.policies.rdma_cgroup_limits); finite limits are exported as rdma_host_cgroup_rdma_limit"), nil
 	}
@@ -406,11 +406,11 @@ func checkRDMACgroups(s *Snapshot, _ *History, cfg *config.Config) ([]Finding, e
 		return noTargets("the configured limits name every device (\"*\") and the host has no RDMA device"), nil
 	}
 	read := map[string]bool{}
-	for _, c := range s.Tuning.RDMAMaxRead {
+	for _, c := range s.tuning().RDMAMaxRead {
 		read[c] = true
 	}
 	have := map[[2]string]tuning.RDMALimit{}
-	for _, l := range s.Tuning.RDMACgroups {
+	for _, l := range s.tuning().RDMACgroups {
 		have[[2]string{l.Cgroup, l.Device}] = l.RDMALimit
 	}
 	var out []Finding

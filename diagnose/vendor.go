@@ -80,7 +80,7 @@ func deviceVendor(d *infiniband.Device) vendor {
 
 // vendorOf is the vendor of the named RDMA device: by its attributes when
 // the snapshot read it, else by its name alone.
-func (s *Snapshot) vendorOf(name string) vendor {
+func (s *Reading) vendorOf(name string) vendor {
 	if d := s.ibDevice(name); d != nil {
 		return deviceVendor(d)
 	}
@@ -139,7 +139,7 @@ func qosTool(d *infiniband.Device, nd string) string {
 }
 
 // ibPort finds a device's port in the snapshot; nil when either is gone.
-func (s *Snapshot) ibPort(device string, num int) (*infiniband.Device, *infiniband.Port) {
+func (s *Reading) ibPort(device string, num int) (*infiniband.Device, *infiniband.Port) {
 	d := s.ibDevice(device)
 	if d == nil {
 		return nil, nil

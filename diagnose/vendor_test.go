@@ -42,13 +42,13 @@ func TestDeviceVendor(t *testing.T) {
 // strictConfig makes the vendor-specific remedies appear on every
 // device of a host: every port expects the other link layer, and every
 // device's firmware is below the minimum.
-func strictConfig(s *Snapshot) *config.Config {
+func strictConfig(s *Reading) *config.Config {
 	cfg := &config.Config{}
-	if s.IB == nil {
+	if s.ib() == nil {
 		return cfg
 	}
-	for i := range s.IB.Devices {
-		d := &s.IB.Devices[i]
+	for i := range s.ib().Devices {
+		d := &s.ib().Devices[i]
 		if d.HCAType.OK {
 			cfg.Diagnose.Firmware = append(cfg.Diagnose.Firmware, config.FirmwarePolicy{HCAType: d.HCAType.V, Minimum: "999.0"})
 		}
@@ -77,9 +77,9 @@ func TestRemediesFitTheVendor(t *testing.T) {
 		root := filepath.Join(fixtures, host)
 		s := (&Reader{Host: hostOf(root)}).Read(context.Background())
 		hostVendors := map[vendor]bool{}
-		if s.IB != nil {
-			for i := range s.IB.Devices {
-				hostVendors[deviceVendor(&s.IB.Devices[i])] = true
+		if s.ib() != nil {
+			for i := range s.ib().Devices {
+				hostVendors[deviceVendor(&s.ib().Devices[i])] = true
 			}
 		}
 		// vendorsOf is who the target belongs to: its RDMA device, the

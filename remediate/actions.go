@@ -28,14 +28,14 @@ func (sysctlAction) ID() string       { return "sysctl" }
 func (sysctlAction) Checks() []string { return []string{"sysctl.net"} }
 
 func (a sysctlAction) Plan(in *Input) ([]Change, []string, error) {
-	s := in.Snap
-	if s.Tuning == nil {
-		return nil, nil, fmt.Errorf("tuning state unreadable: %v", s.TuningErr)
+	tun, err := in.Snap.Host.Tuning()
+	if tun == nil {
+		return nil, nil, fmt.Errorf("tuning state unreadable: %v", err)
 	}
 	// Same scope as the check: these tune sockets and IPoIB, not verbs.
 	ipoib := 0
-	if s.Netdev != nil {
-		for _, n := range s.Netdev.Netdevs {
+	if nd, _ := in.Snap.Host.Netdevs(); nd != nil {
+		for _, n := range nd.Netdevs {
 			if n.IPoIB != nil {
 				ipoib++
 			}
@@ -60,7 +60,7 @@ func (a sysctlAction) Plan(in *Input) ([]Change, []string, error) {
 	var notes []string
 	want := map[string]int64{}
 	for _, name := range names {
-		v, read := s.Tuning.Sysctl(name)
+		v, read := tun.Sysctl(name)
 		if !read || !v.OK || len(v.V) == 0 {
 			notes = append(notes, name+": cannot read its current value; not changed")
 			continue
@@ -156,17 +156,17 @@ func (governorAction) ID() string       { return "cpu-governor" }
 func (governorAction) Checks() []string { return []string{"cpu.governor"} }
 
 func (a governorAction) Plan(in *Input) ([]Change, []string, error) {
-	s := in.Snap
-	if s.Tuning == nil {
-		return nil, nil, fmt.Errorf("tuning state unreadable: %v", s.TuningErr)
+	tun, err := in.Snap.Host.Tuning()
+	if tun == nil {
+		return nil, nil, fmt.Errorf("tuning state unreadable: %v", err)
 	}
 	want := in.Config.Diagnose.Policies.Governor()
-	if len(s.Tuning.Governors) == 0 {
+	if len(tun.Governors) == 0 {
 		return nil, []string{"nothing to do: no CPU has cpufreq (a VM, or no cpufreq driver)"}, nil
 	}
 	var out []Change
 	var notes []string
-	for _, g := range s.Tuning.Governors {
+	for _, g := range tun.Governors {
 		if g.Governor == want {
 			continue
 		}
@@ -210,15 +210,15 @@ const IrqbalanceNote = "irqbalance rewrites smp_affinity periodically: stop it (
 	"the pinning is runtime only and is lost at reboot or driver reload"
 
 func (a irqAction) Plan(in *Input) ([]Change, []string, error) {
-	s := in.Snap
-	if s.Placement == nil {
-		return nil, nil, fmt.Errorf("IRQ placement unreadable: %v", s.PlacementErr)
+	placement, err := in.Snap.Host.Placement()
+	if placement == nil {
+		return nil, nil, fmt.Errorf("IRQ placement unreadable: %v", err)
 	}
 	var out []Change
 	var notes []string
 	judged := 0 // devices whose completion IRQs were seen and compared
-	for i := range s.Placement.Devices {
-		d := &s.Placement.Devices[i]
+	for i := range placement.Devices {
+		d := &placement.Devices[i]
 		comp := d.Completion()
 		switch {
 		case d.Unclassified > 0:

@@ -23,9 +23,9 @@ func (hugepagesAction) ID() string       { return "hugepages" }
 func (hugepagesAction) Checks() []string { return []string{"mem.hugepages"} }
 
 func (a hugepagesAction) Plan(in *Input) ([]Change, []string, error) {
-	s := in.Snap
-	if s.Tuning == nil {
-		return nil, nil, fmt.Errorf("tuning state unreadable: %v", s.TuningErr)
+	tun, err := in.Snap.Host.Tuning()
+	if tun == nil {
+		return nil, nil, fmt.Errorf("tuning state unreadable: %v", err)
 	}
 	pol := in.Config.Diagnose.Policies.Hugepages
 	if pol.MinPages == 0 || pol.PageSizeKiB == 0 {
@@ -39,7 +39,7 @@ func (a hugepagesAction) Plan(in *Input) ([]Change, []string, error) {
 	}
 	var nodes []node
 	var global *node
-	for _, p := range s.Tuning.Hugepages {
+	for _, p := range tun.Hugepages {
 		if p.SizeBytes != size || !p.Total.OK {
 			continue
 		}

@@ -13,11 +13,12 @@ import (
 const IPv6DropIn = "etc/sysctl.d/90-rdma-doctor-ipoib-ipv6.conf"
 
 func ipoibNetdevs(in *Input) []netdev.Netdev {
-	if in.Snap.Netdev == nil {
+	nd, _ := in.Snap.Host.Netdevs()
+	if nd == nil {
 		return nil
 	}
 	var out []netdev.Netdev
-	for _, n := range in.Snap.Netdev.Netdevs {
+	for _, n := range nd.Netdevs {
 		if n.IPoIB != nil {
 			out = append(out, n)
 		}

@@ -34,9 +34,9 @@ func (memlockAction) ID() string       { return "memlock" }
 func (memlockAction) Checks() []string { return []string{"mem.memlock"} }
 
 func (a memlockAction) Plan(in *Input) ([]Change, []string, error) {
-	s := in.Snap
-	if s.Tuning == nil {
-		return nil, nil, fmt.Errorf("tuning state unreadable: %v", s.TuningErr)
+	tun, err := in.Snap.Host.Tuning()
+	if tun == nil {
+		return nil, nil, fmt.Errorf("tuning state unreadable: %v", err)
 	}
 	if len(in.Config.Tuning.MemlockProcesses) == 0 {
 		return nil, []string{"nothing to do: no job launcher named in tuning.memlock_processes"}, nil
@@ -46,7 +46,7 @@ func (a memlockAction) Plan(in *Input) ([]Change, []string, error) {
 		want = *m * 1024
 	}
 	low := map[string]bool{}
-	for _, m := range s.Tuning.Memlock {
+	for _, m := range tun.Memlock {
 		if m.Process != "self" && m.Soft < want {
 			low[m.Process] = true
 		}

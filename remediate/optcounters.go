@@ -180,9 +180,9 @@ func (a optionalCountersAction) Plan(in *Input) ([]Change, []string, error) {
 	if len(asked) == 0 {
 		return nil, []string{"nothing to do: tuning.optional_counters names no counter"}, nil
 	}
-	s := in.Snap
-	if s.IB == nil {
-		return nil, nil, fmt.Errorf("RDMA devices unreadable: %v", s.IBErr)
+	class, err := in.Snap.Host.Class()
+	if class == nil {
+		return nil, nil, fmt.Errorf("RDMA devices unreadable: %v", err)
 	}
 	var ports []portCounters
 	var runtime []Change
@@ -190,7 +190,7 @@ func (a optionalCountersAction) Plan(in *Input) ([]Change, []string, error) {
 	if in.Counters == nil {
 		// No kernel to ask which ports offer them or what is on: the rule
 		// names every port, and the plan says the runtime part is skipped.
-		for _, d := range s.IB.Devices {
+		for _, d := range class.Devices {
 			for _, p := range d.Ports {
 				ports = append(ports, portCounters{d.Name, uint32(p.Num), sortedCopy(asked)})
 			}
@@ -201,7 +201,7 @@ func (a optionalCountersAction) Plan(in *Input) ([]Change, []string, error) {
 				"when each device next appears (boot, driver reload); on a port without one of them the rule's rdma command fails and changes nothing")
 		}
 	} else {
-		for _, d := range s.IB.Devices {
+		for _, d := range class.Devices {
 			for _, p := range d.Ports {
 				pc, ch, note := a.planPort(in.Counters, d.Name, uint32(p.Num), asked)
 				if note != "" {

@@ -22,11 +22,11 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 )
 
-// Input is what an action plans from: the same snapshot diagnose judges,
+// Input is what an action plans from: the same reading diagnose judges,
 // the config's policies, and the writer (to read the action's own drop-in
 // files, which no reader of host state parses).
 type Input struct {
-	Snap   *diagnose.Snapshot
+	Snap   *diagnose.Reading
 	Config *config.Config
 	W      Writer
 	// Counters is the running kernel's optional counters (the same the

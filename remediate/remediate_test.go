@@ -195,9 +195,12 @@ func TestRemediateNumaRemoteChanges(t *testing.T) {
 	root := copyHost(t, "numa-remote")
 	w := writer(root)
 	p := plan(t, root, w, Actions())
-	before := input(t, root, w).Snap
+	before, err := input(t, root, w).Snap.Host.Placement()
+	if before == nil {
+		t.Fatalf("numa-remote placement: %v", err)
+	}
 	other := map[int]string{} // affinity of every non-completion vector
-	for _, d := range before.Placement.Devices {
+	for _, d := range before.Devices {
 		for _, q := range d.IRQs {
 			if q.Vector.Kind != irq.Completion {
 				other[q.Number] = q.Affinity.V.String()
@@ -229,8 +232,11 @@ func TestRemediateNumaRemoteChanges(t *testing.T) {
 	}
 	// Every completion IRQ now on one CPU of its device's local_cpulist,
 	// no two on the same CPU while there are CPUs to spare.
-	snap := input(t, root, w).Snap
-	for _, d := range snap.Placement.Devices {
+	after, err := input(t, root, w).Snap.Host.Placement()
+	if after == nil {
+		t.Fatalf("numa-remote placement after: %v", err)
+	}
+	for _, d := range after.Devices {
 		used := map[string]bool{}
 		for _, q := range d.Completion() {
 			if !q.Affinity.V.SubsetOf(d.PCI.LocalCPUs.V) || q.Affinity.V.Len() != 1 {
@@ -659,7 +665,7 @@ func TestIRQPlanUnclassified(t *testing.T) {
 		IRQs: []irq.DeviceIRQ{{IRQ: &irq.IRQ{Number: 45, Name: "mlx5_xyz@pci:0000:3b:00.0"}, Vector: irq.Vector{Kind: irq.Other, Address: "0000:3b:00.0"},
 			Affinity: sysattr.Some(cpulist.Of(9))}},
 		Unclassified: 1, Incomplete: true}
-	in := &Input{Snap: &diagnose.Snapshot{Placement: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}
+	in := &Input{Snap: &diagnose.Reading{Host: placementOnly{p: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}}
 	changes, notes, err := irqAction{}.Plan(in)
 	if err != nil || len(changes) != 0 {
 		t.Fatalf("changes %v, err %v", changes, err)
@@ -676,7 +682,7 @@ func TestIRQPlanUnclassified(t *testing.T) {
 func TestIRQPlanNoCompletionIRQs(t *testing.T) {
 	local, _ := cpulist.Parse("0-31")
 	d := irq.Device{Name: "bnxt_re0", PCI: pci.Function{Address: "0000:19:00.0", LocalCPUs: sysattr.Some(local)}}
-	in := &Input{Snap: &diagnose.Snapshot{Placement: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}
+	in := &Input{Snap: &diagnose.Reading{Host: placementOnly{p: &irq.Snapshot{Interrupts: &irq.Interrupts{}, Devices: []irq.Device{d}}}}}
 	changes, notes, err := irqAction{}.Plan(in)
 	if err != nil || len(changes) != 0 {
 		t.Fatalf("changes %v, err %v", changes, err)
@@ -686,3 +692,13 @@ func TestIRQPlanNoCompletionIRQs(t *testing.T) {
 		t.Errorf("notes %q", notes)
 	}
 }
+
+// placementOnly is a host whose IRQ placement is all the irq-affinity
+// plan reads; any other source is a nil Host's (a panic: the plan read
+// what it should not).
+type placementOnly struct {
+	diagnose.Host
+	p *irq.Snapshot
+}
+
+func (h placementOnly) Placement() (*irq.Snapshot, error) { return h.p, nil }

@@ -118,7 +118,7 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 		}
 	}
 	hist := diagnose.NewHistory(0, 2)
-	read := func() *diagnose.Snapshot {
+	read := func() *diagnose.Reading {
 		c, cancel := context.WithTimeout(ctx, sampleTimeout)
 		defer cancel()
 		return reader.Read(c)
@@ -140,8 +140,8 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 		return diagnoseRun{}, err
 	}
 	run := diagnoseRun{report: eval.Evaluate(snap, hist)}
-	if snap.IB == nil && snap.IBErr != nil && !errors.Is(snap.IBErr, infiniband.ErrNoClass) {
-		run.readErr = fmt.Errorf("cannot read /sys/class/infiniband: %w", snap.IBErr)
+	if class, err := snap.Host.Class(); class == nil && err != nil && !errors.Is(err, infiniband.ErrNoClass) {
+		run.readErr = fmt.Errorf("cannot read /sys/class/infiniband: %w", err)
 	}
 	return run, nil
 }

@@ -38,7 +38,7 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 		timeout = sampleTimeout
 	}
 	sampler := &diagnose.Sampler{
-		Reader: &diagnose.Reader{Host: s.App.Host, ReuseClass: interval / 2, Probe: probes,
+		Reader: &diagnose.Reader{Host: s.App.Host, ReuseClass: interval / 2, Probe: probe.Diagnose(probes),
 			ExpectedDevices: cfg.ExpectedDevices},
 		Eval:     eval,
 		History:  diagnose.HistoryFor(window, interval),
@@ -57,7 +57,7 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 		sampler.Run(ctx)
 	}()
 
-	s.Parts = append(s.Parts, diagnose.NewStatusCollector(sampler.Latest))
+	s.Parts = append(s.Parts, collector.NewDiagnoseStatus(sampler.Latest))
 	s.Mux.Handle("/diagnose", diagnose.NewHandler(sampler.Latest))
 	s.Links = append(s.Links, web.LandingLinks{Address: "/diagnose", Text: "Diagnose",
 		Description: "The troubleshooting checklist: findings with remedies (text; ?format=json, html, nhc)"})

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
@@ -60,7 +61,7 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 			report := diagnoseFixture(t, name)
 			m := fixtureHandler(t, name)
 			m.parts = append(m.parts, labelLimits{}, expoRejections{}, procself.New(), goself.New(), httpself.New(),
-				diagnose.NewStatusCollector(func() *diagnose.Report { return report }))
+				collector.NewDiagnoseStatus(func() *diagnose.Report { return report }))
 			metrics := m.collect(context.Background())
 			n := 0
 			for _, ms := range metrics {

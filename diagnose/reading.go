@@ -8,10 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
@@ -49,8 +47,8 @@ const (
 	// SourceOpenSM: internal/opensm.Read (a local opensm process, its
 	// configuration; secrets are never kept).
 	SourceOpenSM Source = "opensm"
-	// SourceProbe: bench/probe's results store (the server's scheduled
-	// verbs probe).
+	// SourceProbe: the server's scheduled verbs probe (ProbeResults, from
+	// bench/probe's results store).
 	SourceProbe Source = "probe"
 	// SourceTuning: internal/tuning.Read (hugepages, sysctls, governors,
 	// memlock limits, modules, kernel release).
@@ -86,114 +84,112 @@ const (
 	SourceFabric Source = "fabric"
 )
 
-// Snapshot is one reading of the host: the typed snapshots of every
-// reader. A nil field means "not read" and its error says why.
-type Snapshot struct {
+// Reading is one sample of a host as the checks judge it: when it was
+// taken, the host's sources read through Host, and what the server adds
+// (sminfo, the verbs probe, the fabric sweep, the expected topology). It
+// copies no source: a new one is a method on Host and its read in
+// hostView, a Source, and its reason in unavailable.
+type Reading struct {
 	Time     time.Time
 	Hostname string
-	// IB is /sys/class/infiniband; IBErr is why it is nil (or, with a
-	// non-nil IB, a whole-read error such as a deadline).
-	IB    *infiniband.Class
-	IBErr error
-	// Placement is the PCI function and the IRQs of every RDMA device and
-	// whether irqbalance runs (internal/irq.Read); PlacementErr is why it
-	// is nil. Its Errors hold the partial failures (/proc/interrupts or
-	// /proc/irq unreadable).
-	Placement    *irq.Snapshot
-	PlacementErr error
-	// Topology is the host's NUMA nodes and online CPUs.
-	Topology *pci.Topology
+	// Host is the host's sources (Reader.Read: a host.Snapshot's); nil
+	// reads as nothing read.
+	Host Host
 	// SM is the latest sminfo round; nil when no runner was given.
 	SM *sm.Status
 	// Probe is the latest verbs probe result per peer, test and port.
-	Probe []probe.Entry
-	// OpenSM is the local OpenSM; OpenSMErr why it is nil.
-	OpenSM    *opensm.State
-	OpenSMErr error
-	// Tuning and Netdev are the host tuning and netdev snapshots; their
-	// errors say why they are nil.
-	Tuning    *tuning.Snapshot
-	TuningErr error
-	Netdev    *netdev.Snapshot
-	NetdevErr error
-	// WasActive reports whether a port was ACTIVE at any sample since
-	// rdma_doctor started (nil: unknown, as in tests); such a port must
-	// stay up.
-	WasActive func(device string, port int) bool
-	// Bus is the Mellanox/NVIDIA network functions of the PCI bus with
-	// their drivers, which tell dev.present why a device is missing;
-	// BusErr is a partial or failed read.
-	Bus    []pci.BusFunction
-	BusErr error
-	// PortHistory is what the server's port state sampler saw of every
-	// port; PortsWatched is false where none runs (the CLI).
-	PortHistory  []portwatch.History
-	PortsWatched bool
-	// KernelLog is what the server's kernel log reader saw, mapped to the
-	// RDMA devices; KernelLogWatched is false where none runs (the CLI).
-	KernelLog        *host.KernelLog
-	KernelLogWatched bool
-	// GPU is the GPUs and their relation to the RDMA devices; GPUErr is
-	// why it is nil.
-	GPU    *gpu.Snapshot
-	GPUErr error
-	// RoCE is the lossless configuration of the RoCE netdevs; RoCEErr is
-	// why it is nil.
-	RoCE    *roce.Snapshot
-	RoCEErr error
-	// Devlink is the devlink view of the RDMA devices; DevlinkErr is why
-	// it is nil (host.ErrNotLive on a fixture tree).
-	Devlink    *host.Devlink
-	DevlinkErr error
-	// Hwmon is the temperature sensors of the RDMA devices; HwmonErr is
-	// why it is nil.
-	Hwmon    *hwmon.Snapshot
-	HwmonErr error
-	// ModulesAsked is whether the netdev read asks for the transceiver
-	// memory (--collector.netdev.module-eeprom): without it every
-	// Netdev.Module is nil by design, not unreadable.
-	ModulesAsked bool
+	Probe []ProbeSeries
 	// Fabric is the fabric collector's counter sweep state; nil where no
 	// sweeper runs (the CLI, --no-collector.fabric or its counters off).
 	Fabric *fabric.SweepStatus
 	// ExpectedTopology is diagnose.fabric_topology, read once by the
-	// Evaluator (NewEvaluator) and set on the snapshots it evaluates;
+	// Evaluator (NewEvaluator) and set on the readings it evaluates;
 	// ExpectedTopologyFile is its path. nil: no file configured.
 	ExpectedTopology     *fabric.Topology
 	ExpectedTopologyFile string
 }
 
-// deviceCount is the number of RDMA devices read (0 without a class).
-func (s *Snapshot) deviceCount() int {
-	if s.IB == nil {
-		return 0
+// get reads one source through s.Host; a nil Host has read nothing.
+func get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
+	if s.Host == nil {
+		var none T
+		return none, nil
 	}
-	return len(s.IB.Devices)
+	return source(s.Host)
+}
+
+// value is a source without its error: the checks' shorthand for data
+// their Reads gate has found readable (nil where it was not).
+func value[T any](s *Reading, source func(Host) (T, error)) T {
+	v, _ := get(s, source)
+	return v
+}
+
+func (s *Reading) ib() *infiniband.Class    { return value(s, Host.Class) }
+func (s *Reading) placement() *irq.Snapshot { return value(s, Host.Placement) }
+func (s *Reading) tuning() *tuning.Snapshot { return value(s, Host.Tuning) }
+func (s *Reading) netdev() *netdev.Snapshot { return value(s, Host.Netdevs) }
+func (s *Reading) openSM() *opensm.State    { return value(s, Host.OpenSM) }
+func (s *Reading) gpu() *gpu.Snapshot       { return value(s, Host.GPUs) }
+func (s *Reading) roce() *roce.Snapshot     { return value(s, Host.RoCE) }
+func (s *Reading) devlink() *host.Devlink   { return value(s, Host.Devlink) }
+func (s *Reading) hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
+
+func (s *Reading) topology() *pci.Topology {
+	if s.Host == nil {
+		return nil
+	}
+	return s.Host.Topology()
+}
+
+// portHistory is what the port state sampler saw; watched is false where
+// none runs (the CLI).
+func (s *Reading) portHistory() (h []portwatch.History, watched bool) {
+	if s.Host == nil {
+		return nil, false
+	}
+	return s.Host.PortHistory()
+}
+
+// kernelLog is what the kernel log reader saw; watched is false where
+// none runs (the CLI).
+func (s *Reading) kernelLog() (l *host.KernelLog, watched bool) {
+	if s.Host == nil {
+		return nil, false
+	}
+	return s.Host.KernelLog()
+}
+
+// wasActive reports whether a port was ACTIVE at any sample since
+// rdma_doctor started (false when unknown); such a port must stay up.
+func (s *Reading) wasActive(device string, port int) bool {
+	return s.Host != nil && s.Host.WasActive(device, port)
 }
 
 // unavailable says why a source cannot be used, or "".
-func (s *Snapshot) unavailable(src Source) string {
+func (s *Reading) unavailable(src Source) string {
 	switch src {
 	case SourceInfiniband:
-		if s.IB == nil {
-			if errors.Is(s.IBErr, infiniband.ErrNoClass) {
-				return "no RDMA devices: " + s.IBErr.Error()
+		if ib, err := get(s, Host.Class); ib == nil {
+			if errors.Is(err, infiniband.ErrNoClass) {
+				return "no RDMA devices: " + err.Error()
 			}
-			if s.IBErr != nil {
-				return "cannot read /sys/class/infiniband: " + s.IBErr.Error()
+			if err != nil {
+				return "cannot read /sys/class/infiniband: " + err.Error()
 			}
 			return "/sys/class/infiniband was not read"
 		}
 	case SourcePCI:
-		if s.Placement == nil {
-			return placementReason(s.PlacementErr)
+		if p, err := get(s, Host.Placement); p == nil {
+			return placementReason(err)
 		}
 	case SourceIRQ:
-		if s.Placement == nil {
-			return placementReason(s.PlacementErr)
+		p, err := get(s, Host.Placement)
+		if p == nil {
+			return placementReason(err)
 		}
-		if s.Placement.Interrupts == nil {
-			return "cannot read /proc/interrupts: " + errorsText(s.Placement.Errors)
+		if p.Interrupts == nil {
+			return "cannot read /proc/interrupts: " + errorsText(p.Errors)
 		}
 	case SourceSM:
 		if s.SM == nil {
@@ -206,57 +202,59 @@ func (s *Snapshot) unavailable(src Source) string {
 			return "sminfo has not completed a run yet"
 		}
 	case SourceOpenSM:
-		if s.OpenSM == nil {
-			return "cannot read the local OpenSM state: " + errText(s.OpenSMErr)
+		if o, err := get(s, Host.OpenSM); o == nil {
+			return "cannot read the local OpenSM state: " + errText(err)
 		}
 	case SourceTuning:
-		if s.Tuning == nil {
-			return "cannot read the host tuning state: " + errText(s.TuningErr)
+		if t, err := get(s, Host.Tuning); t == nil {
+			return "cannot read the host tuning state: " + errText(err)
 		}
 	case SourceNetdev:
-		if s.Netdev == nil {
-			return "cannot read the netdevs: " + errText(s.NetdevErr)
+		if n, err := get(s, Host.Netdevs); n == nil {
+			return "cannot read the netdevs: " + errText(err)
 		}
 	case SourcePortWatch:
-		if !s.PortsWatched {
+		if _, watched := s.portHistory(); !watched {
 			return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
 				"it is off with --no-collector.portwatch"
 		}
 	case SourceKmsg:
-		if !s.KernelLogWatched {
+		l, watched := s.kernelLog()
+		if !watched {
 			return "needs the kernel log reader of rdma_doctor serve (events are counted from when it starts); " +
 				"it is off with --no-collector.kmsg"
 		}
-		if !s.KernelLog.Status.Reading {
-			return "cannot read the kernel log (" + s.KernelLog.Status.Reason + "): " + errText(s.KernelLog.Status.Err) +
+		if !l.Status.Reading {
+			return "cannot read the kernel log (" + l.Status.Reason + "): " + errText(l.Status.Err) +
 				"; reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1"
 		}
 	case SourceRoCE:
-		if s.RoCE == nil {
-			return "cannot read the RoCE lossless state: " + errText(s.RoCEErr)
+		if r, err := get(s, Host.RoCE); r == nil {
+			return "cannot read the RoCE lossless state: " + errText(err)
 		}
 	case SourceDevlink:
-		if s.Devlink == nil {
-			if errors.Is(s.DevlinkErr, host.ErrNotLive) {
+		d, err := get(s, Host.Devlink)
+		if d == nil {
+			if errors.Is(err, host.ErrNotLive) {
 				return "devlink is asked only of the running kernel (this tree is not the live /sys) and only with the devlink collector on"
 			}
-			return "cannot read devlink: " + errText(s.DevlinkErr)
+			return "cannot read devlink: " + errText(err)
 		}
-		if s.Devlink.Health != nil && s.Devlink.Health.Outcomes[devlink.QueryHealth][devlink.StatusNoDevlink] > 0 {
+		if d.Health != nil && d.Health.Outcomes[devlink.QueryHealth][devlink.StatusNoDevlink] > 0 {
 			return "this kernel has no devlink family (CONFIG_NET_DEVLINK)"
 		}
 	case SourceHwmon:
-		if s.Hwmon == nil {
-			return "cannot read the temperature sensors: " + errText(s.HwmonErr)
+		if h, err := get(s, Host.Temperatures); h == nil {
+			return "cannot read the temperature sensors: " + errText(err)
 		}
 	case SourceModule:
-		if !s.ModulesAsked {
+		if s.Host == nil || !s.Host.ModulesAsked() {
 			return "the transceiver memory is read only with --collector.netdev.module-eeprom (each page is a firmware " +
 				"access; it needs CAP_NET_ADMIN)"
 		}
 	case SourceGPU:
-		if s.GPU == nil {
-			return "cannot read the GPUs: " + errText(s.GPUErr)
+		if g, err := get(s, Host.GPUs); g == nil {
+			return "cannot read the GPUs: " + errText(err)
 		}
 	case SourceFabric:
 		if s.Fabric == nil {
@@ -315,8 +313,8 @@ func errorsText(errs []error) string {
 // same text from the server and the CLI, so their findings agree.
 const NeedTwoSamples = "needs two samples to judge increases (one so far): the server samples every diagnose.interval; the CLI needs --interval"
 
-// Reader takes diagnose snapshots of a host from its host snapshots, so
-// the checks judge what the collectors export and read nothing twice.
+// Reader takes readings of a host from its host snapshots, so the checks
+// judge what the collectors export and read nothing twice.
 type Reader struct {
 	Host *host.Host
 	// ReuseClass lets a sample use a class a scrape read up to this long
@@ -325,69 +323,34 @@ type Reader struct {
 	// SM returns the latest sminfo results (an sm.Runner's Status, or a
 	// one-off round in the CLI); nil leaves the sm checks skipped.
 	SM func(ctx context.Context) *sm.Status
-	// Probe is the verbs probe's results store; nil (the CLI) has none.
-	Probe probe.Reader
+	// Probe is the verbs probe's results; nil (the CLI) has none.
+	Probe ProbeResults
 	// ExpectedDevices is diagnose.expected_devices: with fewer devices
-	// than that (or none), the PCI bus is read to say why (Snapshot.Bus).
+	// than that (or none), the PCI bus is read to say why (Host.Bus).
 	ExpectedDevices int
 	// Fabric returns the fabric counter sweeper's state (a
 	// fabric.Sweeper's Status); nil leaves the fabric checks skipped.
 	Fabric func() *fabric.SweepStatus
 }
 
-// Read takes a snapshot. It never fails as a whole: each source's error
-// is kept next to it and turns the checks that need it into skips.
-func (r *Reader) Read(ctx context.Context) *Snapshot {
-	return FromHost(ctx, r.Host.SnapshotReusing(r.ReuseClass), r)
-}
-
-// FromHost reads every source of a host snapshot into a diagnose
-// snapshot; r (nil: none) adds sminfo, the probe results and the
-// expected device count.
-func FromHost(ctx context.Context, hs *host.Snapshot, r *Reader) *Snapshot {
-	if r == nil {
-		r = &Reader{}
-	}
-	s := &Snapshot{Time: hs.Time, Hostname: hs.Hostname(ctx), WasActive: hs.Host().WasActive}
-	if et := hs.Host().Options().Ethtool; et != nil {
-		s.ModulesAsked = et.ModuleEEPROM
-	}
-	// The sources are independent; the slow ones (process scans) run next
-	// to the class read.
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		s.Placement, s.PlacementErr = hs.Placement(ctx)
-		s.Topology = hs.Topology(ctx)
-		s.GPU, s.GPUErr = hs.GPUs(ctx)
-		s.Hwmon, s.HwmonErr = hs.Temperatures(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		s.Tuning, s.TuningErr = hs.Tuning(ctx)
-		s.Netdev, s.NetdevErr = hs.Netdevs(ctx)
-		s.RoCE, s.RoCEErr = hs.RoCE(ctx)
-		s.OpenSM, s.OpenSMErr = hs.OpenSM(ctx)
-	}()
-	s.PortHistory, s.PortsWatched = hs.PortHistory()
-	s.IB, s.IBErr = hs.Class(ctx)
-	s.KernelLog, s.KernelLogWatched = hs.KernelLog(ctx)
-	s.Devlink, s.DevlinkErr = hs.Devlink(ctx)
-	if have := s.deviceCount(); have == 0 || have < r.ExpectedDevices {
-		// Only a host short of devices walks the bus: an SR-IOV host has
-		// hundreds of functions.
-		s.Bus, s.BusErr = hs.Bus()
-	}
-	if r.SM != nil {
-		s.SM = r.SM(ctx)
-	}
-	if r.Probe != nil {
-		s.Probe = r.Probe.Latest()
-	}
-	if r.Fabric != nil {
-		s.Fabric = r.Fabric()
-	}
-	wg.Wait()
+// Read takes a reading. It never fails as a whole: each source's error
+// is kept next to it and turns the checks that need it into skips. Every
+// source is read now, under ctx (the slow ones in parallel), so the checks
+// judge one moment and nothing is read after ctx ends.
+func (r *Reader) Read(ctx context.Context) *Reading {
+	hs := r.Host.SnapshotReusing(r.ReuseClass)
+	v := newHostView(ctx, hs)
+	s := &Reading{Time: hs.Time, Hostname: hs.Hostname(ctx), Host: v}
+	v.readAll(r.ExpectedDevices, func() {
+		if r.SM != nil {
+			s.SM = r.SM(ctx)
+		}
+		if r.Probe != nil {
+			s.Probe = r.Probe.ProbeSeries()
+		}
+		if r.Fabric != nil {
+			s.Fabric = r.Fabric()
+		}
+	})
 	return s
 }
