@@ -26,6 +26,7 @@ import (
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -73,7 +74,7 @@ var commands = []command{
 	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, startupExit: 1, setup: setupServe},
 	{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
 		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: diagnose.ExitCannotRun, setup: setupDiagnose},
-	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probeExitUsage, setup: setupProbe},
+	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probe.ExitUsage, setup: setupProbe},
 	{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
 		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: 2, setup: setupRemediate},
 }
