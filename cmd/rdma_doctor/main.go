@@ -37,6 +37,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/remediate"
 )
 
 const name = "rdma_doctor"
@@ -76,7 +77,7 @@ var commands = []command{
 		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: diagnose.ExitCannotRun, setup: setupDiagnose},
 	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probe.ExitUsage, setup: setupProbe},
 	{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
-		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: 2, setup: setupRemediate},
+		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: remediate.ExitUsage, setup: setupRemediate},
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
