@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 
@@ -144,7 +143,7 @@ func run(args []string) int {
 		return fatal(err)
 	}
 	if *configFile == "" {
-		*configFile = defaultConfigFile(resolved.Rootfs)
+		*configFile = config.DefaultFile(resolved.Rootfs)
 	}
 	cfg, err := config.Load(*configFile)
 	if err != nil {
@@ -220,18 +219,6 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		}
 	}
 	return opts, nil
-}
-
-// defaultConfigFile is the config file every command reads when
-// --config.file is not given: etc/rdma_doctor/rdma_doctor.yml below the
-// root file system, if it exists. So serve, diagnose and remediate judge a
-// host (a fixture host included) by the same expectations.
-func defaultConfigFile(rootfs string) string {
-	p := filepath.Join(rootfs, "etc", "rdma_doctor", "rdma_doctor.yml")
-	if _, err := os.Lstat(p); err != nil {
-		return ""
-	}
-	return p
 }
 
 // errorf prints a one-line error the way kingpin prints a usage error
