@@ -24,17 +24,17 @@ import (
 const sampleTimeout = 30 * time.Second
 
 func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
+	c := &diagnose.Command{View: diagnose.View{VerboseHint: "--verbose"}}
 	interval := cmd.Flag("interval", "Take two samples this far apart so the delta checks (error counters, data flowing) can judge increases; 0 takes one sample and those checks skip.").
 		Default("0s").Duration()
-	format := cmd.Flag("format", "Output format: "+strings.Join(diagnose.Formats, ", ")+" (nhc: one line for a Slurm drain reason).").
-		Default("text").String()
-	only := cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
-		PlaceHolder("ID").Strings()
-	list := cmd.Flag("list-checks", "Print every check id with its title and exit.").Bool()
-	verbose := cmd.Flag("verbose", "Text format: also list every passed and skipped check (by default only problems and their details).").Short('v').Bool()
+	cmd.Flag("format", "Output format: "+strings.Join(diagnose.Formats, ", ")+" (nhc: one line for a Slurm drain reason).").
+		Default("text").StringVar(&c.Format)
+	cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
+		PlaceHolder("ID").StringsVar(&c.Only)
+	cmd.Flag("list-checks", "Print every check id with its title and exit.").BoolVar(&c.List)
+	cmd.Flag("verbose", "Text format: also list every passed and skipped check (by default only problems and their details).").Short('v').BoolVar(&c.View.Verbose)
 	return func(ctx context.Context, a *App) int {
-		c := &diagnose.Command{Format: *format, Only: *only, List: *list,
-			View: diagnose.View{Verbose: *verbose, Color: diagnose.UseColor(isTerminal(os.Stdout), os.Getenv), VerboseHint: "--verbose"}}
+		c.View.Color = diagnose.UseColor(isTerminal(os.Stdout), os.Getenv)
 		code, err := c.Run(ctx, os.Stdout, func(ctx context.Context, patterns []string) (diagnose.Outcome, error) {
 			r, err := runDiagnose(ctx, a, *interval, patterns)
 			return diagnose.Outcome{Report: r.report, ReadErr: r.readErr}, err

@@ -5,9 +5,12 @@
 // InfiniBand and RoCE hosts.
 //
 // main.go holds the flags every command shares, the list of commands and
-// the host options every command reads through. Each subcommand lives in a
-// file of its own (serve.go builds the HTTP server in one function). There
-// are no init() hooks: run declares everything in the order --help shows.
+// the host options every command reads through. Each subcommand's file
+// declares its flags and wires them to its package, which holds what the
+// command does, prints and exits with (diagnose.Command, probe.Command,
+// remediate.Command); serve.go builds the HTTP server in one function.
+// There are no init() hooks: run declares everything in the order --help
+// shows.
 package main
 
 import (

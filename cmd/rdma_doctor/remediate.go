@@ -16,11 +16,12 @@ import (
 )
 
 func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
-	mode := cmd.Arg("mode", "plan (default), apply or rollback.").Default("plan").Enum("plan", "apply", "rollback")
-	only := cmd.Flag("only", "Only these action ids (comma-separated or repeated): "+strings.Join(remediate.ActionIDs(), ", ")+".").PlaceHolder("ID").Strings()
-	format := cmd.Flag("format", "Plan output format: text or json.").Default("text").Enum("text", "json")
-	yes := cmd.Flag("yes", "Apply without asking.").Bool()
-	force := cmd.Flag("force", "rollback: restore the entries that can be read whole from a damaged journal (empty, cut short, data after its end, no entries), then remove it.").Bool()
+	c := &remediate.Command{}
+	cmd.Arg("mode", "plan (default), apply or rollback.").Default("plan").EnumVar(&c.Mode, "plan", "apply", "rollback")
+	cmd.Flag("only", "Only these action ids (comma-separated or repeated): "+strings.Join(remediate.ActionIDs(), ", ")+".").PlaceHolder("ID").StringsVar(&c.Only)
+	cmd.Flag("format", "Plan output format: text or json.").Default("text").EnumVar(&c.Format, "text", "json")
+	cmd.Flag("yes", "Apply without asking.").BoolVar(&c.Yes)
+	cmd.Flag("force", "rollback: restore the entries that can be read whole from a damaged journal (empty, cut short, data after its end, no entries), then remove it.").BoolVar(&c.Force)
 	return func(ctx context.Context, a *App) int {
 		w := remediate.DirWriter{Roots: remediate.Roots{Root: a.Paths.Rootfs, Sys: a.Paths.Sysfs, Proc: a.Paths.Procfs}}
 		var counters remediate.Counters
@@ -30,8 +31,8 @@ func setupRemediate(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			counters = remediate.KernelCounters{Conn: k}
 			w.Counters = counters
 		}
-		c := &remediate.Command{Mode: *mode, Only: *only, Format: *format, Yes: *yes, Force: *force, Root: os.Geteuid() == 0,
-			Stdin: os.Stdin, StdinTerminal: isTerminal(os.Stdin), Stdout: os.Stdout, Stderr: os.Stderr}
+		c.Root = os.Geteuid() == 0
+		c.Stdin, c.StdinTerminal, c.Stdout, c.Stderr = os.Stdin, isTerminal(os.Stdin), os.Stdout, os.Stderr
 		code, err := c.Run(w, func() *remediate.Input {
 			reader := &diagnose.Reader{Host: a.Host, ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
 			return &remediate.Input{Snap: reader.Read(ctx), Config: a.Config, W: w, Counters: counters}
