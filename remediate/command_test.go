@@ -13,10 +13,17 @@ import (
 	"testing"
 )
 
+// ran is what one run of the command did.
+type ran struct {
+	code           int
+	err            error
+	stdout, stderr string
+	read           bool // it read the host
+}
+
 // run runs the command on root with the cpu-governor action (one file
-// written in place on numa-remote) unless c.Only says otherwise, and says
-// whether it read the host.
-func run(t *testing.T, root string, c Command) (code int, err error, stdout, stderr string, read bool) {
+// written in place per CPU on numa-remote) unless c.Only says otherwise.
+func run(t *testing.T, root string, c Command) ran {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errOut
@@ -27,11 +34,13 @@ func run(t *testing.T, root string, c Command) (code int, err error, stdout, std
 		c.Stdin = strings.NewReader("")
 	}
 	w := writer(root)
-	code, err = c.Run(w, func() *Input {
-		read = true
+	var r ran
+	r.code, r.err = c.Run(w, func() *Input {
+		r.read = true
 		return input(t, root, w)
 	})
-	return code, err, out.String(), errOut.String(), read
+	r.stdout, r.stderr = out.String(), errOut.String()
+	return r
 }
 
 // The whole flow on a copy of a fixture host, each step's exit code, what
@@ -40,56 +49,56 @@ func TestCommandPlanApplyRollback(t *testing.T) {
 	root := copyHost(t, "numa-remote")
 	orig := tree(t, root)
 
-	code, err, out, _, _ := run(t, root, Command{Mode: "plan", Format: "text"})
-	if code != ExitOK || err != nil || !strings.Contains(out, "cpu-governor (answers ") || !strings.Contains(out, "never done by remediate (manual steps):") {
-		t.Errorf("plan: exit %d, %v\n%s", code, err, out)
+	r := run(t, root, Command{Mode: "plan", Format: "text"})
+	if r.code != ExitOK || r.err != nil || !strings.Contains(r.stdout, "cpu-governor (answers ") || !strings.Contains(r.stdout, "never done by remediate (manual steps):") {
+		t.Errorf("plan: exit %d, %v\n%s", r.code, r.err, r.stdout)
 	}
-	code, err, out, _, _ = run(t, root, Command{Mode: "plan", Format: "json"})
+	r = run(t, root, Command{Mode: "plan", Format: "json"})
 	var p Plan
-	if jerr := json.Unmarshal([]byte(out), &p); code != ExitOK || err != nil || jerr != nil || len(p.Actions) != 1 || len(p.Changes()) == 0 {
-		t.Fatalf("plan json: exit %d, %v, %v\n%s", code, err, jerr, out)
+	if jerr := json.Unmarshal([]byte(r.stdout), &p); r.code != ExitOK || r.err != nil || jerr != nil || len(p.Actions) != 1 || len(p.Changes()) == 0 {
+		t.Fatalf("plan json: exit %d, %v, %v\n%s", r.code, r.err, jerr, r.stdout)
 	}
 	n := len(p.Changes()) // one scaling_governor per CPU
 	diffTrees(t, orig, tree(t, root))
 
 	// No --yes and no terminal to ask: refused, nothing changed.
-	code, err, out, _, _ = run(t, root, Command{Mode: "apply"})
-	if code != ExitUsage || err == nil || !strings.Contains(err.Error(), "pass --yes to apply them (stdin is not a terminal to ask)") {
-		t.Errorf("apply without --yes: exit %d, %v", code, err)
+	r = run(t, root, Command{Mode: "apply"})
+	if r.code != ExitUsage || r.err == nil || !strings.Contains(r.err.Error(), "pass --yes to apply them (stdin is not a terminal to ask)") {
+		t.Errorf("apply without --yes: exit %d, %v", r.code, r.err)
 	}
-	if !strings.Contains(out, "cpu-governor (answers ") {
-		t.Errorf("apply without --yes prints no plan:\n%s", out)
+	if !strings.Contains(r.stdout, "cpu-governor (answers ") {
+		t.Errorf("apply without --yes prints no plan:\n%s", r.stdout)
 	}
 	// A terminal that answers anything but y or yes: refused.
 	for _, answer := range []string{"n\n", "\n", "yep\n", ""} {
-		code, err, out, _, _ = run(t, root, Command{Mode: "apply", StdinTerminal: true, Stdin: strings.NewReader(answer)})
-		if code != ExitUsage || err != nil || !strings.Contains(out, fmt.Sprintf("Apply %d change(s)? [y/N] not applied\n", n)) {
-			t.Errorf("answer %q: exit %d, %v\n%s", answer, code, err, out)
+		r = run(t, root, Command{Mode: "apply", StdinTerminal: true, Stdin: strings.NewReader(answer)})
+		if r.code != ExitUsage || r.err != nil || !strings.Contains(r.stdout, fmt.Sprintf("Apply %d change(s)? [y/N] not applied\n", n)) {
+			t.Errorf("answer %q: exit %d, %v\n%s", answer, r.code, r.err, r.stdout)
 		}
 	}
 	diffTrees(t, orig, tree(t, root))
 
-	code, err, out, _, _ = run(t, root, Command{Mode: "apply", StdinTerminal: true, Stdin: strings.NewReader(" Yes\n")})
-	if code != ExitOK || err != nil || !strings.Contains(out, "applied     cpu-governor") ||
-		!strings.Contains(out, fmt.Sprintf("%d change(s) applied; undo with `rdma_doctor remediate rollback`\n", n)) {
-		t.Errorf("apply: exit %d, %v\n%s", code, err, out)
+	r = run(t, root, Command{Mode: "apply", StdinTerminal: true, Stdin: strings.NewReader(" Yes\n")})
+	if r.code != ExitOK || r.err != nil || !strings.Contains(r.stdout, "applied     cpu-governor") ||
+		!strings.Contains(r.stdout, fmt.Sprintf("%d change(s) applied; undo with `rdma_doctor remediate rollback`\n", n)) {
+		t.Errorf("apply: exit %d, %v\n%s", r.code, r.err, r.stdout)
 	}
-	code, err, out, _, _ = run(t, root, Command{Mode: "apply", Yes: true})
-	if code != ExitOK || err != nil || !strings.HasSuffix(out, "nothing to apply\n") {
-		t.Errorf("second apply: exit %d, %v\n%s", code, err, out)
+	r = run(t, root, Command{Mode: "apply", Yes: true})
+	if r.code != ExitOK || r.err != nil || !strings.HasSuffix(r.stdout, "nothing to apply\n") {
+		t.Errorf("second apply: exit %d, %v\n%s", r.code, r.err, r.stdout)
 	}
 
-	code, err, out, _, read := run(t, root, Command{Mode: "rollback"})
-	if code != ExitOK || err != nil || !strings.HasPrefix(out, "restored cpu-governor") || !strings.HasSuffix(out, fmt.Sprintf("%d path(s) restored; journal removed\n", n)) {
-		t.Errorf("rollback: exit %d, %v\n%s", code, err, out)
+	r = run(t, root, Command{Mode: "rollback"})
+	if r.code != ExitOK || r.err != nil || !strings.HasPrefix(r.stdout, "restored cpu-governor") || !strings.HasSuffix(r.stdout, fmt.Sprintf("%d path(s) restored; journal removed\n", n)) {
+		t.Errorf("rollback: exit %d, %v\n%s", r.code, r.err, r.stdout)
 	}
-	if read {
+	if r.read {
 		t.Error("rollback read the host: it needs only the journal")
 	}
 	diffTrees(t, orig, tree(t, root))
-	code, err, out, _, _ = run(t, root, Command{Mode: "rollback"})
-	if code != ExitOK || err != nil || !strings.HasPrefix(out, "nothing to roll back: ") {
-		t.Errorf("second rollback: exit %d, %v\n%s", code, err, out)
+	r = run(t, root, Command{Mode: "rollback"})
+	if r.code != ExitOK || r.err != nil || !strings.HasPrefix(r.stdout, "nothing to roll back: ") {
+		t.Errorf("second rollback: exit %d, %v\n%s", r.code, r.err, r.stdout)
 	}
 }
 
@@ -100,9 +109,9 @@ func TestCommandRefusals(t *testing.T) {
 	root := copyHost(t, "numa-remote")
 	orig := tree(t, root)
 
-	code, err, _, _, read := run(t, root, Command{Mode: "plan", Only: []string{"sysctl, reboot"}})
-	if code != ExitUsage || err == nil || !strings.Contains(err.Error(), `remediate: unknown remediate action "reboot"`) || read {
-		t.Errorf("unknown action: exit %d, %v, host read %v", code, err, read)
+	r := run(t, root, Command{Mode: "plan", Only: []string{"sysctl, reboot"}})
+	if r.code != ExitUsage || r.err == nil || !strings.Contains(r.err.Error(), `remediate: unknown remediate action "reboot"`) || r.read {
+		t.Errorf("unknown action: exit %d, %v, host read %v", r.code, r.err, r.read)
 	}
 
 	for _, mode := range []string{"apply", "rollback"} {
@@ -120,9 +129,9 @@ func TestCommandRefusals(t *testing.T) {
 	}
 	held := tree(t, root)
 	for _, mode := range []string{"apply", "rollback"} {
-		code, err, _, _, _ := run(t, root, Command{Mode: mode, Yes: true})
-		if code != ExitBusy || err == nil || !strings.HasPrefix(err.Error(), "remediate "+mode+": ") {
-			t.Errorf("%s with the lock held: exit %d, %v", mode, code, err)
+		r = run(t, root, Command{Mode: mode, Yes: true})
+		if r.code != ExitBusy || r.err == nil || !strings.HasPrefix(r.err.Error(), "remediate "+mode+": ") {
+			t.Errorf("%s with the lock held: exit %d, %v", mode, r.code, r.err)
 		}
 	}
 	diffTrees(t, held, tree(t, root))
@@ -140,21 +149,21 @@ func TestCommandRefusals(t *testing.T) {
 	damaged := tree(t, root)
 	// Refused before any change: the error says so, without pointing to
 	// a rollback that would refuse the same journal.
-	code, err, out, _, _ := run(t, root, Command{Mode: "apply", Yes: true})
-	if code != ExitFailed || err == nil || !strings.HasPrefix(err.Error(), "remediate apply stopped: ") || strings.Contains(err.Error(), "undoes") ||
-		!strings.Contains(out, "NOT applied cpu-governor") {
-		t.Errorf("apply over a damaged journal: exit %d, %v\n%s", code, err, out)
+	r = run(t, root, Command{Mode: "apply", Yes: true})
+	if r.code != ExitFailed || r.err == nil || !strings.HasPrefix(r.err.Error(), "remediate apply stopped: ") || strings.Contains(r.err.Error(), "undoes") ||
+		!strings.Contains(r.stdout, "NOT applied cpu-governor") {
+		t.Errorf("apply over a damaged journal: exit %d, %v\n%s", r.code, r.err, r.stdout)
 	}
-	code, err, _, _, _ = run(t, root, Command{Mode: "rollback"})
-	if code != ExitFailed || err == nil || !strings.Contains(err.Error(), JournalPath) {
-		t.Errorf("rollback of a damaged journal: exit %d, %v", code, err)
+	r = run(t, root, Command{Mode: "rollback"})
+	if r.code != ExitFailed || r.err == nil || !strings.Contains(r.err.Error(), JournalPath) {
+		t.Errorf("rollback of a damaged journal: exit %d, %v", r.code, r.err)
 	}
 	diffTrees(t, damaged, tree(t, root))
 	// --force restores what the journal holds whole (nothing here), says
 	// what it dropped, and removes it.
-	code, err, out, errOut, _ := run(t, root, Command{Mode: "rollback", Force: true})
-	if code != ExitOK || err != nil || errOut == "" || !strings.HasSuffix(out, "0 path(s) restored; journal removed\n") {
-		t.Errorf("rollback --force: exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	r = run(t, root, Command{Mode: "rollback", Force: true})
+	if r.code != ExitOK || r.err != nil || r.stderr == "" || !strings.HasSuffix(r.stdout, "0 path(s) restored; journal removed\n") {
+		t.Errorf("rollback --force: exit %d, %v\nstdout %s\nstderr %s", r.code, r.err, r.stdout, r.stderr)
 	}
 }
 
