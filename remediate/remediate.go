@@ -4,7 +4,8 @@
 // Package remediate turns the diagnose findings that have a safe fix into
 // changes an operator plans, applies and rolls back. Every change goes
 // through a Writer below --path.rootfs, and its undo data is journaled
-// before the change is made.
+// before the change is made. Command is `rdma_doctor remediate`: what it
+// prints, asks and exits with.
 package remediate
 
 import (

@@ -5,8 +5,10 @@
 // from the config (loopback on this host, or peers whose responder starts
 // the perftest server), a Prober that runs one test against one target, a
 // Store of the latest, last good and last failed result per target and
-// test, the Prometheus collector that exports the store, and the Scheduler
-// that runs the rotation in the server.
+// test, the Prometheus collector and the /probe Handler that export the
+// store, the Scheduler that runs the rotation in the server, and Command,
+// `rdma_doctor probe` (one run or the transport comparison, from the
+// command line's flags).
 //
 // Diagnose reads the Store through Reader: every result carries the mode
 // (loopback on one HCA, loopback across the cable, peer through the

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,78 +20,30 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
-// Exit codes of `rdma_doctor diagnose` (Nagios/NHC style, worst wins).
-const (
-	exitPass      = 0
-	exitWarn      = 1
-	exitFail      = 2
-	exitCannotRun = 3
-)
-
 // sampleTimeout bounds one reading of the host.
 const sampleTimeout = 30 * time.Second
 
 func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
+	c := &diagnose.Command{View: diagnose.View{VerboseHint: "--verbose"}}
 	interval := cmd.Flag("interval", "Take two samples this far apart so the delta checks (error counters, data flowing) can judge increases; 0 takes one sample and those checks skip.").
 		Default("0s").Duration()
-	format := cmd.Flag("format", "Output format: "+strings.Join(diagnose.Formats, ", ")+" (nhc: one line for a Slurm drain reason).").
-		Default("text").String()
-	only := cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
-		PlaceHolder("ID").Strings()
-	list := cmd.Flag("list-checks", "Print every check id with its title and exit.").Bool()
-	verbose := cmd.Flag("verbose", "Text format: also list every passed and skipped check (by default only problems and their details).").Short('v').Bool()
+	cmd.Flag("format", "Output format: "+strings.Join(diagnose.Formats, ", ")+" (nhc: one line for a Slurm drain reason).").
+		Default("text").StringVar(&c.Format)
+	cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
+		PlaceHolder("ID").StringsVar(&c.Only)
+	cmd.Flag("list-checks", "Print every check id with its title and exit.").BoolVar(&c.List)
+	cmd.Flag("verbose", "Text format: also list every passed and skipped check (by default only problems and their details).").Short('v').BoolVar(&c.View.Verbose)
 	return func(ctx context.Context, a *App) int {
-		if *list {
-			for _, c := range diagnose.Checks() {
-				state := ""
-				if c.Run == nil {
-					state = " (pending: " + c.Pending + ")"
-				}
-				fmt.Printf("%-16s %s%s\n", c.ID, c.Title, state)
-			}
-			return exitPass
-		}
-		if !slices.Contains(diagnose.Formats, *format) {
-			errorf(os.Stderr, "--format=%q: want one of %s", *format, strings.Join(diagnose.Formats, ", "))
-			return exitCannotRun
-		}
-		var patterns []string
-		for _, o := range *only {
-			for _, p := range strings.Split(o, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					patterns = append(patterns, p)
-				}
-			}
-		}
-		r, err := runDiagnose(ctx, a, *interval, patterns)
+		c.View.Color = diagnose.UseColor(isTerminal(os.Stdout), os.Getenv)
+		code, err := c.Run(ctx, os.Stdout, func(ctx context.Context, patterns []string) (diagnose.Outcome, error) {
+			r, err := runDiagnose(ctx, a, *interval, patterns)
+			return diagnose.Outcome{Report: r.report, ReadErr: r.readErr}, err
+		})
 		if err != nil {
-			errorf(os.Stderr, "diagnose: %v", err)
-			return exitCannotRun
+			errorf(os.Stderr, "%v", err)
 		}
-		view := diagnose.View{Verbose: *verbose, Color: useColor(isTerminal(os.Stdout), os.Getenv), VerboseHint: "--verbose"}
-		if err := diagnose.Render(os.Stdout, r.report, *format, view); err != nil {
-			errorf(os.Stderr, "diagnose: %v", err)
-			return exitCannotRun
-		}
-		if r.readErr != nil {
-			errorf(os.Stderr, "diagnose: %v", r.readErr)
-			return exitCannotRun
-		}
-		switch r.report.Status {
-		case diagnose.Fail:
-			return exitFail
-		case diagnose.Warn:
-			return exitWarn
-		}
-		return exitPass
+		return code
 	}
-}
-
-// useColor decides whether the text report gets ANSI colours: only on a
-// terminal, and never with NO_COLOR set to anything (no-color.org) or
-// TERM=dumb. A pipe, a file or NHC never sees escape codes.
-func useColor(tty bool, getenv func(string) string) bool {
-	return tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
 }
 
 type diagnoseRun struct {

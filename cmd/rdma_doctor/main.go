@@ -5,9 +5,12 @@
 // InfiniBand and RoCE hosts.
 //
 // main.go holds the flags every command shares, the list of commands and
-// the host options every command reads through. Each subcommand lives in a
-// file of its own (serve.go builds the HTTP server in one function). There
-// are no init() hooks: run declares everything in the order --help shows.
+// the host options every command reads through. Each subcommand's file
+// declares its flags and wires them to its package, which holds what the
+// command does, prints and exits with (diagnose.Command, probe.Command,
+// remediate.Command); serve.go builds the HTTP server in one function.
+// There are no init() hooks: run declares everything in the order --help
+// shows.
 package main
 
 import (
@@ -17,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 
@@ -26,7 +28,9 @@ import (
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
+	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
+	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -35,6 +39,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/remediate"
 )
 
 const name = "rdma_doctor"
@@ -71,10 +76,10 @@ type command struct {
 var commands = []command{
 	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, startupExit: 1, setup: setupServe},
 	{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
-		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: exitCannotRun, setup: setupDiagnose},
-	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probeExitUsage, setup: setupProbe},
+		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: diagnose.ExitCannotRun, setup: setupDiagnose},
+	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probe.ExitUsage, setup: setupProbe},
 	{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
-		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: 2, setup: setupRemediate},
+		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: remediate.ExitUsage, setup: setupRemediate},
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -141,7 +146,7 @@ func run(args []string) int {
 		return fatal(err)
 	}
 	if *configFile == "" {
-		*configFile = defaultConfigFile(resolved.Rootfs)
+		*configFile = config.DefaultFile(resolved.Rootfs)
 	}
 	cfg, err := config.Load(*configFile)
 	if err != nil {
@@ -217,18 +222,6 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		}
 	}
 	return opts, nil
-}
-
-// defaultConfigFile is the config file every command reads when
-// --config.file is not given: etc/rdma_doctor/rdma_doctor.yml below the
-// root file system, if it exists. So serve, diagnose and remediate judge a
-// host (a fixture host included) by the same expectations.
-func defaultConfigFile(rootfs string) string {
-	p := filepath.Join(rootfs, "etc", "rdma_doctor", "rdma_doctor.yml")
-	if _, err := os.Lstat(p); err != nil {
-		return ""
-	}
-	return p
 }
 
 // errorf prints a one-line error the way kingpin prints a usage error

@@ -5,10 +5,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 
 	"github.com/prometheus/exporter-toolkit/web"
 
@@ -24,7 +22,7 @@ func addProbe(ctx context.Context, s *Server, store *probe.Store) error {
 	logger := s.App.Logger.With("component", "probe")
 	guard := &probe.ScrapeGuard{Quiet: cfg.ScrapeGuardOrDefault()}
 	s.Parts = append(s.Parts, &probe.Collector{Store: store, Guard: guard})
-	s.Mux.Handle("/probe", probeHandler{store})
+	s.Mux.Handle("/probe", probe.Handler{Store: store})
 	s.Links = append(s.Links, web.LandingLinks{Address: "/probe", Text: "Probe", Description: "Latest verbs probe results (JSON)"})
 	if !cfg.Enabled && !cfg.Responder.Enabled {
 		return nil
@@ -77,17 +75,4 @@ func addProbe(ctx context.Context, s *Server, store *probe.Store) error {
 		go sched.Run(ctx)
 	}
 	return nil
-}
-
-// probeHandler serves the store as JSON.
-type probeHandler struct{ store probe.Reader }
-
-func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(struct {
-		Version int           `json:"version"`
-		Entries []probe.Entry `json:"entries"`
-	}{1, h.store.Latest()})
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -64,6 +65,18 @@ type HCATypeRate struct {
 // not a configuration, and YAML's decoder would spend seconds and hundreds
 // of MB on it (50 MB took 17.6 s and 757 MB).
 const MaxFileSize = 1 << 20
+
+// DefaultFile is the config file every command reads when --config.file
+// is not given: etc/rdma_doctor/rdma_doctor.yml below the root file
+// system, if it exists. So serve, diagnose and remediate judge a host (a
+// fixture host included) by the same expectations.
+func DefaultFile(rootfs string) string {
+	p := filepath.Join(rootfs, "etc", "rdma_doctor", "rdma_doctor.yml")
+	if _, err := os.Lstat(p); err != nil {
+		return ""
+	}
+	return p
+}
 
 // Load reads and validates a configuration file. An empty path gives the
 // defaults.

@@ -172,3 +172,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A root file system's own config file is the default; without one the
+// defaults apply (no file).
+func TestDefaultFile(t *testing.T) {
+	root := t.TempDir()
+	if got := DefaultFile(root); got != "" {
+		t.Errorf("no file: %q, want \"\"", got)
+	}
+	dir := filepath.Join(root, "etc", "rdma_doctor")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "rdma_doctor.yml")
+	if err := os.WriteFile(want, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := DefaultFile(root); got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}
