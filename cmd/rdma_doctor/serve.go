@@ -20,6 +20,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -31,9 +32,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
-	"github.com/rdma-doctor/rdma_doctor/internal/goself"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
 	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
@@ -175,25 +174,23 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	if err := addProbe(ctx, s, store); err != nil {
 		return nil, err
 	}
-	// client_golang's process, Go and promhttp series, for less
-	// (internal/procself, goself, httpself): parts rather than registered
-	// collectors, so the text path writes them directly.
-	var scrapes *httpself.Stats
-	if !noExporterMetrics {
-		scrapes = httpself.New()
-		s.Parts = append(s.Parts, procself.New(), goself.New(), scrapes)
-	}
-	m := &metricsHandler{agg: agg, parts: s.Parts, logger: a.Logger, timeout: scrapeTO}
+	m := &metricsHandler{agg: agg, logger: a.Logger, timeout: scrapeTO}
 	if maxRequests > 0 {
 		m.inFlight = make(chan struct{}, maxRequests)
 	}
 	if maxMemory > 0 {
 		m.memory = &memoryBudget{limit: maxMemory}
 	}
+	// The exporter's own series: go_* and promhttp_* are client_golang's
+	// own (its Go collector, promhttp's instrumentation, gathered through
+	// a registry in writeFast); process_* comes from internal/procself,
+	// whose package comment says why.
 	var h http.Handler = m
-	if scrapes != nil {
-		h = scrapes.Instrument(m)
+	if !noExporterMetrics {
+		s.Parts = append(s.Parts, procself.New(), collectors.NewGoCollector())
+		h = promhttp.InstrumentMetricHandler(partsRegisterer{&s.Parts}, m)
 	}
+	m.parts = s.Parts
 	s.Mux.Handle(metricsPath, h)
 	live := a.Host.Live()
 	a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
@@ -485,9 +482,9 @@ func (m *metricsHandler) collectWithin(ctx context.Context, w http.ResponseWrite
 // serveFast writes the text format or the delimited protobuf as promhttp
 // would, but the collectors' samples go straight to the response
 // (internal/expo): building client_golang's metric families cost most of
-// a text scrape's time and twenty times its memory in protobuf. The
-// exporter's parts' metrics are expo samples too; a registry gathers
-// only what is not (probe results).
+// a text scrape's time and twenty times its memory in protobuf. Most of
+// the exporter's parts' metrics are expo samples too; a registry gathers
+// only what is not (probe results, client_golang's go_* and promhttp_*).
 func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
 	metrics, _, release, ok := m.collectWithin(ctx, w, r, fastSampleCost)
 	if !ok {
@@ -516,7 +513,7 @@ func (m *metricsHandler) serveFast(ctx context.Context, w http.ResponseWriter, r
 
 // writeFast writes a scrape's metrics as the text exposition or, with
 // proto, the delimited protobuf one: the expo samples straight, the rest
-// (probe results) through a registry. TestExpositionMatchesClientGolang
+// (probe results, go_* and promhttp_*) through a registry. TestExpositionMatchesClientGolang
 // compares what it writes with client_golang's output for every fixture
 // host.
 func (m *metricsHandler) writeFast(out io.Writer, metrics [][]prometheus.Metric, proto bool) error {
@@ -612,8 +609,8 @@ func collect(c prometheus.Collector) []prometheus.Metric {
 }
 
 // metricList is a collector of ready metrics: a part (build info), or
-// those of a scrape that are not expo samples, for the text path's
-// registry.
+// those of a scrape that are not expo samples (probe results, go_*,
+// promhttp_*), for the text path's registry.
 type metricList []prometheus.Metric
 
 // AppendMetrics appends the metrics to out.
@@ -628,6 +625,27 @@ func (l metricList) Collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 }
+
+// partsRegisterer is a prometheus.Registerer that adds what is
+// registered to the server's parts, which every scrape collects: where
+// promhttp.InstrumentMetricHandler registers its promhttp_* counters.
+// No registry lives between scrapes (writeFast gathers one per scrape
+// for what is not an expo sample), so there is nothing else to register
+// with.
+type partsRegisterer struct{ parts *[]prometheus.Collector }
+
+func (r partsRegisterer) Register(c prometheus.Collector) error {
+	*r.parts = append(*r.parts, c)
+	return nil
+}
+
+func (r partsRegisterer) MustRegister(cs ...prometheus.Collector) {
+	*r.parts = append(*r.parts, cs...)
+}
+
+// Unregister removes nothing: a part stays for the server's life (and
+// some parts, such as a metricList, are not comparable to find).
+func (partsRegisterer) Unregister(prometheus.Collector) bool { return false }
 
 // scrapeTimeout leaves Prometheus half a second to receive the answer
 // before its own scrape timeout fires.
