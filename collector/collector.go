@@ -157,7 +157,7 @@ type bound struct {
 }
 
 func (b bound) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, refusedAttrsDesc, ageDesc, liveDesc, stuckDesc, refusedDesc, suppressedDesc} {
+	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, refusedAttrsDesc, ageDesc, liveDesc, stuckDesc, keptDesc, refusedDesc, suppressedDesc} {
 		ch <- d.Prometheus()
 	}
 }
