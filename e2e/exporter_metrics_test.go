@@ -49,11 +49,11 @@ func scrapeAs(t *testing.T, e *exporter, accept string) map[string]*dto.MetricFa
 
 const protobufAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
 
-// The exporter's own series (build info, go_*, process_*, promhttp_*),
-// which the text path writes without client_golang's registry, are the
-// same families in the text format and in protobuf, which goes through
-// the registry: the same names, types and series, the GC pauses a
-// summary, the scrapes counted by code. --web.disable-exporter-metrics
+// The exporter's own series (build info, go_*, process_*, promhttp_*;
+// the text path writes the build info and process_* itself and gathers
+// go_* and promhttp_* through client_golang's registry) are the same
+// families in the text format and in protobuf: the same names, types
+// and series, the GC pauses a summary, the scrapes counted by code. --web.disable-exporter-metrics
 // leaves out go_*, process_* and promhttp_* (only the build info stays).
 func TestExporterOwnSeries(t *testing.T) {
 	e := start(t, hostArgs(t, "dgx-h100")...)

@@ -19,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
@@ -27,10 +29,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
-	"github.com/rdma-doctor/rdma_doctor/internal/goself"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/httpself"
 	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 )
 
@@ -60,8 +60,10 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			report := diagnoseFixture(t, name)
 			m := fixtureHandler(t, name)
-			m.parts = append(m.parts, labelLimits{}, expoRejections{}, procself.New(), goself.New(), httpself.New(),
+			m.parts = append(m.parts, labelLimits{}, expoRejections{}, procself.New(), collectors.NewGoCollector(),
 				collector.NewDiagnoseStatus(func() *diagnose.Report { return report }))
+			// promhttp_* as the server has them (newServer).
+			promhttp.InstrumentMetricHandler(partsRegisterer{&m.parts}, m)
 			metrics := m.collect(context.Background())
 			n := 0
 			for _, ms := range metrics {

@@ -17,10 +17,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 )
 
 const protobufAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
@@ -130,6 +134,28 @@ func TestScrapeMemory(t *testing.T) {
 	}
 	if limit := scrapes * uint64(scrapeCost(n, slowSampleCost, false)); slow > limit {
 		t.Errorf("%d scrapes through client_golang allocate %d bytes, more than the %d the budget reserves", scrapes, slow, limit)
+	}
+}
+
+// With the exporter's own series as the server has them (process_* from
+// procself, go_* and promhttp_* through client_golang's registry on every
+// scrape), a scrape still stays within what the budget reserves for it,
+// ownSeriesCost included.
+func TestScrapeMemoryOwnSeries(t *testing.T) {
+	m := fixtureHandler(t, "dgx-h100")
+	m.parts = append(m.parts, procself.New(), collectors.NewGoCollector())
+	h := promhttp.InstrumentMetricHandler(partsRegisterer{&m.parts}, m)
+	m.ownCost = ownSeriesCost
+	for _, accept := range []string{"text/plain", protobufAccept} {
+		scrapeOnce(t, h, accept)
+	}
+	n := scrapeSamples(m)
+	const scrapes = 20
+	budget := scrapes * uint64(m.ownCost+scrapeCost(n, fastSampleCost, false))
+	for _, accept := range []string{"text/plain;version=0.0.4", protobufAccept} {
+		if got := allocsOf(t, m, accept, scrapes); got > budget {
+			t.Errorf("%s: %d scrapes with the own series allocate %d bytes, more than the %d the budget reserves", accept, scrapes, got, budget)
+		}
 	}
 }
 

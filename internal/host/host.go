@@ -1,36 +1,6 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package host owns reading the host. Its Options say what to read and
-// where, declared once and passed typed from main; a Host holds what
-// outlives one collection (cached static device attributes, the slow host
-// state and when it was read); a Snapshot is one collection's view, whose
-// sources are read lazily and at most once. Collectors, diagnose checks
-// and remediate actions all consume Snapshots, so a source is read once
-// per collection however many of them need it, and the diagnose sampler
-// reuses what the scrape already read.
-//
-// Freshness, per source:
-//
-//   - live, read by every snapshot that asks: port state, phys_state,
-//     rate, LIDs, PMA counters and hw_counters (Class), the netdevs
-//     (Netdevs: operstate, carrier and ethtool statistics change between
-//     scrapes);
-//   - static, cached per device until the device is re-registered (its
-//     sysfs directory changes) or StaticMaxAge passes: node type, GUIDs,
-//     firmware, board and HCA type, link layer, the PCI parent, the port
-//     and counter file lists;
-//   - slow, refreshed at most every SlowRefresh and shared by every
-//     snapshot and the sampler: the PCI functions (NUMA node, local CPUs,
-//     PCIe link), IRQ placement (/proc/interrupts, affinities, irqbalance),
-//     host tuning, the local OpenSM (process scan, configuration, log),
-//     the CPU topology, the hostname, and the GPUs with their relation to
-//     the RDMA devices and the GPUDirect RDMA prerequisites, and the
-//     devices' temperature sensors (hwmon.go: each read a firmware
-//     command on mlx5). The PCI
-//     functions and IRQ placement are read again at once when the class's
-//     devices change (one appears, vanishes or is re-registered), so their
-//     series follow the live class (see pciRead).
 package host
 
 import (

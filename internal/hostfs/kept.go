@@ -140,17 +140,26 @@ func (a *Attr) release() {
 	}
 }
 
-// keptMax bounds the descriptors the process keeps open, over every FS
-// (kept): a 64-device host keeps about 3,500. Go raises the soft
-// RLIMIT_NOFILE to the hard limit at start; a quarter of it is left for
-// these, and the rest for sockets and everything else. Past it,
-// attributes are read with open/read/close.
+// MaxKept is the budget of descriptors the process keeps open, over
+// every FS (Attrs and listed directories alike): each pins about 4.5 KiB
+// of kernel memory outside the process's RSS (the open file, and on
+// sysfs the kernfs open file with its seq_file and the page-sized buffer
+// of its first read, kept until close: 2.4 MiB on dgx-h100, issue 30),
+// so the budget is about 18 MiB. A 64-device host keeps about 3,500.
+// Past it, a file is read with open, read and close, the same value at a
+// few more system calls. KeptFiles says how many are kept now
+// (rdma_host_kept_descriptors).
+const MaxKept = 4096
+
+// keptMax is the budget: MaxKept, or a quarter of the soft RLIMIT_NOFILE
+// when that is less (Go raises it to the hard limit at start; the rest is
+// for sockets and everything else). A variable for tests.
 var keptMax = sync.OnceValue(func() int64 {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 256
 	}
-	return int64(min(rl.Cur/4, 16384))
+	return int64(min(rl.Cur/4, MaxKept))
 })
 
 func (d *dirFS) readKept(a *Attr, buf []byte) ([]byte, error) {
@@ -312,6 +321,11 @@ var kept atomic.Int64
 
 // keptCount is the number of descriptors kept open (tests).
 func keptCount() int64 { return kept.Load() }
+
+// KeptFiles is the number of descriptors the process keeps open to read
+// again in place (Attrs and listed directories, over every FS): at most
+// MaxKept.
+func KeptFiles() int { return int(kept.Load()) }
 
 // Kept is f, but the files it reads are kept open as Attrs and re-read in
 // place: for a small set of sysfs attributes read on every scrape (the

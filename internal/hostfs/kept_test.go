@@ -6,6 +6,7 @@ package hostfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -343,5 +344,45 @@ func TestAttrCloseDuringStuckRead(t *testing.T) {
 	}
 	if keptCount() != open-1 {
 		t.Errorf("the read that returned after Close kept its descriptor: %d kept, want %d", keptCount(), open-1)
+	}
+}
+
+// Past the budget of kept descriptors, an Attr reads with open, read and
+// close: its value is as current as a kept one's, and the process keeps
+// no more than the budget however often the files are read.
+func TestAttrKeptBudget(t *testing.T) {
+	dir := t.TempDir()
+	f := Dir(dir)
+	budget := keptCount() + 2
+	before := keptMax
+	keptMax = func() int64 { return budget }
+	t.Cleanup(func() { keptMax = before })
+
+	var attrs []*Attr
+	for i := range 5 {
+		name := fmt.Sprintf("port_rcv_data%d", i)
+		if err := os.WriteFile(filepath.Join(dir, name), fmt.Appendf(nil, "%d\n", i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a := NewAttr(f, name)
+		t.Cleanup(a.Close)
+		attrs = append(attrs, a)
+	}
+	for round := range 3 {
+		for i, a := range attrs {
+			want := fmt.Sprintf("%d\n", 100*round+i)
+			if err := os.WriteFile(filepath.Join(dir, a.Name()), []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := a.Read(nil); err != nil || string(b) != want {
+				t.Errorf("round %d, %s: %q %v, want %q", round, a.Name(), b, err, want)
+			}
+		}
+		if n := keptCount(); n != budget {
+			t.Errorf("round %d: %d descriptors kept, want the budget %d", round, n, budget)
+		}
+	}
+	if KeptFiles() != int(budget) {
+		t.Errorf("KeptFiles() = %d, want %d", KeptFiles(), budget)
 	}
 }

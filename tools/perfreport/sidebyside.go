@@ -410,6 +410,10 @@ func writeSBSFloors(p func(string, ...any), s *sideBySide) {
 	p("\n")
 }
 
+// keptKernelBytes is the kernel memory one file held open on sysfs pins
+// (issue 30's estimate, hostfs.MaxKept): about 4.5 KiB.
+const keptKernelBytes = 4.5 * 1024
+
 // writeSBSMemory says where each exporter's resident memory lies.
 func writeSBSMemory(p func(string, ...any), s *sideBySide) {
 	if len(s.Memory) == 0 {
@@ -422,10 +426,15 @@ func writeSBSMemory(p func(string, ...any), s *sideBySide) {
 	p("on %s, read from /proc/PID/status after %d interleaved scrapes of each. RssFile is the\n", m0.Host, m0.Scrapes)
 	p("binary's own pages, mapped from the page cache (shared, and dropped under memory pressure):\n")
 	p("it follows from the binary's loadable size and from how much of a file one page fault maps\n")
-	p("on this kernel, not from what a scrape does. RssAnon is the heap, stacks and runtime.\n\n")
-	p("| exporter | loadable segments | VmRSS | RssAnon | RssFile |\n|---|---|---|---|---|\n")
+	p("on this kernel, not from what a scrape does. RssAnon is the heap, stacks and runtime.\n")
+	p("Open files are the files each holds open after the scrapes (rdma_doctor's kept descriptors,\n")
+	p("rdma_host_kept_descriptors, at most 4,096): on a real sysfs each pins about %.1f KiB of kernel\n", keptKernelBytes/1024)
+	p("memory (the open file, and the seq_file with the page its first read filled, kept until\n")
+	p("close) that no RSS figure shows; the last column is that estimate.\n\n")
+	p("| exporter | loadable segments | VmRSS | RssAnon | RssFile | open files | their kernel memory on sysfs |\n|---|---|---|---|---|---|---|\n")
 	for _, m := range s.Memory {
-		p("| %s | %s | %s | %s | %s |\n", m.Name, mib(m.LoadBytes), mib(m.RSS), mib(m.Anon), mib(m.File))
+		p("| %s | %s | %s | %s | %s | %d | %s |\n", m.Name, mib(m.LoadBytes), mib(m.RSS), mib(m.Anon), mib(m.File),
+			m.OpenFiles, mib(uint64(float64(m.OpenFiles)*keptKernelBytes)))
 	}
 	p("\n")
 }

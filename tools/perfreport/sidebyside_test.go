@@ -83,7 +83,7 @@ func TestSideBySideMemoryAndFixed(t *testing.T) {
 		{Host: "generated-0", Devices: 0, Config: "infiniband", Repeats: []sbsRepeat{cpu(200e3, 1e6)}},
 		{Host: "generated-1", Devices: 1, Config: "infiniband", Repeats: []sbsRepeat{cpu(300e3, 2e6)}},
 		{Host: "generated-64", Devices: 64, Config: "infiniband", Repeats: []sbsRepeat{cpu(6600e3, 65e6)}},
-	}, Memory: []sbsresult.Memory{{Name: "bareexporter", Host: "dgx-h100", LoadBytes: 8 << 20, RSS: 14 << 20, Anon: 7 << 20, File: 7 << 20, Scrapes: 1000}}}
+	}, Memory: []sbsresult.Memory{{Name: "bareexporter", Host: "dgx-h100", LoadBytes: 8 << 20, RSS: 14 << 20, Anon: 7 << 20, File: 7 << 20, Scrapes: 1000, OpenFiles: 512}}}
 	var sb strings.Builder
 	pr := func(f string, a ...any) { fmt.Fprintf(&sb, f, a...) }
 	writeSBSMemory(pr, s)
@@ -91,7 +91,7 @@ func TestSideBySideMemoryAndFixed(t *testing.T) {
 	writeSBSFlat(pr, s)
 	out := sb.String()
 	for _, want := range []string{
-		"| bareexporter | 8.0 MiB | 14.0 MiB | 7.0 MiB | 7.0 MiB |",
+		"| bareexporter | 8.0 MiB | 14.0 MiB | 7.0 MiB | 7.0 MiB | 512 | 2.2 MiB |",
 		"after 1000 interleaved scrapes",
 		"- infiniband: rdma_doctor 200µs + 100µs per device, node_exporter 1ms + 1ms per device: fixed 0.20×, per device 0.10×.",
 		// The host with no device is not one of the flat ratio's.

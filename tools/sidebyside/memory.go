@@ -31,7 +31,8 @@ func httpFloor(bin, body, contentType string) exporterSpec {
 // the bare client_golang exporter and yuuki/rdma_exporter (when given) at
 // once on root, scrapes each n
 // times interleaved, and reads where their resident memory lies: anonymous
-// (heap, stacks) or file-backed (the binary's pages). The file-backed part
+// (heap, stacks) or file-backed (the binary's pages), and the files each
+// holds open (kernel memory outside it). The file-backed part
 // follows from the binary's size and the kernel's page cache (how much of
 // a file one page fault maps), not from what the exporter does; the bare
 // exporter shows the least a client_golang exporter has of each here.
@@ -66,6 +67,9 @@ func measureMemory(b binaries, work, host, root string, n int) ([]sbsresult.Memo
 		m := &out[i]
 		var err error
 		if m.RSS, m.Anon, m.File, err = procMemory(pid); err != nil {
+			return nil, err
+		}
+		if m.OpenFiles, err = procOpenFiles(pid); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/tools/internal/procstat"
 )
@@ -53,4 +54,26 @@ func procMemory(pid int) (rss, anon, file uint64, err error) {
 		}
 	}
 	return rss, anon, file, nil
+}
+
+// procOpenFiles counts the files process pid holds open: its descriptors
+// whose link names a path, less devices (/dev); sockets, pipes and
+// anonymous inodes name none.
+func procOpenFiles(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		target, err := os.Readlink(dir + "/" + e.Name())
+		if err != nil {
+			continue // closed since the listing
+		}
+		if strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "/dev/") {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -37,3 +37,25 @@ func TestOwnMemory(t *testing.T) {
 		t.Errorf("loadable %d of a %d-byte file, %v", n, st.Size(), err)
 	}
 }
+
+// A file this process opens is counted; a pipe is not.
+func TestOwnOpenFiles(t *testing.T) {
+	before, err := procOpenFiles(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if after, err := procOpenFiles(os.Getpid()); err != nil || after != before+1 {
+		t.Errorf("open files %d, then %d after opening one file and a pipe (%v)", before, after, err)
+	}
+}

@@ -1,0 +1,109 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package host owns reading the host. Its Options say what to read and
+// where, declared once and passed typed from main; a Host holds what
+// outlives one collection (cached static device attributes, the slow host
+// state and when it was read); a Snapshot is one collection's view, whose
+// sources are read lazily and at most once. Collectors, diagnose checks
+// and remediate actions all consume Snapshots, so a source is read once
+// per collection however many of them need it, and the diagnose sampler
+// reuses what the scrape already read.
+//
+// Freshness, per source:
+//
+//   - live, read by every snapshot that asks: port state, phys_state,
+//     rate, LIDs, PMA counters and hw_counters (Class), the netdevs
+//     (Netdevs: operstate, carrier and ethtool statistics change between
+//     scrapes);
+//   - static, cached per device until the device is re-registered (its
+//     sysfs directory changes) or StaticMaxAge passes: node type, GUIDs,
+//     firmware, board and HCA type, link layer, the PCI parent, the port
+//     and counter file lists;
+//   - slow, refreshed at most every SlowRefresh and shared by every
+//     snapshot and the sampler: the PCI functions (NUMA node, local CPUs,
+//     PCIe link), IRQ placement (/proc/interrupts, affinities, irqbalance),
+//     host tuning, the local OpenSM (process scan, configuration, log),
+//     the CPU topology, the hostname, and the GPUs with their relation to
+//     the RDMA devices and the GPUDirect RDMA prerequisites, and the
+//     devices' temperature sensors (hwmon.go: each read a firmware
+//     command on mlx5). The PCI
+//     functions and IRQ placement are read again at once when the class's
+//     devices change (one appears, vanishes or is re-registered), so their
+//     series follow the live class (see pciRead).
+//
+// # Caches and pools
+//
+// Everything a scrape keeps from one read to the next, in the order a
+// scrape meets it, with what makes it read or build again. A new one
+// belongs in this list, or is not added.
+//
+//  1. Collection singleflight (collector.Aggregator.Metrics): scrapes that
+//     arrive while a collection runs share its metrics. Kept only while
+//     that collection runs; the next scrape collects anew.
+//  2. slow[T] (this package, host.go): the slow sources above, one value
+//     each, served until SlowRefresh passes; PCI and IRQ placement are
+//     invalidated at once when the class's devices change (checkDevices),
+//     and a read cut short by its deadline is not kept.
+//  3. The sampler's reuse of the last class (Host.SnapshotReusing): the
+//     newest whole class a snapshot read (a scrape's, cut short by no
+//     deadline), served to the diagnose sampler while younger than half
+//     the diagnose interval and to the sminfo runner within its interval,
+//     when it was read without error; replaced by every whole class read.
+//  4. The static cache (infiniband.Reader): each device's static
+//     attributes and its kept files, until its class entry's identity
+//     changes (re-registration), StaticMaxAge passes (10 minutes), or the
+//     device leaves the class (forget: its files are closed).
+//  5. Kept attribute descriptors (hostfs.Attr, owned by the static cache,
+//     the port sampler (internal/portwatch) and internal/procself):
+//     re-read with pread at offset 0, which sysfs and procfs answer
+//     afresh; reopened by path once on ENODEV, closed with their static
+//     entry or the sampler's port. Counted and capped: at most
+//     hostfs.MaxKept (4096) descriptors over the process, past which a
+//     file is read with open, read and close (rdma_host_kept_descriptors;
+//     about 4.5 KiB of kernel memory each, docs/performance.md).
+//  6. The kept class directory (hostfs.Listing of class/infiniband):
+//     rewound and listed again every scrape; opened again by path when it
+//     lists empty or fails (ib_core reloaded). One descriptor, in the
+//     same budget.
+//  7. Kept netdev attributes (hostfs.Kept, netFS here): operstate,
+//     carrier, flags and MTU of the netdevs, one Attr per path for the
+//     process's life; a missing file is tried again on every read (its
+//     netdev may come back). In the same budget.
+//  8. The kept ifindex socket (netdev.Ifindexes, ifindexes here): one
+//     socket for the ethtool query's SIOCGIFINDEX, for the process's
+//     life; opened again next time if opening failed.
+//  9. collector/rendered.go: the samples a collector made from one value
+//     of a slow source (PCI, IRQ placement, tuning, GPUs), appended again
+//     while the source serves the same value; a new value or a read error
+//     renders afresh.
+//  10. Label-slice reuse (collector/infiniband.go, labels): each port's
+//     label value slices from the last collection, reused while its
+//     counter list is the same; rebuilt each collection for the devices
+//     and ports it has (others are dropped).
+//  11. Aggregator.seen: each collector's sample count last time, the
+//     capacity its next sink starts with; overwritten every collection.
+//  12. expo.Desc.seen and perm (internal/expo): a family's sample count
+//     and sort order last time; perm is used only if it still yields
+//     strictly increasing label values, otherwise the family is sorted
+//     and perm replaced.
+//  13. expo.Slab: samples allocated a 4 KiB block at a time; a block
+//     lives as long as any sample of its collection.
+//  14. The text buffer pool (expo textBufs, a sync.Pool of 64 KiB
+//     buffers): emptied by the garbage collector as any sync.Pool.
+//  15. The gzip writer pool (cmd/rdma_doctor gzipWriters): a channel of
+//     at most two writers, reset for each scrape; a burst beyond makes
+//     its own and drops it.
+//  16. The infiniband reader's buffer pool (infiniband.Reader.bufs, a
+//     sync.Pool of read buffers, 256 bytes to start, one per device read
+//     at a time, for its live attributes): emptied by the garbage
+//     collector as any sync.Pool.
+//
+// What a cache saves is in the comment at its declaration where it was
+// measured (the kept class directory about 3% of an infiniband scrape's
+// CPU, the kept ifindex socket a fifth of the netdev refresh's, the gzip
+// writer and the text buffer a scrape's largest allocations). For
+// rendered.go, the label-slice reuse, Aggregator.seen, expo.Desc.seen and
+// perm, and the reader's buffer pool no saving is recorded: issue 30
+// keeps a cache only where make bench shows it saving at least 5% CPU.
+package host
