@@ -59,8 +59,9 @@ type SweeperConfig struct {
 	// Ready, when set, is closed once Topology has a scan: Run waits for
 	// it before the first sweep (Runner.Scanned).
 	Ready <-chan struct{}
-	// Done, when set, is called after each sweep with it (the collector
-	// renders its series then, so that no scrape waits for that).
+	// Done, when set, is called with each sweep before Status returns it
+	// (the collector renders its series then, so that no scrape waits for
+	// that).
 	Done   func(*Sweep)
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -225,6 +226,11 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 		}
 	}
 	sw.Duration = time.Since(began)
+	// Before the sweep is published: a scrape that sees it finds its
+	// series rendered, and the rendering counts as the sweep's cost.
+	if s.cfg.Done != nil {
+		s.cfg.Done(sw)
+	}
 
 	s.mu.Lock()
 	s.st.Last = sw
@@ -238,9 +244,6 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 	prev := s.lastErr
 	s.lastErr = firstErr
 	s.mu.Unlock()
-	if s.cfg.Done != nil {
-		s.cfg.Done(sw)
-	}
 
 	switch {
 	case firstErr != "" && firstErr != prev:
