@@ -36,8 +36,7 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	return func(ctx context.Context, a *App) int {
 		c.View.Color = diagnose.UseColor(isTerminal(os.Stdout), os.Getenv)
 		code, err := c.Run(ctx, os.Stdout, func(ctx context.Context, patterns []string) (diagnose.Outcome, error) {
-			r, err := runDiagnose(ctx, a, *interval, patterns)
-			return diagnose.Outcome{Report: r.report, ReadErr: r.readErr}, err
+			return runDiagnose(ctx, a, *interval, patterns)
 		})
 		if err != nil {
 			errorf(os.Stderr, "%v", err)
@@ -46,17 +45,12 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 	}
 }
 
-type diagnoseRun struct {
-	report *diagnose.Report
-	// readErr is set when the host could not be read at all (not "no RDMA
-	// here", which is a finding): the report is printed, the exit code is 3.
-	readErr error
-}
-
-func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns []string) (diagnoseRun, error) {
+// runDiagnose reads the host once, or twice interval apart, and evaluates
+// the checks matching patterns.
+func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns []string) (diagnose.Outcome, error) {
 	eval, err := diagnose.NewEvaluator(a.Config, patterns)
 	if err != nil {
-		return diagnoseRun{}, err
+		return diagnose.Outcome{}, err
 	}
 	reader := &diagnose.Reader{Host: a.Host, ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
 	// One sminfo runner for both samples, so a stalled SM (activity count
@@ -81,20 +75,20 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return diagnoseRun{}, fmt.Errorf("interrupted while waiting --interval=%v for the second sample", interval)
+			return diagnose.Outcome{}, fmt.Errorf("interrupted while waiting --interval=%v for the second sample", interval)
 		case <-t.C:
 		}
 		snap = read()
 		hist.Add(snap)
 	}
 	if err := ctx.Err(); err != nil {
-		return diagnoseRun{}, err
+		return diagnose.Outcome{}, err
 	}
-	run := diagnoseRun{report: eval.Evaluate(snap, hist)}
+	out := diagnose.Outcome{Report: eval.Evaluate(snap, hist)}
 	if class, err := snap.Host.Class(); class == nil && err != nil && !errors.Is(err, infiniband.ErrNoClass) {
-		run.readErr = fmt.Errorf("cannot read /sys/class/infiniband: %w", err)
+		out.ReadErr = fmt.Errorf("cannot read /sys/class/infiniband: %w", err)
 	}
-	return run, nil
+	return out, nil
 }
 
 // newSMRunner runs sminfo on the host's ACTIVE InfiniBand ports (those
