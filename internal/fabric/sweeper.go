@@ -415,6 +415,12 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 		return false, ReasonStart, fmt.Sprintf("writing the fabric cache: %v (set --collector.fabric.cache-dir to a writable directory)", err)
 	}
 	s.cache, s.cacheFile, s.cacheFor = c, file, fp
+	// What is remembered of nodes stays bounded by the fabric's.
+	for g := range s.wide {
+		if c.byGUID[g] == nil {
+			delete(s.wide, g)
+		}
+	}
 	if line := errorLine(res.Stderr); line != "" {
 		return true, ReasonMAD, "ibnetdiscover --cache: " + line
 	}
@@ -529,18 +535,33 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 	return run
 }
 
-// failed reports whether run named a failed query for port num of node.
-func (run *iqeRun) failed(c *ndCache, nd *ndNode, num int) bool {
-	for _, f := range run.fails {
-		if c.byLID[f.lid] != nd {
-			continue
-		}
-		if f.node || f.port == num {
-			return true
+// failures indexes the queries a run named as failed by node and port
+// (one map lookup a port, whatever the number of failures).
+type failures struct {
+	nodes map[*ndNode]bool
+	ports map[*ndNode]map[int]bool
+}
+
+func (run *iqeRun) failures(c *ndCache) failures {
+	f := failures{nodes: map[*ndNode]bool{}, ports: map[*ndNode]map[int]bool{}}
+	for _, x := range run.fails {
+		nd := c.byLID[x.lid]
+		switch {
+		case nd == nil:
+		case x.node:
+			f.nodes[nd] = true
+		default:
+			if f.ports[nd] == nil {
+				f.ports[nd] = map[int]bool{}
+			}
+			f.ports[nd][x.port] = true
 		}
 	}
-	return false
+	return f
 }
+
+// failed reports whether a query for port num of node failed.
+func (f failures) failed(nd *ndNode, num int) bool { return f.nodes[nd] || f.ports[nd][num] }
 
 // apply fills the swept ports from the two runs. A port is read when both
 // runs completed, neither named a failed query for it or its node, and the
@@ -549,17 +570,16 @@ func (run *iqeRun) failed(c *ndCache, nd *ndNode, num int) bool {
 // line, and by a node the discovery did not reach.
 func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered int) {
 	c := s.cache
-	for _, run := range []*iqeRun{errs} {
-		for _, l := range run.lines {
-			for id := range NumCounters {
-				if l.seen[id] && l.wide[id] && Counters[id].Error {
-					if nd := c.byPortGUID(l.guid); nd != nil {
-						s.wide[nd.guid] = true
-					}
+	for _, l := range errs.lines {
+		for id := range NumCounters {
+			if l.seen[id] && l.wide[id] && Counters[id].Error {
+				if nd := c.byPortGUID(l.guid); nd != nil {
+					s.wide[nd.guid] = true
 				}
 			}
 		}
 	}
+	errFails, dataFails := errs.failures(c), data.failures(c)
 	for i := range sw.Ports {
 		p := &sw.Ports[i]
 		nd := c.byPortGUID(p.GUID)
@@ -574,7 +594,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered 
 			// Not in the cache: the discovery did not reach it.
 			reason = ReasonMAD
 			undiscovered++
-		case errs.failed(c, nd, p.Port) || data.failed(c, nd, p.Port):
+		case errFails.failed(nd, p.Port) || dataFails.failed(nd, p.Port):
 			reason = ReasonMAD
 		default:
 			dl = data.lines[PortKey{GUID: nd.guid, Port: p.Port}]
