@@ -270,7 +270,8 @@ func metCount(g mdTable, i int, yes string) string {
 	return fmt.Sprintf("%d of %d met", n, len(g.rows))
 }
 
-// readmeCosts is the load test and /diagnose from the same page.
+// readmeCosts is the load test, /diagnose, the /proc/interrupts parser
+// and the port state sampler, from the same page.
 func readmeCosts(p func(string, ...any), doc string) {
 	tables := parseTables(doc)
 	load, okL := findTable(tables, "requests", "concurrency", "p50", "p99", "RSS after warm-up", "RSS at end")
@@ -299,6 +300,28 @@ func readmeCosts(p func(string, ...any), doc string) {
 			fmt.Sprintf("%s / %s CPU (the checks alone %s); `/diagnose` text %s, JSON %s, HTML %s", cell(tick, c), cell(tick16, c), cell(checks, c),
 				cell(rowNamed(diag, "request, format=text (dgx-h100)"), w), cell(rowNamed(diag, "request, format=json (dgx-h100)"), w), cell(rowNamed(diag, "request, format=html (dgx-h100)"), w)),
 		})
+	}
+	for _, t := range tables {
+		parse := rowNamed(t, "ParseInterrupts/512cpu-4096irq")
+		if parse == nil {
+			continue
+		}
+		read := rowNamed(t, "ReadInterrupts/512cpu-4096irq")
+		w, by, al := t.col("wall/op", 0), t.col("bytes/op", 0), t.col("allocs/op", 0)
+		rows = append(rows, [2]string{
+			"`/proc/interrupts` parser, generated 512 CPUs × 4,096 IRQs",
+			fmt.Sprintf("%s, %s allocs (one per IRQ); streamed from the file as a scrape reads it, %s allocated", cell(parse, w), cell(parse, al), cell(read, by)),
+		})
+		break
+	}
+	for _, t := range tables {
+		if r := rowNamed(t, "round (dgx-h100, 9 ports)"); r != nil {
+			rows = append(rows, [2]string{
+				"port state sampler, one round (dgx-h100, 9 ports)",
+				fmt.Sprintf("%s CPU; every second, %s of a core", cell(r, t.col("CPU/op", 0)), cell(r, t.col("CPU at 1 s", 0))),
+			})
+			break
+		}
 	}
 	if len(rows) == 0 {
 		return
