@@ -7,6 +7,12 @@
 // all four and then this.
 //
 //	perfreport -bench bench.txt -load load.txt -sidebyside sidebyside.json -wakeups wakeups.json -o docs/performance.md
+//
+// With -readme it rewrites README's generated performance summary from
+// docs/performance.md's tables instead (make bench and make bench-fabric
+// run it after writing the page):
+//
+//	perfreport -readme README.md -perf docs/performance.md
 package main
 
 import (
@@ -267,7 +273,16 @@ func main() {
 	sbsFile := flag.String("sidebyside", "", "tools/sidebyside results (optional)")
 	wakeFile := flag.String("wakeups", "", "tools/wakeups results (optional)")
 	outFile := flag.String("o", "", "output file (default stdout)")
+	readme := flag.String("readme", "", "rewrite this README's generated performance summary from -perf, and nothing else")
+	perf := flag.String("perf", "docs/performance.md", "the performance page -readme reads")
 	flag.Parse()
+	if *readme != "" {
+		if err := updateReadme(*readme, *perf); err != nil {
+			fmt.Fprintln(os.Stderr, "perfreport:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*benchFile, *loadFile, *sbsFile, *wakeFile, *outFile); err != nil {
 		fmt.Fprintln(os.Stderr, "perfreport:", err)
 		os.Exit(1)
