@@ -65,11 +65,11 @@ func NewBlock(builds ...func() []prometheus.Metric) *Block {
 				}
 				continue
 			}
-			text := f.appendText(nil)
-			if len(text) == 0 {
+			seg, ok := compressFamily(f)
+			if !ok {
 				continue // every sample refused: no family
 			}
-			b.fams = append(b.fams, blockFamily{desc: f.desc, typ: f.typ, seg: compressSegment(text)})
+			b.fams = append(b.fams, blockFamily{desc: f.desc, typ: f.typ, seg: seg})
 		}
 	}
 	slices.SortFunc(b.fams, func(x, y blockFamily) int {

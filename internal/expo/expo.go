@@ -288,7 +288,10 @@ func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamil
 				}
 				return writeSegment(s.w, f.seg)
 			}
-			s.buf = f.appendText(s.buf)
+			var err error
+			if s.buf, err = f.appendText(s.buf, s.flushed); err != nil {
+				return err
+			}
 			return s.maybeFlush()
 		})
 }
@@ -308,6 +311,14 @@ func (s *streamer) flush() error {
 	_, err := s.w.Write(s.buf)
 	s.buf = s.buf[:0]
 	return err
+}
+
+// flushed writes b, the streamer's buffer, and returns it emptied
+// (appendText's flush).
+func (s *streamer) flushed(b []byte) ([]byte, error) {
+	s.buf = b
+	err := s.flush()
+	return s.buf, err
 }
 
 func (s *streamer) maybeFlush() error {
@@ -478,7 +489,13 @@ func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*S
 	return out, true
 }
 
-func (f *Family) appendText(b []byte) []byte {
+// appendText appends the family's text exposition to b. flush, when
+// set, is given b whenever it holds flushAt bytes or more after a
+// series, and returns the buffer to go on with: a family of any size is
+// written through a bounded buffer. It is only called once a series has
+// been written, so a family whose every sample is refused (which takes
+// its header back) was never flushed.
+func (f *Family) appendText(b []byte, flush func([]byte) ([]byte, error)) ([]byte, error) {
 	d := f.desc
 	start := len(b)
 	b = append(b, d.header...)
@@ -507,6 +524,12 @@ func (f *Family) appendText(b []byte) []byte {
 			b = appendFloat(b, s.value)
 			b = append(b, '\n')
 			written = true
+			if flush != nil && len(b) >= flushAt {
+				var err error
+				if b, err = flush(b); err != nil {
+					return b, err
+				}
+			}
 			continue
 		}
 		// As expfmt writes a summary: a line per quantile, the quantile
@@ -527,12 +550,18 @@ func (f *Family) appendText(b []byte) []byte {
 		b = appendFloat(b, float64(s.summary.count))
 		b = append(b, '\n')
 		written = true
+		if flush != nil && len(b) >= flushAt {
+			var err error
+			if b, err = flush(b); err != nil {
+				return b, err
+			}
+		}
 	}
 	if !written {
 		// Every sample left out: no family, as the registry has none.
-		return b[:start]
+		return b[:start], nil
 	}
-	return b
+	return b, nil
 }
 
 // appendSeries appends a series' name (with suffix), its labels in name

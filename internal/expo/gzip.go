@@ -31,14 +31,55 @@ type Segment struct {
 	n       int64
 }
 
-// compressSegment compresses text at the scrape's level (BestSpeed, as
-// the gzip writers).
+// segmentWriter compresses text into a Segment at the scrape's level
+// (BestSpeed, as the gzip writers).
+type segmentWriter struct {
+	out bytes.Buffer
+	fw  *flate.Writer
+	crc uint32
+	n   int64
+}
+
+func newSegmentWriter() *segmentWriter {
+	w := &segmentWriter{}
+	w.fw, _ = flate.NewWriter(&w.out, flate.BestSpeed) // a valid level: no error
+	return w
+}
+
+// Write never fails: it writes to memory.
+func (w *segmentWriter) Write(p []byte) (int, error) {
+	w.crc = crc32.Update(w.crc, crc32.IEEETable, p)
+	w.n += int64(len(p))
+	return w.fw.Write(p)
+}
+
+func (w *segmentWriter) segment() Segment {
+	_ = w.fw.Flush() // to memory: no error
+	return Segment{deflate: bytes.Clone(w.out.Bytes()), crc: w.crc, n: w.n}
+}
+
+// compressSegment compresses text.
 func compressSegment(text []byte) Segment {
-	var b bytes.Buffer
-	fw, _ := flate.NewWriter(&b, flate.BestSpeed) // a valid level: no error
-	_, _ = fw.Write(text)                         // a bytes.Buffer does not fail
-	_ = fw.Flush()
-	return Segment{deflate: b.Bytes(), crc: crc32.ChecksumIEEE(text), n: int64(len(text))}
+	w := newSegmentWriter()
+	_, _ = w.Write(text)
+	return w.segment()
+}
+
+// compressFamily renders a family's text straight into a Segment, through
+// a bounded buffer (a fabric's family is megabytes of text); false when
+// every sample was refused.
+func compressFamily(f *Family) (Segment, bool) {
+	w := newSegmentWriter()
+	flush := func(b []byte) ([]byte, error) {
+		_, _ = w.Write(b)
+		return b[:0], nil
+	}
+	b, _ := f.appendText(make([]byte, 0, 2*flushAt), flush) // flush does not fail
+	if len(b) == 0 && w.n == 0 {
+		return Segment{}, false
+	}
+	_, _ = w.Write(b)
+	return w.segment(), true
 }
 
 // finalBlock is an empty stored block marked final: what a segment lacks
