@@ -87,6 +87,7 @@ type Sweeper struct {
 	// sweep (sweeps never overlap): discovered again when the topology's
 	// nodes or LIDs change.
 	dir       string
+	ownDir    bool // made by the sweeper: removed when Run returns
 	cache     *ndCache
 	cacheFile string
 	cacheFor  uint64 // topology fingerprint the cache was discovered for
@@ -141,7 +142,12 @@ func (s *Sweeper) Run(ctx context.Context) {
 	}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
-	defer s.wg.Wait()
+	defer func() {
+		s.wg.Wait()
+		if s.ownDir {
+			_ = os.RemoveAll(s.dir) // no sweep runs any more
+		}
+	}()
 	for {
 		s.tick(ctx)
 		select {
@@ -371,7 +377,7 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 		if err != nil {
 			return false, ReasonStart, fmt.Sprintf("no directory for the fabric cache (%v): set --collector.fabric.cache-dir to a writable directory", err)
 		}
-		s.dir = d
+		s.dir, s.ownDir = d, true
 	}
 	if err := writeFileAtomic(filepath.Join(s.dir, "thresholds"), []byte(thresholds)); err != nil {
 		return false, ReasonStart, fmt.Sprintf("writing the threshold file: %v (set --collector.fabric.cache-dir to a writable directory)", err)

@@ -413,3 +413,34 @@ func TestSweepUndiscoveredNode(t *testing.T) {
 		t.Errorf("undiscovered port: %+v", p)
 	}
 }
+
+// TestSweepRemovesItsDirectory: the private cache directory a sweeper
+// made is gone once Run returns; one given with Dir is left.
+func TestSweepRemovesItsDirectory(t *testing.T) {
+	cfg, _ := fakeTools(t, "", "")
+	given := cfg.Dir
+	for _, dir := range []string{"", given} {
+		cfg.Dir = dir
+		topo := ibsimTopology(t)
+		cfg.Topology = func() *Fabric { return topo }
+		s := NewSweeper(cfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		for deadline := time.Now().Add(30 * time.Second); s.Status().Sweeps == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no sweep in 30 s") // the bound of a wait, not a timed assertion
+			}
+		}
+		used := s.dir
+		cancel()
+		<-done
+		_, err := os.Stat(used)
+		if dir == "" && !os.IsNotExist(err) {
+			t.Errorf("the sweeper's own directory %s is still there (%v)", used, err)
+		}
+		if dir != "" && err != nil {
+			t.Errorf("the given directory %s: %v", used, err)
+		}
+	}
+}
