@@ -19,7 +19,6 @@ var (
 		return s.readPCI(ctx)
 	}}
 	placementSource = &Source[*irq.Snapshot]{name: "irq", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (*irq.Snapshot, error) {
-		// Placement checked the devices already.
 		r, err := get(ctx, s, pciSource)
 		if err != nil {
 			return nil, err
@@ -31,7 +30,6 @@ var (
 // PCI is the PCI function of every RDMA device (slow, but read again at
 // once when the class's devices change: checkDevices).
 func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
-	s.checkDevices()
 	r, err := get(ctx, s, pciSource)
 	return r.devs, err
 }
@@ -40,7 +38,6 @@ func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
 // again with PCI when the class's devices change): its PCI function,
 // /proc/interrupts, affinities and irqbalance.
 func (s *Snapshot) Placement(ctx context.Context) (*irq.Snapshot, error) {
-	s.checkDevices()
 	return get(ctx, s, placementSource)
 }
 
@@ -93,7 +90,8 @@ func (s *Snapshot) readPCI(ctx context.Context) (pciRead, error) {
 
 // checkDevices marks the sources that follow the devices (the slow PCI
 // and IRQ state) stale when the class's devices are no longer those the
-// PCI source was read for. Once per snapshot.
+// PCI source was read for. Once per snapshot, before its first get of
+// such a source.
 func (s *Snapshot) checkDevices() {
 	s.devCheck.Do(func() {
 		if s.h.slowT <= 0 {

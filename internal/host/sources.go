@@ -13,7 +13,7 @@ import (
 // Host's cache of it. Each is declared once, as a package variable in the
 // file of its topic, and listed in sources; its Snapshot accessor is one
 // line through get. Nothing else names it: New makes its cache, Ages
-// reports its age, checkDevices invalidates it by its Freshness.
+// reports its age, get and checkDevices apply its Freshness.
 type Source[T any] struct {
 	// name is the source label of rdma_snapshot_age_seconds.
 	name      string
@@ -105,6 +105,9 @@ func get[T any](ctx context.Context, s *Snapshot, src *Source[T]) (T, error) {
 
 // getFresh is get, and whether this call ran the read.
 func getFresh[T any](ctx context.Context, s *Snapshot, src *Source[T]) (T, bool, error) {
+	if src.freshness == SlowFollowingDevices {
+		s.checkDevices()
+	}
 	return cacheOf(s.h, src).fetch(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (T, error) {
 		return src.read(ctx, s)
 	})
