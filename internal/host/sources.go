@@ -16,7 +16,8 @@ import (
 // reports its age, get and checkDevices apply its Freshness.
 type Source[T any] struct {
 	// name is the source label of rdma_snapshot_age_seconds.
-	name      string
+	name string
+	// freshness is when it is read again; unset, Slow.
 	freshness Freshness
 	// read reads the source for the snapshot that found the cache empty,
 	// stale or too old. Its ctx is that snapshot's: a read cut short by
