@@ -177,3 +177,39 @@ func TestOnceLoggerLRU(t *testing.T) {
 
 // fakeAppender is a collector that appends its metrics to a slice
 // (appender), as the infiniband collector does.
+
+// rdma_snapshot_age_seconds has one series per slow source a scrape
+// read (its source label the host's name for it), at the age the host's
+// clock says, and none for a source no collector asked for.
+func TestSnapshotAgeSeries(t *testing.T) {
+	at := time.Unix(1_000_000, 0)
+	env := hostEnv(t, "../fixtures/hosts/numa-remote", func(o *host.Options) { o.Now = func() time.Time { return at } })
+	a := newAggregator(env.Host, slog.New(slog.DiscardHandler), 0, map[string]Collector{"reads": snapReader(func(ctx context.Context, s *host.Snapshot) {
+		_, _ = s.Tuning(ctx)
+		_ = s.Hostname(ctx)
+	})})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Bind(context.Background()))
+	// The first gather reads; the second serves the cached values 3s on.
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	at = at.Add(3 * time.Second)
+	want := `
+# HELP rdma_snapshot_age_seconds rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).
+# TYPE rdma_snapshot_age_seconds gauge
+rdma_snapshot_age_seconds{source="hostname"} 3
+rdma_snapshot_age_seconds{source="tuning"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_snapshot_age_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+// snapReader is a collector that reads sources of the snapshot it is given.
+type snapReader func(ctx context.Context, s *host.Snapshot)
+
+func (r snapReader) Update(ctx context.Context, s *host.Snapshot, _ *sink) error {
+	r(ctx, s)
+	return nil
+}

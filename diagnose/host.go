@@ -73,27 +73,27 @@ type Host interface {
 }
 
 // hostView is the Host of a host.Snapshot: each source is read through
-// it on first use and kept, so every call returns the same reading (the
-// host's slow sources come from a cache that may refresh between two
-// calls). ctx bounds the reads: Reader.Read reads every source before it
+// it on first use, and the slow ones kept, so every call returns the same
+// reading (the host's slow sources come from a cache that may refresh
+// between two calls; its live ones are read once per host.Snapshot). ctx bounds the reads: Reader.Read reads every source before it
 // returns, so none runs after the sample's deadline.
 type hostView struct {
 	ctx context.Context
 	hs  *host.Snapshot
 
-	class        kept[*infiniband.Class]
+	// The slow sources, which the host's cache may refresh between two
+	// calls. The class, netdevs, RoCE and devlink need no copy here:
+	// host.Snapshot reads each once and returns that reading after.
 	placement    kept[*irq.Snapshot]
 	topology     kept[*pci.Topology]
 	tuning       kept[*tuning.Snapshot]
-	netdevs      kept[*netdev.Snapshot]
 	openSM       kept[*opensm.State]
 	gpus         kept[*gpu.Snapshot]
-	roce         kept[*roce.Snapshot]
-	devlink      kept[*host.Devlink]
 	temperatures kept[*hwmon.Snapshot]
-	bus          kept[[]pci.BusFunction]
-	ports        kept[watched[[]portwatch.History]]
-	kernelLog    kept[watched[*host.KernelLog]]
+	// bus is kept for readAll's "not read" (nil, no error).
+	bus       kept[[]pci.BusFunction]
+	ports     kept[watched[[]portwatch.History]]
+	kernelLog kept[watched[*host.KernelLog]]
 }
 
 func newHostView(ctx context.Context, hs *host.Snapshot) *hostView {
@@ -110,6 +110,11 @@ type kept[T any] struct {
 func (k *kept[T]) get(read func() (T, error)) (T, error) {
 	k.once.Do(func() { k.v, k.err = read() })
 	return k.v, k.err
+}
+
+// of is get of a host.Snapshot accessor, read under ctx.
+func (k *kept[T]) of(ctx context.Context, read func(context.Context) (T, error)) (T, error) {
+	return k.get(func() (T, error) { return read(ctx) })
 }
 
 // watched is the reading of a server-side watcher and whether one runs.
@@ -153,11 +158,11 @@ func (v *hostView) readAll(expectedDevices int, beside func()) {
 }
 
 func (v *hostView) Class() (*infiniband.Class, error) {
-	return v.class.get(func() (*infiniband.Class, error) { return v.hs.Class(v.ctx) })
+	return v.hs.Class(v.ctx)
 }
 
 func (v *hostView) Placement() (*irq.Snapshot, error) {
-	return v.placement.get(func() (*irq.Snapshot, error) { return v.hs.Placement(v.ctx) })
+	return v.placement.of(v.ctx, v.hs.Placement)
 }
 
 func (v *hostView) Topology() *pci.Topology {
@@ -166,31 +171,31 @@ func (v *hostView) Topology() *pci.Topology {
 }
 
 func (v *hostView) Tuning() (*tuning.Snapshot, error) {
-	return v.tuning.get(func() (*tuning.Snapshot, error) { return v.hs.Tuning(v.ctx) })
+	return v.tuning.of(v.ctx, v.hs.Tuning)
 }
 
 func (v *hostView) Netdevs() (*netdev.Snapshot, error) {
-	return v.netdevs.get(func() (*netdev.Snapshot, error) { return v.hs.Netdevs(v.ctx) })
+	return v.hs.Netdevs(v.ctx)
 }
 
 func (v *hostView) OpenSM() (*opensm.State, error) {
-	return v.openSM.get(func() (*opensm.State, error) { return v.hs.OpenSM(v.ctx) })
+	return v.openSM.of(v.ctx, v.hs.OpenSM)
 }
 
 func (v *hostView) GPUs() (*gpu.Snapshot, error) {
-	return v.gpus.get(func() (*gpu.Snapshot, error) { return v.hs.GPUs(v.ctx) })
+	return v.gpus.of(v.ctx, v.hs.GPUs)
 }
 
 func (v *hostView) RoCE() (*roce.Snapshot, error) {
-	return v.roce.get(func() (*roce.Snapshot, error) { return v.hs.RoCE(v.ctx) })
+	return v.hs.RoCE(v.ctx)
 }
 
 func (v *hostView) Devlink() (*host.Devlink, error) {
-	return v.devlink.get(func() (*host.Devlink, error) { return v.hs.Devlink(v.ctx) })
+	return v.hs.Devlink(v.ctx)
 }
 
 func (v *hostView) Temperatures() (*hwmon.Snapshot, error) {
-	return v.temperatures.get(func() (*hwmon.Snapshot, error) { return v.hs.Temperatures(v.ctx) })
+	return v.temperatures.of(v.ctx, v.hs.Temperatures)
 }
 
 func (v *hostView) Bus() ([]pci.BusFunction, error) {

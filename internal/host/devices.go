@@ -9,8 +9,37 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 )
+
+// The slow sources that follow the class's devices (pciRead).
+var (
+	pciSource = &Source[pciRead]{name: "pci", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (pciRead, error) {
+		return s.readPCI(ctx)
+	}}
+	placementSource = &Source[*irq.Snapshot]{name: "irq", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (*irq.Snapshot, error) {
+		r, err := get(ctx, s, pciSource)
+		if err != nil {
+			return nil, err
+		}
+		return irq.ReadWith(ctx, s.h.fs, r.devs)
+	}}
+)
+
+// PCI is the PCI function of every RDMA device (slow, but read again at
+// once when the class's devices change: checkDevices).
+func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
+	r, err := get(ctx, s, pciSource)
+	return r.devs, err
+}
+
+// Placement is the IRQ placement of every RDMA device (slow, and read
+// again with PCI when the class's devices change): its PCI function,
+// /proc/interrupts, affinities and irqbalance.
+func (s *Snapshot) Placement(ctx context.Context) (*irq.Snapshot, error) {
+	return get(ctx, s, placementSource)
+}
 
 // pciRead is the slow PCI source: the devices' PCI functions and the
 // class entries they were read for. The PCI functions and IRQ placement
@@ -59,14 +88,16 @@ func (s *Snapshot) readPCI(ctx context.Context) (pciRead, error) {
 	return pciRead{devs: devs, entries: entries}, err
 }
 
-// checkDevices marks the slow PCI and IRQ state stale when the class's
-// devices are no longer those it was read for. Once per snapshot.
+// checkDevices marks the sources that follow the devices (the slow PCI
+// and IRQ state) stale when the class's devices are no longer those the
+// PCI source was read for. Once per snapshot, before its first get of
+// such a source.
 func (s *Snapshot) checkDevices() {
 	s.devCheck.Do(func() {
 		if s.h.slowT <= 0 {
 			return // read on every snapshot anyway
 		}
-		last, ok := s.h.pci.peek()
+		last, ok := cacheOf(s.h, pciSource).peek()
 		if !ok || last.entries == nil {
 			return
 		}
@@ -74,7 +105,10 @@ func (s *Snapshot) checkDevices() {
 		if now == nil || maps.Equal(now, last.entries) {
 			return
 		}
-		s.h.pci.invalidate()
-		s.h.placement.invalidate()
+		for src, c := range s.h.caches {
+			if src.Freshness() == SlowFollowingDevices {
+				c.invalidate()
+			}
+		}
 	})
 }

@@ -106,7 +106,7 @@ func TestSlowStateFollowsClassDevices(t *testing.T) {
 	// rewritten numa_node is read with it.
 	hostfstest.Reregister(t, filepath.Join(root, "sys"), "mlx5_0")
 	want("mlx5_0 re-registered", look("mlx5_0 re-registered"), both, 1)
-	if age := h.Ages()[SourcePCI]; age != 0 {
+	if age := h.Ages()[pciSource.Name()]; age != 0 {
 		t.Errorf("PCI age %v after the re-read, want 0", age)
 	}
 }

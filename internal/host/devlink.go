@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
 // Devlink is what the running kernel's devlink family says of the kept
@@ -33,6 +34,45 @@ type DevlinkDevice struct {
 	Info *devlink.Info
 }
 
+// devlinkSource is the firmware versions of the kept devices' PCI
+// functions (slow: see Devlink). Only Devlink reads it, once it has
+// found the conn and the class.
+var devlinkSource = &Source[*devlink.Snapshot]{name: "devlink", read: func(ctx context.Context, s *Snapshot) (*devlink.Snapshot, error) {
+	c := s.h.opts.Devlink
+	if c == nil {
+		return nil, ErrNotLive
+	}
+	class, err := s.Class(ctx)
+	if class == nil {
+		return nil, err
+	}
+	_, _, handles := devlinkFunctions(class)
+	return devlink.Read(ctx, c, devlink.Options{Handles: handles, Info: true}), nil
+}}
+
+// devlinkFunctions is a device entry for each of the class's devices with
+// a PCI function, the entries of each function, and the functions in
+// order.
+func devlinkFunctions(class *infiniband.Class) ([]DevlinkDevice, map[devlink.Handle][]int, []devlink.Handle) {
+	var devs []DevlinkDevice
+	byPCI := map[devlink.Handle][]int{}
+	for _, d := range class.Devices {
+		if d.PCIAddress == "" {
+			// Software devices (rxe, siw) have no PCI function.
+			continue
+		}
+		h := devlink.PCI(d.PCIAddress)
+		byPCI[h] = append(byPCI[h], len(devs))
+		devs = append(devs, DevlinkDevice{Name: d.Name, PCI: d.PCIAddress})
+	}
+	handles := make([]devlink.Handle, 0, len(byPCI))
+	for h := range byPCI {
+		handles = append(handles, h)
+	}
+	sort.Slice(handles, func(i, j int) bool { return handles[i].Device < handles[j].Device })
+	return devs, byPCI, handles
+}
+
 // Devlink reads the health reporters now (the dump asks no driver
 // anything: it copies the counters devlink keeps) and the firmware
 // versions on the slow interval (INFO_GET runs firmware queries on each
@@ -50,31 +90,15 @@ func (s *Snapshot) Devlink(ctx context.Context) (*Devlink, error) {
 		if class == nil {
 			return nil, err
 		}
-		byPCI := map[devlink.Handle][]int{}
-		out := &Devlink{}
-		for _, d := range class.Devices {
-			if d.PCIAddress == "" {
-				// Software devices (rxe, siw) have no PCI function.
-				continue
-			}
-			h := devlink.PCI(d.PCIAddress)
-			byPCI[h] = append(byPCI[h], len(out.Devices))
-			out.Devices = append(out.Devices, DevlinkDevice{Name: d.Name, PCI: d.PCIAddress})
-		}
-		handles := make([]devlink.Handle, 0, len(byPCI))
-		for h := range byPCI {
-			handles = append(handles, h)
-		}
-		sort.Slice(handles, func(i, j int) bool { return handles[i].Device < handles[j].Device })
+		devs, byPCI, handles := devlinkFunctions(class)
+		out := &Devlink{Devices: devs}
 		out.Health = devlink.Read(ctx, c, devlink.Options{Handles: handles, Health: true})
 		for _, r := range out.Health.Reporters {
 			for _, i := range byPCI[r.Handle] {
 				out.Devices[i].Reporters = append(out.Devices[i].Reporters, r)
 			}
 		}
-		out.Info, _ = s.h.devlinkInfo.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*devlink.Snapshot, error) {
-			return devlink.Read(ctx, c, devlink.Options{Handles: handles, Info: true}), nil
-		})
+		out.Info, _ = get(ctx, s, devlinkSource)
 		if out.Info != nil {
 			for k := range out.Info.Infos {
 				in := &out.Info.Infos[k]

@@ -24,13 +24,22 @@
 //     snapshot and the sampler: the PCI functions (NUMA node, local CPUs,
 //     PCIe link), IRQ placement (/proc/interrupts, affinities, irqbalance),
 //     host tuning, the local OpenSM (process scan, configuration, log),
-//     the CPU topology, the hostname, and the GPUs with their relation to
-//     the RDMA devices and the GPUDirect RDMA prerequisites, and the
-//     devices' temperature sensors (hwmon.go: each read a firmware
-//     command on mlx5). The PCI
-//     functions and IRQ placement are read again at once when the class's
-//     devices change (one appears, vanishes or is re-registered), so their
-//     series follow the live class (see pciRead).
+//     the CPU topology, the hostname, the GPUs with their relation to
+//     the RDMA devices and the GPUDirect RDMA prerequisites, the devices'
+//     temperature sensors (hwmon.go: each read a firmware command on
+//     mlx5), the netdevs' identities and settings, and the devices'
+//     devlink firmware versions. The PCI functions and IRQ placement
+//     (Freshness SlowFollowingDevices) are read again at once when the
+//     class's devices change (one appears, vanishes or is re-registered),
+//     so their series follow the live class (see pciRead).
+//
+// Each slow source is one Source value, declared in the file of its
+// topic with its name (the source label of rdma_snapshot_age_seconds),
+// its Freshness and its read, and listed in the sources table
+// (sources.go); its Snapshot accessor is one line through the generic
+// get. New makes one cache per listed source, Ages reports them all and
+// checkDevices invalidates by Freshness, so a new slow source is its
+// declaration and its line in the table.
 //
 // # Caches and pools
 //
@@ -42,7 +51,8 @@
 //     arrive while a collection runs share its metrics. Kept only while
 //     that collection runs; the next scrape collects anew.
 //  2. slow[T] (this package, host.go): the slow sources above, one value
-//     each, served until SlowRefresh passes; PCI and IRQ placement are
+//     each (Host.caches, one per entry of the sources table), served
+//     until SlowRefresh passes; PCI and IRQ placement are
 //     invalidated at once when the class's devices change (checkDevices),
 //     and a read cut short by its deadline is not kept.
 //  3. The sampler's reuse of the last class (Host.SnapshotReusing): the

@@ -5,16 +5,12 @@ package host
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/irq"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
@@ -78,20 +74,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Source names, as rdma_snapshot_age_seconds labels them.
-const (
-	SourcePCI      = "pci"
-	SourceNetdev   = "netdev"
-	SourceIRQ      = "irq"
-	SourceTuning   = "tuning"
-	SourceOpenSM   = "opensm"
-	SourceTopology = "topology"
-	SourceHostname = "hostname"
-	SourceGPU      = "gpu"
-	SourceHwmon    = "hwmon"
-	SourceDevlink  = "devlink"
-)
-
 // Host reads one host. It is safe for concurrent use.
 type Host struct {
 	opts Options
@@ -105,22 +87,12 @@ type Host struct {
 	now       func() time.Time
 	slowT     time.Duration
 
-	pci       slow[pciRead]
-	netdevs   slow[*netdev.Snapshot]
-	placement slow[*irq.Snapshot]
-	tuning    slow[*tuning.Snapshot]
-	opensm    slow[*opensm.State]
+	// caches is the slow sources' cached readings, one per entry of
+	// sources (sources.go).
+	caches map[source]cache
 	// smLogs keeps where each OpenSM log was read to: a refresh parses
 	// only the lines added since.
-	smLogs   opensm.LogReader
-	topology slow[*pci.Topology]
-	hostname slow[string]
-	gpus     slow[*gpu.Snapshot]
-	// hwmon is the RDMA devices' temperature sensors (hwmon.go).
-	hwmon slow[*hwmon.Snapshot]
-	// devlinkInfo is the firmware versions of the kept RDMA devices'
-	// PCI functions (devlink.go).
-	devlinkInfo slow[*devlink.Snapshot]
+	smLogs opensm.LogReader
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen
@@ -149,7 +121,7 @@ type timed[T any] struct {
 
 // New returns the Host that opts describe.
 func New(opts Options) *Host {
-	h := &Host{opts: opts, now: opts.Now}
+	h := &Host{opts: opts, now: opts.Now, caches: newCaches()}
 	if opts.FS != nil {
 		h.fs = *opts.FS
 	} else {
@@ -235,23 +207,6 @@ func (h *Host) WasActive(device string, port int) bool {
 	return h.active[portKey{device, port}]
 }
 
-// Ages reports how old each slow source's cached value is (absent: never
-// read), for rdma_snapshot_age_seconds.
-func (h *Host) Ages() map[string]time.Duration {
-	now := h.now()
-	out := map[string]time.Duration{}
-	for name, at := range map[string]time.Time{
-		SourcePCI: h.pci.readAt(), SourceIRQ: h.placement.readAt(), SourceNetdev: h.netdevs.readAt(), SourceTuning: h.tuning.readAt(),
-		SourceOpenSM: h.opensm.readAt(), SourceTopology: h.topology.readAt(), SourceHostname: h.hostname.readAt(),
-		SourceGPU: h.gpus.readAt(), SourceHwmon: h.hwmon.readAt(), SourceDevlink: h.devlinkInfo.readAt(),
-	} {
-		if !at.IsZero() {
-			out[name] = now.Sub(at)
-		}
-	}
-	return out
-}
-
 // Snapshot is one collection's view of the host. Its sources are read on
 // first use; a nil source with its error says why it could not be read.
 type Snapshot struct {
@@ -303,72 +258,6 @@ func (s *Snapshot) devices() ([]infiniband.Entry, error) {
 	})
 }
 
-// PCI is the PCI function of every RDMA device (slow, but read again at
-// once when the class's devices change: checkDevices).
-func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
-	s.checkDevices()
-	r, err := s.h.pci.get(ctx, s.h.now(), s.h.slowT, s.readPCI)
-	return r.devs, err
-}
-
-// Placement is the IRQ placement of every RDMA device (slow, and read
-// again with PCI when the class's devices change): its PCI function,
-// /proc/interrupts, affinities and irqbalance.
-func (s *Snapshot) Placement(ctx context.Context) (*irq.Snapshot, error) {
-	s.checkDevices()
-	return s.h.placement.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*irq.Snapshot, error) {
-		devs, err := s.PCI(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return irq.ReadWith(ctx, s.h.fs, devs)
-	})
-}
-
-// Topology is the host's NUMA nodes and online CPUs (slow).
-func (s *Snapshot) Topology(ctx context.Context) *pci.Topology {
-	t, _ := s.h.topology.get(ctx, s.h.now(), s.h.slowT, func(context.Context) (*pci.Topology, error) {
-		t := pci.ReadTopology(s.h.fs.Sys)
-		return &t, nil
-	})
-	return t
-}
-
-// Tuning is the host tuning state (slow).
-func (s *Snapshot) Tuning(ctx context.Context) (*tuning.Snapshot, error) {
-	return s.h.tuning.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*tuning.Snapshot, error) {
-		return tuning.Read(ctx, s.h.fs, s.h.opts.Tuning)
-	})
-}
-
-// OpenSM is the local OpenSM: processes, configuration, log (slow). A
-// partial read (an unreadable file) still has the processes.
-func (s *Snapshot) OpenSM(ctx context.Context) (*opensm.State, error) {
-	return s.h.opensm.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*opensm.State, error) {
-		return opensm.Read(ctx, s.h.fs.Root, s.h.fs.Proc, s.h.opts.OpenSMConfig, s.h.now(), &s.h.smLogs)
-	})
-}
-
-// Netdevs are the IPoIB and RoCE netdevs of the RDMA ports: which they
-// are, their kind, port, GID types and IPoIB settings are slow; operstate,
-// carrier, flags, MTU and the ethtool query are read by every snapshot.
-func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
-	return s.netdevs.get(func() (*netdev.Snapshot, error) {
-		fresh := false
-		base, err := s.h.netdevs.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*netdev.Snapshot, error) {
-			fresh = true
-			// The ports and their link layers are the class's: read once.
-			class, _ := s.Class(ctx)
-			return netdev.Read(ctx, s.h.fs, netdev.Options{Keep: s.h.Keep, Mapper: s.h.opts.Mapper,
-				Ethtool: s.h.opts.Ethtool, CharDevices: true, Class: class, Ifindexes: &s.h.ifindexes})
-		})
-		if fresh || base == nil {
-			return base, err
-		}
-		return netdev.Refresh(ctx, s.h.netFS, base, s.h.opts.Ethtool, &s.h.ifindexes)
-	})
-}
-
 // Bus is the Mellanox/NVIDIA network functions of the PCI bus and their
 // drivers: why devices are missing. Only a host short of devices asks
 // for it (an SR-IOV host has hundreds of functions).
@@ -376,28 +265,6 @@ func (s *Snapshot) Bus() ([]pci.BusFunction, error) {
 	return s.bus.get(func() ([]pci.BusFunction, error) {
 		return pci.ReadNetworkFunctions(s.h.fs.Sys, pci.MellanoxVendor)
 	})
-}
-
-// GPUs are the host's GPUs, their PCI relation to every kept RDMA device
-// and the GPUDirect RDMA prerequisites (slow). A host without GPUs has an
-// empty snapshot.
-func (s *Snapshot) GPUs(ctx context.Context) (*gpu.Snapshot, error) {
-	return s.h.gpus.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*gpu.Snapshot, error) {
-		nodes := 0
-		if t := s.Topology(ctx); t != nil {
-			nodes = len(t.Nodes)
-		}
-		return gpu.Read(ctx, s.h.fs, gpu.Options{Keep: s.h.Keep, Nodes: nodes})
-	})
-}
-
-// Hostname is the kernel's host name, "" when unreadable (slow).
-func (s *Snapshot) Hostname(ctx context.Context) string {
-	n, _ := s.h.hostname.get(ctx, s.h.now(), s.h.slowT, func(context.Context) (string, error) {
-		b, err := s.h.fs.Proc.ReadFile("sys/kernel/hostname")
-		return strings.TrimSpace(string(b)), err
-	})
-	return n
 }
 
 // once is a source read at most once per snapshot.
@@ -446,12 +313,19 @@ func (c *slow[T]) readAt() time.Time {
 }
 
 func (c *slow[T]) get(ctx context.Context, now time.Time, maxAge time.Duration, read func(context.Context) (T, error)) (T, error) {
+	v, _, err := c.fetch(ctx, now, maxAge, read)
+	return v, err
+}
+
+// fetch is get, and whether this call ran read (the others got the
+// cached value, or waited for another caller's read).
+func (c *slow[T]) fetch(ctx context.Context, now time.Time, maxAge time.Duration, read func(context.Context) (T, error)) (T, bool, error) {
 	c.mu.Lock()
 	for {
 		if c.last.ok && !c.stale && now.Sub(c.last.at) < maxAge {
 			l := c.last
 			c.mu.Unlock()
-			return l.v, l.err
+			return l.v, false, l.err
 		}
 		f := c.flight
 		if f == nil {
@@ -465,10 +339,10 @@ func (c *slow[T]) get(ctx context.Context, now time.Time, maxAge time.Duration, 
 			l := c.last
 			c.mu.Unlock()
 			if l.ok {
-				return l.v, l.err
+				return l.v, false, l.err
 			}
 			var zero T
-			return zero, ctx.Err()
+			return zero, false, ctx.Err()
 		}
 		c.mu.Lock()
 	}
@@ -488,7 +362,7 @@ func (c *slow[T]) get(ctx context.Context, now time.Time, maxAge time.Duration, 
 		c.last = timed[T]{v: v, err: err, at: now, ok: true}
 		c.stale = false
 	}
-	return v, err
+	return v, true, err
 }
 
 // AtRoot is a Host with default options below rootfs (tests, tools).

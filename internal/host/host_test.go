@@ -74,10 +74,10 @@ func TestSnapshotReadsEachSourceOnce(t *testing.T) {
 	if n := proc.Reads("interrupts"); n != 2 {
 		t.Errorf("after SlowRefresh: interrupts read %d times, want 2", n)
 	}
-	if age, ok := h.Ages()[SourceIRQ]; !ok || age != 0 {
+	if age, ok := h.Ages()[placementSource.Name()]; !ok || age != 0 {
 		t.Errorf("irq age %v %v, want 0 right after the refresh", age, ok)
 	}
-	if _, ok := h.Ages()[SourceTuning]; ok {
+	if _, ok := h.Ages()[tuningSource.Name()]; ok {
 		t.Error("tuning has an age but was never read")
 	}
 }

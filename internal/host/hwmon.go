@@ -9,6 +9,10 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
 )
 
+var hwmonSource = &Source[*hwmon.Snapshot]{name: "hwmon", read: func(ctx context.Context, s *Snapshot) (*hwmon.Snapshot, error) {
+	return hwmon.Read(ctx, s.h.fs.Sys, hwmon.Options{Keep: s.h.Keep})
+}}
+
 // Temperatures are the temperature sensors of every kept RDMA device
 // (internal/hwmon). Slow: on mlx5 every temp file read is one MTMP
 // access-register command to the firmware (three per sensor: input,
@@ -18,7 +22,5 @@ import (
 // device without hwmon (kernel before 6.6, VFs, software devices) has
 // no entry and no error.
 func (s *Snapshot) Temperatures(ctx context.Context) (*hwmon.Snapshot, error) {
-	return s.h.hwmon.get(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (*hwmon.Snapshot, error) {
-		return hwmon.Read(ctx, s.h.fs.Sys, hwmon.Options{Keep: s.h.Keep})
-	})
+	return get(ctx, s, hwmonSource)
 }
