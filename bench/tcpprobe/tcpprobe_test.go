@@ -176,7 +176,8 @@ const oneWay = 500 * time.Microsecond
 // netem on both ends; where the kernel lacks netem, a relay that delays
 // each chunk by the same amount in each direction). Tolerance: the typical
 // one-way latency is at least oneWay (a delay can only add), and exceeds
-// the undelayed measurement by at most 1.5 × oneWay.
+// the undelayed measurement's minimum by at most 1.5 × oneWay at its own
+// minimum.
 //
 // Then the link is shaped to 100 Mbit/s (tc tbf) and the streaming
 // bandwidth must read between 80 % and 105 % of it (TCP/IP headers take
@@ -219,8 +220,12 @@ func TestNamespaceDelay(t *testing.T) {
 	if got.Typical < oneWay.Seconds() {
 		t.Errorf("typical one-way latency %.1f µs is below the %v delay added to each direction", got.Typical*1e6, oneWay)
 	}
-	if extra := got.Typical - base.Typical; extra > 1.5*oneWay.Seconds() {
-		t.Errorf("the delay added %.1f µs one way, more than 1.5 × %v: is the round trip halved?", extra*1e6, oneWay)
+	// The upper bound compares minimums: load on a shared machine only
+	// adds to a sample, so the fastest of 2000 is the delay with the
+	// least noise, while a probe reporting the round trip would add 2 ×
+	// oneWay to every sample, its minimum included.
+	if extra := got.Min - base.Min; extra > 1.5*oneWay.Seconds() {
+		t.Errorf("the delay added %.1f µs one way to the fastest sample, more than 1.5 × %v: is the round trip halved?", extra*1e6, oneWay)
 	}
 
 	t.Run("shaped", func(t *testing.T) {
