@@ -6,6 +6,7 @@ package fabric
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -38,6 +39,10 @@ import (
 // maxIQELine bounds one output line: ibqueryerrors builds each in a 2 KiB
 // buffer.
 const maxIQELine = 8 << 10
+
+// errUnparsable is output the parser gave up on (a line past maxIQELine):
+// classify makes it ReasonUnparsable.
+var errUnparsable = errors.New("reading ibqueryerrors output")
 
 // iqeLine is one port line.
 type iqeLine struct {
@@ -91,7 +96,7 @@ func parseIBQueryErrors(r io.Reader, got func(*iqeLine)) (sum iqeSummary, junk i
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return sum, junk, fmt.Errorf("reading ibqueryerrors output: %w", err)
+		return sum, junk, fmt.Errorf("%w: %w", errUnparsable, err)
 	}
 	return sum, junk, nil
 }
@@ -191,14 +196,12 @@ type iqeFailure struct {
 // parseIQEStderr returns the failed queries ibqueryerrors reported, the
 // number of failure lines it could not attribute to a port, and the first
 // other error line (the cache not loading, the local port not opening, a
-// warning of a kind not known here), if any.
-func parseIQEStderr(stderr []byte) (fails []iqeFailure, unattributed int, fatal string) {
+// warning of a kind not known here), if any; cacheFailed is the fabric
+// cache not loading (then it is discovered again).
+func parseIQEStderr(stderr []byte) (fails []iqeFailure, unattributed int, fatal string, cacheFailed bool) {
 	for raw := range bytes.SplitSeq(stderr, []byte("\n")) {
 		l := bytes.TrimSpace(raw)
-		if len(l) == 0 || bytes.Contains(l, []byte("sim_connect: attached")) {
-			continue
-		}
-		if i := bytes.Index(l, []byte(" query failed on ")); i >= 0 {
+		if bytes.Contains(l, []byte(" query failed on ")) {
 			f, ok := parseIQEFailure(l)
 			if !ok {
 				unattributed++
@@ -210,11 +213,14 @@ func parseIQEStderr(stderr []byte) (fails []iqeFailure, unattributed int, fatal 
 		if bytes.Contains(l, []byte("_do_madrpc failed")) {
 			continue // the line after it names the query
 		}
+		if bytes.Contains(l, []byte("loading cached fabric failed")) {
+			cacheFailed = true
+		}
 		if fatal == "" {
-			fatal = errorLine(l)
+			fatal = errorLine(l) // "" for umad2sim's attach notice
 		}
 	}
-	return fails, unattributed, fatal
+	return fails, unattributed, fatal, cacheFailed
 }
 
 // parseIQEFailure reads "… query failed on NAME, Lid L port P". The node

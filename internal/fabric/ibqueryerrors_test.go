@@ -76,7 +76,7 @@ func TestParseIBQueryErrorsWide(t *testing.T) {
 // TestParseIQEStderr: the recorded failures of a silent switch name its
 // LID; ClassPortInfo's names the whole node.
 func TestParseIQEStderr(t *testing.T) {
-	fails, unattributed, other := parseIQEStderr(readIQE(t, "ibsim16-errors-leaf004-silent.stderr"))
+	fails, unattributed, other, _ := parseIQEStderr(readIQE(t, "ibsim16-errors-leaf004-silent.stderr"))
 	if unattributed != 0 || other != "" || len(fails) != 9 {
 		t.Fatalf("fails %+v unattributed %d other %q", fails, unattributed, other)
 	}
@@ -87,11 +87,11 @@ func TestParseIQEStderr(t *testing.T) {
 		t.Errorf("fourth failure %+v", f)
 	}
 	// A node description holding ", Lid " is read from the end.
-	fails, _, _ = parseIQEStderr([]byte("ibwarn: [1] print_errors: IB_GSI_PORT_COUNTERS query failed on a, Lid 9 port 2 b, Lid 12 port 255\n"))
+	fails, _, _, _ = parseIQEStderr([]byte("ibwarn: [1] print_errors: IB_GSI_PORT_COUNTERS query failed on a, Lid 9 port 2 b, Lid 12 port 255\n"))
 	if len(fails) != 1 || fails[0].lid != 12 || !fails[0].node {
 		t.Errorf("%+v", fails)
 	}
-	if _, u, _ := parseIQEStderr([]byte("ibwarn: [1] x: classportinfo query failed on sw, somewhere\n")); u != 1 {
+	if _, u, _, _ := parseIQEStderr([]byte("ibwarn: [1] x: classportinfo query failed on sw, somewhere\n")); u != 1 {
 		t.Errorf("an unattributable failure was not counted")
 	}
 }
@@ -116,7 +116,7 @@ func FuzzParseIBQueryErrors(f *testing.F) {
 				t.Fatalf("port %d", l.port)
 			}
 		})
-		fails, _, _ := parseIQEStderr(b)
+		fails, _, _, _ := parseIQEStderr(b)
 		for _, f := range fails {
 			if f.lid <= 0 {
 				t.Fatalf("failure with LID %d", f.lid)

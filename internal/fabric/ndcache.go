@@ -67,20 +67,6 @@ type ndNode struct {
 	raw    []byte // the node record with its port keys
 }
 
-// lid is the LID the node's PMA answers on: a switch's port 0 LID, a
-// channel adapter's first port's.
-func (n *ndNode) lid() int {
-	if n.typ == ndTypeSwitch {
-		return n.smaLID
-	}
-	for _, p := range n.ports {
-		if p.num > 0 {
-			return p.lid
-		}
-	}
-	return 0
-}
-
 // port returns the cached port num of the node, or nil.
 func (n *ndNode) port(num int) *ndPort {
 	for i := range n.ports {
@@ -100,7 +86,8 @@ type ndCache struct {
 	// byLID maps every LID a node's PMA answers on (ibqueryerrors names
 	// a failed query by it) to the node.
 	byLID map[int]*ndNode
-	// byPort maps port GUIDs to their nodes, built on first use.
+	// byPort maps port GUIDs (what the scan and the error lines name) to
+	// their nodes.
 	byPort map[uint64]*ndNode
 }
 
@@ -124,7 +111,7 @@ func parseNDCache(r io.Reader, max int) (*ndCache, error) {
 		return nil, fmt.Errorf("fabric cache: version %d, not %d", v, ndVersion)
 	}
 	nodeCount, portCount := int(be.Uint32(b[8:])), int(be.Uint32(b[12:]))
-	c := &ndCache{header: b[:ndHeaderLen], from: be.Uint64(b[16:]), byGUID: map[uint64]*ndNode{}, byLID: map[int]*ndNode{}}
+	c := &ndCache{header: b[:ndHeaderLen], from: be.Uint64(b[16:]), byGUID: map[uint64]*ndNode{}, byLID: map[int]*ndNode{}, byPort: map[uint64]*ndNode{}}
 	// Each count is checked against the bytes left before anything is
 	// allocated for it.
 	rest := b[ndHeaderLen:]
@@ -178,13 +165,15 @@ func parseNDCache(r io.Reader, max int) (*ndCache, error) {
 	if c.byGUID[c.from] == nil {
 		return nil, fmt.Errorf("fabric cache: the node it was discovered from (%#x) is not in it", c.from)
 	}
+	// The LIDs a node's PMA answers on, which ibqueryerrors names a
+	// failed query by: a switch's port 0 LID, each CA port's own.
 	for _, nd := range c.nodes {
 		if nd.typ == ndTypeSwitch {
 			c.byLID[nd.smaLID] = nd
-			continue
 		}
 		for _, p := range nd.ports {
-			if p.lid > 0 {
+			c.byPort[p.guid] = nd
+			if nd.typ != ndTypeSwitch && p.lid > 0 {
 				c.byLID[p.lid] = nd
 			}
 		}
@@ -266,14 +255,4 @@ func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) error {
 }
 
 // byPortGUID returns the node one of whose ports has guid, or nil.
-func (c *ndCache) byPortGUID(guid uint64) *ndNode {
-	if c.byPort == nil {
-		c.byPort = make(map[uint64]*ndNode, len(c.nodes))
-		for _, nd := range c.nodes {
-			for _, p := range nd.ports {
-				c.byPort[p.guid] = nd
-			}
-		}
-	}
-	return c.byPort[guid]
-}
+func (c *ndCache) byPortGUID(guid uint64) *ndNode { return c.byPort[guid] }

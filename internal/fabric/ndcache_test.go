@@ -31,7 +31,7 @@ func TestNDCacheRecorded(t *testing.T) {
 		t.Errorf("%d switches, %d CAs", switches, cas)
 	}
 	l4 := c.byGUID[leaf4]
-	if l4 == nil || l4.desc != "leaf004" || l4.lid() != 6 || c.byLID[6] != l4 {
+	if l4 == nil || l4.desc != "leaf004" || l4.smaLID != 6 || c.byLID[6] != l4 {
 		t.Fatalf("leaf004: %+v", l4)
 	}
 	if g, ok := l4.lineGUID(3); !ok || g != leaf4 {

@@ -12,8 +12,9 @@ import (
 
 // This file is the typed result of a counter sweep: what the fabric
 // collector exports per switch port and what diagnose's fabric.* checks
-// judge. The sweep itself (perfquery runs) is in perfquery.go and
-// sweeper.go; nothing here sends a MAD.
+// judge. The sweep itself (ibnetdiscover's cache, ibqueryerrors runs) is
+// in ndcache.go, ibqueryerrors.go and sweeper.go; nothing here sends a
+// MAD.
 
 // PortLine is one port line of a topology scan: every port iblinkinfo printed,
 // down ones included (a Down port has no link, so no Link names it).
@@ -63,7 +64,8 @@ type Counter struct {
 	// field width (Bits) and its unit scale (data counters count 4-octet
 	// words). One place per constant: internal/infiniband.Counters.
 	Spec infiniband.CounterSpec
-	// Field is perfquery's name for it ("SymbolErrorCounter").
+	// Field is the tools' name for it ("SymbolErrorCounter"), as
+	// perfquery and ibqueryerrors print it.
 	Field string
 	// Error is true for the error counters (the ones the errors-only port
 	// series keep and the fabric.* error checks judge); false for data,
@@ -182,7 +184,8 @@ func (p *PortCounters) HasErrors() bool {
 // bounded label (rdma_fabric_counter_sweep_failures_total{reason}).
 type Reason string
 
-// Reasons a query (one perfquery run for one node) fails.
+// Reasons a tool run of a sweep (the discovery, an ibqueryerrors run)
+// fails or leaves ports unknown.
 const (
 	// ReasonTimeout: the tool ran past its timeout; its process group was
 	// killed.
@@ -215,9 +218,9 @@ type Sweep struct {
 	// Ports are sorted by GUID and port; a port that could not be read is
 	// here with Unknown set, so it never vanishes.
 	Ports []PortCounters
-	// Queries is the number of nodes queried (one or two perfquery runs
-	// each); Failures counts the failed runs by reason (a failed run
-	// leaves all or some of its node's ports unknown).
+	// Queries is the number of ibqueryerrors runs (two a sweep that had
+	// a cache to read against); Failures counts the failed or partial
+	// tool runs by reason (each leaves all or some ports unknown).
 	Queries  int
 	Failures map[Reason]int
 	// Unknown is the number of Ports with Unknown set.

@@ -312,7 +312,7 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 			fail(run.reason, run.msg)
 		}
 	}
-	if errs.reason == ReasonStart || data.reason == ReasonStart || strings.Contains(errs.msg+data.msg, "cache") {
+	if errs.cacheFailed || data.cacheFailed {
 		// The cache would not load (removed, or written by another
 		// version): discover again next time.
 		s.cacheFor = 0
@@ -355,8 +355,8 @@ func fingerprint(topo *Fabric) uint64 {
 // a real zero.
 var thresholds = func() string {
 	var b strings.Builder
-	for _, c := range Counters {
-		if c.Error || c.Field == "PortXmitWait" {
+	for id, c := range Counters {
+		if c.Error || CounterID(id) == TransmitWait {
 			b.WriteString(c.Field + "=0\n")
 		}
 	}
@@ -458,7 +458,6 @@ func writeFileAtomic(path string, b []byte) error {
 
 // iqeRun is one ibqueryerrors run's result.
 type iqeRun struct {
-	data  bool
 	lines map[PortKey]*iqeLine // by the line's GUID and port
 	sum   iqeSummary
 	fails []iqeFailure
@@ -468,12 +467,14 @@ type iqeRun struct {
 	reason   Reason
 	msg      string
 	complete bool
+	// cacheFailed: the fabric cache did not load.
+	cacheFailed bool
 }
 
 // runIQE runs ibqueryerrors against the cache: errors (zero thresholds)
 // or, with data, the data counters.
 func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
-	run := &iqeRun{data: data, lines: map[PortKey]*iqeLine{}}
+	run := &iqeRun{lines: map[PortKey]*iqeLine{}}
 	args := append(append([]string{}, s.cfg.Local...), "--load-cache", s.cacheFile, "--switch")
 	if s.cfg.CAs {
 		args = append(args, "--ca")
@@ -506,6 +507,8 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 			return perr
 		},
 	})
+	fails, unattributed, other, cacheFailed := parseIQEStderr(res.Stderr)
+	run.cacheFailed = cacheFailed
 	var exit *subprocess.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
 		// ibqueryerrors exits 1 when it found errors or failed MADs:
@@ -513,7 +516,6 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 		run.reason, run.msg = classify(err), what+": "+err.Error()
 		return run
 	}
-	fails, unattributed, other := parseIQEStderr(res.Stderr)
 	run.fails = fails
 	switch {
 	case !run.sum.seen:
@@ -667,7 +669,7 @@ func classify(err error) Reason {
 		return ReasonMAD
 	case errors.Is(err, subprocess.ErrNotFound), errors.As(err, &pathErr):
 		return ReasonStart
-	case strings.Contains(err.Error(), "reading perfquery output"):
+	case errors.Is(err, errUnparsable):
 		return ReasonUnparsable
 	}
 	return ReasonMAD

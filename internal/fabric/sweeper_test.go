@@ -13,15 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // iqeFixture is a recording in testdata/ibqueryerrors (README.md there).
-func iqeFixture(name string) string {
-	p, _ := filepath.Abs(filepath.Join("testdata", "ibqueryerrors", name))
-	return p
-}
+func iqeFixture(name string) string { return fabrictest.Recording(name) }
 
 // The recorded ibsim fabric's switches (ibsim16-iblinkinfo.stdout).
 const (
@@ -34,43 +32,13 @@ const (
 	host3  = 0x0000000000100005 // host0003's port GUID
 )
 
-// fakeTools writes an ibnetdiscover that writes the recorded cache and an
-// ibqueryerrors that answers as the real one did on the recorded fabric
-// (exit 1 for the errors run, which found errors). errRun and dataRun,
-// when set, replace the answer of each run (shell, with the recorded
-// files at hand). Every run's arguments are logged, a run a line, and
-// every cache ibqueryerrors was handed is kept as loaded-N.
+// fakeTools is the recorded fabric's tools (fabrictest), with errRun and
+// dataRun, when set, in place of each ibqueryerrors run's recorded
+// answer; dir is where they log their runs.
 func fakeTools(t *testing.T, errRun, dataRun string) (cfg SweeperConfig, dir string) {
 	t.Helper()
-	dir = t.TempDir()
-	if errRun == "" {
-		errRun = `cat ` + iqeFixture("ibsim16-errors.stdout") + `; exit 1`
-	}
-	if dataRun == "" {
-		dataRun = `cat ` + iqeFixture("ibsim16-counters.stdout")
-	}
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	attach := `cat ` + iqeFixture("ibsim16-errors.stderr") + ` >&2
-`
-	disc := write("ibnetdiscover", `echo "ibnetdiscover $*" >>`+dir+`/args
-`+attach+`prev=; for a; do [ "$prev" = --cache ] && cp `+iqeFixture("ibsim16.cache")+` "$a"; prev=$a; done
-cat `+iqeFixture("ibsim16-ibnetdiscover.stdout")+`
-`)
-	iqe := write("ibqueryerrors", `echo "ibqueryerrors $*" >>`+dir+`/args
-prev=; counters=; for a; do [ "$prev" = --load-cache ] && cp "$a" `+dir+`/loaded-$(wc -l <`+dir+`/args); [ "$a" = --counters ] && counters=1; prev=$a; done
-`+attach+`if [ -n "$counters" ]; then
-`+dataRun+`
-else
-`+errRun+`
-fi
-`)
-	return SweeperConfig{IBQueryErrors: iqe, IBNetDiscover: disc, Dir: t.TempDir()}, dir
+	tools := fabrictest.InstallWith(t, fabrictest.Answers{Errors: errRun, Counters: dataRun})
+	return SweeperConfig{IBQueryErrors: tools.IBQueryErrors, IBNetDiscover: tools.IBNetDiscover, Dir: t.TempDir()}, tools.Dir
 }
 
 func runs(t *testing.T, dir string) []string {

@@ -3,8 +3,8 @@
 
 // Package fabrictest replays the infiniband-diags tools' recorded answers
 // on a simulated fabric (internal/fabric/testdata/ibqueryerrors, README
-// there) as executables, for tests of the fabric collector and of the
-// binary that need its tools but not a live simulator.
+// there) as executables, for tests of the fabric sweep, the fabric
+// collector and the binary that need its tools but not a live simulator.
 package fabrictest
 
 import (
@@ -33,17 +33,41 @@ func Recording(name string) string {
 }
 
 // Tools are replaying executables, paths for the --collector.fabric.*-path
-// flags.
+// flags. Dir is where they log: every run's arguments, a run a line, in
+// Dir/args, and every cache ibqueryerrors was handed, kept as
+// Dir/loaded-N.
 type Tools struct {
 	IBLinkInfo, IBNetDiscover, IBQueryErrors string
+	Dir                                      string
+}
+
+// Answers replace the recorded answer of an ibqueryerrors run: shell, run
+// with the recordings at hand (Recording). Empty: the recorded answer.
+type Answers struct {
+	// Errors answers the errors run (without --counters); recorded: the
+	// errors found, exit 1 as the real one.
+	Errors string
+	// Counters answers the --counters run; recorded: exit 0.
+	Counters string
 }
 
 // Install writes the replaying tools into a temporary directory: the
 // recorded scan, the recorded fabric cache, and ibqueryerrors' recorded
-// answers (errors run, exit 1 as the real one; data counters run).
-func Install(t testing.TB) Tools {
+// answers.
+func Install(t testing.TB) Tools { return InstallWith(t, Answers{}) }
+
+// InstallWith is Install with some of ibqueryerrors' answers replaced.
+// Every tool prints umad2sim's attach notice on standard error, as the
+// real ones did on the simulator.
+func InstallWith(t testing.TB, a Answers) Tools {
 	t.Helper()
 	dir := t.TempDir()
+	if a.Errors == "" {
+		a.Errors = `cat ` + Recording("ibsim16-errors.stdout") + `; exit 1`
+	}
+	if a.Counters == "" {
+		a.Counters = `cat ` + Recording("ibsim16-counters.stdout")
+	}
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
@@ -51,14 +75,20 @@ func Install(t testing.TB) Tools {
 		}
 		return p
 	}
+	attach := `cat ` + Recording("ibsim16-errors.stderr") + " >&2\n"
 	return Tools{
-		IBLinkInfo: write("iblinkinfo", "cat "+Recording("ibsim16-iblinkinfo.stdout")+"\n"),
-		IBNetDiscover: write("ibnetdiscover", `prev=; for a; do [ "$prev" = --cache ] && cp `+Recording("ibsim16.cache")+` "$a"; prev=$a; done
+		Dir:        dir,
+		IBLinkInfo: write("iblinkinfo", attach+"cat "+Recording("ibsim16-iblinkinfo.stdout")+"\n"),
+		IBNetDiscover: write("ibnetdiscover", `echo "ibnetdiscover $*" >>`+dir+`/args
+`+attach+`prev=; for a; do [ "$prev" = --cache ] && cp `+Recording("ibsim16.cache")+` "$a"; prev=$a; done
 cat `+Recording("ibsim16-ibnetdiscover.stdout")+"\n"),
-		IBQueryErrors: write("ibqueryerrors", `case " $* " in
-*" --counters "*) cat `+Recording("ibsim16-counters.stdout")+` ;;
-*) cat `+Recording("ibsim16-errors.stdout")+`; exit 1 ;;
-esac
+		IBQueryErrors: write("ibqueryerrors", `echo "ibqueryerrors $*" >>`+dir+`/args
+prev=; counters=; for a; do [ "$prev" = --load-cache ] && cp "$a" `+dir+`/loaded-$(wc -l <`+dir+`/args); [ "$a" = --counters ] && counters=1; prev=$a; done
+`+attach+`if [ -n "$counters" ]; then
+`+a.Counters+`
+else
+`+a.Errors+`
+fi
 `),
 	}
 }
