@@ -237,21 +237,36 @@ func (c *FabricCollector) portBuilds(f *fabric.Fabric, sw *fabric.Sweep) []func(
 	if sw == nil {
 		return builds
 	}
+	// Each port's label values, formatted once for the families that
+	// all carry them (and kept with the Block for a protobuf scrape), and
+	// whether erroring-ports keeps its counters, judged once.
+	labels := make([]portLabels, len(sw.Ports))
+	for i := range sw.Ports {
+		p := &sw.Ports[i]
+		labels[i] = portLabels{p.GUIDString(), strconv.Itoa(p.Port),
+			c.opts.PortSeries != PortSeriesErroringPorts || p.HasErrors() || anySaturated(p)}
+	}
 	builds = append(builds, func() []prometheus.Metric {
 		var s expo.Slab
 		out := make([]prometheus.Metric, 0, len(sw.Ports))
 		for i := range sw.Ports {
-			p := &sw.Ports[i]
-			out = append(out, s.Gauge(c.portUnknown, b2f(p.Unknown), p.GUIDString(), strconv.Itoa(p.Port)))
+			out = append(out, s.Gauge(c.portUnknown, b2f(sw.Ports[i].Unknown), labels[i].guid, labels[i].port))
 		}
 		return out
 	})
 	for id := range fabric.Counters {
 		builds = append(builds, func() []prometheus.Metric {
-			return c.counterSeries(sw, fabric.CounterID(id))
+			return c.counterSeries(sw, labels, fabric.CounterID(id))
 		})
 	}
-	return append(builds, func() []prometheus.Metric { return c.saturatedSeries(sw) })
+	return append(builds, func() []prometheus.Metric { return c.saturatedSeries(sw, labels) })
+}
+
+// portLabels are a swept port's guid and port label values, and whether
+// the port-series flag keeps its counter series at all.
+type portLabels struct {
+	guid, port string
+	counters   bool
 }
 
 // portStates is the node info and each port's state, from the scan.
@@ -282,47 +297,39 @@ func (c *FabricCollector) portStates(f *fabric.Fabric) []prometheus.Metric {
 	return out
 }
 
-// exported reports whether counter id of swept port p has a series, as
-// the port-series flag trims them.
-func (c *FabricCollector) exported(p *fabric.PortCounters, id fabric.CounterID) bool {
-	switch c.opts.PortSeries {
-	case PortSeriesErroringPorts:
-		if !p.HasErrors() && !anySaturated(p) {
-			return false
-		}
-	case PortSeriesErrors:
-		if !fabric.Counters[id].Error && id != fabric.TransmitWait {
-			return false
-		}
+// exported reports whether counter id of swept port p (with its labels)
+// has a series, as the port-series flag trims them.
+func (c *FabricCollector) exported(p *fabric.PortCounters, l portLabels, id fabric.CounterID) bool {
+	if !l.counters || c.opts.PortSeries == PortSeriesErrors && !fabric.Counters[id].Error && id != fabric.TransmitWait {
+		return false
 	}
 	return p.Values[id].Present
 }
 
 // counterSeries is counter id of every swept port.
-func (c *FabricCollector) counterSeries(sw *fabric.Sweep, id fabric.CounterID) []prometheus.Metric {
+func (c *FabricCollector) counterSeries(sw *fabric.Sweep, labels []portLabels, id fabric.CounterID) []prometheus.Metric {
 	var out []prometheus.Metric
 	var s expo.Slab
 	for i := range sw.Ports {
 		p := &sw.Ports[i]
-		if !c.exported(p, id) {
+		if !c.exported(p, labels[i], id) {
 			continue
 		}
 		val, _ := p.Scaled(id)
-		out = append(out, s.Counter(c.portCounters[id], val, p.GUIDString(), strconv.Itoa(p.Port)))
+		out = append(out, s.Counter(c.portCounters[id], val, labels[i].guid, labels[i].port))
 	}
 	return out
 }
 
 // saturatedSeries flags each fixed-width counter of every swept port.
-func (c *FabricCollector) saturatedSeries(sw *fabric.Sweep) []prometheus.Metric {
+func (c *FabricCollector) saturatedSeries(sw *fabric.Sweep, labels []portLabels) []prometheus.Metric {
 	var out []prometheus.Metric
 	var s expo.Slab
 	for i := range sw.Ports {
 		p := &sw.Ports[i]
-		g, pn := p.GUIDString(), strconv.Itoa(p.Port)
 		for id, ctr := range fabric.Counters {
-			if v := p.Values[id]; c.exported(p, fabric.CounterID(id)) && v.FixedWidth() {
-				out = append(out, s.Gauge(c.portSaturated, b2f(v.Saturated()), g, pn, ctr.Spec.File))
+			if v := p.Values[id]; c.exported(p, labels[i], fabric.CounterID(id)) && v.FixedWidth() {
+				out = append(out, s.Gauge(c.portSaturated, b2f(v.Saturated()), labels[i].guid, labels[i].port, ctr.Spec.File))
 			}
 		}
 	}

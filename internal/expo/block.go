@@ -84,15 +84,6 @@ func NewBlock(builds ...func() []prometheus.Metric) *Block {
 	return b
 }
 
-// Size is the Block's compressed size, for memory figures.
-func (b *Block) Size() int {
-	n := 0
-	for _, f := range b.fams {
-		n += len(f.seg.deflate)
-	}
-	return n
-}
-
 // Len is the number of samples the Block was built from (a scrape's
 // memory reservation counts them: a protobuf scrape makes them again).
 func (b *Block) Len() int { return b.samples }

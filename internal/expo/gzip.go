@@ -58,13 +58,6 @@ func (w *segmentWriter) segment() Segment {
 	return Segment{deflate: bytes.Clone(w.out.Bytes()), crc: w.crc, n: w.n}
 }
 
-// compressSegment compresses text.
-func compressSegment(text []byte) Segment {
-	w := newSegmentWriter()
-	_, _ = w.Write(text)
-	return w.segment()
-}
-
 // compressFamily renders a family's text straight into a Segment, through
 // a bounded buffer (a fabric's family is megabytes of text); false when
 // every sample was refused.
