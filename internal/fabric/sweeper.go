@@ -16,7 +16,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -688,7 +687,7 @@ func errorLine(stderr []byte) string {
 		low := bytes.ToLower(l)
 		for _, marker := range [][]byte{[]byte("ibwarn"), []byte("iberror"), []byte("ibpanic"), []byte("bad status"), []byte("failed"), []byte("timeout")} {
 			if bytes.Contains(low, marker) {
-				s := string(pidTag(l))
+				s := subprocess.WithoutPID(string(l))
 				if len(s) > 300 {
 					s = s[:300] + "..."
 				}
@@ -697,16 +696,4 @@ func errorLine(stderr []byte) string {
 		}
 	}
 	return ""
-}
-
-// pidTag drops libibmad's "[pid]" tag so log lines repeat identically.
-func pidTag(l []byte) []byte {
-	if i := bytes.Index(l, []byte("] ")); i > 0 {
-		if j := bytes.LastIndexByte(l[:i], '['); j >= 0 {
-			if _, err := strconv.Atoi(string(l[j+1 : i])); err == nil {
-				return append(append([]byte{}, l[:j]...), l[i+2:]...)
-			}
-		}
-	}
-	return l
 }

@@ -318,10 +318,13 @@ func failureLine(stdout, stderr []byte) string {
 	if len(s) > 300 {
 		s = s[:300] + "..."
 	}
-	// "ibwarn: [31250] ..." carries the pid: without it, the same failure
-	// reads the same every run, and is logged once.
-	return pidTag.ReplaceAllString(s, "[pid]")
+	return WithoutPID(s)
 }
+
+// WithoutPID replaces the process id in libibmad's "ibwarn: [31250] ..."
+// with "[pid]": the same failure then reads the same every run, and is
+// logged once.
+func WithoutPID(s string) string { return pidTag.ReplaceAllString(s, "[pid]") }
 
 var pidTag = regexp.MustCompile(`\[[0-9]+\]`)
 
