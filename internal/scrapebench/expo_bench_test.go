@@ -107,3 +107,44 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*countingWriter)(nil)
+
+// BenchmarkServeText is what a default scrape costs the process short of
+// HTTP, as /metrics answers it (cmd/rdma_doctor serveFast): a fresh
+// collection of the default collectors (the slow sources cached as a
+// server keeps them), grouped and written as gzipped text. The caches
+// internal/host's package doc lists are judged against its cpu-ns/op
+// (docs/performance.md, "What each cache saves").
+func BenchmarkServeText(b *testing.B) {
+	for _, h := range hosts(b) {
+		b.Run(h.name, func(b *testing.B) {
+			agg, err := collector.New(collector.Env{Host: rdmahost.New(rdmahost.Options{Paths: h.paths}), Config: &config.Config{}, Logger: discard()},
+				collector.DefaultFlags(), 10*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			gz := expo.NewGzipWriter()
+			var w countingWriter
+			scrape := func() {
+				fams, other := expo.Group(agg.Metrics(ctx)...)
+				if len(other) > 0 {
+					b.Fatalf("%d samples need a registry", len(other))
+				}
+				gz.Reset(&w)
+				if err := expo.WriteText(gz, fams, nil); err != nil {
+					b.Fatal(err)
+				}
+				if err := gz.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			scrape()
+			if w < countingWriter(h.ports*400) {
+				b.Fatalf("a scrape wrote only %d gzipped bytes", w)
+			}
+			w = 0
+			measure(b, scrape)
+			b.ReportMetric(float64(w)/float64(b.N), "bytes-out/op")
+		})
+	}
+}
