@@ -65,7 +65,12 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			reaper = nil
 		}
 		a.Reaper = reaper
-		s, err := newServer(ctx, a, *metricsPath, *maxRequests, int64(*maxMemory), *scrapeTO, *noExporterMx)
+		s, err := newServer(ctx, a, *metricsPath, scrape.Options{
+			Timeout:         *scrapeTO,
+			MaxRequests:     *maxRequests,
+			MaxMemory:       int64(*maxMemory),
+			ExporterMetrics: !*noExporterMx,
+		})
 		if err != nil {
 			errorf(os.Stderr, "%v", err)
 			return 1
@@ -120,10 +125,12 @@ func checkListenAddresses(f *web.FlagConfig) error {
 // newServer builds the whole server, in this order: the collectors and
 // their background runners (sminfo, iblinkinfo, the port state sampler, the kernel log reader), the probe results store,
 // the diagnose sampler (fed by the same host snapshots and the collectors'
-// sminfo runner), the probe scheduler and responder, and /metrics. The
-// work that runs in the background lasts as long as ctx.
-func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int, maxMemory int64, scrapeTO time.Duration, noExporterMetrics bool) (*Server, error) {
-	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Reaper: a.Reaper}, a.Collectors, scrapeTO)
+// sminfo runner), the probe scheduler and responder, and /metrics (metrics
+// has the limits from the flags; the collection, the parts and the logger
+// are filled in here). The work that runs in the background lasts as long
+// as ctx.
+func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.Options) (*Server, error) {
+	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Reaper: a.Reaper}, a.Collectors, metrics.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -162,15 +169,8 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 	if err := addProbe(ctx, s, store); err != nil {
 		return nil, err
 	}
-	s.Mux.Handle(metricsPath, scrape.New(scrape.Options{
-		Collect:         agg.Metrics,
-		Parts:           s.Parts,
-		Logger:          a.Logger,
-		Timeout:         scrapeTO,
-		MaxRequests:     maxRequests,
-		MaxMemory:       maxMemory,
-		ExporterMetrics: !noExporterMetrics,
-	}))
+	metrics.Collect, metrics.Parts, metrics.Logger = agg.Metrics, s.Parts, a.Logger
+	s.Mux.Handle(metricsPath, scrape.New(metrics))
 	live := a.Host.Live()
 	a.Logger.Info("reading host", "rootfs", a.Paths.Rootfs, "sysfs", a.Paths.Sysfs, "procfs", a.Paths.Procfs,
 		"collectors", agg.Names(), "live_kernel", live.On, "live_kernel_reason", live.Reason)
