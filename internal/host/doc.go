@@ -101,7 +101,7 @@
 //     lives as long as any sample of its collection.
 //  14. The text buffer pool (expo textBufs, a sync.Pool of 64 KiB
 //     buffers): emptied by the garbage collector as any sync.Pool.
-//  15. The gzip writer pool (cmd/rdma_doctor gzipWriters): a channel of
+//  15. The gzip writer pool (internal/scrape gzipWriters): a channel of
 //     at most two writers, reset for each scrape; a burst beyond makes
 //     its own and drops it.
 //  16. The infiniband reader's buffer pool (infiniband.Reader.bufs, a

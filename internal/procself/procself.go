@@ -6,7 +6,7 @@
 // exports them on Linux, the same names, help, types and values
 // (TestSameAsClientGolang), read for less. It is the one hand-written
 // replacement of a client_golang collector left; go_* and promhttp_*
-// are the library's own (cmd/rdma_doctor/serve.go).
+// are the library's own (internal/scrape).
 //
 // Why it exists: every collection, the library's collector takes the
 // process start time from procfs's ProcStat.StartTime, which parses

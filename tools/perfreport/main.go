@@ -153,7 +153,7 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 	p("memory; through client_golang's registry, as before issue 29 and still for\n")
 	p("the protobuf debugging formats, it cost 35 to 50 times as much, which\n")
 	p("concurrent scrapes multiply (`--web.max-requests-memory` bounds their sum;\n")
-	p("cmd/rdma_doctor TestScrapeMemory, SECURITY.md).\n\n")
+	p("internal/scrape TestScrapeMemory, SECURITY.md).\n\n")
 
 	p("## Growth with devices\n\n")
 	p("Generated hosts, 2 ports per device, every port with the DGX fixture's full\n")

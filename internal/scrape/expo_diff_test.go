@@ -1,7 +1,7 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package scrape
 
 import (
 	"bytes"
@@ -19,8 +19,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
@@ -31,7 +29,6 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 )
 
 // The hand-written exposition (internal/expo, what /metrics serves in the
@@ -59,11 +56,12 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 	for _, name := range hosts {
 		t.Run(name, func(t *testing.T) {
 			report := diagnoseFixture(t, name)
-			m := fixtureHandler(t, name)
-			m.parts = append(m.parts, labelLimits{}, expoRejections{}, procself.New(), collectors.NewGoCollector(),
-				collector.NewDiagnoseStatus(func() *diagnose.Report { return report }))
-			// promhttp_* as the server has them (newServer).
-			promhttp.InstrumentMetricHandler(partsRegisterer{&m.parts}, m)
+			// The parts as the server has them: build info, the diagnosis,
+			// the exporter's own series (go_*, process_*, promhttp_*).
+			o := fixtureOptions(t, name)
+			o.Parts = append(o.Parts, collector.NewDiagnoseStatus(func() *diagnose.Report { return report }))
+			o.ExporterMetrics = true
+			m, _ := newHandler(o)
 			metrics := m.collect(context.Background())
 			n := 0
 			for _, ms := range metrics {
@@ -186,11 +184,12 @@ func firstDiff(got, want string) string {
 // rdma_exposition_rejected_samples_total and logged once, however many
 // scrapes meet it; the rest of the scrape is served.
 func TestExpositionRejectedLoggedOnce(t *testing.T) {
-	m := fixtureHandler(t, "dgx-h100")
+	o := fixtureOptions(t, "dgx-h100")
 	var logs bytes.Buffer
-	m.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	bad := expo.NewDesc("rdma_test_bad_arity", "A collector's bug.", "device", "port")
-	m.parts = append(m.parts, expoRejections{}, metricList{expo.Gauge(bad, 1, "mlx5_0")})
+	o.Parts = append(o.Parts, metricList{expo.Gauge(bad, 1, "mlx5_0")})
+	m, _ := newHandler(o)
 	count := func(body string) string {
 		for _, line := range strings.Split(body, "\n") {
 			if strings.HasPrefix(line, `rdma_exposition_rejected_samples_total{reason="label_count"} `) {

@@ -1,7 +1,7 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package scrape
 
 import (
 	"context"
@@ -17,19 +17,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/procself"
 )
 
 const protobufAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
 
-func fixtureHandler(t testing.TB, name string) *metricsHandler {
+// fixtureOptions are a handler's options for a fixture host: its default
+// collectors and build info, no limits, no exporter's own series.
+func fixtureOptions(t testing.TB, name string) Options {
 	t.Helper()
 	p, err := hostfs.Paths{Rootfs: filepath.Join("..", "..", "fixtures", "hosts", name)}.Resolve()
 	if err != nil {
@@ -41,7 +40,13 @@ func fixtureHandler(t testing.TB, name string) *metricsHandler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &metricsHandler{agg: agg, parts: []prometheus.Collector{buildInfo()}, logger: logger, timeout: 10 * time.Second}
+	return Options{Collect: agg.Metrics, Parts: []prometheus.Collector{BuildInfo("rdma_doctor")}, Logger: logger, Timeout: 10 * time.Second}
+}
+
+func fixtureHandler(t testing.TB, name string) *handler {
+	t.Helper()
+	m, _ := newHandler(fixtureOptions(t, name))
+	return m
 }
 
 func heapAllocs() uint64 {
@@ -73,7 +78,7 @@ func (d *discardResponse) Write(p []byte) (int, error) {
 
 // scrapeSamples is how many samples a scrape of m writes: the shared
 // collection's and the parts'.
-func scrapeSamples(m *metricsHandler) int {
+func scrapeSamples(m *handler) int {
 	n := 0
 	for _, ms := range m.collect(context.Background()) {
 		n += len(ms)
@@ -83,7 +88,7 @@ func scrapeSamples(m *metricsHandler) int {
 
 // allocsOf returns the bytes allocated while n scrapes in format accept
 // run at once.
-func allocsOf(t *testing.T, m *metricsHandler, accept string, n int) uint64 {
+func allocsOf(t *testing.T, m *handler, accept string, n int) uint64 {
 	t.Helper()
 	runtime.GC()
 	before := heapAllocs()
@@ -142,10 +147,12 @@ func TestScrapeMemory(t *testing.T) {
 // scrape), a scrape still stays within what the budget reserves for it,
 // ownSeriesCost included.
 func TestScrapeMemoryOwnSeries(t *testing.T) {
-	m := fixtureHandler(t, "dgx-h100")
-	m.parts = append(m.parts, procself.New(), collectors.NewGoCollector())
-	h := promhttp.InstrumentMetricHandler(partsRegisterer{&m.parts}, m)
-	m.ownCost = ownSeriesCost
+	o := fixtureOptions(t, "dgx-h100")
+	o.ExporterMetrics = true
+	m, h := newHandler(o)
+	if m.ownCost != ownSeriesCost {
+		t.Fatalf("own series cost %d, want %d", m.ownCost, ownSeriesCost)
+	}
 	for _, accept := range []string{"text/plain", protobufAccept} {
 		scrapeOnce(t, h, accept)
 	}
@@ -164,8 +171,9 @@ const protoTextAccept = "application/vnd.google.protobuf;proto=io.prometheus.cli
 // The memory budget refuses a scrape that does not fit beside those that
 // hold memory (503), and serves one alone however large.
 func TestScrapeMemoryBudget(t *testing.T) {
-	m := fixtureHandler(t, "dgx-h100")
-	m.memory = &memoryBudget{limit: 1}
+	o := fixtureOptions(t, "dgx-h100")
+	o.MaxMemory = 1
+	m, _ := newHandler(o)
 	req := func(accept string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		r.Header.Set("Accept", accept)
@@ -197,10 +205,9 @@ func TestScrapeMemoryBudget(t *testing.T) {
 }
 
 // What the label policy limited is exported, one counter per reason,
-// zero included.
+// zero included, on every handler.
 func TestLabelLimitsExported(t *testing.T) {
 	m := fixtureHandler(t, "dgx-h100")
-	m.parts = append(m.parts, labelLimits{})
 	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	w := httptest.NewRecorder()
 	m.ServeHTTP(w, r)
