@@ -11,7 +11,7 @@
 // sorted by name, series by their label values in label-name order. A
 // sample the registry would refuse is left out and counted (Reject); the
 // rest is what promhttp with ContinueOnError writes (the test
-// TestExpositionMatchesClientGolang in cmd/rdma_doctor compares the two
+// TestExpositionMatchesClientGolang in internal/scrape compares the two
 // on every fixture host, in both formats).
 package expo
 
