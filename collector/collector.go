@@ -25,7 +25,6 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // Collector produces metrics for one concern from a host snapshot.
@@ -62,9 +61,6 @@ type Env struct {
 	Host   *host.Host
 	Config *config.Config
 	Logger *slog.Logger
-	// Reaper starts the background runners' programs (sminfo,
-	// iblinkinfo) and kills what they leave behind; nil: none.
-	Reaper *subprocess.Reaper
 }
 
 // Aggregator runs the enabled collectors.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
@@ -19,6 +20,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
 	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -52,6 +54,8 @@ type fixedHost struct {
 	kernelLogWatched bool
 	wasActive        func(device string, port int) bool
 	modulesAsked     bool
+	sm               *sm.Status
+	sweep            *fabric.SweepStatus
 }
 
 func (f *fixedHost) Class() (*infiniband.Class, error)        { return f.class, f.classErr }
@@ -68,6 +72,8 @@ func (f *fixedHost) Bus() ([]pci.BusFunction, error)          { return f.bus, f.
 func (f *fixedHost) PortHistory() ([]portwatch.History, bool) { return f.ports, f.portsWatched }
 func (f *fixedHost) KernelLog() (*host.KernelLog, bool)       { return f.kernelLog, f.kernelLogWatched }
 func (f *fixedHost) ModulesAsked() bool                       { return f.modulesAsked }
+func (f *fixedHost) SM() *sm.Status                           { return f.sm }
+func (f *fixedHost) FabricSweep() *fabric.SweepStatus         { return f.sweep }
 
 func (f *fixedHost) WasActive(device string, port int) bool {
 	return f.wasActive != nil && f.wasActive(device, port)

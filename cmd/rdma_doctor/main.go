@@ -180,7 +180,8 @@ func run(args []string) int {
 
 // hostOptions are the host options of the flags and the config file:
 // which devices every source reads, the memlock processes, the opensm.conf
-// override, the ethtool query, whether the running kernel is asked about
+// override, the sminfo runs and the fabric scan and sweep (nil with their
+// collector off), the ethtool query, whether the running kernel is asked about
 // the tree (--host.live), and how long slow host state is reused (the
 // diagnose interval, so the sampler finds it fresh).
 func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *collector.Flags) (host.Options, error) {
@@ -196,7 +197,8 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		Paths:        paths,
 		Devices:      devices,
 		Tuning:       tuningOptions(cfg),
-		OpenSMConfig: f.SM.OpenSMConfig,
+		OpenSMConfig: f.OpenSMConfig,
+		SM:           f.HostSM(),
 		Ethtool:      et,
 		SlowRefresh:  cfg.Diagnose.SampleInterval(),
 		Live:         host.DetectLive(live, paths.Sysfs),
@@ -215,6 +217,9 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 			// So is devlink; --no-collector.devlink asks it nothing.
 			opts.Devlink = devlink.Live{}
 		}
+	}
+	if opts.Fabric, err = f.HostFabric(); err != nil {
+		return host.Options{}, err
 	}
 	if f.Enabled("rdma_netlink") {
 		if opts.RDMANetlink, err = f.RDMANetlinkQuery(); err != nil {

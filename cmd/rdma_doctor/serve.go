@@ -128,17 +128,18 @@ func checkListenAddresses(f *web.FlagConfig) error {
 	return nil
 }
 
-// newServer builds the whole server, in this order: the collectors and
-// their background runners (sminfo, iblinkinfo, the port state sampler, the kernel log reader), the probe results store,
-// the diagnose sampler (fed by the same host snapshots and the collectors'
-// sminfo runner), the probe scheduler and responder, and /metrics. The
+// newServer builds the whole server, in this order: the collectors, the
+// host's background sources (sminfo, the fabric scan and sweep: Host.Start),
+// the port state sampler and the kernel log reader, the probe results
+// store, the diagnose sampler (fed by the same host snapshots, sminfo's
+// results included), the probe scheduler and responder, and /metrics. The
 // work that runs in the background lasts as long as ctx.
 func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int, maxMemory int64, scrapeTO time.Duration, noExporterMetrics bool) (*Server, error) {
-	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Reaper: a.Reaper}, a.Collectors, scrapeTO)
+	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, a.Collectors, scrapeTO)
 	if err != nil {
 		return nil, err
 	}
-	agg.Start(ctx)
+	a.Host.Start(ctx, a.Logger, a.Reaper)
 	if a.Collectors.Enabled("portwatch") {
 		iv := a.Collectors.PortWatchInterval
 		if iv != 0 && iv < 100*time.Millisecond {
@@ -167,7 +168,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, maxRequests int,
 		Parts: []prometheus.Collector{buildInfo(), labelLimits{}, expoRejections{}},
 	}
 	store := probe.NewStore()
-	if err := addDiagnose(ctx, s, agg, store); err != nil {
+	if err := addDiagnose(ctx, s, store); err != nil {
 		return nil, err
 	}
 	if err := addProbe(ctx, s, store); err != nil {
