@@ -200,7 +200,8 @@ func (h *Host) Start(ctx context.Context, logger *slog.Logger, reaper *subproces
 // Round runs one round of every background source the options turn on,
 // now and in the table's order (a fabric scan before the sweep that reads
 // it), and returns when each is published: for tests and tools that
-// drive the sources without a loop. Its runs are not logged or reaped.
+// drive the sources without a loop. A source it opens (no Start before)
+// runs unlogged and unreaped, as an on-demand round does.
 func (h *Host) Round(ctx context.Context) {
 	for _, src := range sources {
 		if b, ok := src.(background); ok {
