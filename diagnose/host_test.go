@@ -7,11 +7,14 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
@@ -125,5 +128,37 @@ func TestReadTakesTheSample(t *testing.T) {
 	}
 	if bus, err := h.Bus(); bus != nil || err != nil {
 		t.Errorf("a host with its devices walked the PCI bus: %v, %v", bus, err)
+	}
+}
+
+// A reading has sminfo's round where the host runs sminfo: without a
+// loop, one round per sample (the CLI), the same result however often a
+// check asks; none where it does not (--no-collector.sm), and no fabric
+// sweep where no loop runs.
+func TestReadSMThroughHost(t *testing.T) {
+	ctx := t.Context()
+	p, _ := hostfs.Paths{Rootfs: filepath.Join(fixtures, "sm-opensm")}.Resolve()
+	now := time.Unix(1_000_000, 0)
+	h := host.New(host.Options{Paths: p, SM: &host.SMOptions{SminfoPath: "/nonexistent"}, Fabric: &host.FabricOptions{Counters: true},
+		Now: func() time.Time { return now }})
+	r := &Reader{Host: h}
+	s := r.Read(ctx)
+	st := s.smStatus()
+	if st == nil || st.Rounds != 1 || s.smStatus() != st {
+		t.Fatalf("first sample: %+v, want its own round, kept", st)
+	}
+	if r := s.unavailable(SourceSM); !strings.Contains(r, "sminfo cannot run") {
+		t.Errorf("unavailable(sm) = %q, want why sminfo cannot run (no umad on the fixture)", r)
+	}
+	now = now.Add(time.Minute)
+	if st := r.Read(ctx).smStatus(); st.Rounds != 2 {
+		t.Errorf("second sample read round %d, want its own", st.Rounds)
+	}
+	if sw := s.sweepStatus(); sw != nil {
+		t.Errorf("a fabric sweep without a loop: %+v", sw)
+	}
+	h = host.New(host.Options{Paths: p})
+	if st := (&Reader{Host: h}).Read(ctx).smStatus(); st != nil {
+		t.Errorf("sminfo read without Options.SM: %+v", st)
 	}
 }
