@@ -25,7 +25,6 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
 // Collector produces metrics for one concern from a host snapshot.
@@ -62,9 +61,6 @@ type Env struct {
 	Host   *host.Host
 	Config *config.Config
 	Logger *slog.Logger
-	// Reaper starts the background runners' programs (sminfo,
-	// iblinkinfo) and kills what they leave behind; nil: none.
-	Reaper *subprocess.Reaper
 }
 
 // Aggregator runs the enabled collectors.
@@ -144,7 +140,7 @@ var (
 	suppressedDesc = expo.NewDesc("rdma_scrape_error_logs_suppressed_total",
 		"rdma_doctor: collector errors logged at debug level only, because the same message was logged at warning level before (each distinct error is logged once).")
 	liveDesc = expo.NewDesc("rdma_host_live_kernel", "rdma_doctor: 1 when the tree read is the running kernel's and the live-kernel sources (rdma_netlink, devlink, RoCE PFC/trust/pause) are asked, 0 when they are off; reason says why (--host.live).", "reason")
-	ageDesc  = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).", "source")
+	ageDesc  = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the host state a scrape served, by source: a slow source's cached reading (refreshed every diagnose.interval), or the latest result a background source (sminfo, fabric_scan, fabric_sweep) published; live sources are read on every scrape and are not listed.", "source")
 )
 
 // Bind returns a prometheus.Collector that scrapes under ctx, whose deadline

@@ -180,10 +180,15 @@ func TestOnceLoggerLRU(t *testing.T) {
 
 // rdma_snapshot_age_seconds has one series per slow source a scrape
 // read (its source label the host's name for it), at the age the host's
-// clock says, and none for a source no collector asked for.
+// clock says, and none for a source no collector asked for; a background
+// source the options turn on (sminfo) has one from its first published
+// round, none the options leave off (the fabric's).
 func TestSnapshotAgeSeries(t *testing.T) {
 	at := time.Unix(1_000_000, 0)
-	env := hostEnv(t, "../fixtures/hosts/numa-remote", func(o *host.Options) { o.Now = func() time.Time { return at } })
+	env := hostEnv(t, "../fixtures/hosts/numa-remote", sminfo("/nonexistent"), func(o *host.Options) { o.Now = func() time.Time { return at } })
+	// No loop runs: the test runs sminfo's round (no umad on the
+	// fixture: a round that finds no port to query).
+	env.Host.Round(context.Background())
 	a := newAggregator(env.Host, slog.New(slog.DiscardHandler), 0, map[string]Collector{"reads": snapReader(func(ctx context.Context, s *host.Snapshot) {
 		_, _ = s.Tuning(ctx)
 		_ = s.Hostname(ctx)
@@ -196,9 +201,10 @@ func TestSnapshotAgeSeries(t *testing.T) {
 	}
 	at = at.Add(3 * time.Second)
 	want := `
-# HELP rdma_snapshot_age_seconds rdma_doctor: age of the cached slow host state a scrape served, by source (refreshed every diagnose.interval; live sources are read on every scrape and are not listed).
+# HELP rdma_snapshot_age_seconds rdma_doctor: age of the host state a scrape served, by source: a slow source's cached reading (refreshed every diagnose.interval), or the latest result a background source (sminfo, fabric_scan, fabric_sweep) published; live sources are read on every scrape and are not listed.
 # TYPE rdma_snapshot_age_seconds gauge
 rdma_snapshot_age_seconds{source="hostname"} 3
+rdma_snapshot_age_seconds{source="sminfo"} 3
 rdma_snapshot_age_seconds{source="tuning"} 3
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_snapshot_age_seconds"); err != nil {

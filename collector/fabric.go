@@ -17,13 +17,11 @@ import (
 )
 
 // FabricCollector exports the latest iblinkinfo scan and the latest
-// counter sweep over it.
+// counter sweep over it, the host's background sources
+// (host.Snapshot.FabricScan, FabricSweep).
 type FabricCollector struct {
-	runner       *fabric.Runner
-	sweeper      *fabric.Sweeper // nil with --no-collector.fabric.counters
 	degradedOnly bool
 	opts         FabricOptions
-	start        sync.Once
 
 	// portBlock is the per-port series of the latest topology and sweep,
 	// rendered once per pair (internal/expo.Block), like the link block.
@@ -52,14 +50,14 @@ type FabricCollector struct {
 	linkCouldBe                                     *expo.Desc
 }
 
-// NewFabricCollector builds the fabric collector; Start starts its
-// runner and, with opts.Counters, its counter sweeper.
-func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *FabricCollector {
+// NewFabricCollector builds the fabric collector over env's host, whose
+// options run the scan and the sweep; opts are how it renders them
+// (their shard and CA counters must be the host's).
+func NewFabricCollector(env Env, opts FabricOptions) *FabricCollector {
 	ll := []string{"guid", "port", "node", "remote_guid", "remote_port", "remote_node"}
 	with := func(extra ...string) []string { return append(append([]string{}, ll...), extra...) }
 	pl := []string{"guid", "port"}
 	c := &FabricCollector{
-		runner:       fabric.NewRunner(cfg),
 		degradedOnly: opts.DegradedOnly,
 		opts:         opts,
 		success:      desc("rdma_fabric_scan_success", "1 when the latest iblinkinfo scan succeeded; after a failure the previous scan's links stay exported."),
@@ -97,57 +95,27 @@ func NewFabricCollector(env Env, cfg fabric.RunnerConfig, opts FabricOptions) *F
 	for id, ctr := range fabric.Counters {
 		c.portCounters[id] = desc("rdma_fabric_port_"+ctr.Spec.Metric, ctr.Spec.Help+" Switch side, from the port's PMA ("+ctr.Field+").", pl...)
 	}
-	if opts.Counters {
-		c.sweeper = fabric.NewSweeper(fabric.SweeperConfig{
-			IBQueryErrors: opts.IBQueryErrorsPath, IBNetDiscover: opts.IBNetDiscoverPath,
-			Local: localArgs(opts.CA, opts.Port), Dir: opts.CacheDir,
-			Interval: opts.CountersInterval, Timeout: opts.CountersTimeout,
-			CAs: opts.CACounters, Shard: opts.Shard, Shards: opts.Shards,
-			Topology: func() *fabric.Fabric { return c.runner.Status().Fabric },
-			Ready:    c.runner.Scanned(),
-			// The series are rendered as each sweep ends: the sweep's
-			// cost, not the next scrape's.
-			Done: func(sw *fabric.Sweep) {
-				if f := c.runner.Status().Fabric; f != nil {
-					c.linkBlock(f)
-					c.portMetricsBlock(f, sw)
-				}
-			},
-			Logger: env.Logger, Reaper: cfg.Reaper,
-		})
-	}
-	return c
-}
-
-// localArgs are the sweep tools' -C/-P for the local port, as iblinkinfo's.
-func localArgs(ca string, port int) []string {
-	return fabric.Args(ca, port)[1:] // without iblinkinfo's --line
-}
-
-// Start starts the background scans and sweeps (once).
-func (c *FabricCollector) Start(ctx context.Context) {
-	c.start.Do(func() {
-		go c.runner.Run(ctx)
-		if c.sweeper != nil {
-			go c.sweeper.Run(ctx)
+	// The series are rendered as each sweep ends: the sweep's cost, not
+	// the next scrape's.
+	env.Host.OnFabricSweep(func(sw *fabric.Sweep) {
+		if st := env.Host.Snapshot().FabricScan(context.Background()); st != nil && st.Fabric != nil {
+			c.linkBlock(st.Fabric)
+			c.portMetricsBlock(st.Fabric, sw)
 		}
 	})
+	return c
 }
-
-// Runner is the iblinkinfo runner, for diagnose.
-func (c *FabricCollector) Runner() *fabric.Runner { return c.runner }
-
-// Sweeper is the counter sweeper, for diagnose; nil when the counters are
-// off.
-func (c *FabricCollector) Sweeper() *fabric.Sweeper { return c.sweeper }
 
 // Update exports the latest scan; it never waits for one. A failed latest
 // scan is rdma_fabric_scan_success 0 and an error of the collector: what
 // it exports is then the previous scan's fabric or nothing, and the
 // collector is on only where it was asked for, so a scan that cannot run
 // is a fault to fix, not how the host is.
-func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink) error {
-	st := c.runner.Status()
+func (c *FabricCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
+	st := snap.FabricScan(ctx)
+	if st == nil {
+		return nil // no scan runs (no loop)
+	}
 	counter(out, c.scans, float64(st.Scans))
 	counter(out, c.failures, float64(st.Failures))
 	var err error
@@ -177,9 +145,8 @@ func (c *FabricCollector) Update(_ context.Context, _ *host.Snapshot, out *sink)
 	}
 	out.add(c.linkBlock(f))
 	var sw *fabric.Sweep
-	if c.sweeper != nil {
-		sst := c.sweeper.Status()
-		if serr := c.sweepHealth(out, sst); err == nil {
+	if sst := snap.FabricSweep(ctx); sst != nil {
+		if serr := c.sweepHealth(out, *sst); err == nil {
 			err = serr
 		}
 		sw = sst.Last

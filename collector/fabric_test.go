@@ -15,22 +15,36 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
-// ibsimFabric is a collector that has scanned and swept the recorded
-// ibsim fabric (internal/fabric/testdata/ibqueryerrors: faults set
-// through ibsim's console, see that README), replayed by fake tools.
-func ibsimFabric(t *testing.T, opts FabricOptions) *FabricCollector {
+// fabricOn is the fabric collector of opts over a host whose options run
+// the scan (and, with opts.Counters, the sweep) of opts. No loop runs
+// them: the test runs their rounds (Host.Round).
+func fabricOn(t *testing.T, opts FabricOptions) (*FabricCollector, *rdmahost.Host) {
+	t.Helper()
+	h := rdmahost.New(rdmahost.Options{Fabric: &opts.FabricOptions})
+	return NewFabricCollector(Env{Host: h, Logger: slog.New(slog.DiscardHandler)}, opts), h
+}
+
+// ibsimFabric is a collector whose host has scanned and swept the
+// recorded ibsim fabric (internal/fabric/testdata/ibqueryerrors: faults
+// set through ibsim's console, see that README), replayed by fake tools.
+func ibsimFabric(t *testing.T, opts FabricOptions) Collector {
 	t.Helper()
 	tools := fabrictest.Install(t)
-	opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
+	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
 	if opts.PortSeries == "" {
 		opts.PortSeries = PortSeriesAll
 	}
-	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: tools.IBLinkInfo}, opts)
-	c.Runner().RunOnce(context.Background())
-	c.Sweeper().SweepOnce(context.Background())
-	return c
+	c, h := fabricOn(t, opts)
+	h.Round(context.Background())
+	return hosted{c, h}
+}
+
+// shard is the fabric options of shard i of n.
+func shard(i, n int) FabricOptions {
+	return FabricOptions{FabricOptions: rdmahost.FabricOptions{Shard: i, Shards: n}}
 }
 
 // fabricSeries returns name's samples as "label=value,..." -> value.
@@ -104,7 +118,8 @@ func TestFabricCounterSeries(t *testing.T) {
 	}
 	// Data counters are 4-octet words, exported in octets; 64-bit fields
 	// (PortCountersExtended) have no saturated series.
-	words := c.Sweeper().Status().Last.Find(0x200002, 1).Values[fabric.DataReceived].V
+	_, h := unwrap(c)
+	words := h.Snapshot().FabricSweep(context.Background()).Last.Find(0x200002, 1).Values[fabric.DataReceived].V
 	if got := fabricSeries(t, c, "rdma_fabric_port_data_received_bytes_total")[leaf1Label+",port=1"]; got != float64(words)*4 || words == 0 {
 		t.Errorf("data received %v, want %d words x 4", got, words)
 	}
@@ -165,7 +180,7 @@ func TestFabricShards(t *testing.T) {
 		ports, links := map[string]int{}, map[string]int{}
 		wide := 0
 		for i := range n {
-			c := ibsimFabric(t, FabricOptions{Shard: i, Shards: n})
+			c := ibsimFabric(t, shard(i, n))
 			wide += len(fabricSeries(t, c, "rdma_fabric_links")) + len(fabricSeries(t, c, "rdma_fabric_links_degraded"))
 			for k := range fabricSeries(t, c, "rdma_fabric_port_symbol_errors_total") {
 				ports[k]++
@@ -204,10 +219,10 @@ func TestParseShard(t *testing.T) {
 // error of the collector; the ports' state series stay.
 func TestFabricSweepReadsNothing(t *testing.T) {
 	tools := fabrictest.Install(t)
-	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: tools.IBLinkInfo},
-		FabricOptions{Counters: true, IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: filepath.Join(t.TempDir(), "ibnetdiscover"), CacheDir: t.TempDir(), PortSeries: PortSeriesAll})
-	c.Runner().RunOnce(context.Background())
-	c.Sweeper().SweepOnce(context.Background())
+	fc, h := fabricOn(t, FabricOptions{FabricOptions: rdmahost.FabricOptions{Path: tools.IBLinkInfo, Counters: true, IBQueryErrorsPath: tools.IBQueryErrors,
+		IBNetDiscoverPath: filepath.Join(t.TempDir(), "ibnetdiscover"), CacheDir: t.TempDir()}, PortSeries: PortSeriesAll})
+	h.Round(context.Background())
+	c := hosted{fc, h}
 	for name, want := range map[string]float64{
 		"rdma_fabric_counter_sweep_success":       0,
 		"rdma_fabric_counter_sweep_ports_unknown": ports,

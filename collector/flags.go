@@ -13,7 +13,6 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
@@ -46,7 +45,7 @@ var Table = []Spec{
 	{"netdev", true, "IPoIB and RoCE netdevs of RDMA ports from /sys/class/net (mode, MTU, state, pkey children, GID types), RDMA character devices, and ethtool driver information and statistics",
 		func(env Env, _ *Flags) (Collector, error) { return NewNetdevCollector(env), nil }},
 	{"sm", true, "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
-		func(env Env, f *Flags) (Collector, error) { return NewSMCollector(env, f.SM), nil }},
+		func(Env, *Flags) (Collector, error) { return NewSMCollector(), nil }},
 	{"portwatch", true, "port states read by the server at each scrape, at each link notification of the live kernel and from link_downed (every --collector.portwatch.interval too when set): transitions, time down, flaps between two scrapes",
 		func(env Env, _ *Flags) (Collector, error) { return NewPortwatchCollector(env), nil }},
 	{"kmsg", true, "kernel log events of the RDMA drivers (firmware health, command timeouts, power, temperature, modules, transmit timeouts, link downs, PCIe errors) read from /dev/kmsg below --path.rootfs by the server; needs CAP_SYSLOG where kernel.dmesg_restrict=1",
@@ -67,10 +66,7 @@ var Table = []Spec{
 			if err != nil {
 				return nil, err
 			}
-			return NewFabricCollector(env, fabric.RunnerConfig{
-				Path: f.Fabric.Path, Args: fabric.Args(f.Fabric.CA, f.Fabric.Port),
-				Interval: f.Fabric.Interval, Timeout: f.Fabric.Timeout, Logger: env.Logger, Reaper: env.Reaper,
-			}, opts), nil
+			return NewFabricCollector(env, opts), nil
 		}},
 }
 
@@ -112,7 +108,11 @@ type Flags struct {
 	// ModuleEEPROM reads each RoCE netdev's transceiver memory (needs
 	// Ethtool and CAP_NET_ADMIN).
 	ModuleEEPROM bool
-	SM           SMOptions
+	// SM is the sminfo runs (host.Options.SM where the sm collector runs).
+	SM host.SMOptions
+	// OpenSMConfig is the opensm.conf to read instead of the search
+	// (host.Options.OpenSMConfig).
+	OpenSMConfig string
 	Fabric       FabricOptions
 	RDMANetlink  RDMANetlinkOptions
 	// PortWatchInterval is the port state sampler's period, 0 for none
@@ -135,26 +135,14 @@ type RDMANetlinkOptions struct {
 	QPCounters bool
 }
 
-// FabricOptions configure the fabric collector's iblinkinfo runner and
-// counter sweeper.
+// FabricOptions are the fabric flags: the scan and sweep the host runs
+// (host.Options.Fabric, its Shard and Shards parsed from ShardSpec), and
+// how the fabric collector renders them.
 type FabricOptions struct {
-	Path              string
-	Interval, Timeout time.Duration
-	CA                string
-	Port              int
-	DegradedOnly      bool
-
-	// Counters sweeps every switch port's PMA counters (ibqueryerrors).
-	Counters                             bool
-	IBQueryErrorsPath, IBNetDiscoverPath string
-	CountersInterval, CountersTimeout    time.Duration
-	// CacheDir holds the fabric cache and threshold file the sweep
-	// writes (empty: a private temporary directory).
-	CacheDir   string
-	CACounters bool
-	// ShardSpec is "I/N"; Shard and Shards are it parsed.
-	ShardSpec     string
-	Shard, Shards int
+	host.FabricOptions
+	DegradedOnly bool
+	// ShardSpec is "I/N", parsed into Shard and Shards.
+	ShardSpec string
 	// PortSeries trims the per-port series (PortSeries*).
 	PortSeries string
 }
@@ -251,7 +239,7 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.sm.sminfo-timeout", "Timeout of one sminfo run; its process group is killed after it.").Default("10s").DurationVar(&f.SM.Timeout)
 	app.Flag("collector.sm.opensm-config",
 		"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
-		PlaceHolder("PATH").StringVar(&f.SM.OpenSMConfig)
+		PlaceHolder("PATH").StringVar(&f.OpenSMConfig)
 	app.Flag("collector.portwatch.interval",
 		"Interval of port state rounds nobody asked for (three reads per port: state, phys_state, link_downed); 0, the default, runs rounds at each scrape and link notification only, so an idle host costs no wake-ups (see docs/device-health.md for the flaps each way catches).").
 		Default("0s").DurationVar(&f.PortWatchInterval)
@@ -317,6 +305,29 @@ func (f *Flags) SetEnabled(name string, on bool) {
 	v, given := on, true
 	f.enabled[name] = &v
 	f.explicit[name] = &given
+}
+
+// HostSM is the sminfo runs the flags ask of the host: nil, never run,
+// with the sm collector off.
+func (f *Flags) HostSM() *host.SMOptions {
+	if !f.Enabled("sm") {
+		return nil
+	}
+	o := f.SM
+	return &o
+}
+
+// HostFabric is the fabric scan and sweep the flags ask of the host: nil,
+// neither run, with the fabric collector off.
+func (f *Flags) HostFabric() (*host.FabricOptions, error) {
+	if !f.Enabled("fabric") {
+		return nil, nil
+	}
+	o, err := f.Fabric.validated()
+	if err != nil {
+		return nil, err
+	}
+	return &o.FabricOptions, nil
 }
 
 // Devices is the device filter the flags give.

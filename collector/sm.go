@@ -7,33 +7,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
-
-// SMOptions configure the sm collector's sminfo runner. OpenSMConfig is
-// the host's (host.Options); it is declared with these flags.
-type SMOptions struct {
-	SminfoPath        string
-	Interval, Timeout time.Duration
-	OpenSMConfig      string
-}
 
 // SMCollector exports sminfo's answers and the local OpenSM. The sysfs view
 // of SM presence (rdma_sm_port_has_sm) comes from the infiniband
 // collector, which reads those files anyway.
 type SMCollector struct {
-	runner *sm.Runner
-	logger *slog.Logger
-	start  sync.Once
-
 	success, runs, failures, duration, lastSuccess  *expo.Desc
 	info, lid, priority, state, activity, stalled   *expo.Desc
 	running, processes, process                     *expo.Desc
@@ -42,12 +26,12 @@ type SMCollector struct {
 	logSubnetUp, logState, logErrors                *expo.Desc
 }
 
-// NewSMCollector builds the sm collector; Start starts its sminfo runner.
-func NewSMCollector(env Env, o SMOptions) *SMCollector {
+// NewSMCollector builds the sm collector. sminfo is the host's
+// background source (host.Snapshot.SMStatus), run where the host's
+// options ask for it.
+func NewSMCollector() *SMCollector {
 	pl := []string{"device", "port"}
 	c := &SMCollector{
-		logger: env.Logger,
-		runner: NewSMRunner(env.Host, o, env.Logger, env.Reaper),
 		success: desc("rdma_sm_sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM answered, unusable output); "+
 			"absent while sminfo cannot run on this host (not installed, no access to /dev/infiniband/umad*), which rdma_sm_sminfo_failures_total still counts.", pl...),
 		runs:        desc("rdma_sm_sminfo_runs_total", "sminfo runs through this port.", pl...),
@@ -82,31 +66,8 @@ func NewSMCollector(env Env, o SMOptions) *SMCollector {
 	return c
 }
 
-// NewSMRunner is the sminfo runner of o on h's ACTIVE InfiniBand ports:
-// the sm collector's, and the diagnose command's one-off rounds (reaper
-// nil).
-func NewSMRunner(h *host.Host, o SMOptions, logger *slog.Logger, reaper *subprocess.Reaper) *sm.Runner {
-	return sm.NewRunner(sm.RunnerConfig{
-		Path: o.SminfoPath, Interval: o.Interval, Timeout: o.Timeout, Logger: logger, Reaper: reaper,
-		// The ports' state comes from a class a scrape read within the
-		// interval when there is one: no class read of its own per round.
-		Targets: func(ctx context.Context) ([]sm.Target, error) {
-			return sm.TargetsOn(ctx, h.FS(), h.SnapshotReusing(o.Interval).Class)
-		},
-	})
-}
-
-// Start starts the background sminfo runner (once).
-func (c *SMCollector) Start(ctx context.Context) {
-	c.start.Do(func() { go c.runner.Run(ctx) })
-}
-
-// Runner is the sminfo runner: diagnose reads its Status instead of running
-// sminfo again.
-func (c *SMCollector) Runner() *sm.Runner { return c.runner }
-
-// Update exports the latest sminfo results (never waiting for a run) and
-// reads the local OpenSM state. A port whose latest sminfo run failed is
+// Update exports the latest sminfo results (the server's loop: never
+// waiting for a run) and reads the local OpenSM state. A port whose latest sminfo run failed is
 // an error of the collector: its SM series are missing (or, after an
 // earlier answer, stale), so the SM alerts cannot fire for it, and
 // rdma_scrape_collector_success must not claim otherwise. A run that
@@ -116,7 +77,10 @@ func (c *SMCollector) Runner() *sm.Runner { return c.runner }
 // fail on every scrape of every such host.
 func (c *SMCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	var errs []error
-	st := c.runner.Status()
+	st := snap.SMStatus(ctx)
+	if st == nil {
+		st = &sm.Status{} // sminfo not run: the local OpenSM only
+	}
 	if st.TargetsErr != nil && !errors.Is(st.TargetsErr, sm.ErrNoUmad) && !errors.Is(st.TargetsErr, sm.ErrNoUmadDevice) {
 		errs = append(errs, st.TargetsErr)
 	}

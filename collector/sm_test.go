@@ -5,7 +5,6 @@ package collector
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,9 +43,8 @@ func TestPortHasSMFromInfinibandCollector(t *testing.T) {
 }
 
 func TestSMLocalOpenSM(t *testing.T) {
-	env := hostEnv(t, "../fixtures/hosts/sm-opensm")
-	sc := NewSMCollector(env, SMOptions{SminfoPath: "/nonexistent"})
-	c := on(env, sc)
+	env := hostEnv(t, "../fixtures/hosts/sm-opensm", sminfo("/nonexistent"))
+	c := on(env, NewSMCollector())
 	want := `
 # HELP rdma_sm_opensm_config_info The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.
 # TYPE rdma_sm_opensm_config_info gauge
@@ -73,8 +71,8 @@ rdma_sm_opensm_defaults_info{guids="0x946dae0300cdf100",path="/etc/sysconfig/ope
 		t.Error(err)
 	}
 	// The fixture has no /dev/infiniband/umad0 (sysfs may list umad devices):
-	// sminfo never runs, no series.
-	sc.Runner().RunOnce(context.Background())
+	// sminfo never runs (each gather runs a round: no loop runs), no
+	// series.
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", c), "rdma_sm_sminfo_success"); n != 0 {
 		t.Errorf("%d sminfo series on a host without umad", n)
 	}
@@ -103,6 +101,11 @@ func addUmad(t *testing.T, root, dev string) {
 	}
 }
 
+// sminfo is a host option: sminfo runs, from path.
+func sminfo(path string) func(*rdmahost.Options) {
+	return func(o *rdmahost.Options) { o.SM = &rdmahost.SMOptions{SminfoPath: path} }
+}
+
 func fakeTool(t *testing.T, name, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -116,10 +119,9 @@ func TestSMSminfo(t *testing.T) {
 	root := copyHost(t, "sm-opensm")
 	addUmad(t, root, "mlx5_0")
 	rec, _ := filepath.Abs("../fixtures/tools/sminfo-master-ibsim.txt")
-	env := hostEnv(t, root)
-	sc := NewSMCollector(env, SMOptions{SminfoPath: fakeTool(t, "sminfo", "cat "+rec+"\n")})
-	c := on(env, sc)
-	sc.Runner().RunOnce(context.Background())
+	env := hostEnv(t, root, sminfo(fakeTool(t, "sminfo", "cat "+rec+"\n")))
+	// No loop runs: each gather's snapshot runs one round.
+	c := on(env, NewSMCollector())
 	want := `
 # HELP rdma_sm_info The subnet manager sminfo reached through this port (latest answer); always 1.
 # TYPE rdma_sm_info gauge
@@ -144,8 +146,8 @@ rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
 	if err := testutil.GatherAndCompare(gatherOne(t, "sm", c), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	// The same answer again: the activity count did not rise.
-	sc.Runner().RunOnce(context.Background())
+	// The same answer again (the next gather's round): the activity
+	// count did not rise.
 	want = strings.Replace(want, `rdma_sm_activity_stalled{device="mlx5_0",port="1"} 0`, `rdma_sm_activity_stalled{device="mlx5_0",port="1"} 1`, 1)
 	if err := testutil.GatherAndCompare(gatherOne(t, "sm", c), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
@@ -154,14 +156,17 @@ rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
 
 func TestFabricCollector(t *testing.T) {
 	rec, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
-	mk := func(degradedOnly bool) *FabricCollector {
-		return NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{Path: fakeTool(t, "iblinkinfo", "cat "+rec+"\n")}, FabricOptions{DegradedOnly: degradedOnly})
+	tool := fakeTool(t, "iblinkinfo", "cat "+rec+"\n")
+	mk := func(degradedOnly bool) (*FabricCollector, *rdmahost.Host) {
+		return fabricOn(t, FabricOptions{FabricOptions: rdmahost.FabricOptions{Path: tool}, DegradedOnly: degradedOnly})
 	}
-	c := mk(false)
+	fc, h := mk(false)
+	c := hosted{fc, h}
 	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_links", "rdma_fabric_scan_success"); n != 0 {
 		t.Errorf("%d series before the first scan", n)
 	}
-	c.Runner().RunOnce(context.Background())
+	ctx := context.Background()
+	h.Round(ctx)
 	g := gatherOne(t, "fabric", c)
 	want := `
 # HELP rdma_fabric_links_degraded Links iblinkinfo says could run wider or faster than they do ("Could be ...").
@@ -190,17 +195,18 @@ rdma_fabric_link_could_be_info{guid="0x1070fd0300a1b400",node="MF0;leaf2:MQM8700
 	}
 	// The per-link block is rendered once per scan and resent by each
 	// scrape.
-	first := c.linkBlock(c.Runner().Status().Fabric)
-	if again := c.linkBlock(c.Runner().Status().Fabric); first.Len() != 4*8+2 || again != first {
+	scan := func() *fabric.Fabric { return h.Snapshot().FabricScan(ctx).Fabric }
+	first := fc.linkBlock(scan())
+	if again := fc.linkBlock(scan()); first.Len() != 4*8+2 || again != first {
 		t.Errorf("per-link block rebuilt for the same scan (%d series)", first.Len())
 	}
-	c.Runner().RunOnce(context.Background())
-	if next := c.linkBlock(c.Runner().Status().Fabric); next == first {
+	h.Round(ctx)
+	if next := fc.linkBlock(scan()); next == first {
 		t.Error("a new scan reused the previous scan's block")
 	}
-	c = mk(true)
-	c.Runner().RunOnce(context.Background())
-	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", c), "rdma_fabric_link_degraded"); n != 2 {
+	fc, h = mk(true)
+	h.Round(ctx)
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "fabric", hosted{fc, h}), "rdma_fabric_link_degraded"); n != 2 {
 		t.Errorf("degraded-only: %d link series, want 2", n)
 	}
 }
@@ -221,10 +227,10 @@ func TestSMOpenSMLog(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "var/log/opensm.log"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := hostEnv(t, root, func(o *rdmahost.Options) {
+	env := hostEnv(t, root, sminfo("/nonexistent"), func(o *rdmahost.Options) {
 		o.Now = func() time.Time { return time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC) }
 	})
-	c := on(env, NewSMCollector(env, SMOptions{SminfoPath: "/nonexistent"}))
+	c := on(env, NewSMCollector())
 	want := `
 # HELP rdma_sm_opensm_log_error_lines Numbered error lines ("ERR xxxx:") in the running opensm's log as read so far: the last 1 MiB at the first read, then the lines added; from 0 again when the log is rotated (traps are not counted).
 # TYPE rdma_sm_opensm_log_error_lines gauge
@@ -240,7 +246,7 @@ rdma_sm_opensm_log_subnet_up_timestamp_seconds{path="/var/log/opensm.log"} 1.796
 		"rdma_sm_opensm_log_error_lines", "rdma_sm_opensm_log_state_info", "rdma_sm_opensm_log_subnet_up_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
-	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", on(hostEnv(t, "../fixtures/hosts/sm-opensm"), NewSMCollector(hostEnv(t, "../fixtures/hosts/sm-opensm"), SMOptions{SminfoPath: "/nonexistent"}))),
+	if n, _ := testutil.GatherAndCount(gatherOne(t, "sm", on(hostEnv(t, "../fixtures/hosts/sm-opensm", sminfo("/nonexistent")), NewSMCollector())),
 		"rdma_sm_opensm_log_error_lines"); n != 0 {
 		t.Errorf("%d log series without a log", n)
 	}
@@ -268,10 +274,9 @@ func TestSMSminfoFailureIsCollectorError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := copyHost(t, "sm-opensm")
 			addUmad(t, root, "mlx5_0")
-			env := hostEnv(t, root)
-			sc := NewSMCollector(env, SMOptions{SminfoPath: tc.path})
-			sc.Runner().RunOnce(context.Background())
-			g := gatherOne(t, "sm", on(env, sc))
+			// Each gather runs a round: no loop runs.
+			env := hostEnv(t, root, sminfo(tc.path))
+			g := gatherOne(t, "sm", on(env, NewSMCollector()))
 			want := "# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).\n" +
 				"# TYPE rdma_scrape_collector_success gauge\n" +
 				"rdma_scrape_collector_success{collector=\"sm\"} " + strconv.FormatFloat(tc.collector, 'g', -1, 64) + "\n"
@@ -300,20 +305,21 @@ func TestSMSminfoFailureIsCollectorError(t *testing.T) {
 func TestFabricScanFailureIsCollectorError(t *testing.T) {
 	rec, _ := filepath.Abs("../fixtures/tools/iblinkinfo-l-generated-hdr-fdr-downgrade.txt")
 	flag := filepath.Join(t.TempDir(), "fail")
-	c := NewFabricCollector(Env{Logger: slog.New(slog.DiscardHandler)}, fabric.RunnerConfig{
-		Path: fakeTool(t, "iblinkinfo", "[ -e "+flag+" ] && { echo 'iblinkinfo: iberror: failed: discover failed' >&2; exit 255; }\ncat "+rec+"\n")}, FabricOptions{})
+	fc, h := fabricOn(t, FabricOptions{FabricOptions: rdmahost.FabricOptions{
+		Path: fakeTool(t, "iblinkinfo", "[ -e "+flag+" ] && { echo 'iblinkinfo: iberror: failed: discover failed' >&2; exit 255; }\ncat "+rec+"\n")}})
+	c := hosted{fc, h}
 	success := func() (scan, collector float64) {
 		g := gatherOne(t, "fabric", c)
 		return valueOf(t, g, "rdma_fabric_scan_success"), valueOf(t, g, "rdma_scrape_collector_success")
 	}
-	c.Runner().RunOnce(context.Background())
+	h.Round(context.Background())
 	if s, col := success(); s != 1 || col != 1 {
 		t.Errorf("good scan: scan success %v, collector success %v", s, col)
 	}
 	if err := os.WriteFile(flag, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.Runner().RunOnce(context.Background())
+	h.Round(context.Background())
 	if s, col := success(); s != 0 || col != 0 {
 		t.Errorf("failed scan: scan success %v, collector success %v; want 0, 0", s, col)
 	}

@@ -5,8 +5,8 @@
 // research's check catalogue into rule checks. A check reads a Reading:
 // the host through Host, a narrow interface over the host package's
 // snapshot (the same typed snapshots the collectors export, read once per
-// sample), the server's sminfo, probe (ProbeResults) and fabric sweep, and,
-// for delta checks, the History of counter samples. It returns findings:
+// sample; sminfo and the fabric sweep among them), the server's probe
+// (ProbeResults), and, for delta checks, the History of counter samples. It returns findings:
 // severity, target, observed, expected, evidence, remedy and the
 // remediation action id. The Evaluator runs every check, turning a check that panics or errors
 // into a skip finding that carries the error: a broken check never crashes

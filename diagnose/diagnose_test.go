@@ -349,7 +349,7 @@ func TestSMMaster(t *testing.T) {
 		ps("nobinary", false, fmt.Errorf("start sminfo: %w", exec.ErrNotFound), 0, false),
 	}}
 	s := snapWith()
-	s.SM = st
+	fixed(s).sm = st
 	fs, err := checkSMMaster(s, nil, &config.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +371,7 @@ func TestSMMaster(t *testing.T) {
 		{&sm.Status{TargetsErr: sm.ErrNoUmad}, "ib_umad not loaded"},
 		{&sm.Status{}, "has not completed a run"},
 	} {
-		s.SM = tc.st
+		fixed(s).sm = tc.st
 		if r := s.unavailable(SourceSM); !strings.Contains(r, tc.want) {
 			t.Errorf("unavailable(sm) with %+v = %q, want %q", tc.st, r, tc.want)
 		}

@@ -97,7 +97,7 @@ type fabricState struct {
 }
 
 func fabricOf(s *Reading, h *History) fabricState {
-	st := fabricState{last: s.Fabric.Last, sweeps: h.Sweeps()}
+	st := fabricState{last: s.sweepStatus().Last, sweeps: h.Sweeps()}
 	if n := len(st.sweeps); n == 0 || st.sweeps[n-1] != st.last {
 		// A history that has not seen the latest sweep (a report
 		// evaluated without the sampler) judges it alone.
@@ -279,7 +279,7 @@ func linkCommands(l *fabric.Link) string {
 }
 
 func runFabricLink(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
-	sw := s.Fabric.Last
+	sw := s.sweepStatus().Last
 	var out []Finding
 	judged, notJudged := 0, 0
 	sweptLinks(sw, func(l *fabric.Link) {
@@ -386,7 +386,7 @@ func physStateText(v int) string {
 func runFabricInit(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
 	judged := 0
-	sweptLinks(s.Fabric.Last, func(l *fabric.Link) {
+	sweptLinks(s.sweepStatus().Last, func(l *fabric.Link) {
 		judged++
 		if l.State == infiniband.StateActive {
 			return
@@ -410,7 +410,7 @@ func runFabricInit(s *Reading, _ *History, _ *config.Config) ([]Finding, error) 
 }
 
 func runFabricGUID(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
-	topo := s.Fabric.Last.Topology
+	topo := s.sweepStatus().Last.Topology
 	if topo == nil || len(topo.PortLines) == 0 {
 		return noTargets("the latest sweep has no topology scan"), nil
 	}

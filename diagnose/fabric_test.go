@@ -143,7 +143,7 @@ func evalFabric(t *testing.T, sweeps ...*fabric.Sweep) []Finding {
 	h := NewHistory(time.Hour, 10)
 	var snap *Reading
 	for i, sw := range sweeps {
-		snap = &Reading{Time: sw.Start.Add(time.Second), Fabric: &fabric.SweepStatus{Last: sw, Sweeps: uint64(i + 1)}}
+		snap = &Reading{Time: sw.Start.Add(time.Second), Host: &fixedHost{sweep: &fabric.SweepStatus{Last: sw, Sweeps: uint64(i + 1)}}}
 		h.Add(snap)
 	}
 	return e.Evaluate(snap, h).Findings
@@ -291,7 +291,7 @@ func TestFabricSkipsWithoutSweeper(t *testing.T) {
 		{nil, "--collector.fabric"},
 		{&fabric.SweepStatus{}, "no fabric counter sweep has completed yet"},
 	} {
-		r := e.Evaluate(&Reading{Time: time.Now(), Fabric: c.st}, nil)
+		r := e.Evaluate(&Reading{Time: time.Now(), Host: &fixedHost{sweep: c.st}}, nil)
 		for _, f := range r.Findings {
 			if f.Severity != Skip || !strings.Contains(f.Evidence, c.want) {
 				t.Errorf("%s: %+v, want a skip saying %q", f.Check, f, c.want)
@@ -469,7 +469,7 @@ func TestFabricHistoryBounded(t *testing.T) {
 		}
 		// Each sweep seen by two samples is kept once.
 		for j := range 2 {
-			h.Add(&Reading{Time: sw.Start.Add(time.Duration(j+1) * time.Second), Fabric: &fabric.SweepStatus{Last: sw}})
+			h.Add(&Reading{Time: sw.Start.Add(time.Duration(j+1) * time.Second), Host: &fixedHost{sweep: &fabric.SweepStatus{Last: sw}}})
 		}
 	}
 	got := h.Sweeps()
@@ -484,7 +484,7 @@ func TestFabricHistoryBounded(t *testing.T) {
 	}
 	// Past the window the oldest goes.
 	late := &fabric.Sweep{Start: t0.Add(20 * time.Minute)}
-	h.Add(&Reading{Time: late.Start.Add(time.Second), Fabric: &fabric.SweepStatus{Last: late}})
+	h.Add(&Reading{Time: late.Start.Add(time.Second), Host: &fixedHost{sweep: &fabric.SweepStatus{Last: late}}})
 	for _, sw := range h.Sweeps() {
 		if late.Start.Sub(sw.Start) > 10*time.Minute {
 			t.Errorf("sweep of %v kept past the window", sw.Start)

@@ -78,7 +78,7 @@ func runFabricTopology(s *Reading, _ *History, _ *config.Config) ([]Finding, err
 	if want == nil {
 		return noTargets("no expected topology file: set diagnose.fabric_topology to a saved ibnetdiscover output to compare the fabric's cabling with"), nil
 	}
-	sw := s.Fabric.Last
+	sw := s.sweepStatus().Last
 	scan := sw.Topology
 	if scan == nil {
 		return noTargets("the latest sweep has no topology scan"), nil

@@ -33,7 +33,7 @@ func evalTopology(t *testing.T, file string, scan *fabric.Fabric) []Finding {
 		t.Fatal(err)
 	}
 	sw := recordedSweep(t, time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC), scan)
-	snap := &Reading{Time: sw.Start.Add(time.Second), Fabric: &fabric.SweepStatus{Last: sw, Sweeps: 1}}
+	snap := &Reading{Time: sw.Start.Add(time.Second), Host: &fixedHost{sweep: &fabric.SweepStatus{Last: sw, Sweeps: 1}}}
 	fs := e.Evaluate(snap, nil).Findings
 	if snap.ExpectedTopology != nil {
 		t.Error("Evaluate changed the caller's snapshot")
@@ -175,7 +175,7 @@ func TestFabricTopologySkipsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs = e.Evaluate(&Reading{Fabric: &fabric.SweepStatus{}}, nil).Findings
+	fs = e.Evaluate(&Reading{Host: &fixedHost{sweep: &fabric.SweepStatus{}}}, nil).Findings
 	if len(fs) != 1 || fs[0].Severity != Skip || !strings.Contains(fs[0].Evidence, "no fabric counter sweep") {
 		t.Errorf("no sweep: %+v", fs)
 	}

@@ -92,8 +92,8 @@ func (h *History) Add(s *Reading) {
 	h.ring[(h.start+h.n)%len(h.ring)] = sample{t: s.Time, vals: vals}
 	h.n++
 	h.expire()
-	if s.Fabric != nil {
-		h.addSweep(s.Fabric.Last)
+	if st := s.sweepStatus(); st != nil {
+		h.addSweep(st.Last)
 	}
 }
 

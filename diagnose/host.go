@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
@@ -17,6 +18,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
 	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -66,6 +68,14 @@ type Host interface {
 	// WasActive reports whether a port was ACTIVE at any read since
 	// rdma_doctor started: such a port must stay up.
 	WasActive(device string, port int) bool
+	// SM is the latest sminfo round (the host's background source; one
+	// round per sample where no loop runs, the CLI); nil where sminfo is
+	// not run (--no-collector.sm).
+	SM() *sm.Status
+	// FabricSweep is the fabric counter sweep's state (the server's
+	// background source); nil where no sweep runs (the CLI,
+	// --no-collector.fabric or its counters off).
+	FabricSweep() *fabric.SweepStatus
 	// ModulesAsked is whether the netdev read asks for the transceiver
 	// memory (--collector.netdev.module-eeprom): without it every
 	// netdev's Module is nil by design, not unreadable.
@@ -94,6 +104,10 @@ type hostView struct {
 	bus       kept[[]pci.BusFunction]
 	ports     kept[watched[[]portwatch.History]]
 	kernelLog kept[watched[*host.KernelLog]]
+	// The background sources, whose loops may publish between two calls
+	// (and sminfo's round, where none runs, is the sample's).
+	sm    kept[*sm.Status]
+	sweep kept[*fabric.SweepStatus]
 }
 
 func newHostView(ctx context.Context, hs *host.Snapshot) *hostView {
@@ -124,8 +138,8 @@ type watched[T any] struct {
 }
 
 // readAll reads every source now: the slow ones (process scans) in the
-// background next to the class read and beside, which runs what the
-// server adds (a CLI's sminfo round). Only a host short of devices (fewer
+// background next to the class read, sminfo (a CLI's round) and beside,
+// which reads what the server adds. Only a host short of devices (fewer
 // than expected, or none) walks the PCI bus: an SR-IOV host has hundreds
 // of functions.
 func (v *hostView) readAll(expectedDevices int, beside func()) {
@@ -153,6 +167,8 @@ func (v *hostView) readAll(expectedDevices int, beside func()) {
 		// asking for it later must not walk it either.
 		_, _ = v.bus.get(func() ([]pci.BusFunction, error) { return nil, nil })
 	}
+	v.SM()
+	v.FabricSweep()
 	beside()
 	wg.Wait()
 }
@@ -216,6 +232,16 @@ func (v *hostView) KernelLog() (*host.KernelLog, bool) {
 		return watched[*host.KernelLog]{l, ok}, nil
 	})
 	return w.v, w.ok
+}
+
+func (v *hostView) SM() *sm.Status {
+	st, _ := v.sm.get(func() (*sm.Status, error) { return v.hs.SMStatus(v.ctx), nil })
+	return st
+}
+
+func (v *hostView) FabricSweep() *fabric.SweepStatus {
+	st, _ := v.sweep.get(func() (*fabric.SweepStatus, error) { return v.hs.FabricSweep(v.ctx), nil })
+	return st
 }
 
 func (v *hostView) WasActive(device string, port int) bool {

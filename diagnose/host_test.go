@@ -7,10 +7,14 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/irq"
@@ -19,6 +23,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
 	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
 	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -52,6 +57,8 @@ type fixedHost struct {
 	kernelLogWatched bool
 	wasActive        func(device string, port int) bool
 	modulesAsked     bool
+	sm               *sm.Status
+	sweep            *fabric.SweepStatus
 }
 
 func (f *fixedHost) Class() (*infiniband.Class, error)        { return f.class, f.classErr }
@@ -68,6 +75,8 @@ func (f *fixedHost) Bus() ([]pci.BusFunction, error)          { return f.bus, f.
 func (f *fixedHost) PortHistory() ([]portwatch.History, bool) { return f.ports, f.portsWatched }
 func (f *fixedHost) KernelLog() (*host.KernelLog, bool)       { return f.kernelLog, f.kernelLogWatched }
 func (f *fixedHost) ModulesAsked() bool                       { return f.modulesAsked }
+func (f *fixedHost) SM() *sm.Status                           { return f.sm }
+func (f *fixedHost) FabricSweep() *fabric.SweepStatus         { return f.sweep }
 
 func (f *fixedHost) WasActive(device string, port int) bool {
 	return f.wasActive != nil && f.wasActive(device, port)
@@ -119,5 +128,37 @@ func TestReadTakesTheSample(t *testing.T) {
 	}
 	if bus, err := h.Bus(); bus != nil || err != nil {
 		t.Errorf("a host with its devices walked the PCI bus: %v, %v", bus, err)
+	}
+}
+
+// A reading has sminfo's round where the host runs sminfo: without a
+// loop, one round per sample (the CLI), the same result however often a
+// check asks; none where it does not (--no-collector.sm), and no fabric
+// sweep where no loop runs.
+func TestReadSMThroughHost(t *testing.T) {
+	ctx := t.Context()
+	p, _ := hostfs.Paths{Rootfs: filepath.Join(fixtures, "sm-opensm")}.Resolve()
+	now := time.Unix(1_000_000, 0)
+	h := host.New(host.Options{Paths: p, SM: &host.SMOptions{SminfoPath: "/nonexistent"}, Fabric: &host.FabricOptions{Counters: true},
+		Now: func() time.Time { return now }})
+	r := &Reader{Host: h}
+	s := r.Read(ctx)
+	st := s.smStatus()
+	if st == nil || st.Rounds != 1 || s.smStatus() != st {
+		t.Fatalf("first sample: %+v, want its own round, kept", st)
+	}
+	if r := s.unavailable(SourceSM); !strings.Contains(r, "sminfo cannot run") {
+		t.Errorf("unavailable(sm) = %q, want why sminfo cannot run (no umad on the fixture)", r)
+	}
+	now = now.Add(time.Minute)
+	if st := r.Read(ctx).smStatus(); st.Rounds != 2 {
+		t.Errorf("second sample read round %d, want its own", st.Rounds)
+	}
+	if sw := s.sweepStatus(); sw != nil {
+		t.Errorf("a fabric sweep without a loop: %+v", sw)
+	}
+	h = host.New(host.Options{Paths: p})
+	if st := (&Reader{Host: h}).Read(ctx).smStatus(); st != nil {
+		t.Errorf("sminfo read without Options.SM: %+v", st)
 	}
 }

@@ -42,7 +42,8 @@ const (
 	// SourceIRQ: internal/irq.Read (/proc/interrupts, affinities,
 	// irqbalance).
 	SourceIRQ Source = "irq"
-	// SourceSM: internal/sm (sminfo results of a Runner).
+	// SourceSM: internal/sm through host.Snapshot.SMStatus (sminfo, the
+	// host's background source).
 	SourceSM Source = "sm"
 	// SourceOpenSM: internal/opensm.Read (a local opensm process, its
 	// configuration; secrets are never kept).
@@ -78,30 +79,26 @@ const (
 	// (internal/sff through netdev.Netdev.Module), read only with
 	// --collector.netdev.module-eeprom.
 	SourceModule Source = "module"
-	// SourceFabric: internal/fabric's counter sweep (the fabric
-	// collector's Sweeper in rdma_doctor serve, on the host that scans
-	// the fabric); the checks never send MADs of their own.
+	// SourceFabric: internal/fabric's counter sweep through
+	// host.Snapshot.FabricSweep (the host's background source in
+	// rdma_doctor serve, on the host that scans the fabric); the checks
+	// never send MADs of their own.
 	SourceFabric Source = "fabric"
 )
 
 // Reading is one sample of a host as the checks judge it: when it was
-// taken, the host's sources read through Host, and what the server adds
-// (sminfo, the verbs probe, the fabric sweep, the expected topology). It
-// copies no source: a new one is a method on Host and its read in
-// hostView, a Source, and its reason in unavailable.
+// taken, the host's sources read through Host (sminfo and the fabric
+// sweep among them), and what the server adds (the verbs probe, the
+// expected topology). It copies no source: a new one is a method on Host
+// and its read in hostView, a Source, and its reason in unavailable.
 type Reading struct {
 	Time     time.Time
 	Hostname string
 	// Host is the host's sources (Reader.Read: a host.Snapshot's); nil
 	// reads as nothing read.
 	Host Host
-	// SM is the latest sminfo round; nil when no runner was given.
-	SM *sm.Status
 	// Probe is the latest verbs probe result per peer, test and port.
 	Probe []ProbeSeries
-	// Fabric is the fabric collector's counter sweep state; nil where no
-	// sweeper runs (the CLI, --no-collector.fabric or its counters off).
-	Fabric *fabric.SweepStatus
 	// ExpectedTopology is diagnose.fabric_topology, read once by the
 	// Evaluator (NewEvaluator) and set on the readings it evaluates;
 	// ExpectedTopologyFile is its path. nil: no file configured.
@@ -134,6 +131,24 @@ func (s *Reading) gpu() *gpu.Snapshot       { return value(s, Host.GPUs) }
 func (s *Reading) roce() *roce.Snapshot     { return value(s, Host.RoCE) }
 func (s *Reading) devlink() *host.Devlink   { return value(s, Host.Devlink) }
 func (s *Reading) hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
+
+// smStatus is the latest sminfo round; nil where sminfo is not run
+// (--no-collector.sm).
+func (s *Reading) smStatus() *sm.Status {
+	if s.Host == nil {
+		return nil
+	}
+	return s.Host.SM()
+}
+
+// sweepStatus is the fabric counter sweep's state; nil where no sweep
+// runs (the CLI, --no-collector.fabric or its counters off).
+func (s *Reading) sweepStatus() *fabric.SweepStatus {
+	if s.Host == nil {
+		return nil
+	}
+	return s.Host.FabricSweep()
+}
 
 func (s *Reading) topology() *pci.Topology {
 	if s.Host == nil {
@@ -192,13 +207,14 @@ func (s *Reading) unavailable(src Source) string {
 			return "cannot read /proc/interrupts: " + errorsText(p.Errors)
 		}
 	case SourceSM:
-		if s.SM == nil {
+		st := s.smStatus()
+		if st == nil {
 			return "sminfo is not run: the sm collector is disabled (--no-collector.sm) or absent"
 		}
-		if s.SM.TargetsErr != nil {
-			return "sminfo cannot run: " + s.SM.TargetsErr.Error()
+		if st.TargetsErr != nil {
+			return "sminfo cannot run: " + st.TargetsErr.Error()
 		}
-		if s.SM.Rounds == 0 {
+		if st.Rounds == 0 {
 			return "sminfo has not completed a run yet"
 		}
 	case SourceOpenSM:
@@ -257,11 +273,12 @@ func (s *Reading) unavailable(src Source) string {
 			return "cannot read the GPUs: " + errText(err)
 		}
 	case SourceFabric:
-		if s.Fabric == nil {
+		st := s.sweepStatus()
+		if st == nil {
 			return "the fabric checks read the fabric collector's counter sweep: they run in rdma_doctor serve on the host " +
 				"that scans the fabric, with --collector.fabric on (and not --no-collector.fabric.counters)"
 		}
-		if s.Fabric.Last == nil {
+		if st.Last == nil {
 			return "no fabric counter sweep has completed yet (the first starts after the first iblinkinfo scan)"
 		}
 	case SourceProbe:
@@ -320,17 +337,11 @@ type Reader struct {
 	// ReuseClass lets a sample use a class a scrape read up to this long
 	// ago instead of reading it again (the server's sampler); 0 reads it.
 	ReuseClass time.Duration
-	// SM returns the latest sminfo results (an sm.Runner's Status, or a
-	// one-off round in the CLI); nil leaves the sm checks skipped.
-	SM func(ctx context.Context) *sm.Status
 	// Probe is the verbs probe's results; nil (the CLI) has none.
 	Probe ProbeResults
 	// ExpectedDevices is diagnose.expected_devices: with fewer devices
 	// than that (or none), the PCI bus is read to say why (Host.Bus).
 	ExpectedDevices int
-	// Fabric returns the fabric counter sweeper's state (a
-	// fabric.Sweeper's Status); nil leaves the fabric checks skipped.
-	Fabric func() *fabric.SweepStatus
 }
 
 // Read takes a reading. It never fails as a whole: each source's error
@@ -342,14 +353,8 @@ func (r *Reader) Read(ctx context.Context) *Reading {
 	v := newHostView(ctx, hs)
 	s := &Reading{Time: hs.Time, Hostname: hs.Hostname(ctx), Host: v}
 	v.readAll(r.ExpectedDevices, func() {
-		if r.SM != nil {
-			s.SM = r.SM(ctx)
-		}
 		if r.Probe != nil {
 			s.Probe = r.Probe.ProbeSeries()
-		}
-		if r.Fabric != nil {
-			s.Fabric = r.Fabric()
 		}
 	})
 	return s

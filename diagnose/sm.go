@@ -107,7 +107,7 @@ func checkSMPresent(s *Reading, _ *History, _ *config.Config) ([]Finding, error)
 
 func checkSMMaster(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
-	for _, ps := range s.SM.Ports {
+	for _, ps := range s.smStatus().Ports {
 		t := ps.Target.String()
 		if !ps.OK {
 			if sm.NotInstalled(ps.Err) {

@@ -7,17 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
 // sampleTimeout bounds one reading of the host.
@@ -52,16 +49,11 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 	if err != nil {
 		return diagnose.Outcome{}, err
 	}
+	// No background loop runs here: each sample's snapshot runs one
+	// sminfo round (unless --no-collector.sm), on the host's one runner
+	// for both samples, so a stalled SM (activity count not rising)
+	// shows with --interval. Its errors become findings.
 	reader := &diagnose.Reader{Host: a.Host, ExpectedDevices: a.Config.Diagnose.ExpectedDevices}
-	// One sminfo runner for both samples, so a stalled SM (activity count
-	// not rising) shows with --interval. Its errors become findings.
-	if runner := newSMRunner(a); runner != nil {
-		reader.SM = func(ctx context.Context) *sm.Status {
-			runner.RunOnce(ctx)
-			st := runner.Status()
-			return &st
-		}
-	}
 	hist := diagnose.NewHistory(0, 2)
 	read := func() *diagnose.Reading {
 		c, cancel := context.WithTimeout(ctx, sampleTimeout)
@@ -89,15 +81,4 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 		out.ReadErr = fmt.Errorf("cannot read /sys/class/infiniband: %w", err)
 	}
 	return out, nil
-}
-
-// newSMRunner runs sminfo on the host's ACTIVE InfiniBand ports (those
-// with a umad device) for the sm.master check, with the sm collector's
-// flags (--collector.sm.sminfo-path, -timeout); nil when the sm collector
-// is disabled (--no-collector.sm): then sminfo is not run at all.
-func newSMRunner(a *App) *sm.Runner {
-	if !a.Collectors.Enabled("sm") {
-		return nil
-	}
-	return collector.NewSMRunner(a.Host, a.Collectors.SM, slog.New(slog.DiscardHandler), nil)
 }

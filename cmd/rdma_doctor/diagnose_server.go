@@ -12,8 +12,6 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 )
 
 // smFirstRoundWait bounds how long start-up waits for the first sminfo
@@ -24,9 +22,10 @@ const smFirstRoundWait = 3 * time.Second
 // sampler that feeds it, and rdma_diagnose_status. The page and the metric
 // serve the sampler's latest report: a request never reads the host and
 // nothing here ever changes it. The sampler reads through the collectors'
-// host, so the slow host state and a class a scrape has just read are
-// shared, and through their sminfo runner, so sminfo never runs twice.
-func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, probes probe.Reader) error {
+// host, so the slow host state, a class a scrape has just read and the
+// background sources' results (sminfo, the fabric sweep) are shared:
+// sminfo never runs twice.
+func addDiagnose(ctx context.Context, s *Server, probes probe.Reader) error {
 	cfg := &s.App.Config.Diagnose
 	eval, err := diagnose.NewEvaluator(s.App.Config, nil)
 	if err != nil {
@@ -50,8 +49,9 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 	// server listens at once even when a host read hangs, and /diagnose
 	// says a first sample is under way until it is done.
 	go func() {
-		sampler.Reader.SM = smStatusFor(ctx, agg)
-		sampler.Reader.Fabric = fabricStatusFor(agg)
+		// The first sminfo round gets a moment, so the first report has
+		// its results (no umad: instant; a healthy SM: fast).
+		s.App.Host.AwaitSMInfo(ctx, smFirstRoundWait)
 		r := sampler.Sample(ctx)
 		sampler.Logger.Info("first diagnosis ready", "status", r.Status, "fail", r.Summary.Fail, "warn", r.Summary.Warn)
 		sampler.Run(ctx)
@@ -64,48 +64,4 @@ func addDiagnose(ctx context.Context, s *Server, agg *collector.Aggregator, prob
 	s.App.Logger.Info("diagnose sampler started", "interval", interval, "window", window,
 		"history_samples", sampler.History.Cap(), "checks", len(eval.Checks()))
 	return nil
-}
-
-// smStatusFor returns the sminfo results diagnose reads: the sm
-// collector's background runner (the collectors' hook started it before
-// this one), so sminfo never runs twice. With the sm collector disabled
-// nothing runs and sm.master skips. The first round gets a moment so the
-// first report has its results (no umad: instant; a healthy SM: fast).
-func smStatusFor(ctx context.Context, agg *collector.Aggregator) func(context.Context) *sm.Status {
-	c, enabled := agg.Lookup("sm")
-	if !enabled {
-		return nil
-	}
-	r, ok := c.(interface{ Runner() *sm.Runner })
-	if !ok || r.Runner() == nil {
-		return nil
-	}
-	runner := r.Runner()
-	for deadline := time.Now().Add(smFirstRoundWait); runner.Status().Rounds == 0 && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(20 * time.Millisecond)
-	}
-	return func(context.Context) *sm.Status {
-		st := runner.Status()
-		return &st
-	}
-}
-
-// fabricStatusFor returns the fabric collector's counter sweep state for
-// the fabric.* checks, so they judge the collector's sweeps and never send
-// MADs of their own; nil (the checks skip) with the fabric collector or
-// its counters off.
-func fabricStatusFor(agg *collector.Aggregator) func() *fabric.SweepStatus {
-	c, enabled := agg.Lookup("fabric")
-	if !enabled {
-		return nil
-	}
-	r, ok := c.(interface{ Sweeper() *fabric.Sweeper })
-	if !ok || r.Sweeper() == nil {
-		return nil
-	}
-	sweeper := r.Sweeper()
-	return func() *fabric.SweepStatus {
-		st := sweeper.Status()
-		return &st
-	}
 }

@@ -69,14 +69,18 @@ type command struct {
 	// flag, config file or path (diagnose: 3, "could not run", so a health
 	// checker tells it from a failing host).
 	startupExit int
-	setup       func(cmd *kingpin.CmdClause) func(ctx context.Context, a *App) int
+	// background: the command reads the host's background sources
+	// (sminfo; the fabric scan and sweep where a loop runs them). The
+	// others never run them, whatever the collector flags say.
+	background bool
+	setup      func(cmd *kingpin.CmdClause) func(ctx context.Context, a *App) int
 }
 
 // commands are the subcommands, in --help order.
 var commands = []command{
-	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, startupExit: 1, setup: setupServe},
+	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, startupExit: 1, background: true, setup: setupServe},
 	{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
-		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: diagnose.ExitCannotRun, setup: setupDiagnose},
+		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: diagnose.ExitCannotRun, background: true, setup: setupDiagnose},
 	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probe.ExitUsage, setup: setupProbe},
 	{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
 		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: remediate.ExitUsage, setup: setupRemediate},
@@ -119,7 +123,9 @@ func run(args []string) int {
 		return startupExit
 	}
 	runners := map[string]func(context.Context, *App) int{}
+	background := map[string]bool{}
 	for _, c := range commands {
+		background[c.name] = c.background
 		cmd := app.Command(c.name, c.help)
 		if c.isDefault {
 			cmd = cmd.Default()
@@ -156,6 +162,11 @@ func run(args []string) int {
 	if err != nil {
 		return fatal(err)
 	}
+	if !background[selected] {
+		// probe and remediate read no SM and no fabric: no sminfo
+		// round of their own.
+		opts.SM, opts.Fabric = nil, nil
+	}
 	if *configCheck {
 		what := "the flags"
 		if *configFile != "" {
@@ -180,7 +191,8 @@ func run(args []string) int {
 
 // hostOptions are the host options of the flags and the config file:
 // which devices every source reads, the memlock processes, the opensm.conf
-// override, the ethtool query, whether the running kernel is asked about
+// override, the sminfo runs and the fabric scan and sweep (nil with their
+// collector off), the ethtool query, whether the running kernel is asked about
 // the tree (--host.live), and how long slow host state is reused (the
 // diagnose interval, so the sampler finds it fresh).
 func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *collector.Flags) (host.Options, error) {
@@ -196,7 +208,8 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		Paths:        paths,
 		Devices:      devices,
 		Tuning:       tuningOptions(cfg),
-		OpenSMConfig: f.SM.OpenSMConfig,
+		OpenSMConfig: f.OpenSMConfig,
+		SM:           f.HostSM(),
 		Ethtool:      et,
 		SlowRefresh:  cfg.Diagnose.SampleInterval(),
 		Live:         host.DetectLive(live, paths.Sysfs),
@@ -215,6 +228,9 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 			// So is devlink; --no-collector.devlink asks it nothing.
 			opts.Devlink = devlink.Live{}
 		}
+	}
+	if opts.Fabric, err = f.HostFabric(); err != nil {
+		return host.Options{}, err
 	}
 	if f.Enabled("rdma_netlink") {
 		if opts.RDMANetlink, err = f.RDMANetlinkQuery(); err != nil {

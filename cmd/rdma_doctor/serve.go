@@ -122,19 +122,20 @@ func checkListenAddresses(f *web.FlagConfig) error {
 	return nil
 }
 
-// newServer builds the whole server, in this order: the collectors and
-// their background runners (sminfo, iblinkinfo, the port state sampler, the kernel log reader), the probe results store,
-// the diagnose sampler (fed by the same host snapshots and the collectors'
-// sminfo runner), the probe scheduler and responder, and /metrics (metrics
-// has the limits from the flags; the collection, the parts and the logger
-// are filled in here). The work that runs in the background lasts as long
-// as ctx.
+// newServer builds the whole server, in this order: the collectors, the
+// host's background sources (sminfo, the fabric scan and sweep: Host.Start),
+// the port state sampler and the kernel log reader, the probe results
+// store, the diagnose sampler (fed by the same host snapshots, sminfo's
+// results included), the probe scheduler and responder, and /metrics
+// (metrics has the limits from the flags; the collection, the parts and
+// the logger are filled in here). The work that runs in the background
+// lasts as long as ctx.
 func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.Options) (*Server, error) {
-	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Reaper: a.Reaper}, a.Collectors, metrics.Timeout)
+	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, a.Collectors, metrics.Timeout)
 	if err != nil {
 		return nil, err
 	}
-	agg.Start(ctx)
+	a.Host.Start(ctx, a.Logger, a.Reaper)
 	if a.Collectors.Enabled("portwatch") {
 		iv := a.Collectors.PortWatchInterval
 		if iv != 0 && iv < 100*time.Millisecond {
@@ -163,7 +164,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.O
 		Parts: []prometheus.Collector{scrape.BuildInfo(name)},
 	}
 	store := probe.NewStore()
-	if err := addDiagnose(ctx, s, agg, store); err != nil {
+	if err := addDiagnose(ctx, s, store); err != nil {
 		return nil, err
 	}
 	if err := addProbe(ctx, s, store); err != nil {

@@ -33,6 +33,9 @@ type RunnerConfig struct {
 	Now       func() time.Time
 	// Reaper, when set, starts iblinkinfo and kills what it leaves behind.
 	Reaper *subprocess.Reaper
+	// Done, when set, is called after each scan that ran to its end (not
+	// one cut short by its context), once Status returns it.
+	Done func()
 }
 
 // DefaultMaxOutput is the default cap on one scan's output: 64 MiB. A
@@ -157,6 +160,9 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	r.mu.Unlock()
 	if err == nil || partial {
 		r.scannedOnce.Do(func() { close(r.scanned) })
+	}
+	if r.cfg.Done != nil {
+		r.cfg.Done()
 	}
 
 	switch {

@@ -31,15 +31,29 @@
 //     devlink firmware versions. The PCI functions and IRQ placement
 //     (Freshness SlowFollowingDevices) are read again at once when the
 //     class's devices change (one appears, vanishes or is re-registered),
-//     so their series follow the live class (see pciRead).
+//     so their series follow the live class (see pciRead);
+//   - background, run by a loop of its own on its own interval and
+//     published (Freshness Published): sminfo through every ACTIVE
+//     InfiniBand port (sm.go), the fabric's iblinkinfo scan and its
+//     counter sweep (fabric.go). The options turn each on (Options.SM,
+//     Options.Fabric, passed typed from main: nil with the collector
+//     off); Host.Start starts their loops (the server), and a snapshot
+//     reads the latest result and never waits for a run. Where no loop
+//     runs (the CLI's diagnose) a snapshot runs one sminfo round of its
+//     own, and reads no fabric.
 //
 // Each slow source is one Source value, declared in the file of its
 // topic with its name (the source label of rdma_snapshot_age_seconds),
 // its Freshness and its read, and listed in the sources table
 // (sources.go); its Snapshot accessor is one line through the generic
-// get. New makes one cache per listed source, Ages reports them all and
-// checkDevices invalidates by Freshness, so a new slow source is its
-// declaration and its line in the table.
+// get. Each background source is one Background value, declared the
+// same way with its name and how to open its runner from the options,
+// listed in the same table; its accessor is one line through the generic
+// latest. New makes one cache per listed source, Ages reports them all
+// (a background source's age is the time since it published its latest
+// result), checkDevices invalidates by Freshness and Start starts the
+// background ones, so a new source is its declaration and its line in
+// the table.
 //
 // # Caches and pools
 //
@@ -51,10 +65,13 @@
 //     arrive while a collection runs share its metrics. Kept only while
 //     that collection runs; the next scrape collects anew.
 //  2. slow[T] (this package, host.go): the slow sources above, one value
-//     each (Host.caches, one per entry of the sources table), served
+//     each (Host.caches, one per slow entry of the sources table), served
 //     until SlowRefresh passes; PCI and IRQ placement are
 //     invalidated at once when the class's devices change (checkDevices),
-//     and a read cut short by its deadline is not kept.
+//     and a read cut short by its deadline is not kept. A background
+//     source's entry (feed[T], background.go) keeps nothing but when it
+//     last published: its runner holds the latest result, replaced by
+//     each round, and a snapshot reads it there.
 //  3. The sampler's reuse of the last class (Host.SnapshotReusing): the
 //     newest whole class a snapshot read (a scrape's, cut short by no
 //     deadline), served to the diagnose sampler while younger than half

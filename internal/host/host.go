@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
@@ -67,6 +68,11 @@ type Options struct {
 	// SlowRefresh is how long slow host state is reused; 0 is
 	// DefaultSlowRefresh, negative reads it on every snapshot.
 	SlowRefresh time.Duration
+	// SM runs sminfo (sm.go); nil never runs it (--no-collector.sm).
+	SM *SMOptions
+	// Fabric scans the fabric and sweeps its counters (fabric.go); nil
+	// runs neither (the fabric collector off).
+	Fabric *FabricOptions
 	// StaticMaxAge bounds the static attribute cache; 0 is
 	// DefaultStaticMaxAge, negative disables the cache.
 	StaticMaxAge time.Duration
@@ -93,6 +99,9 @@ type Host struct {
 	// smLogs keeps where each OpenSM log was read to: a refresh parses
 	// only the lines added since.
 	smLogs opensm.LogReader
+	// fabricSwept is called with each counter sweep before it is
+	// published (OnFabricSweep).
+	fabricSwept hooks[*fabric.Sweep]
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen

@@ -35,6 +35,10 @@ const (
 	// class's devices change (one appears, vanishes or is re-registered:
 	// checkDevices), so the source's series follow the live class.
 	SlowFollowingDevices
+	// Published is never read by a snapshot: the source's own loop
+	// (Host.Start) publishes each result, and a snapshot reads the
+	// latest (a Background source, background.go).
+	Published
 )
 
 // Name is the source's rdma_snapshot_age_seconds label.
@@ -43,7 +47,7 @@ func (src *Source[T]) Name() string { return src.name }
 // Freshness is when the source is read again.
 func (src *Source[T]) Freshness() Freshness { return src.freshness }
 
-// source is a Source of any type, as the table lists it.
+// source is a Source or a Background of any type, as the table lists it.
 type source interface {
 	Name() string
 	Freshness() Freshness
@@ -53,7 +57,7 @@ type source interface {
 	load(ctx context.Context, s *Snapshot) error
 }
 
-// cache is a slow[T] of any type.
+// cache is a slow[T] or a feed[T] of any type.
 type cache interface {
 	readAt() time.Time
 	invalidate()
@@ -66,9 +70,9 @@ func (src *Source[T]) load(ctx context.Context, s *Snapshot) error {
 	return err
 }
 
-// sources is every slow source: New makes a cache for each, Ages reports
-// their ages. A new source is its declaration, in its topic's file, and
-// its line here.
+// sources is every slow and background source: New makes a cache for
+// each, Ages reports their ages, Start starts the background ones. A new
+// source is its declaration, in its topic's file, and its line here.
 var sources = []source{
 	pciSource,       // devices.go
 	placementSource, // devices.go
@@ -80,6 +84,10 @@ var sources = []source{
 	gpuSource,       // gpu.go
 	hwmonSource,     // hwmon.go
 	devlinkSource,   // devlink.go
+
+	smInfoSource,      // sm.go
+	fabricScanSource,  // fabric.go: before the sweep, which reads it
+	fabricSweepSource, // fabric.go
 }
 
 // newCaches is one empty cache per listed source.
@@ -115,7 +123,9 @@ func getFresh[T any](ctx context.Context, s *Snapshot, src *Source[T]) (T, bool,
 }
 
 // Ages reports how old each slow source's cached value is (absent: never
-// read), for rdma_snapshot_age_seconds.
+// read) and how long ago each background source published its latest
+// result (absent: none yet, or the source is off), for
+// rdma_snapshot_age_seconds.
 func (h *Host) Ages() map[string]time.Duration {
 	now := h.now()
 	out := make(map[string]time.Duration, len(h.caches))

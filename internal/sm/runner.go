@@ -32,6 +32,9 @@ type RunnerConfig struct {
 	Reaper *subprocess.Reaper
 	// Now is the clock (tests).
 	Now func() time.Time
+	// Done, when set, is called after each round that ran to its end
+	// (not one cut short by its context), once Status returns it.
+	Done func()
 }
 
 // PortStatus is the latest sminfo result for one local port.
@@ -159,6 +162,9 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	r.mu.Lock()
 	r.round++
 	r.mu.Unlock()
+	if r.cfg.Done != nil && ctx.Err() == nil {
+		r.cfg.Done()
+	}
 }
 
 func (r *Runner) query(ctx context.Context, t Target) {

@@ -1,0 +1,102 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package host
+
+import (
+	"context"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+)
+
+// FabricOptions are the fabric scan and counter sweep
+// (--collector.fabric.*). Options.Fabric nil runs neither (the fabric
+// collector is off by default).
+type FabricOptions struct {
+	// Path is the iblinkinfo executable; CA and Port pick the local port
+	// every tool sends from (empty, 0: the tools' default).
+	Path              string
+	Interval, Timeout time.Duration
+	CA                string
+	Port              int
+
+	// Counters sweeps every switch port's PMA counters (ibqueryerrors);
+	// off (--no-collector.fabric.counters), no sweep runs.
+	Counters                             bool
+	IBQueryErrorsPath, IBNetDiscoverPath string
+	CountersInterval, CountersTimeout    time.Duration
+	// CacheDir holds the fabric cache and threshold file the sweep
+	// writes (empty: a private temporary directory).
+	CacheDir string
+	// CACounters sweeps channel-adapter ports too.
+	CACounters bool
+	// Shard and Shards split the swept nodes among Shards exporters
+	// (fabric.ShardOf); 0 or 1 Shards sweeps them all.
+	Shard, Shards int
+}
+
+// The fabric's background sources, run only by a loop (the server): the
+// iblinkinfo scan every Interval, and the counter sweep over the latest
+// scan every CountersInterval, from the first scan that gave a fabric.
+// No snapshot runs them on demand: the CLI reads neither.
+var (
+	fabricScanSource = &Background[*fabric.Status]{name: "fabric_scan",
+		open: func(h *Host, env runEnv, published func()) *task[*fabric.Status] {
+			o := h.opts.Fabric
+			if o == nil {
+				return nil
+			}
+			r := fabric.NewRunner(fabric.RunnerConfig{
+				Path: o.Path, Args: fabric.Args(o.CA, o.Port), Interval: o.Interval, Timeout: o.Timeout,
+				Logger: env.logger, Reaper: env.reaper, Done: published,
+			})
+			return &task[*fabric.Status]{run: r.Run, round: r.RunOnce, ready: r.Scanned(), latest: func() *fabric.Status {
+				st := r.Status()
+				return &st
+			}}
+		}}
+	fabricSweepSource = &Background[*fabric.SweepStatus]{name: "fabric_sweep",
+		open: func(h *Host, env runEnv, published func()) *task[*fabric.SweepStatus] {
+			o := h.opts.Fabric
+			if o == nil || !o.Counters {
+				return nil
+			}
+			// Opened before this one (the table's order).
+			scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
+			sw := fabric.NewSweeper(fabric.SweeperConfig{
+				IBQueryErrors: o.IBQueryErrorsPath, IBNetDiscover: o.IBNetDiscoverPath,
+				Local: fabric.Args(o.CA, o.Port)[1:], // without iblinkinfo's --line
+				Dir:   o.CacheDir, Interval: o.CountersInterval, Timeout: o.CountersTimeout,
+				CAs: o.CACounters, Shard: o.Shard, Shards: o.Shards,
+				Topology: func() *fabric.Fabric { return scan.latest().Fabric },
+				Ready:    scan.ready,
+				Done: func(s *fabric.Sweep) {
+					h.fabricSwept.call(s)
+					published()
+				},
+				Logger: env.logger, Reaper: env.reaper,
+			})
+			return &task[*fabric.SweepStatus]{run: sw.Run, round: sw.SweepOnce, latest: func() *fabric.SweepStatus {
+				st := sw.Status()
+				return &st
+			}}
+		}}
+)
+
+// FabricScan is the latest iblinkinfo scan (background): nil where no
+// scan runs (the fabric collector off, or no loop: the CLI).
+func (s *Snapshot) FabricScan(ctx context.Context) *fabric.Status {
+	return latest(ctx, s, fabricScanSource)
+}
+
+// FabricSweep is the counter sweep's state (background): nil where no
+// sweep runs (as FabricScan, or --no-collector.fabric.counters).
+func (s *Snapshot) FabricSweep(ctx context.Context) *fabric.SweepStatus {
+	return latest(ctx, s, fabricSweepSource)
+}
+
+// OnFabricSweep adds fn to what each counter sweep calls before it is
+// published: the fabric collector renders the sweep's series then, so
+// that no scrape waits for that. Call it before Start.
+func (h *Host) OnFabricSweep(fn func(*fabric.Sweep)) { h.fabricSwept.add(fn) }
