@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,9 +70,6 @@ type Aggregator struct {
 	logger     *slog.Logger
 	timeout    time.Duration
 	errLog     *onceLogger
-	// seen is how many metrics each collector (by its index in names)
-	// sent last time: its next collection allocates that much at once.
-	seen []atomic.Int32
 
 	// flightMu guards flight, the collection in progress (nil when none).
 	flightMu sync.Mutex
@@ -121,7 +117,6 @@ func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, col
 		a.names = append(a.names, name)
 	}
 	sort.Strings(a.names)
-	a.seen = make([]atomic.Int32, len(a.names))
 	return a
 }
 
@@ -273,8 +268,7 @@ func (a *Aggregator) collectOnce(ctx context.Context) [][]prometheus.Metric {
 	done := make(chan result, len(a.names))
 	for i, name := range a.names {
 		c := a.collectors[name]
-		// Room for what it sent last time and its four status series.
-		out := &sink{ms: make([]prometheus.Metric, 0, a.seen[i].Load()+4)}
+		out := &sink{}
 		go func() {
 			start := time.Now()
 			err := c.Update(readCtx, snap, out)
@@ -287,7 +281,6 @@ wait:
 		select {
 		case r := <-done:
 			results[r.i] = &r
-			a.seen[r.i].Store(int32(len(r.out.ms)))
 		case <-ctx.Done():
 			break wait
 		}

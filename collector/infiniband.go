@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
@@ -27,66 +26,6 @@ type infinibandCollector struct {
 	// hasSM is the subnet manager family's sysfs part: it is derived from
 	// the state, phys_state, sm_lid and link_layer read here (sm.go).
 	hasSM *expo.Desc
-
-	// labels are the label value slices of the last collection, by
-	// device and port (port 0: the device's own hw counters), reused
-	// while the counters are the same: samples never change their
-	// labels, so a slice can serve scrape after scrape. A collection
-	// that overran its deadline may still run beside the next: mu.
-	mu     sync.Mutex
-	labels map[labelKey]*labelSet
-}
-
-type labelKey struct {
-	device string
-	port   int
-}
-
-// labelSet is the label values of one port's (or device's) series: the
-// (device, port) pair and, per counter, labelPairs of the counters it was
-// made for.
-type labelSet struct {
-	port              string
-	pair              []string
-	counterLab, hwLab []string
-}
-
-// labelsFor reports whether lab, labelPairs of some counters (stride
-// values each, the counter name last), names counters, in order.
-func labelsFor(lab []string, stride int, counters []infiniband.Counter) bool {
-	if len(lab) != stride*len(counters) {
-		return false
-	}
-	for i := range counters {
-		if lab[stride*i+stride-1] != counters[i].Name {
-			return false
-		}
-	}
-	return true
-}
-
-// labelsOf returns the label set of a port (num 0: the device itself),
-// the last collection's if its counters are the same ones, and keeps it
-// in next.
-func (c *infinibandCollector) labelsOf(next map[labelKey]*labelSet, device string, num int, counters, hw []infiniband.Counter) *labelSet {
-	k := labelKey{device, num}
-	c.mu.Lock()
-	ls := c.labels[k]
-	c.mu.Unlock()
-	stride := 3 // device, port, counter
-	if num == 0 {
-		stride = 2 // device, counter
-	}
-	if ls == nil || !labelsFor(ls.counterLab, stride, counters) || !labelsFor(ls.hwLab, stride, hw) {
-		port := ""
-		if num > 0 {
-			port = strconv.Itoa(num)
-		}
-		ls = &labelSet{port: port, pair: []string{device, port},
-			counterLab: labelPairs(device, port, counters), hwLab: labelPairs(device, port, hw)}
-	}
-	next[k] = ls
-	return ls
 }
 
 // NewInfinibandCollector builds the infiniband collector.
@@ -136,15 +75,9 @@ func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, o
 			return err
 		}
 	}
-	next := make(map[labelKey]*labelSet, len(c.labels))
 	for i := range class.Devices {
-		c.device(out, next, &class.Devices[i])
+		c.device(out, &class.Devices[i])
 	}
-	// Only the devices and ports of this collection are kept: a vanished
-	// one's labels go with it.
-	c.mu.Lock()
-	c.labels = next
-	c.mu.Unlock()
 	return errors.Join(append(class.Errors(), err)...)
 }
 
@@ -158,7 +91,7 @@ func optGauge[T uint64 | int](out *sink, d *expo.Desc, o infiniband.Opt[T], labe
 	}
 }
 
-func (c *infinibandCollector) device(s *sink, next map[labelKey]*labelSet, d *infiniband.Device) {
+func (c *infinibandCollector) device(s *sink, d *infiniband.Device) {
 	nodeType := ""
 	if d.NodeType.OK {
 		nodeType = d.NodeType.V.Name
@@ -170,13 +103,13 @@ func (c *infinibandCollector) device(s *sink, next map[labelKey]*labelSet, d *in
 	}
 	// Label values in one slice for all the device's hw counters
 	// (samples keep their label slices; nothing changes them).
-	lab := c.labelsOf(next, d.Name, 0, nil, d.HWCounters).hwLab
+	lab := labelPairs(d.Name, "", d.HWCounters)
 	for i, hc := range d.HWCounters {
 		s.counter(c.hwCounterDevice, float64(hc.Value), lab[2*i:2*i+2:2*i+2]...)
 	}
 	for i := range d.Ports {
 		p := &d.Ports[i]
-		c.port(s, c.labelsOf(next, d.Name, p.Num, p.Counters, p.HWCounters), d, p)
+		c.port(s, d, p)
 	}
 }
 
@@ -198,10 +131,10 @@ func labelPairs(device, port string, counters []infiniband.Counter) []string {
 	return lab
 }
 
-func (c *infinibandCollector) port(s *sink, ls *labelSet, d *infiniband.Device, p *infiniband.Port) {
-	port := ls.port
+func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.Port) {
+	port := strconv.Itoa(p.Num)
 	// The (device, port) label values, shared by the port's samples.
-	pl := ls.pair
+	pl := []string{d.Name, port}
 	var speed, width string
 	if p.Rate.OK {
 		speed, width = p.Rate.V.Speed, p.Rate.V.WidthLabel()
@@ -245,7 +178,7 @@ func (c *infinibandCollector) port(s *sink, ls *labelSet, d *infiniband.Device, 
 	optGauge(s, c.capMask, p.CapMask, pl...)
 
 	ext := p.Extended()
-	lab := ls.counterLab
+	lab := labelPairs(d.Name, port, p.Counters)
 	for i, pc := range p.Counters {
 		dpc := lab[3*i : 3*i+3 : 3*i+3]
 		spec, known := infiniband.LookupCounter(pc.Name)
@@ -260,7 +193,7 @@ func (c *infinibandCollector) port(s *sink, ls *labelSet, d *infiniband.Device, 
 		}
 		s.gauge(c.saturated, sat, dpc...)
 	}
-	lab = ls.hwLab
+	lab = labelPairs(d.Name, port, p.HWCounters)
 	for i, hc := range p.HWCounters {
 		s.counter(c.hwCounterPort, float64(hc.Value), lab[3*i:3*i+3:3*i+3]...)
 	}

@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -42,14 +41,6 @@ type Desc struct {
 	// orders label pairs.
 	order []int
 	prom  *prometheus.Desc
-	// seen is how many samples the family had when last grouped: the
-	// next grouping allocates that much at once.
-	seen atomic.Int32
-	// perm is the order the family's samples last had to be put in
-	// (sorted's indexes): a collector sends its series in the same order
-	// scrape after scrape, so checking that order costs one comparison a
-	// sample where sorting again costs many.
-	perm atomic.Pointer[[]int32]
 	// header is the family's HELP line and the start of its TYPE line
 	// ("# HELP name help\n# TYPE name "), escaped once here instead of on
 	// every scrape.
@@ -223,7 +214,7 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 			case f == nil:
 				// The family's type is its first good sample's, as
 				// the registry's is.
-				f = &Family{desc: s.desc, typ: s.typ, samples: make([]*Sample, 0, s.desc.seen.Load())}
+				f = &Family{desc: s.desc, typ: s.typ, samples: []*Sample{}}
 				fams[s.desc.Name] = f
 			}
 			f.samples = append(f.samples, s)
@@ -251,11 +242,6 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 		for i := range b.fams {
 			bf := &b.fams[i]
 			fams[bf.desc.Name] = &Family{desc: bf.desc, typ: bf.typ, block: b, seg: &bf.seg}
-		}
-	}
-	for _, f := range fams {
-		if f.seg == nil {
-			f.desc.seen.Store(int32(len(f.samples)))
 		}
 	}
 	return fams, other
@@ -413,13 +399,6 @@ func (f *Family) sorted() []*Sample {
 		}
 		return f.samples
 	}
-	if p := f.desc.perm.Load(); p != nil && len(*p) == len(f.samples) {
-		// Strictly increasing: no duplicates.
-		if out, ok := permuted(f.samples, *p, cmp); ok {
-			f.samples = out
-			return out
-		}
-	}
 	// Sorted as indexes, ties by position (stable: of equal label values
 	// the first collected is the one kept, as in client_golang): pdqsort moving small integers
 	// instead of slices.SortStableFunc's rotations of pointers, which
@@ -440,7 +419,6 @@ func (f *Family) sorted() []*Sample {
 		}
 		return int(i - j)
 	})
-	f.desc.perm.Store(&idx)
 	out := make([]*Sample, len(idx))
 	for k, i := range idx {
 		out[k] = f.samples[i]
@@ -470,23 +448,6 @@ func dedup(samples []*Sample, cmp func(a, b *Sample) int) []*Sample {
 // labels (two collectors may each make the Desc of a family).
 func (d *Desc) same(e *Desc) bool {
 	return d == e || d.Name == e.Name && d.Help == e.Help && slices.Equal(d.Labels, e.Labels)
-}
-
-// permuted puts samples in the order perm gives and reports whether that
-// order is strictly increasing: sorted, and with no equal label values
-// whose order the permutation might not keep.
-func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*Sample, bool) {
-	out := make([]*Sample, len(perm))
-	for k, i := range perm {
-		if int(i) >= len(samples) {
-			return nil, false
-		}
-		out[k] = samples[i]
-		if k > 0 && cmp(out[k-1], out[k]) >= 0 {
-			return nil, false
-		}
-	}
-	return out, true
 }
 
 // appendText appends the family's text exposition to b. flush, when

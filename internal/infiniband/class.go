@@ -146,7 +146,6 @@ type Reader struct {
 
 	mu     sync.Mutex
 	static map[string]*static
-	bufs   sync.Pool
 }
 
 // NewReader returns a Reader. maxAge <= 0 disables the cache; now nil is
@@ -155,8 +154,7 @@ func NewReader(sys hostfs.FS, keep func(string) bool, maxAge time.Duration, now 
 	if now == nil {
 		now = time.Now
 	}
-	return &Reader{sys: sys, keep: keep, maxAge: maxAge, now: now, listing: hostfs.NewListing(sys, ClassDir), static: map[string]*static{},
-		bufs: sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}}
+	return &Reader{sys: sys, keep: keep, maxAge: maxAge, now: now, listing: hostfs.NewListing(sys, ClassDir), static: map[string]*static{}}
 }
 
 // static is what a device read keeps: the static part of the Device, the
@@ -456,10 +454,7 @@ func (r *Reader) device(ctx context.Context, e Entry) Device {
 			}
 		}
 	}
-	bp := r.bufs.Get().(*[]byte)
-	defer r.bufs.Put(bp)
-	lr := live{buf: *bp}
-	defer func() { *bp = lr.buf[:0] }()
+	lr := live{buf: make([]byte, 0, 256)}
 
 	d.HWCounters = lr.counters(st.hw)
 	d.Ports = make([]Port, len(st.dev.Ports))
