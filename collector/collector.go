@@ -34,23 +34,22 @@ type Collector interface {
 }
 
 // sink is where a collector puts the metrics of one collection: a slice
-// the Aggregator takes whole, the samples made from a slab. A channel
+// the Aggregator takes whole. A channel
 // cost two operations a metric and a goroutine to drain it (4% of a
 // dgx-h100 scrape). Each collection gives each collector its own sink, so
 // one that misses the deadline writes only to a sink nobody reads.
 type sink struct {
-	ms   []prometheus.Metric
-	slab expo.Slab
+	ms []prometheus.Metric
 }
 
 func (s *sink) add(m prometheus.Metric) { s.ms = append(s.ms, m) }
 
 func (s *sink) gauge(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, s.slab.Gauge(d, v, labels...))
+	s.ms = append(s.ms, expo.Gauge(d, v, labels...))
 }
 
 func (s *sink) counter(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, s.slab.Counter(d, v, labels...))
+	s.ms = append(s.ms, expo.Counter(d, v, labels...))
 }
 
 // Env is what a collector is built with: the host it reads, what the

@@ -214,10 +214,9 @@ func (c *FabricCollector) portBuilds(f *fabric.Fabric, sw *fabric.Sweep) []func(
 			c.opts.PortSeries != PortSeriesErroringPorts || p.HasErrors() || anySaturated(p)}
 	}
 	builds = append(builds, func() []prometheus.Metric {
-		var s expo.Slab
 		out := make([]prometheus.Metric, 0, len(sw.Ports))
 		for i := range sw.Ports {
-			out = append(out, s.Gauge(c.portUnknown, b2f(sw.Ports[i].Unknown), labels[i].guid, labels[i].port))
+			out = append(out, expo.Gauge(c.portUnknown, b2f(sw.Ports[i].Unknown), labels[i].guid, labels[i].port))
 		}
 		return out
 	})
@@ -239,7 +238,6 @@ type portLabels struct {
 // portStates is the node info and each port's state, from the scan.
 func (c *FabricCollector) portStates(f *fabric.Fabric) []prometheus.Metric {
 	var out []prometheus.Metric
-	var s expo.Slab
 	var lastNode uint64
 	first := true
 	for i := range f.PortLines {
@@ -253,12 +251,12 @@ func (c *FabricCollector) portStates(f *fabric.Fabric) []prometheus.Metric {
 			if p.Switch {
 				typ = "switch"
 			}
-			out = append(out, s.Gauge(c.nodeInfo, 1, g, p.Desc, typ))
+			out = append(out, expo.Gauge(c.nodeInfo, 1, g, p.Desc, typ))
 			first, lastNode = false, p.GUID
 		}
-		out = append(out, s.Gauge(c.portState, float64(p.State), g, pn))
+		out = append(out, expo.Gauge(c.portState, float64(p.State), g, pn))
 		if p.PhysState != 0 {
-			out = append(out, s.Gauge(c.portPhys, float64(p.PhysState), g, pn))
+			out = append(out, expo.Gauge(c.portPhys, float64(p.PhysState), g, pn))
 		}
 	}
 	return out
@@ -276,14 +274,13 @@ func (c *FabricCollector) exported(p *fabric.PortCounters, l portLabels, id fabr
 // counterSeries is counter id of every swept port.
 func (c *FabricCollector) counterSeries(sw *fabric.Sweep, labels []portLabels, id fabric.CounterID) []prometheus.Metric {
 	var out []prometheus.Metric
-	var s expo.Slab
 	for i := range sw.Ports {
 		p := &sw.Ports[i]
 		if !c.exported(p, labels[i], id) {
 			continue
 		}
 		val, _ := p.Scaled(id)
-		out = append(out, s.Counter(c.portCounters[id], val, labels[i].guid, labels[i].port))
+		out = append(out, expo.Counter(c.portCounters[id], val, labels[i].guid, labels[i].port))
 	}
 	return out
 }
@@ -291,12 +288,11 @@ func (c *FabricCollector) counterSeries(sw *fabric.Sweep, labels []portLabels, i
 // saturatedSeries flags each fixed-width counter of every swept port.
 func (c *FabricCollector) saturatedSeries(sw *fabric.Sweep, labels []portLabels) []prometheus.Metric {
 	var out []prometheus.Metric
-	var s expo.Slab
 	for i := range sw.Ports {
 		p := &sw.Ports[i]
 		for id, ctr := range fabric.Counters {
 			if v := p.Values[id]; c.exported(p, labels[i], fabric.CounterID(id)) && v.FixedWidth() {
-				out = append(out, s.Gauge(c.portSaturated, b2f(v.Saturated()), labels[i].guid, labels[i].port, ctr.Spec.File))
+				out = append(out, expo.Gauge(c.portSaturated, b2f(v.Saturated()), labels[i].guid, labels[i].port, ctr.Spec.File))
 			}
 		}
 	}

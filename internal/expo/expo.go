@@ -23,9 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -104,33 +102,6 @@ func Counter(d *Desc, v float64, labels ...string) *Sample {
 // quantiles in increasing order of Q.
 func Summary(d *Desc, count uint64, sum float64, quantiles []Quantile, labels ...string) *Sample {
 	return &Sample{desc: d, typ: dto.MetricType_SUMMARY, value: sum, labels: labels, summary: &summary{count, quantiles}}
-}
-
-// slabLen is how many samples a slab block holds: as many as fill 4 KiB,
-// an allocation size class (no rounding up).
-const slabLen = 4096 / int(unsafe.Sizeof(Sample{}))
-
-// Slab makes samples slabLen at a time: one allocation where a collector of
-// a thousand samples made a thousand. A sample keeps its slab alive; the
-// samples of one collection live and die together anyway.
-type Slab struct{ buf []Sample }
-
-// Gauge is Gauge, from the slab.
-func (s *Slab) Gauge(d *Desc, v float64, labels ...string) *Sample {
-	return s.next(Sample{desc: d, typ: dto.MetricType_GAUGE, value: v, labels: labels})
-}
-
-// Counter is Counter, from the slab.
-func (s *Slab) Counter(d *Desc, v float64, labels ...string) *Sample {
-	return s.next(Sample{desc: d, typ: dto.MetricType_COUNTER, value: v, labels: labels})
-}
-
-func (s *Slab) next(x Sample) *Sample {
-	if len(s.buf) == cap(s.buf) {
-		s.buf = make([]Sample, 0, slabLen)
-	}
-	s.buf = append(s.buf, x)
-	return &s.buf[len(s.buf)-1]
 }
 
 // Desc implements prometheus.Metric.
@@ -247,11 +218,6 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 	return fams, other
 }
 
-// textBufs are WriteText's buffers, reused: a dgx-h100 exposition is
-// about 100 kB, and growing a new buffer for it was a scrape's largest
-// allocation after the samples themselves.
-var textBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
-
 // flushAt is how much text WriteText gathers before it writes: large
 // writes for the compressor, a bounded buffer for any exposition.
 const flushAt = 32 << 10
@@ -319,16 +285,9 @@ func (s *streamer) maybeFlush() error {
 func stream(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily,
 	writeGathered func(io.Writer, *dto.MetricFamily) error, writeOurs func(*streamer, *Family) error) error {
 	names, byName := familyNames(fams, gathered)
-	bp := textBufs.Get().(*[]byte)
-	s := streamer{w: w, buf: (*bp)[:0]}
-	defer func() {
-		// One huge family (a fabric of thousands of links) grows the
-		// buffer past the usual; that one is not kept.
-		if cap(s.buf) <= 1<<20 {
-			*bp = s.buf[:0]
-			textBufs.Put(bp)
-		}
-	}()
+	// A buffer of its own: reusing one from a pool saved no measurable
+	// CPU (docs/performance.md, "What each cache saves").
+	s := streamer{w: w, buf: make([]byte, 0, flushAt+4<<10)}
 	for _, n := range names {
 		if mf := byName[n]; mf != nil {
 			if err := s.flush(); err != nil {

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -175,38 +174,6 @@ func TestSortedAnyArrival(t *testing.T) {
 		if len(got) != 18 || !isSorted(got) {
 			t.Errorf("arrival %d (%v): not sorted", i, devs)
 		}
-	}
-}
-
-// Samples from a slab are the samples Gauge and Counter make, each its
-// own, past the slab's first block.
-func TestSlab(t *testing.T) {
-	d := NewDesc("rdma_port_state", "State.", "device", "port")
-	var s Slab
-	var got []*Sample
-	for i := range 130 {
-		if i%2 == 0 {
-			got = append(got, s.Gauge(d, float64(i), "mlx5_0", fmt.Sprint(i)))
-		} else {
-			got = append(got, s.Counter(d, float64(i), "mlx5_0", fmt.Sprint(i)))
-		}
-	}
-	for i, g := range got {
-		want := Gauge(d, float64(i), "mlx5_0", fmt.Sprint(i))
-		if i%2 == 1 {
-			want = Counter(d, float64(i), "mlx5_0", fmt.Sprint(i))
-		}
-		if g.value != want.value || g.typ != want.typ || !slices.Equal(g.labels, want.labels) || g.desc != d {
-			t.Fatalf("sample %d = %+v, want %+v", i, *g, *want)
-		}
-	}
-}
-
-// A slab block fills 4 KiB, an allocation size class, and no more.
-func TestSlabBlockSize(t *testing.T) {
-	size := uintptr(slabLen) * unsafe.Sizeof(Sample{})
-	if size > 4096 || size+unsafe.Sizeof(Sample{}) <= 4096 {
-		t.Errorf("a slab block of %d samples is %d bytes, want the most that fit 4096", slabLen, size)
 	}
 }
 

@@ -7,86 +7,42 @@ import (
 	"errors"
 	"io/fs"
 	"slices"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// Listing is a directory listed on every scrape (class/infiniband): kept
-// open, rewound and read with getdents, and each entry's identity taken
-// with fstatat relative to the descriptor, without following a link.
-// Listing it with ReadDir and a stat of each entry instead opened, read
-// and closed the directory, and walked the whole path of each entry and
-// of its link's target: on dgx-h100 that was about a twentieth of an
-// infiniband scrape (perf), and listing this way saves about 3% of its
-// CPU (interleaved A/B, both orders).
-//
-// A directory removed while kept (ib_core unloaded: a new class
-// directory when it is back) lists empty or fails; then the path is
-// opened again, so a new directory is never missed.
-//
-// A Listing of an FS that is not Dir's lists with its ReadDir, without
-// identities. Safe for concurrent use: a List that finds another in
-// flight lists by path itself rather than wait for it.
-type Listing struct {
-	fs   FS
-	name string
-
-	mu  sync.Mutex
-	fd  int // -1: not open
-	buf []byte
-}
-
-// Listed is one entry of a Listing: its name and the identity of the
-// entry itself (a link's, not its target's; HasID false when it cannot
-// be told).
+// Listed is one entry of a directory List lists: its name and the
+// identity of the entry itself (a link's, not its target's; HasID false
+// when it cannot be told).
 type Listed struct {
 	Name  string
 	ID    Identity
 	HasID bool
 }
 
-// NewListing returns the Listing of directory name below f; nothing is
-// opened yet.
-func NewListing(f FS, name string) *Listing { return &Listing{fs: f, name: name, fd: -1} }
-
-// List returns the directory's entries sorted by name.
-func (l *Listing) List() ([]Listed, error) {
-	d, ok := l.fs.(*dirFS)
+// List returns the entries of directory name below f, sorted by name,
+// each with its identity: read with getdents and each entry's identity
+// taken with fstatat relative to the directory's descriptor, without
+// following a link. Listing with ReadDir and a stat of each entry instead
+// walked the whole path of each entry and of its link's target: on
+// dgx-h100 about a twentieth of an infiniband scrape (perf). The
+// directory is opened for each List: keeping it open and rewinding it
+// saved no measurable CPU (docs/performance.md, "What each cache
+// saves"). An FS that is not Dir's is listed with its ReadDir, without
+// identities.
+func List(f FS, name string) ([]Listed, error) {
+	d, ok := f.(*dirFS)
 	if !ok {
-		return listFS(l.fs, l.name)
+		return listFS(f, name)
 	}
-	p := d.path(l.name)
+	p := d.path(name)
 	start, err := d.enter("readdir", p)
 	if err != nil {
 		return nil, err
 	}
 	defer d.reads.end(p, start)
-	if !l.mu.TryLock() {
-		return listPath(p)
-	}
-	defer l.mu.Unlock()
-	if out, err := l.listKept(p); err == nil && len(out) > 0 {
-		return out, nil
-	}
-	// Gone, replaced, empty or never opened: the path again.
-	l.release()
-	fd, err := openDir(p)
-	if err != nil {
-		return nil, err
-	}
-	if l.buf == nil {
-		l.buf = make([]byte, 4096)
-	}
-	if kept.Add(1) > keptMax() {
-		// The process's budget of kept descriptors is spent.
-		kept.Add(-1)
-		defer syscall.Close(fd)
-		return listFD(fd, p, l.buf)
-	}
-	l.fd = fd
-	return listFD(fd, p, l.buf)
+	return listPath(p)
 }
 
 // listFS lists name with f's ReadDir.
@@ -110,34 +66,6 @@ func listPath(p string) ([]Listed, error) {
 	}
 	defer syscall.Close(fd)
 	return listFD(fd, p, make([]byte, 4096))
-}
-
-// listKept lists through the kept descriptor, rewound (none open: an
-// error). The caller holds mu.
-func (l *Listing) listKept(p string) ([]Listed, error) {
-	if l.fd < 0 {
-		return nil, fs.ErrClosed
-	}
-	if _, err := syscall.Seek(l.fd, 0, 0); err != nil {
-		return nil, &fs.PathError{Op: "seek", Path: p, Err: err}
-	}
-	return listFD(l.fd, p, l.buf)
-}
-
-// release closes the kept descriptor; the caller holds mu.
-func (l *Listing) release() {
-	if l.fd >= 0 {
-		syscall.Close(l.fd)
-		l.fd = -1
-		kept.Add(-1)
-	}
-}
-
-// Close closes the kept descriptor.
-func (l *Listing) Close() {
-	l.mu.Lock()
-	l.release()
-	l.mu.Unlock()
 }
 
 // openDir opens a directory; O_DIRECTORY: a FIFO in its place fails

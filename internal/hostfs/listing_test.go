@@ -10,13 +10,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"testing/fstest"
 )
 
-func listedNames(t *testing.T, l *Listing) []string {
+func listedNames(t *testing.T, f FS, name string) []string {
 	t.Helper()
-	got, err := l.List()
+	got, err := List(f, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +28,10 @@ func listedNames(t *testing.T, l *Listing) []string {
 	return names
 }
 
-// A kept listing follows the directory: entries that come and go, a link
-// made anew (a re-registered device) with a new identity, and the whole
-// directory replaced (ib_core reloaded), all seen by the next List.
+// A listing follows the directory: entries that come and go, a link made
+// anew (a re-registered device) with a new identity, and the whole
+// directory replaced (ib_core reloaded), all seen by the next List, which
+// keeps no descriptor.
 func TestListingFollowsDirectory(t *testing.T) {
 	root := t.TempDir()
 	class := filepath.Join(root, "class")
@@ -47,9 +49,8 @@ func TestListingFollowsDirectory(t *testing.T) {
 	link("b")
 	link("a")
 	keptBefore := keptCount()
-	l := NewListing(Dir(root), "class")
-	defer l.Close()
-	first, err := l.List()
+	l := Dir(root)
+	first, err := List(l, "class")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,18 +60,15 @@ func TestListingFollowsDirectory(t *testing.T) {
 	if first[0].ID == first[1].ID {
 		t.Error("two links have one identity")
 	}
-	if n := keptCount() - keptBefore; n != 1 {
-		t.Errorf("%d descriptors kept, want 1", n)
-	}
 
 	link("c")
-	if got := listedNames(t, l); !slices.Equal(got, []string{"a", "b", "c"}) {
+	if got := listedNames(t, l, "class"); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Errorf("after adding c: %v", got)
 	}
 	if err := os.Remove(filepath.Join(class, "c")); err != nil {
 		t.Fatal(err)
 	}
-	if got := listedNames(t, l); !slices.Equal(got, []string{"a", "b"}) {
+	if got := listedNames(t, l, "class"); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("after removing c: %v", got)
 	}
 	// a made anew, to the same target: a new identity, where the
@@ -82,7 +80,7 @@ func TestListingFollowsDirectory(t *testing.T) {
 	if err := os.Rename(filepath.Join(class, ".a"), filepath.Join(class, "a")); err != nil {
 		t.Fatal(err)
 	}
-	again, err := l.List()
+	again, err := List(l, "class")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +91,7 @@ func TestListingFollowsDirectory(t *testing.T) {
 		t.Errorf("b unchanged but its identity changed: %+v then %+v", first[1], again[1])
 	}
 
-	// The directory replaced by a new one: the kept descriptor lists the
-	// removed one, empty, and the path is opened again.
+	// The directory replaced by a new one (ib_core reloaded).
 	if err := os.RemoveAll(class); err != nil {
 		t.Fatal(err)
 	}
@@ -102,40 +99,46 @@ func TestListingFollowsDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	link("c")
-	if got := listedNames(t, l); !slices.Equal(got, []string{"c"}) {
+	if got := listedNames(t, l, "class"); !slices.Equal(got, []string{"c"}) {
 		t.Errorf("after the directory was replaced: %v", got)
 	}
 	if err := os.RemoveAll(class); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.List(); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := List(l, "class"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("directory gone: %v, want not exist", err)
 	}
 	if n := keptCount() - keptBefore; n != 0 {
-		t.Errorf("%d descriptors kept after the directory went, want 0", n)
+		t.Errorf("%d descriptors kept, want 0", n)
 	}
 }
 
-// On a real kernel directory, generated on every read as sysfs's are, the
-// kept descriptor rewound lists what is there now: /proc/self/fd gains
-// and loses an entry as a file is opened and closed.
+// On a real kernel directory, generated on every read as sysfs's are,
+// each List lists what is there now: /proc/self/fd gains and loses an
+// entry as a file is opened and closed. The file is moved to a high
+// descriptor: List's own descriptor of the directory takes the lowest
+// free one, which it lists too.
 func TestListingRereadsRealKernelDirectory(t *testing.T) {
-	l := NewListing(Dir("/proc/self"), "fd")
-	defer l.Close()
-	before := listedNames(t, l)
+	l := Dir("/proc/self")
+	before := listedNames(t, l, "fd")
 	f, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd := strconv.Itoa(int(f.Fd()))
+	const high = 1000
+	if err := syscall.Dup3(int(f.Fd()), high, syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	fd := strconv.Itoa(high)
 	if slices.Contains(before, fd) {
 		t.Fatalf("fd %s listed before it was opened: %v", fd, before)
 	}
-	if got := listedNames(t, l); !slices.Contains(got, fd) {
+	if got := listedNames(t, l, "fd"); !slices.Contains(got, fd) {
 		t.Errorf("fd %s not listed once open: %v", fd, got)
 	}
-	f.Close()
-	if got := listedNames(t, l); slices.Contains(got, fd) {
+	syscall.Close(high)
+	if got := listedNames(t, l, "fd"); slices.Contains(got, fd) {
 		t.Errorf("fd %s still listed once closed: %v", fd, got)
 	}
 }
@@ -143,11 +146,11 @@ func TestListingRereadsRealKernelDirectory(t *testing.T) {
 // An FS that is not Dir's is listed with its ReadDir, without identities.
 func TestListingOtherFS(t *testing.T) {
 	f := fsFS{fstest.MapFS{"class/b/x": {}, "class/a/x": {}}}
-	got, err := NewListing(f, "class").List()
+	got, err := List(f, "class")
 	if err != nil || len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[0].HasID {
 		t.Errorf("got %+v, %v; want a and b without identities", got, err)
 	}
-	if _, err := NewListing(f, "none").List(); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := List(f, "none"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing directory: %v", err)
 	}
 }

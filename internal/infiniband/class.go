@@ -125,9 +125,7 @@ var ErrNoClass = errors.New("no " + ClassDir + " directory: RDMA core not loaded
 // Read reads every device that keep accepts, without a cache (tests,
 // one-off reads). A long-lived reader uses a Reader.
 func Read(ctx context.Context, sys hostfs.FS, keep func(name string) bool) (*Class, error) {
-	r := NewReader(sys, keep, -1, nil)
-	defer r.listing.Close()
-	return r.Read(ctx)
+	return NewReader(sys, keep, -1, nil).Read(ctx)
 }
 
 // Reader reads the class again and again, keeping each device's static
@@ -141,8 +139,6 @@ type Reader struct {
 	keep   func(string) bool
 	maxAge time.Duration
 	now    func() time.Time
-	// listing is the class directory, kept open (List).
-	listing *hostfs.Listing
 
 	mu     sync.Mutex
 	static map[string]*static
@@ -154,7 +150,7 @@ func NewReader(sys hostfs.FS, keep func(string) bool, maxAge time.Duration, now 
 	if now == nil {
 		now = time.Now
 	}
-	return &Reader{sys: sys, keep: keep, maxAge: maxAge, now: now, listing: hostfs.NewListing(sys, ClassDir), static: map[string]*static{}}
+	return &Reader{sys: sys, keep: keep, maxAge: maxAge, now: now, static: map[string]*static{}}
 }
 
 // static is what a device read keeps: the static part of the Device, the
@@ -258,10 +254,10 @@ type Entry struct {
 }
 
 // List lists the devices keep accepts, as DeviceNames does, each with
-// its entry's identity, through the class directory kept open: one
-// getdents and a short lookup per device on every scrape.
+// its entry's identity: one getdents and a short lookup per device
+// (hostfs.List).
 func (r *Reader) List() ([]Entry, error) {
-	listed, err := r.listing.List()
+	listed, err := hostfs.List(r.sys, ClassDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, ErrNoClass

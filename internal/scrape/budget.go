@@ -11,8 +11,8 @@ import (
 
 // What a scrape allocates to answer, beyond the collection that
 // concurrent scrapes share (TestScrapeMemory, dgx-h100's 1,038 samples):
-// 34 kB in the text format and 29 kB in protobuf (grouping and sorting
-// take a few pointers a sample, the write buffer is pooled); through
+// 86 kB in the text format and in protobuf (a 36 kB write buffer, and
+// grouping and sorting at about 48 bytes a sample); through
 // client_golang's registry 870 kB in protobuf and 2.9 MB in its text
 // debugging format (a dto.Metric, its label pairs and a const metric per
 // sample, then the formatting): about 2,800 bytes a sample. A gzip
@@ -22,7 +22,7 @@ import (
 // about 67 kB in text and 90 kB in protobuf (dgx-h100, with and without
 // them, same test).
 const (
-	fastSampleCost = 24
+	fastSampleCost = 48
 	slowSampleCost = 3200
 	gzipCost       = 850 << 10
 	bufferCost     = 64 << 10

@@ -120,8 +120,7 @@ func TestScrapeMemory(t *testing.T) {
 	if n < 1000 {
 		t.Fatalf("dgx-h100: %d samples", n)
 	}
-	// Warm-up: the collection that the scrapes below share, the
-	// families' sort orders, the pooled buffers.
+	// Warm-up: the collection that the scrapes below share.
 	for _, accept := range []string{"text/plain", protobufAccept, protoTextAccept} {
 		scrapeOnce(t, m, accept)
 	}
