@@ -26,7 +26,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench wakeups bench-fabric bench-readme bench-all fuzz run update-golden generate clean tools package image
+.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench bench-caches wakeups bench-fabric bench-readme bench-all fuzz run update-golden generate clean tools package image
 
 all: lint build test
 
@@ -168,6 +168,12 @@ bench-fabric: build
 		$(if $(TREYDOCK_VERSION),-treydock-version '$(TREYDOCK_VERSION)') \
 		$(FABRICBENCH_FLAGS) -o docs/performance.md
 	$(MAKE) --no-print-directory bench-readme
+
+# What each cache a scrape keeps saves: tools/cacheab's patches, each
+# turning one cache off, measured against the tree in interleaved rounds
+# (docs/caches.md). ROUNDS sets how many (default 12, about 3 minutes).
+bench-caches:
+	tools/cacheab/run.sh
 
 # Every benchmark of every package.
 bench-all:

@@ -89,48 +89,28 @@
 //     hostfs.MaxKept (4096) descriptors over the process, past which a
 //     file is read with open, read and close (rdma_host_kept_descriptors;
 //     about 4.5 KiB of kernel memory each, docs/performance.md).
-//  6. The kept class directory (hostfs.Listing of class/infiniband):
-//     rewound and listed again every scrape; opened again by path when it
-//     lists empty or fails (ib_core reloaded). One descriptor, in the
-//     same budget.
-//  7. Kept netdev attributes (hostfs.Kept, netFS here): operstate,
+//  6. Kept netdev attributes (hostfs.Kept, netFS here): operstate,
 //     carrier, flags and MTU of the netdevs, one Attr per path for the
 //     process's life; a missing file is tried again on every read (its
 //     netdev may come back). In the same budget.
-//  8. The kept ifindex socket (netdev.Ifindexes, ifindexes here): one
+//  7. The kept ifindex socket (netdev.Ifindexes, ifindexes here): one
 //     socket for the ethtool query's SIOCGIFINDEX, for the process's
 //     life; opened again next time if opening failed.
-//  9. collector/rendered.go: the samples a collector made from one value
+//  8. collector/rendered.go: the samples a collector made from one value
 //     of a slow source (PCI, IRQ placement, tuning, GPUs), appended again
 //     while the source serves the same value; a new value or a read error
 //     renders afresh.
-//  10. Label-slice reuse (collector/infiniband.go, labels): each port's
-//     label value slices from the last collection, reused while its
-//     counter list is the same; rebuilt each collection for the devices
-//     and ports it has (others are dropped).
-//  11. Aggregator.seen: each collector's sample count last time, the
-//     capacity its next sink starts with; overwritten every collection.
-//  12. expo.Desc.seen and perm (internal/expo): a family's sample count
-//     and sort order last time; perm is used only if it still yields
-//     strictly increasing label values, otherwise the family is sorted
-//     and perm replaced.
-//  13. expo.Slab: samples allocated a 4 KiB block at a time; a block
-//     lives as long as any sample of its collection.
-//  14. The text buffer pool (expo textBufs, a sync.Pool of 64 KiB
-//     buffers): emptied by the garbage collector as any sync.Pool.
-//  15. The gzip writer pool (internal/scrape gzipWriters): a channel of
+//  9. The gzip writer pool (internal/scrape gzipWriters): a channel of
 //     at most two writers, reset for each scrape; a burst beyond makes
 //     its own and drops it.
-//  16. The infiniband reader's buffer pool (infiniband.Reader.bufs, a
-//     sync.Pool of read buffers, 256 bytes to start, one per device read
-//     at a time, for its live attributes): emptied by the garbage
-//     collector as any sync.Pool.
 //
-// What a cache saves is in the comment at its declaration where it was
-// measured (the kept class directory about 3% of an infiniband scrape's
-// CPU, the kept ifindex socket a fifth of the netdev refresh's, the gzip
-// writer and the text buffer a scrape's largest allocations). For
-// rendered.go, the label-slice reuse, Aggregator.seen, expo.Desc.seen and
-// perm, and the reader's buffer pool no saving is recorded: issue 30
-// keeps a cache only where make bench shows it saving at least 5% CPU.
+// Each stays because it saves a default scrape at least 5% of its CPU
+// (make bench-caches: a patch in tools/cacheab turns each off, measured
+// against the tree in interleaved rounds), or for a reason that
+// benchmark cannot show (the singleflight bounds bursts, the sampler's
+// reuse saves idle CPU, the ifindex socket works only on a live host);
+// docs/caches.md has the figures, and those of the seven caches measured
+// to save nothing and deleted (label-slice reuse, the sink's and the
+// families' sizes and sort orders from last time, expo.Slab, the text
+// buffer pool, the reader's buffer pool and the kept class directory).
 package host
