@@ -145,9 +145,7 @@ func (s *stacks) files(t *testing.T) []string {
 			delete(seen, f)
 		}
 	}
-	for _, f := range slices.Sorted(maps.Keys(seen)) {
-		out = append(out, f)
-	}
+	out = append(out, slices.Sorted(maps.Keys(seen))...)
 	if len(out) == 0 {
 		t.Fatal("no frame of this module recorded")
 	}
