@@ -51,13 +51,19 @@ func TestCounterPath(t *testing.T) {
 	if os.Getenv(pathChild) == "" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCounterPath$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(), pathChild+"=1", "GODEBUG=tracebackancestors=100")
+		// Its output is logged only when it failed: go test -json would
+		// read its result lines as this test's subtests.
 		out, err := cmd.CombinedOutput()
-		t.Logf("%s", out)
 		if err != nil {
-			t.Fatalf("the traced run failed: %v", err)
+			t.Fatalf("the traced run failed: %v\n%s", err, out)
 		}
 		if !bytes.Contains(out, []byte("--- PASS: TestCounterPath")) {
-			t.Fatal("the traced run did not run TestCounterPath")
+			t.Fatalf("the traced run did not run TestCounterPath:\n%s", out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if _, path, ok := strings.Cut(l, "a counter runs through "); ok {
+				t.Log("a counter runs through " + path)
+			}
 		}
 		return
 	}
