@@ -23,7 +23,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,13 +39,6 @@ type Desc struct {
 	// orders label pairs.
 	order []int
 	prom  *prometheus.Desc
-	// perm is the order the family's samples last had to be put in
-	// (sorted's indexes). A family whose label-name order differs from
-	// the order its collector sends it in (rdma_port_hw_counter_total:
-	// sorted counter first, sent device first) would be sorted in full
-	// on every scrape; the same order checked costs one comparison a
-	// sample. A quarter of a generated-16x2 scrape's CPU (docs/caches.md).
-	perm atomic.Pointer[[]int32]
 	// header is the family's HELP line and the start of its TYPE line
 	// ("# HELP name help\n# TYPE name "), escaped once here instead of on
 	// every scrape.
@@ -366,13 +358,6 @@ func (f *Family) sorted() []*Sample {
 		}
 		return f.samples
 	}
-	if p := f.desc.perm.Load(); p != nil && len(*p) == len(f.samples) {
-		// Strictly increasing: no duplicates.
-		if out, ok := permuted(f.samples, *p, cmp); ok {
-			f.samples = out
-			return out
-		}
-	}
 	// Sorted as indexes, ties by position (stable: of equal label values
 	// the first collected is the one kept, as in client_golang): pdqsort moving small integers
 	// instead of slices.SortStableFunc's rotations of pointers, which
@@ -393,7 +378,6 @@ func (f *Family) sorted() []*Sample {
 		}
 		return int(i - j)
 	})
-	f.desc.perm.Store(&idx)
 	out := make([]*Sample, len(idx))
 	for k, i := range idx {
 		out[k] = f.samples[i]
@@ -595,21 +579,4 @@ func appendFloat(b []byte, f float64) []byte {
 		return append(b, "-Inf"...)
 	}
 	return strconv.AppendFloat(b, f, 'g', -1, 64)
-}
-
-// permuted puts samples in the order perm gives and reports whether that
-// order is strictly increasing: sorted, and with no equal label values
-// whose order the permutation might not keep.
-func permuted(samples []*Sample, perm []int32, cmp func(a, b *Sample) int) ([]*Sample, bool) {
-	out := make([]*Sample, len(perm))
-	for k, i := range perm {
-		if int(i) >= len(samples) {
-			return nil, false
-		}
-		out[k] = samples[i]
-		if k > 0 && cmp(out[k-1], out[k]) >= 0 {
-			return nil, false
-		}
-	}
-	return out, true
 }

@@ -100,10 +100,7 @@
 //     of a slow source (PCI, IRQ placement, tuning, GPUs), appended again
 //     while the source serves the same value; a new value or a read error
 //     renders afresh.
-//  9. expo.Desc.perm (internal/expo): a family's sort order last time,
-//     used only while it still yields strictly increasing label values;
-//     otherwise the family is sorted and perm replaced.
-//  10. The gzip writer pool (internal/scrape gzipWriters): a channel of
+//  9. The gzip writer pool (internal/scrape gzipWriters): a channel of
 //     at most two writers, reset for each scrape; a burst beyond makes
 //     its own and drops it.
 //
@@ -112,8 +109,8 @@
 // against the tree in interleaved rounds), or for a reason that
 // benchmark cannot show (the singleflight bounds bursts, the sampler's
 // reuse saves idle CPU, the ifindex socket works only on a live host);
-// docs/caches.md has the figures, and those of the six caches measured
-// to save nothing and deleted (label-slice reuse, the sink's and the
-// families' sizes from last time, expo.Slab, the text
+// docs/caches.md has the figures, and those of the eight caches measured
+// to save less than 5% and deleted (label-slice reuse, the sink's and the
+// families' sizes and sort orders from last time, expo.Slab, the text
 // buffer pool, the reader's buffer pool and the kept class directory).
 package host
