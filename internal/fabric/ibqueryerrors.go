@@ -183,6 +183,31 @@ func parseIQELine(line []byte) (*iqeLine, bool) {
 	return l, true
 }
 
+// fixedBits is the width of counter id's field in PortCounters, where
+// ibqueryerrors reads a value it prints bare (without the human-readable
+// figure of a 64-bit one).
+func fixedBits(id CounterID) uint8 {
+	if id == TransmitWait {
+		return 32 // PortCounters.PortXmitWait
+	}
+	return uint8(Counters[id].Spec.Bits)
+}
+
+// outOfWidth reports whether the line holds a bare error or PortXmitWait
+// value wider than its field (70000 for a 16-bit counter): no PMA answers
+// that, so the line is not a read of the port, and saturating it would
+// export a guess as a real value.
+func (l *iqeLine) outOfWidth() bool {
+	for id := range NumCounters {
+		bits := fixedBits(CounterID(id))
+		if l.seen[id] && !l.wide[id] && (Counters[id].Error || CounterID(id) == TransmitWait) &&
+			bits < 64 && l.values[id] > 1<<bits-1 {
+			return true
+		}
+	}
+	return false
+}
+
 // iqeFailure is one failed query ibqueryerrors reported on standard error.
 type iqeFailure struct {
 	lid, port int

@@ -316,12 +316,18 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 		// version): discover again next time.
 		s.cacheFor = 0
 	}
-	malformed, undiscovered := s.apply(sw, errs, data)
-	if malformed > 0 {
-		fail(ReasonUnparsable, fmt.Sprintf("ibqueryerrors: %d port lines with a field not in its format", malformed))
+	u := s.apply(sw, errs, data)
+	if u.malformed > 0 {
+		fail(ReasonUnparsable, fmt.Sprintf("ibqueryerrors: %d port lines with a field not in its format", u.malformed))
 	}
-	if undiscovered > 0 {
-		fail(ReasonMAD, fmt.Sprintf("ibnetdiscover: %d ports of the scan are on nodes its discovery did not reach", undiscovered))
+	if u.twice > 0 {
+		fail(ReasonUnparsable, fmt.Sprintf("ibqueryerrors: %d ports printed on more than one line (unknown: the lines cannot be told apart)", u.twice))
+	}
+	if u.outOfWidth > 0 {
+		fail(ReasonUnparsable, fmt.Sprintf("ibqueryerrors: %d ports with a value wider than its counter's field", u.outOfWidth))
+	}
+	if u.undiscovered > 0 {
+		fail(ReasonMAD, fmt.Sprintf("ibnetdiscover: %d ports of the scan are on nodes its discovery did not reach", u.undiscovered))
 	}
 	return firstErr
 }
@@ -458,6 +464,10 @@ func writeFileAtomic(path string, b []byte) error {
 // iqeRun is one ibqueryerrors run's result.
 type iqeRun struct {
 	lines map[PortKey]*iqeLine // by the line's GUID and port
+	// twice holds the ports printed on more than one line: ibqueryerrors
+	// prints one line a port, so a second is output it did not write
+	// alone, or two nodes sharing a GUID (apply makes them unknown).
+	twice map[PortKey]bool
 	sum   iqeSummary
 	fails []iqeFailure
 	// reason and msg say why the run failed or left ports unknown;
@@ -473,7 +483,7 @@ type iqeRun struct {
 // runIQE runs ibqueryerrors against the cache: errors (zero thresholds)
 // or, with data, the data counters.
 func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
-	run := &iqeRun{lines: map[PortKey]*iqeLine{}}
+	run := &iqeRun{lines: map[PortKey]*iqeLine{}, twice: map[PortKey]bool{}}
 	args := append(append([]string{}, s.cfg.Local...), "--load-cache", s.cacheFile, "--switch")
 	if s.cfg.CAs {
 		args = append(args, "--ca")
@@ -499,9 +509,11 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 					return
 				}
 				k := PortKey{GUID: l.guid, Port: l.port}
-				if run.lines[k] == nil {
-					run.lines[k] = l
+				if run.lines[k] != nil {
+					run.twice[k] = true
+					return
 				}
+				run.lines[k] = l
 			})
 			return perr
 		},
@@ -570,12 +582,21 @@ func (run *iqeRun) failures(c *ndCache) failures {
 // failed reports whether a query for port num of node failed.
 func (f failures) failed(nd *ndNode, num int) bool { return f.nodes[nd] || f.ports[nd][num] }
 
+// unread counts the ports apply left unknown because of what the runs
+// printed for them (each cause is one failure of the sweep).
+type unread struct {
+	// malformed: a line with a field not in its format; twice: a port
+	// printed on two lines; outOfWidth: a fixed-width value wider than
+	// its field; undiscovered: a node the discovery did not reach.
+	malformed, twice, outOfWidth, undiscovered int
+}
+
 // apply fills the swept ports from the two runs. A port is read when both
-// runs completed, neither named a failed query for it or its node, and the
-// data run printed its line; otherwise it is unknown and its values
-// absent. It returns the number of ports left unknown by a malformed
-// line, and by a node the discovery did not reach.
-func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered int) {
+// runs completed, neither named a failed query for it or its node, the
+// data run printed its line, and neither run printed a line for it that
+// cannot be trusted (malformed, twice, a value out of its field's
+// width); otherwise it is unknown and its values absent.
+func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 	c := s.cache
 	for _, l := range errs.lines {
 		for id := range NumCounters {
@@ -592,6 +613,8 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered 
 		nd := c.byPortGUID(p.GUID)
 		reason := Reason("")
 		var dl *iqeLine
+		ek := PortKey{GUID: p.GUID, Port: p.Port}
+		var dk PortKey
 		switch {
 		case !errs.complete:
 			reason = orReason(errs.reason, ReasonUnparsable)
@@ -600,19 +623,32 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered 
 		case nd == nil:
 			// Not in the cache: the discovery did not reach it.
 			reason = ReasonMAD
-			undiscovered++
+			u.undiscovered++
 		case errFails.failed(nd, p.Port) || dataFails.failed(nd, p.Port):
 			reason = ReasonMAD
 		default:
-			dl = data.lines[PortKey{GUID: nd.guid, Port: p.Port}]
+			dk = PortKey{GUID: nd.guid, Port: p.Port}
+			dl = data.lines[dk]
 			if dl == nil {
 				reason = ReasonUnparsable
 			}
 		}
-		el := errs.lines[PortKey{GUID: p.GUID, Port: p.Port}]
-		if reason == "" && (el != nil && el.malformed || dl.malformed) {
-			reason = ReasonUnparsable
-			malformed++
+		el := errs.lines[ek]
+		if reason == "" {
+			// Two lines for one port are not merged: which one is the
+			// port's (or whether they are two ports sharing a GUID)
+			// cannot be told, and either may hide the other's errors.
+			switch {
+			case el != nil && el.malformed || dl.malformed:
+				reason = ReasonUnparsable
+				u.malformed++
+			case errs.twice[ek] || data.twice[dk]:
+				reason = ReasonUnparsable
+				u.twice++
+			case el != nil && el.outOfWidth():
+				reason = ReasonUnparsable
+				u.outOfWidth++
+			}
 		}
 		if reason != "" {
 			p.Unknown, p.Reason = true, reason
@@ -624,10 +660,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered 
 			case ctr.Error || id == TransmitWait:
 				// A printed value says its width; an unprinted zero has
 				// the width the node's PMA prints its errors in.
-				fixed := uint8(ctr.Spec.Bits)
-				if id == TransmitWait {
-					fixed = 32 // PortCounters.PortXmitWait
-				}
+				fixed := fixedBits(CounterID(id))
 				v := Value{Bits: fixed, Present: true}
 				if s.wide[nd.guid] {
 					v.Bits = 64
@@ -652,7 +685,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (malformed, undiscovered 
 			}
 		}
 	}
-	return malformed, undiscovered
+	return u
 }
 
 // classify maps a subprocess error to a Reason.

@@ -412,3 +412,61 @@ func TestSweepRemovesItsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepValueWiderThanField: a bare value wider than its PortCounters
+// field (70000 in the 16-bit SymbolErrorCounter, 300 in the 8-bit
+// LinkDownedCounter, both edited into the recorded errors run; ibsim itself
+// clips what it is set to) is no PMA's answer: the port is unknown and the
+// sweep counts it, never a saturated 65535 with saturated 0. The same
+// value with the human-readable figure is a 64-bit one and is read.
+func TestSweepValueWiderThanField(t *testing.T) {
+	for _, c := range []struct {
+		name, sed string
+		guid      uint64
+		port      int
+		unknown   bool
+	}{
+		{"16-bit field", `s/SymbolErrorCounter == 4200/SymbolErrorCounter == 70000/`, leaf1, 1, true},
+		{"8-bit field", `s/port 5: \[LinkDownedCounter == 3\]/port 5: [LinkDownedCounter == 300]/`, leaf2, 5, true},
+		{"64-bit field", `s/SymbolErrorCounter == 4200/SymbolErrorCounter == 70000 (70.000K)/`, leaf1, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _ := fakeTools(t, `sed '`+c.sed+`' `+iqeFixture("ibsim16-errors.stdout")+`; exit 1`, "")
+			sw := sweepWith(t, cfg)
+			p := mustFind(t, sw, c.guid, c.port)
+			if !c.unknown {
+				if p.Unknown || !sw.OK() || p.Values[SymbolErrors].V != 70000 || p.Values[SymbolErrors].Bits != 64 {
+					t.Errorf("port %+v, sweep OK %v", p, sw.OK())
+				}
+				return
+			}
+			if !p.Unknown || p.Reason != ReasonUnparsable || p.Values[SymbolErrors].Present || p.Values[LinkDowned].Present {
+				t.Errorf("port: %+v", p)
+			}
+			if sw.OK() || sw.Unknown != 1 || sw.Failures[ReasonUnparsable] != 1 {
+				t.Errorf("unknown %d failures %v, want the one port unknown and counted", sw.Unknown, sw.Failures)
+			}
+		})
+	}
+}
+
+// TestSweepDuplicatePortLines: a port printed twice (a clean-looking
+// line, then one carrying errors; or a data line repeated) is unknown and
+// counted: neither line is kept as the port's read.
+func TestSweepDuplicatePortLines(t *testing.T) {
+	twice := `s/^   GUID 0x200004 port 6: .*$/   GUID 0x200004 port 1: [PortXmitWait == 1]\n   GUID 0x200004 port 1: [SymbolErrorCounter == 500]\n&/`
+	cfg, _ := fakeTools(t, `sed '`+twice+`' `+iqeFixture("ibsim16-errors.stdout")+`; exit 1`,
+		`sed '/GUID 0x200005 port 2:/p' `+iqeFixture("ibsim16-counters.stdout"))
+	sw := sweepWith(t, cfg)
+	for _, k := range []PortKey{{leaf3, 1}, {leaf4, 2}} {
+		if p := mustFind(t, sw, k.GUID, k.Port); !p.Unknown || p.Reason != ReasonUnparsable || p.Values[SymbolErrors].Present || p.Values[DataReceived].Present {
+			t.Errorf("0x%x/%d: %+v", k.GUID, k.Port, p)
+		}
+	}
+	if sw.OK() || sw.Unknown != 2 || sw.Failures[ReasonUnparsable] != 1 {
+		t.Errorf("unknown %d failures %v, want 2 unknown and one failure", sw.Unknown, sw.Failures)
+	}
+	if p := mustFind(t, sw, leaf3, 6); p.Unknown || p.Values[TransmitWait].V != 100000 {
+		t.Errorf("leaf3/6 %+v", p)
+	}
+}
