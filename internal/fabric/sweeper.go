@@ -90,6 +90,8 @@ type Sweeper struct {
 	cache     *ndCache
 	cacheFile string
 	cacheFor  uint64 // topology fingerprint the cache was discovered for
+	// expect is what a run against cacheFile must say it checked.
+	expect coverage
 	// wide holds the GUIDs of the nodes whose PMA printed a 64-bit error
 	// counter (the additional extended counters): their unprinted zeros
 	// are 64-bit too, so they have no saturation series.
@@ -311,6 +313,10 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 			fail(run.reason, run.msg)
 		}
 	}
+	if msg := s.checkCoverage(errs, data); msg != "" {
+		fail(ReasonUnparsable, msg)
+		errs.complete, errs.reason = false, ReasonUnparsable // every port unknown
+	}
 	if errs.cacheFailed || data.cacheFailed {
 		// The cache would not load (removed, or written by another
 		// version): discover again next time.
@@ -421,11 +427,15 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 	}); err != nil {
 		return false, ReasonStart, "writing the fabric cache: " + err.Error()
 	}
+	expect, err := s.coverageOf(buf.Bytes())
+	if err != nil {
+		return false, ReasonUnparsable, "the fabric cache written for ibqueryerrors: " + err.Error()
+	}
 	file := filepath.Join(s.dir, "fabric.cache")
 	if err := writeFileAtomic(file, buf.Bytes()); err != nil {
 		return false, ReasonStart, fmt.Sprintf("writing the fabric cache: %v (set --collector.fabric.cache-dir to a writable directory)", err)
 	}
-	s.cache, s.cacheFile, s.cacheFor = c, file, fp
+	s.cache, s.cacheFile, s.cacheFor, s.expect = c, file, fp, expect
 	// What is remembered of nodes stays bounded by the fabric's.
 	for g := range s.wide {
 		if c.byGUID[g] == nil {
@@ -436,6 +446,54 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 		return true, ReasonMAD, "ibnetdiscover --cache: " + line
 	}
 	return true, "", ""
+}
+
+// coverage is what an ibqueryerrors run reads of a fabric cache: the
+// nodes of the types it is asked for, and their ports other than port 0.
+type coverage struct{ nodes, ports int }
+
+// coverageOf returns the coverage of the cache file b handed to
+// ibqueryerrors: the summary of a run that read it must say at least as
+// much. ibqueryerrors counts every node of the asked types, read or not,
+// and for each its ports 1 to N (the node's port count when one
+// all-port query answers, the cached ports otherwise, port 0 too for an
+// enhanced switch port 0), so the cached ports other than port 0 are a
+// floor for both runs, but the two runs' port counts may differ.
+func (s *Sweeper) coverageOf(b []byte) (coverage, error) {
+	c, err := parseNDCache(bytes.NewReader(b), MaxNDCache)
+	if err != nil {
+		return coverage{}, err
+	}
+	var cv coverage
+	for _, nd := range c.nodes {
+		if nd.typ != ndTypeSwitch && (nd.typ != ndTypeCA || !s.cfg.CAs) {
+			continue // not asked for (--switch, --ca)
+		}
+		cv.nodes++
+		for _, p := range nd.ports {
+			if p.num > 0 {
+				cv.ports++
+			}
+		}
+	}
+	return cv, nil
+}
+
+// checkCoverage reports, as a failure message, a run whose summary says
+// it checked fewer nodes or ports than the cache it read holds (it cannot
+// say which it left out, so none of its answers are trusted), or two runs
+// that disagree on the nodes they checked (both count every node of the
+// cache, whatever its answers).
+func (s *Sweeper) checkCoverage(errs, data *iqeRun) string {
+	for _, run := range []*iqeRun{errs, data} {
+		if run.complete && (run.sum.nodes < s.expect.nodes || run.sum.ports < s.expect.ports) {
+			return fmt.Sprintf("%s: its summary says %d nodes and %d ports checked, but the fabric cache it read holds %d nodes and %d ports", run.what, run.sum.nodes, run.sum.ports, s.expect.nodes, s.expect.ports)
+		}
+	}
+	if errs.complete && data.complete && errs.sum.nodes != data.sum.nodes {
+		return fmt.Sprintf("ibqueryerrors: the errors run checked %d nodes, the data run %d, of the same fabric cache", errs.sum.nodes, data.sum.nodes)
+	}
+	return ""
 }
 
 // writeFileAtomic writes b to a new file beside path and renames it over
@@ -478,6 +536,7 @@ type iqeRun struct {
 	complete bool
 	// cacheFailed: the fabric cache did not load.
 	cacheFailed bool
+	what        string // the command, for messages
 }
 
 // runIQE runs ibqueryerrors against the cache: errors (zero thresholds)
@@ -495,6 +554,7 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 	} else {
 		args = append(args, "--threshold-file", filepath.Join(s.dir, "thresholds"))
 	}
+	run.what = what
 	var junk int
 	res, err := subprocess.Run(ctx, subprocess.Spec{
 		Path: s.cfg.IBQueryErrors, Args: args, Timeout: s.cfg.Timeout,
@@ -542,6 +602,12 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 		run.reason, run.msg = ReasonMAD, fmt.Sprintf("%s: %d failed PMA queries it did not name a port for", what, max(unattributed, run.sum.pmaFailures-len(fails)))
 		return run
 	}
+	if lid, ok := s.unplaced(fails); ok {
+		// The query of some node failed and which ports it leaves
+		// unread cannot be told: none of the run is trusted.
+		run.reason, run.msg = ReasonMAD, fmt.Sprintf("%s: a failed PMA query names LID %d, which no node of the fabric cache answers on", what, lid)
+		return run
+	}
 	run.complete = true
 	switch {
 	case len(fails) > 0:
@@ -552,6 +618,17 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 		run.reason, run.msg = ReasonUnparsable, fmt.Sprintf("%s: %d lines not in its format", what, junk)
 	}
 	return run
+}
+
+// unplaced returns the LID of the first failed query that names no
+// node of the cache.
+func (s *Sweeper) unplaced(fails []iqeFailure) (lid int, ok bool) {
+	for _, f := range fails {
+		if s.cache.byLID[f.lid] == nil {
+			return f.lid, true
+		}
+	}
+	return 0, false
 }
 
 // failures indexes the queries a run named as failed by node and port

@@ -470,3 +470,68 @@ func TestSweepDuplicatePortLines(t *testing.T) {
 		t.Errorf("leaf3/6 %+v", p)
 	}
 }
+
+// TestSweepFailureOnUnknownLID: a failed query naming a LID no node of
+// the fabric cache answers on (the recorded silent leaf004's failures,
+// re-addressed to LID 99) cannot be placed on a port: every port of the
+// run is unknown, never read as clean.
+func TestSweepFailureOnUnknownLID(t *testing.T) {
+	cfg, _ := fakeTools(t,
+		`cat `+iqeFixture("ibsim16-errors-leaf004-silent.stdout")+`; sed 's/Lid 6/Lid 99/' `+iqeFixture("ibsim16-errors-leaf004-silent.stderr")+` >&2; exit 1`, "")
+	sw := sweepWith(t, cfg)
+	if sw.OK() || sw.Unknown != 48 || sw.Failures[ReasonMAD] != 1 {
+		t.Errorf("unknown %d failures %v, want all 48 ports unknown and the run counted", sw.Unknown, sw.Failures)
+	}
+	if p := mustFind(t, sw, leaf4, 1); !p.Unknown || p.Reason != ReasonMAD || p.Values[SymbolErrors].Present {
+		t.Errorf("leaf4/1 %+v", p)
+	}
+}
+
+// TestSweepCoverage: the runs' summaries must cover the cache they read
+// (6 switches, 48 ports here; the recorded runs, made with --ca, say 21
+// nodes and 63 ports): a run that says it checked nothing, or fewer ports
+// than the cache holds, or two runs that checked different numbers of
+// nodes, leave every port unknown, never real zeros.
+func TestSweepCoverage(t *testing.T) {
+	errs, data := iqeFixture("ibsim16-errors.stdout"), iqeFixture("ibsim16-counters.stdout")
+	for _, c := range []struct{ name, errRun, dataRun string }{
+		{"errors run checked nothing",
+			`sed -e '/GUID/d' -e '/Errors for/d' -e 's/21 nodes checked, 5 bad/0 nodes checked, 0 bad/' -e 's/63 ports checked, 6 ports/0 ports checked, 0 ports/' ` + errs + `; exit 0`, ""},
+		{"data run checked fewer ports than the cache holds",
+			"", `sed 's/63 ports checked/40 ports checked/' ` + data},
+		{"the runs disagree on the nodes",
+			`sed 's/21 nodes checked/20 nodes checked/' ` + errs + `; exit 1`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, _ := fakeTools(t, c.errRun, c.dataRun)
+			sw := sweepWith(t, cfg)
+			if sw.OK() || sw.Unknown != 48 || sw.Failures[ReasonUnparsable] != 1 {
+				t.Errorf("unknown %d failures %v, want all 48 ports unknown and one failure", sw.Unknown, sw.Failures)
+			}
+			if p := mustFind(t, sw, leaf3, 1); !p.Unknown || p.Values[SymbolErrors].Present {
+				t.Errorf("leaf3/1 %+v", p)
+			}
+		})
+	}
+}
+
+// TestSweepCoverageFloorIsTight: the floor a run's summary must reach is
+// exactly what the real ibqueryerrors reported on the recorded fabric:
+// 6 nodes and 48 ports with --switch (the leaf004-silent runs), 21 and 63
+// with --switch --ca (ibsim16-errors, ibsim16-counters).
+func TestSweepCoverageFloorIsTight(t *testing.T) {
+	for _, c := range []struct {
+		cas  bool
+		want coverage
+	}{{false, coverage{6, 48}}, {true, coverage{21, 63}}} {
+		cfg, _ := fakeTools(t, "", "")
+		cfg.CAs = c.cas
+		topo := ibsimTopology(t)
+		cfg.Topology = func() *Fabric { return topo }
+		s := NewSweeper(cfg)
+		s.SweepOnce(context.Background())
+		if s.expect != c.want || !s.Status().Last.OK() {
+			t.Errorf("CAs %v: floor %+v, want %+v (sweep OK %v)", c.cas, s.expect, c.want, s.Status().Last.OK())
+		}
+	}
+}
