@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // This file parses ibqueryerrors (infiniband-diags) output: one process
@@ -200,12 +201,51 @@ func fixedBits(id CounterID) uint8 {
 func (l *iqeLine) outOfWidth() bool {
 	for id := range NumCounters {
 		bits := fixedBits(CounterID(id))
-		if l.seen[id] && !l.wide[id] && (Counters[id].Error || CounterID(id) == TransmitWait) &&
+		if l.seen[id] && !l.wide[id] && judged(CounterID(id)) &&
 			bits < 64 && l.values[id] > 1<<bits-1 {
 			return true
 		}
 	}
 	return false
+}
+
+// judged reports whether ibqueryerrors compares counter id with a
+// threshold (and prints it only above): the error counters and
+// PortXmitWait.
+func judged(id CounterID) bool { return Counters[id].Error || id == TransmitWait }
+
+// zeroThresholds checks the thresholds an errors run says it used (its
+// summary's "Thresholds:" list, "[SymbolErrorCounter = 0][…]"): every one
+// printed must be 0, and every judged counter printed. ibqueryerrors
+// prints a line for each threshold line of the file it read, so a
+// replaced file shows here whatever it holds; a counter the file does not
+// name keeps a zero threshold, but then the file was not ours.
+func zeroThresholds(list string) error {
+	var seen [NumCounters]bool
+	rest := strings.TrimSpace(list)
+	for rest != "" {
+		end := strings.IndexByte(rest, ']')
+		if rest[0] != '[' || end < 0 {
+			return fmt.Errorf("%q is not a threshold list", list)
+		}
+		name, val, ok := strings.Cut(rest[1:end], " = ")
+		id, ours := fieldIndex[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%q is not a threshold", rest[:end+1])
+		case val != "0":
+			return fmt.Errorf("the threshold of %s is %s, not 0", name, val)
+		case ours:
+			seen[id] = true
+		}
+		rest = strings.TrimSpace(rest[end+1:])
+	}
+	for id := range NumCounters {
+		if judged(CounterID(id)) && !seen[id] {
+			return fmt.Errorf("no threshold printed for %s (%q)", Counters[id].Field, list)
+		}
+	}
+	return nil
 }
 
 // iqeFailure is one failed query ibqueryerrors reported on standard error.

@@ -124,3 +124,33 @@ func FuzzParseIBQueryErrors(f *testing.F) {
 		}
 	})
 }
+
+// TestZeroThresholds: an errors run is read only when every threshold its
+// summary prints is 0 and every judged counter is printed (the list is the
+// recorded ibsim run's, edited).
+func TestZeroThresholds(t *testing.T) {
+	var sum iqeSummary
+	for l := range strings.SplitSeq(string(readIQE(t, "ibsim16-errors.stdout")), "\n") {
+		if strings.HasPrefix(l, "## Thresholds:") {
+			parseIQESummary([]byte(strings.TrimPrefix(l, "## ")), &sum)
+		}
+	}
+	rec := sum.thresholds
+	if err := zeroThresholds(rec); err != nil {
+		t.Fatalf("recorded thresholds %q: %v", rec, err)
+	}
+	for _, bad := range []string{
+		strings.Replace(rec, "[PortXmitWait = 0]", "[PortXmitWait = 100]", 1),
+		strings.Replace(rec, "[VL15Dropped = 0]", "[VL15Dropped = 1]", 1),
+		rec + "[SymbolErrorCounter = 10]", // a second line for a counter: the last one counts
+		strings.Replace(rec, "[LinkDownedCounter = 0]", "", 1),
+		strings.Replace(rec, "[PortRcvErrors = 0]", "[PortRcvErrors = 0", 1),
+		strings.Replace(rec, "[PortRcvErrors = 0]", "[PortRcvErrors 0]", 1),
+		"",
+		"(null)", // what it prints when the file cannot be opened
+	} {
+		if err := zeroThresholds(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

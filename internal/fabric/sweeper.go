@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
@@ -296,6 +297,11 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 			firstErr = msg
 		}
 	}
+	if r, msg := s.prepareDir(); r != "" {
+		fail(r, msg)
+		markAll(sw, r)
+		return firstErr
+	}
 	cached, r, msg := s.ensureCache(ctx, topo)
 	if r != "" && !cached {
 		fail(r, msg)
@@ -367,12 +373,63 @@ func fingerprint(topo *Fabric) uint64 {
 var thresholds = func() string {
 	var b strings.Builder
 	for id, c := range Counters {
-		if c.Error || CounterID(id) == TransmitWait {
+		if judged(CounterID(id)) {
 			b.WriteString(c.Field + "=0\n")
 		}
 	}
 	return b.String()
 }()
+
+// prepareDir makes the private cache directory when none was given and
+// refuses one that anyone but the exporter's user can write: they could
+// replace the threshold file (errors then read as real zeros) or the
+// fabric cache.
+func (s *Sweeper) prepareDir() (Reason, string) {
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "rdma_doctor-fabric-")
+		if err != nil {
+			return ReasonStart, fmt.Sprintf("no directory for the fabric cache (%v): set --collector.fabric.cache-dir to a writable directory", err)
+		}
+		s.dir, s.ownDir = d, true
+	}
+	if err := safeDir(s.dir); err != nil {
+		return ReasonStart, err.Error()
+	}
+	return "", ""
+}
+
+// safeDir checks that dir is a directory owned by this process's user and
+// writable by no one else.
+func safeDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("the fabric cache directory: %w (set --collector.fabric.cache-dir to a writable directory)", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("refusing the fabric cache directory %s: not a directory", dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("refusing the fabric cache directory %s: it is not owned by the exporter's user (uid %d), who alone may write the threshold file and the fabric cache", dir, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("refusing the fabric cache directory %s: mode %v lets its group or others replace the threshold file and the fabric cache (chmod go-w it)", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// writeThresholds writes the threshold file anew before each errors run,
+// in a directory checked again: a file changed since the last run is
+// never read.
+func (s *Sweeper) writeThresholds() (string, error) {
+	if err := safeDir(s.dir); err != nil {
+		return "", err
+	}
+	file := filepath.Join(s.dir, "thresholds")
+	if err := writeFileAtomic(file, []byte(thresholds)); err != nil {
+		return "", fmt.Errorf("writing the threshold file: %w (set --collector.fabric.cache-dir to a writable directory)", err)
+	}
+	return file, nil
+}
 
 // ensureCache discovers the fabric into the cache when there is none or
 // the topology's nodes or LIDs changed, and writes this shard's part. ok
@@ -382,16 +439,6 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 	fp := fingerprint(topo)
 	if s.cache != nil && s.cacheFor == fp {
 		return true, "", ""
-	}
-	if s.dir == "" {
-		d, err := os.MkdirTemp("", "rdma_doctor-fabric-")
-		if err != nil {
-			return false, ReasonStart, fmt.Sprintf("no directory for the fabric cache (%v): set --collector.fabric.cache-dir to a writable directory", err)
-		}
-		s.dir, s.ownDir = d, true
-	}
-	if err := writeFileAtomic(filepath.Join(s.dir, "thresholds"), []byte(thresholds)); err != nil {
-		return false, ReasonStart, fmt.Sprintf("writing the threshold file: %v (set --collector.fabric.cache-dir to a writable directory)", err)
 	}
 	// ibnetdiscover refuses to overwrite a cache: a new name each time.
 	disc := filepath.Join(s.dir, fmt.Sprintf("discovered-%d", time.Now().UnixNano()))
@@ -552,7 +599,12 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 		args = append(args, "--counters")
 		what += " --counters"
 	} else {
-		args = append(args, "--threshold-file", filepath.Join(s.dir, "thresholds"))
+		file, err := s.writeThresholds()
+		if err != nil {
+			run.reason, run.msg = ReasonStart, what+": "+err.Error()
+			return run
+		}
+		args = append(args, "--threshold-file", file)
 	}
 	run.what = what
 	var junk int
@@ -595,8 +647,10 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 			run.reason, run.msg = ReasonMAD, what+": "+other
 		}
 		return run
-	case !data && !strings.Contains(run.sum.thresholds, "SymbolErrorCounter = 0"):
-		run.reason, run.msg = ReasonUnparsable, what+": the zero thresholds did not take: "+run.sum.thresholds
+	case !data && zeroThresholds(run.sum.thresholds) != nil:
+		// A counter below a non-zero threshold is not printed and would
+		// read as a real zero.
+		run.reason, run.msg = ReasonUnparsable, what+": the zero thresholds did not take: "+zeroThresholds(run.sum.thresholds).Error()
 		return run
 	case unattributed > 0 || run.sum.pmaFailures > len(fails):
 		run.reason, run.msg = ReasonMAD, fmt.Sprintf("%s: %d failed PMA queries it did not name a port for", what, max(unattributed, run.sum.pmaFailures-len(fails)))
@@ -732,9 +786,8 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 			continue
 		}
 		for id := range NumCounters {
-			ctr := Counters[id]
 			switch {
-			case ctr.Error || id == TransmitWait:
+			case judged(CounterID(id)):
 				// A printed value says its width; an unprinted zero has
 				// the width the node's PMA prints its errors in.
 				fixed := fixedBits(CounterID(id))

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -534,4 +535,112 @@ func TestSweepCoverageFloorIsTight(t *testing.T) {
 			t.Errorf("CAs %v: floor %+v, want %+v (sweep OK %v)", c.cas, s.expect, c.want, s.Status().Last.OK())
 		}
 	}
+}
+
+// TestSweepThresholdsNotZero: an errors run whose summary prints any
+// non-zero threshold (not only SymbolErrorCounter's) leaves every port
+// unknown: its unprinted counters are not real zeros.
+func TestSweepThresholdsNotZero(t *testing.T) {
+	for _, field := range []string{"PortXmitWait", "LinkDownedCounter", "VL15Dropped"} {
+		cfg, _ := fakeTools(t, `sed 's/\[`+field+` = 0\]/[`+field+` = 100]/' `+iqeFixture("ibsim16-errors.stdout")+`; exit 1`, "")
+		sw := sweepWith(t, cfg)
+		if sw.OK() || sw.Unknown != 48 || sw.Failures[ReasonUnparsable] != 1 {
+			t.Errorf("%s threshold 100: unknown %d failures %v, want all 48 unknown", field, sw.Unknown, sw.Failures)
+		}
+	}
+}
+
+// TestSweepThresholdFileEveryRun: the threshold file is written again
+// before every errors run, so one replaced between sweeps is never read.
+func TestSweepThresholdFileEveryRun(t *testing.T) {
+	seen := t.TempDir()
+	cfg, _ := fakeTools(t, `n=0; p=; for x; do [ "$p" = --threshold-file ] && n=$(ls `+seen+` | wc -l) && cp "$x" `+seen+`/$n; p=$x; done
+cat `+iqeFixture("ibsim16-errors.stdout")+`; exit 1`, "")
+	topo := ibsimTopology(t)
+	cfg.Topology = func() *Fabric { return topo }
+	s := NewSweeper(cfg)
+	s.SweepOnce(context.Background())
+	if err := os.WriteFile(filepath.Join(cfg.Dir, "thresholds"), []byte("SymbolErrorCounter=1000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.SweepOnce(context.Background())
+	for i := range 2 {
+		b, err := os.ReadFile(filepath.Join(seen, strconv.Itoa(i)))
+		if err != nil || string(b) != thresholds {
+			t.Errorf("errors run %d read the threshold file %q (%v), want the zero thresholds", i+1, b, err)
+		}
+	}
+	if !s.Status().Last.OK() {
+		t.Errorf("second sweep not OK: %+v", s.Status().Last.Failures)
+	}
+}
+
+// TestSweepUnsafeCacheDir: a cache directory its group or others can
+// write, or owned by another user, is refused with one log line: every
+// port is unknown (start_failed) and no tool runs.
+func TestSweepUnsafeCacheDir(t *testing.T) {
+	other := "/usr" // root's: another user's unless the test runs as root
+	if os.Geteuid() == 0 {
+		other = t.TempDir()
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		dir  func(t *testing.T) string
+		want string
+	}{
+		{"world-writable", func(t *testing.T) string { return chmodDir(t, 0o777) }, "group or others"},
+		{"group-writable", func(t *testing.T) string { return chmodDir(t, 0o770) }, "group or others"},
+		{"another user's", func(t *testing.T) string { return other }, "not owned by"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, tools := fakeTools(t, "", "")
+			cfg.Dir = c.dir(t)
+			logs := &testenv.Records{}
+			topo := ibsimTopology(t)
+			cfg.Logger, cfg.Topology = slog.New(logs), func() *Fabric { return topo }
+			s := NewSweeper(cfg)
+			s.SweepOnce(context.Background())
+			s.SweepOnce(context.Background())
+			sw := s.Status().Last
+			if sw.OK() || sw.Unknown != 48 || sw.Failures[ReasonStart] != 1 {
+				t.Errorf("unknown %d failures %v, want all 48 unknown (start_failed)", sw.Unknown, sw.Failures)
+			}
+			if r := runs(t, tools); len(r) != 1 || r[0] != "" {
+				t.Errorf("tools ran in a refused directory: %q", r)
+			}
+			if n := logged(logs, "refusing the fabric cache directory "+cfg.Dir); n != 1 {
+				t.Errorf("%d log lines refusing the directory in 2 sweeps, want 1", n)
+			}
+			if n := logged(logs, c.want); n != 1 {
+				t.Errorf("no log line saying %q", c.want)
+			}
+		})
+	}
+}
+
+// logged counts the records whose message or an attribute holds substr.
+func logged(logs *testenv.Records, substr string) int {
+	n := 0
+	for _, r := range logs.Matching("") {
+		hit := strings.Contains(r.Message, substr)
+		r.Attrs(func(a slog.Attr) bool {
+			hit = hit || strings.Contains(a.Value.String(), substr)
+			return !hit
+		})
+		if hit {
+			n++
+		}
+	}
+	return n
+}
+
+func chmodDir(t *testing.T, mode os.FileMode) string {
+	d := t.TempDir()
+	if err := os.Chmod(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
