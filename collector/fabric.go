@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,7 +35,7 @@ type FabricCollector struct {
 	portCounters                                              [fabric.NumCounters]*expo.Desc
 	sweepSuccess, sweepDuration, sweepLastSuccess             *expo.Desc
 	sweepPorts, sweepUnknown, sweepRuns, sweepFailures        *expo.Desc
-	sweepSkipped                                              *expo.Desc
+	sweepSkipped, sweepRunning                                *expo.Desc
 
 	// block is the per-link series of the latest scan, rendered once per
 	// scan (40k links are 160k series: building them every scrape cost a
@@ -90,7 +91,8 @@ func NewFabricCollector(env Env, opts FabricOptions) *FabricCollector {
 		sweepUnknown:     desc("rdma_fabric_counter_sweep_ports_unknown", "Ports the latest counter sweep could not read."),
 		sweepRuns:        desc("rdma_fabric_counter_sweep_runs_total", "Counter sweeps completed."),
 		sweepFailures:    desc("rdma_fabric_counter_sweep_failures_total", "Sweep tool runs (ibnetdiscover, ibqueryerrors) that failed or left ports unknown, by reason.", "reason"),
-		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running (sweeps never stack)."),
+		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running (sweeps never stack); from the first skip until that sweep ends, every port reads unknown."),
+		sweepRunning:     desc("rdma_fabric_counter_sweep_in_progress_seconds", "How long the counter sweep now running has run; 0 when none runs. Past the sweep interval its ports read unknown; past --collector.fabric.counters-timeout it is killed."),
 	}
 	for id, ctr := range fabric.Counters {
 		c.portCounters[id] = desc("rdma_fabric_port_"+ctr.Spec.Metric, ctr.Spec.Help+" Switch side, from the port's PMA ("+ctr.Field+").", pl...)
@@ -146,7 +148,7 @@ func (c *FabricCollector) Update(ctx context.Context, snap *host.Snapshot, out *
 	out.add(c.linkBlock(f))
 	var sw *fabric.Sweep
 	if sst := snap.FabricSweep(ctx); sst != nil {
-		if serr := c.sweepHealth(out, *sst); err == nil {
+		if serr := c.sweepHealth(out, *sst, snap.Time); err == nil {
 			err = serr
 		}
 		sw = sst.Last
@@ -159,9 +161,14 @@ func (c *FabricCollector) Update(ctx context.Context, snap *host.Snapshot, out *
 // its ports is an error of the collector (the tools missing, no umad
 // access, no PMA answering): like a failed scan, a fault to fix; a partial
 // one is rdma_fabric_counter_sweep_success 0 and the unknown ports.
-func (c *FabricCollector) sweepHealth(out *sink, st fabric.SweepStatus) error {
+func (c *FabricCollector) sweepHealth(out *sink, st fabric.SweepStatus, now time.Time) error {
 	counter(out, c.sweepRuns, float64(st.Sweeps))
 	counter(out, c.sweepSkipped, float64(st.Skipped))
+	running := 0.0
+	if !st.Running.IsZero() {
+		running = max(now.Sub(st.Running).Seconds(), 0)
+	}
+	gauge(out, c.sweepRunning, running)
 	for _, r := range fabric.Reasons {
 		counter(out, c.sweepFailures, float64(st.Failures[r]), string(r))
 	}
@@ -175,6 +182,9 @@ func (c *FabricCollector) sweepHealth(out *sink, st fabric.SweepStatus) error {
 	gauge(out, c.sweepUnknown, float64(sw.Unknown))
 	if !st.LastSuccess.IsZero() {
 		gauge(out, c.sweepLastSuccess, float64(st.LastSuccess.UnixNano())/1e9)
+	}
+	if sw.Overrun {
+		return fmt.Errorf("counter sweep running for %s, past its interval: its %d ports are unknown until it ends", now.Sub(sw.Start).Round(time.Second), len(sw.Ports))
 	}
 	if len(sw.Ports) > 0 && sw.Unknown == len(sw.Ports) {
 		return fmt.Errorf("counter sweep read none of %d ports (failures %v)", len(sw.Ports), sw.Failures)

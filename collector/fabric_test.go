@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -110,6 +111,7 @@ func TestFabricCounterSeries(t *testing.T) {
 		{"rdma_fabric_counter_sweep_ports_unknown", "", 0},
 		{"rdma_fabric_counter_sweep_failures_total", "reason=mad_failed", 0},
 		{"rdma_fabric_counter_sweep_skipped_total", "", 0},
+		{"rdma_fabric_counter_sweep_in_progress_seconds", "", 0}, // Round's sweep has ended
 	} {
 		got, ok := fabricSeries(t, c, w.name)[w.labels]
 		if !ok || got != w.want {
@@ -246,5 +248,51 @@ func TestFabricSweepReadsNothing(t *testing.T) {
 	}
 	if n := len(fabricSeries(t, c, "rdma_fabric_port_symbol_errors_total")); n != 0 {
 		t.Errorf("%d symbol error series from a sweep that read nothing", n)
+	}
+}
+
+// TestFabricSweepOverrun: while a sweep runs its age is exported; once it
+// has overrun its interval the sweeper's stand-in (every port unknown)
+// reads success 0, its ports unknown, and the collector says why.
+func TestFabricSweepOverrun(t *testing.T) {
+	c, _ := fabricOn(t, FabricOptions{})
+	now := time.Date(2025, 1, 1, 0, 10, 0, 0, time.UTC)
+	began := now.Add(-90 * time.Second)
+	ports := []fabric.PortCounters{{PortLine: fabric.PortLine{GUID: 0x200002, Port: 1, Switch: true}, Unknown: true, Reason: fabric.ReasonTimeout},
+		{PortLine: fabric.PortLine{GUID: 0x200002, Port: 2, Switch: true}, Unknown: true, Reason: fabric.ReasonTimeout}}
+	st := fabric.SweepStatus{Running: began, Skipped: 1, Sweeps: 1, LastSuccess: now.Add(-2 * time.Minute), Failures: map[fabric.Reason]uint64{},
+		Last: &fabric.Sweep{Start: began, Overrun: true, Ports: ports, Unknown: len(ports), Failures: map[fabric.Reason]int{}}}
+	value := func(out *sink, name string) (float64, bool) {
+		for _, m := range out.ms {
+			if strings.Contains(m.Desc().String(), `"`+name+`"`) {
+				var d dto.Metric
+				if err := m.Write(&d); err != nil {
+					t.Fatal(err)
+				}
+				return sampleValue(&d), true
+			}
+		}
+		return 0, false
+	}
+	out := &sink{}
+	err := c.sweepHealth(out, st, now)
+	if err == nil || !strings.Contains(err.Error(), "past its interval") {
+		t.Errorf("error %v, want the overrun named", err)
+	}
+	for name, want := range map[string]float64{
+		"rdma_fabric_counter_sweep_in_progress_seconds": 90,
+		"rdma_fabric_counter_sweep_success":             0,
+		"rdma_fabric_counter_sweep_ports_unknown":       2,
+		"rdma_fabric_counter_sweep_skipped_total":       1,
+	} {
+		if got, ok := value(out, name); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	st.Running = time.Time{}
+	out = &sink{}
+	_ = c.sweepHealth(out, st, now)
+	if got, ok := value(out, "rdma_fabric_counter_sweep_in_progress_seconds"); !ok || got != 0 {
+		t.Errorf("no sweep running: in progress %v (present %v), want 0", got, ok)
 	}
 }

@@ -267,7 +267,7 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.fabric.counters-interval",
 		"Interval between counter sweeps; a sweep still running when the next is due makes that one skipped (counted), never stacked.").
 		Default("1m").DurationVar(&f.Fabric.CountersInterval)
-	app.Flag("collector.fabric.counters-timeout", "Timeout of one ibqueryerrors or ibnetdiscover run of the sweep; its process group is killed after it.").
+	app.Flag("collector.fabric.counters-timeout", "Deadline of one counter sweep, its ibnetdiscover and ibqueryerrors runs together: a run still going then is killed with its process group, the sweep ends there and its ports are unknown.").
 		Default("2m").DurationVar(&f.Fabric.CountersTimeout)
 	app.Flag("collector.fabric.ca-counters",
 		"Sweep channel-adapter ports too (hosts running rdma_doctor export their own side from sysfs).").BoolVar(&f.Fabric.CACounters)

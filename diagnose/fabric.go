@@ -142,6 +142,16 @@ func readCommands(p *fabric.PortLine, peer *fabric.End) string {
 
 func runFabricErrors(s *Reading, h *History, cfg *config.Config) ([]Finding, error) {
 	st := fabricOf(s, h)
+	if st.last.Overrun {
+		// The sweep running has overrun its interval: what the last one
+		// read is no longer a reading of now, so nothing is judged.
+		return []Finding{{Severity: Warn, Unknown: true, Target: "fabric",
+			Observed: fmt.Sprintf("the counter sweep begun at %s has overrun its interval: its %d ports are unread (timeout) until it ends",
+				st.last.Start.UTC().Format(time.RFC3339), len(st.last.Ports)),
+			Evidence: "rdma_fabric_counter_sweep_in_progress_seconds and rdma_fabric_counter_sweep_skipped_total",
+			Remedy: "a tool run of the sweep hangs or the fabric is too large for one interval: see " +
+				"RdmaFabricCounterSweepOverrun in docs/runbook.md"}}, nil
+	}
 	var out []Finding
 	var unread []string // ports the latest sweep could not read: never clean
 	clean, judged := 0, 0

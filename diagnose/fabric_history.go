@@ -21,7 +21,10 @@ const maxFabricSweeps = 8
 // addSweep records a fabric sweep the sampler saw; the same sweep seen by
 // several samples is kept once. Called with h.mu held.
 func (h *History) addSweep(sw *fabric.Sweep) {
-	if sw == nil {
+	if sw == nil || sw.Overrun {
+		// An overrun's stand-in read nothing: the latest-sweep checks
+		// see its unknown ports, and the window keeps the sweeps that
+		// read.
 		return
 	}
 	if n := len(h.sweeps); n > 0 {

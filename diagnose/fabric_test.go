@@ -555,3 +555,43 @@ func TestFabricErrorsUnreadPortIsNotClean(t *testing.T) {
 		t.Fatalf("unread ports: %+v", fs)
 	}
 }
+
+// TestFabricOverrunIsUnknown: the stand-in a sweeper publishes when its
+// sweep overran the interval (every port unknown) makes the fabric.errors
+// check warn unknown, never pass, and does not enter the window: the
+// sweeps that read stay there for the next judgement.
+func TestFabricOverrunIsUnknown(t *testing.T) {
+	topo := readTopology(t, "../fixtures/tools/iblinkinfo-l-ibsim.txt", nil)
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	a, b := recordedSweep(t, t0, topo), recordedSweep(t, t0.Add(time.Minute), topo)
+	over := &fabric.Sweep{Start: t0.Add(2 * time.Minute), Topology: b.Topology, Overrun: true, Failures: map[fabric.Reason]int{}}
+	for _, p := range b.Ports {
+		over.Ports = append(over.Ports, fabric.PortCounters{PortLine: p.PortLine, Unknown: true, Reason: fabric.ReasonTimeout})
+	}
+	over.Unknown = len(over.Ports)
+	e, err := NewEvaluator(&config.Config{}, []string{"fabric.*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHistory(time.Hour, 10)
+	var snap *Reading
+	for i, sw := range []*fabric.Sweep{a, b, over} {
+		snap = &Reading{Time: sw.Start.Add(time.Second), Host: &fixedHost{sweep: &fabric.SweepStatus{Last: sw, Sweeps: uint64(min(i+1, 2))}}}
+		h.Add(snap)
+	}
+	if got := h.Sweeps(); len(got) != 2 || got[1] != b {
+		t.Errorf("history holds %d sweeps (the stand-in among them: %v), want the two that read", len(got), len(got) > 0 && got[len(got)-1] == over)
+	}
+	var unread *Finding
+	for _, f := range findingsOf(e.Evaluate(snap, h).Findings, "fabric.errors") {
+		if f.Severity == Pass {
+			t.Errorf("a port of the overrun sweep passed: %+v", f)
+		}
+		if f.Unknown && f.Target == "fabric" {
+			unread = &f
+		}
+	}
+	if unread == nil || unread.Severity != Warn || !strings.Contains(unread.Observed, "overrun its interval") {
+		t.Errorf("overrun: no unknown warning naming the timeout: %+v", unread)
+	}
+}

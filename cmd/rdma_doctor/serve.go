@@ -65,6 +65,15 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			reaper = nil
 		}
 		a.Reaper = reaper
+		// On every way out the background work ends first: a sweep
+		// cut short removes its private cache directory.
+		ctx, cancel := context.WithCancel(ctx)
+		defer func() {
+			cancel()
+			if !a.Host.Stopped(backgroundStop) {
+				a.Logger.Warn("background sources did not stop in time; exiting anyway", "waited", backgroundStop)
+			}
+		}()
 		s, err := newServer(ctx, a, *metricsPath, scrape.Options{
 			Timeout:         *scrapeTO,
 			MaxRequests:     *maxRequests,
@@ -83,6 +92,11 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		return 0
 	}
 }
+
+// backgroundStop bounds how long an exiting server waits for its
+// background sources: their tool runs are killed when the context ends,
+// so they return at once unless something is badly wrong.
+const backgroundStop = 10 * time.Second
 
 // pages are the server's paths besides the metrics path and the landing page (which "/" as the metrics path replaces).
 var pages = []string{"/diagnose", "/probe"}

@@ -225,6 +225,10 @@ type Sweep struct {
 	Failures map[Reason]int
 	// Unknown is the number of Ports with Unknown set.
 	Unknown int
+	// Overrun is true for the stand-in a sweeper publishes when the
+	// sweep it runs has overrun its interval: the last sweep's ports,
+	// every one unknown (ReasonTimeout), Start that sweep's start.
+	Overrun bool
 }
 
 // OK reports whether every swept port was read and no query failed (a
@@ -268,6 +272,8 @@ type SweepStatus struct {
 	Sweeps, Skipped uint64
 	// Failures counts failed queries since start, by reason.
 	Failures map[Reason]uint64
+	// Running is when the sweep now running began; zero when none runs.
+	Running time.Time
 }
 
 // LinkAt returns the link cabled to port guid/port and the end at the

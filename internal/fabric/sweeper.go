@@ -36,7 +36,9 @@ type SweeperConfig struct {
 	// Interval between sweeps (default 1m). A sweep still running when
 	// the next is due makes that one skipped, never stacked.
 	Interval time.Duration
-	// Timeout of one tool run (default 2m).
+	// Timeout bounds one sweep, its discovery and ibqueryerrors runs
+	// together (default 2m): a run still going then is killed and the
+	// sweep ends there.
 	Timeout time.Duration
 	// Dir holds the fabric cache and the threshold file (default: a
 	// private directory made under the system's temporary directory on
@@ -97,6 +99,9 @@ type Sweeper struct {
 	// counter (the additional extended counters): their unprinted zeros
 	// are 64-bit too, so they have no saturation series.
 	wide map[uint64]bool
+	// deadline is when the running sweep's time is up (Timeout after it
+	// began): every tool run of it gets what is left (timeout).
+	deadline time.Time
 }
 
 // NewSweeper returns a sweeper; call Run to start it.
@@ -162,18 +167,61 @@ func (s *Sweeper) Run(ctx context.Context) {
 
 func (s *Sweeper) tick(ctx context.Context) {
 	if !s.running.CompareAndSwap(false, true) {
-		s.mu.Lock()
-		s.st.Skipped++
-		s.mu.Unlock()
-		s.cfg.Logger.Debug("counter sweep still running; this one is skipped", "interval", s.cfg.Interval)
+		s.overrun()
 		return
 	}
+	s.begin()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.running.Store(false)
-		s.SweepOnce(ctx)
+		defer s.end()
+		s.sweepOnce(ctx)
 	}()
+}
+
+// begin marks a sweep running from now (SweepStatus.Running); end marks
+// none running, where the sweep published nothing.
+func (s *Sweeper) begin() {
+	s.mu.Lock()
+	s.st.Running = s.cfg.Now()
+	s.mu.Unlock()
+}
+
+func (s *Sweeper) end() {
+	s.mu.Lock()
+	s.st.Running = time.Time{}
+	s.mu.Unlock()
+}
+
+// overrun counts a tick that found the sweep still running, and replaces
+// the published sweep with its ports unknown (overran): the sweep that
+// should have read them by now has not, so what the last one read is no
+// longer this interval's reading. The alert on skipped sweeps
+// (RdmaFabricCounterSweepOverrun) fires on the same tick.
+func (s *Sweeper) overrun() {
+	s.mu.Lock()
+	s.st.Skipped++
+	last, since := s.st.Last, s.st.Running
+	if last != nil && !last.Overrun && !since.IsZero() {
+		s.st.Last = overran(last, since, s.cfg.Now())
+	}
+	s.mu.Unlock()
+	s.cfg.Logger.Debug("counter sweep still running; this one is skipped and the last sweep's ports are unknown",
+		"interval", s.cfg.Interval, "running_since", since)
+}
+
+// overran is last with every port unknown (ReasonTimeout, values absent),
+// standing for the sweep begun at since that has overrun its interval.
+// Its Start is since: LastSuccess stays the last sweep that read.
+func overran(last *Sweep, since, now time.Time) *Sweep {
+	sw := &Sweep{Start: since, Duration: now.Sub(since), Topology: last.Topology, Failures: map[Reason]int{}, Overrun: true}
+	sw.Ports = make([]PortCounters, len(last.Ports))
+	for i := range last.Ports {
+		sw.Ports[i] = PortCounters{PortLine: last.Ports[i].PortLine, Unknown: true, Reason: ReasonTimeout}
+	}
+	sw.Unknown = len(sw.Ports)
+	return sw
 }
 
 // Status returns the latest state. The Sweep it points to is never
@@ -215,6 +263,12 @@ func (s *Sweeper) InShard(guid uint64) bool { return ShardOf(guid, s.cfg.Shards)
 // when the topology's nodes or LIDs change, and a shard's holds only its
 // nodes.
 func (s *Sweeper) SweepOnce(ctx context.Context) {
+	s.begin()
+	defer s.end()
+	s.sweepOnce(ctx)
+}
+
+func (s *Sweeper) sweepOnce(ctx context.Context) {
 	topo := s.cfg.Topology()
 	if topo == nil {
 		s.cfg.Logger.Debug("counter sweep waits for the first topology scan")
@@ -222,6 +276,8 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 	}
 	start := s.cfg.Now()
 	began := time.Now()
+	s.deadline = began.Add(s.cfg.Timeout)
+	defer func() { s.deadline = time.Time{} }()
 	sw := &Sweep{Start: start, Topology: topo, Failures: map[Reason]int{}}
 	s.plan(topo, sw)
 	firstErr := s.sweep(ctx, topo, sw)
@@ -242,6 +298,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) {
 
 	s.mu.Lock()
 	s.st.Last = sw
+	s.st.Running = time.Time{} // with the sweep it ran for: never a gap
 	s.st.Sweeps++
 	for r, n := range sw.Failures {
 		s.st.Failures[r] += uint64(n)
@@ -311,10 +368,26 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 	if r != "" {
 		fail(r, msg) // a partial discovery: its nodes are read below
 	}
+	if err := s.checkInputs(); err != nil {
+		// Something was planted at a name the tools are handed: they
+		// are not run, and the next sweep discovers and writes the files
+		// afresh (a rename replaces what was planted).
+		s.cacheFor = 0
+		fail(ReasonStart, err.Error())
+		markAll(sw, ReasonStart)
+		return firstErr
+	}
 	errs := s.runIQE(ctx, false)
-	data := s.runIQE(ctx, true)
-	sw.Queries = 2
-	for _, run := range []*iqeRun{errs, data} {
+	ran := []*iqeRun{errs}
+	data := &iqeRun{} // not run: never complete
+	if errs.reason != ReasonTimeout {
+		// A run that timed out used the whole sweep's deadline: the
+		// sweep ends there, not one timeout later.
+		data = s.runIQE(ctx, true)
+		ran = append(ran, data)
+	}
+	sw.Queries = len(ran)
+	for _, run := range ran {
 		if run.reason != "" {
 			fail(run.reason, run.msg)
 		}
@@ -342,6 +415,35 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 		fail(ReasonMAD, fmt.Sprintf("ibnetdiscover: %d ports of the scan are on nodes its discovery did not reach", u.undiscovered))
 	}
 	return firstErr
+}
+
+// checkInputs checks the files the tools are handed by name (the
+// shard's cache and the threshold file) before they run.
+func (s *Sweeper) checkInputs() error {
+	if err := checkRegular(s.cacheFile); err != nil {
+		return fmt.Errorf("fabric cache directory: %w", err)
+	}
+	// The threshold file is written before each errors run (a rename
+	// replaces whatever is there); before the first it need not exist.
+	// Something else planted there is refused for this sweep (it says the
+	// directory was tampered with) and removed, never followed.
+	th := filepath.Join(s.dir, "thresholds")
+	if err := checkRegular(th); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		_ = os.Remove(th)
+		return fmt.Errorf("fabric cache directory: %w", err)
+	}
+	return nil
+}
+
+// timeout is what is left of the running sweep's deadline, the timeout of
+// its next tool run: one deadline for the whole sweep, so a hung tool
+// holds the published sweep for one Timeout, not one per run. Never 0
+// (which would leave a run unbounded).
+func (s *Sweeper) timeout() time.Duration {
+	if s.deadline.IsZero() {
+		return s.cfg.Timeout
+	}
+	return max(time.Until(s.deadline), time.Millisecond)
 }
 
 func orReason(r, def Reason) Reason {
@@ -445,7 +547,7 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 	defer os.Remove(disc)
 	args := append(append([]string{}, s.cfg.Local...), "--cache", disc)
 	res, err := subprocess.Run(ctx, subprocess.Spec{
-		Path: s.cfg.IBNetDiscover, Args: args, Timeout: s.cfg.Timeout,
+		Path: s.cfg.IBNetDiscover, Args: args, Timeout: s.timeout(),
 		MaxOutput: s.cfg.MaxOutput, MaxStderr: 64 << 10, Reaper: s.cfg.Reaper,
 		// Its topology text is not needed (the scan has one): read and
 		// dropped, so it costs no memory.
@@ -454,13 +556,16 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 	if err != nil {
 		return false, classify(err), "ibnetdiscover --cache: " + err.Error()
 	}
-	f, err := os.Open(disc)
-	if err != nil {
+	f, err := openRegular(disc)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		msg := "ibnetdiscover --cache wrote no cache"
 		if line := errorLine(res.Stderr); line != "" {
 			msg += ": " + line
 		}
 		return false, ReasonMAD, msg
+	case err != nil:
+		return false, ReasonStart, "ibnetdiscover --cache: " + err.Error()
 	}
 	c, err := parseNDCache(f, MaxNDCache)
 	f.Close()
@@ -609,7 +714,7 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 	run.what = what
 	var junk int
 	res, err := subprocess.Run(ctx, subprocess.Spec{
-		Path: s.cfg.IBQueryErrors, Args: args, Timeout: s.cfg.Timeout,
+		Path: s.cfg.IBQueryErrors, Args: args, Timeout: s.timeout(),
 		MaxOutput: s.cfg.MaxOutput, Reaper: s.cfg.Reaper,
 		// Two lines per failed query, each naming its port: all kept,
 		// up to a dead fabric's worth.

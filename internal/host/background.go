@@ -83,7 +83,11 @@ func (src *Background[T]) start(ctx context.Context, h *Host, env runEnv) {
 	f.looping = true
 	f.mu.Unlock()
 	if !started {
-		go t.run(ctx)
+		h.loops.Add(1)
+		go func() {
+			defer h.loops.Done()
+			t.run(ctx)
+		}()
 	}
 }
 
@@ -194,6 +198,27 @@ func (h *Host) Start(ctx context.Context, logger *slog.Logger, reaper *subproces
 		if b, ok := src.(background); ok {
 			b.start(ctx, h, env)
 		}
+	}
+}
+
+// Stopped waits until every loop Start started has returned (their ctx
+// ended: a loop returns once its running round has, and cleans up after
+// itself then, as the sweep removes its private cache directory), or max
+// passes; it reports whether they all returned. A server calls it before
+// it exits, so that SIGTERM leaves nothing behind.
+func (h *Host) Stopped(max time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		h.loops.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 

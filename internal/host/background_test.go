@@ -5,6 +5,7 @@ package host
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -265,5 +266,37 @@ func TestFabricSources(t *testing.T) {
 		if _, ok := ages[name]; !ok {
 			t.Errorf("no age for %s after its round: %v", name, ages)
 		}
+	}
+}
+
+// TestStoppedRemovesSweepDir: once Start's context ends, Stopped waits for
+// the loops, and the sweep's private cache directory is gone by then (a
+// server that returned without waiting left it behind at SIGTERM).
+func TestStoppedRemovesSweepDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	tools := fabrictest.Install(t)
+	h, _, _, _ := faultyHost(t, Options{Fabric: &FabricOptions{Path: tools.IBLinkInfo, Counters: true,
+		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.Start(ctx, nil, nil)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if sw := h.Snapshot().FabricSweep(ctx); sw != nil && sw.Sweeps > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no sweep in 60 s") // the bound of a wait, not a timed assertion
+		}
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, "rdma_doctor-fabric-*")); len(dirs) != 1 {
+		t.Fatalf("private cache directories %v, want the sweep's one", dirs)
+	}
+	cancel()
+	if !h.Stopped(time.Minute) {
+		t.Fatal("the loops did not return within a minute of their context's end")
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, "rdma_doctor-fabric-*")); len(dirs) != 0 {
+		t.Errorf("left behind: %v", dirs)
 	}
 }
