@@ -190,8 +190,9 @@ func (p *parser) desc(b []byte) string {
 	if s, ok := p.descs[string(b)]; ok {
 		return s
 	}
-	s := names.Label(string(b))
-	p.descs[string(b)] = s
+	raw := string(b)
+	s := names.Label(raw) // raw itself when within the policy: one copy
+	p.descs[raw] = s
 	return s
 }
 
