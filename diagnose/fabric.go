@@ -5,6 +5,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -98,13 +99,28 @@ type fabricState struct {
 }
 
 func fabricOf(s *Reading, h *History) fabricState {
-	st := fabricState{last: s.sweepStatus().Last, sweeps: h.Sweeps()}
-	if n := len(st.sweeps); n == 0 || st.sweeps[n-1] != st.last {
-		// A history that has not seen the latest sweep (a report
-		// evaluated without the sampler) judges it alone.
-		st.sweeps = append(st.sweeps, st.last)
-	}
+	st := fabricState{last: s.sweepStatus().Last}
+	st.sweeps = sweepsTo(h.Sweeps(), st.last)
 	return st
+}
+
+// sweepsTo returns the held sweeps up to last, the sweep the reading
+// judges, ending with it: the sweeper adds each sweep as it publishes it
+// (History.AddSweep), so the history may already hold one newer than the
+// reading's, which the next sample judges. A history that has not seen
+// last (a report evaluated without the sampler) judges it after the older
+// ones it holds.
+func sweepsTo(held []*fabric.Sweep, last *fabric.Sweep) []*fabric.Sweep {
+	if i := slices.Index(held, last); i >= 0 {
+		return held[:i+1]
+	}
+	out := held[:0]
+	for _, sw := range held {
+		if last != nil && sw.Start.Before(last.Start) {
+			out = append(out, sw)
+		}
+	}
+	return append(out, last)
 }
 
 // fabricTarget is a port's target: its series' guid and port labels.

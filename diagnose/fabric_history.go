@@ -18,6 +18,23 @@ import (
 // the default 1-minute sweep interval with the oldest ones thinned out.
 const maxFabricSweeps = 8
 
+// AddSweep records a sweep as the sweeper publishes it
+// (Host.OnFabricSweep, through Sampler.FollowSweeps): the window then
+// holds every sweep, not only those a sample happens to read. A sweep is
+// kept once however it arrives, and from the first one that arrives here
+// on, the samples no longer add the sweeps they read: this hook has every
+// one of them, in order, and one a sample read late (older than the newest
+// held) must not be taken for a clock step.
+func (h *History) AddSweep(sw *fabric.Sweep) {
+	if sw == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.followed = true
+	h.addSweep(sw)
+}
+
 // addSweep records a fabric sweep the sampler saw; the same sweep seen by
 // several samples is kept once. Called with h.mu held.
 func (h *History) addSweep(sw *fabric.Sweep) {

@@ -33,9 +33,11 @@ type History struct {
 	ring   []sample
 	start  int // index of the oldest sample
 	n      int
-	// sweeps are the distinct fabric counter sweeps the samples saw,
-	// oldest first (fabric_history.go).
-	sweeps []*fabric.Sweep
+	// sweeps are the distinct fabric counter sweeps the samples saw, or
+	// the sweeper published (followed: AddSweep), oldest first
+	// (fabric_history.go).
+	sweeps   []*fabric.Sweep
+	followed bool
 }
 
 // NewHistory keeps at most capacity samples (at least 2) and none older
@@ -92,7 +94,7 @@ func (h *History) Add(s *Reading) {
 	h.ring[(h.start+h.n)%len(h.ring)] = sample{t: s.Time, vals: vals}
 	h.n++
 	h.expire()
-	if st := s.sweepStatus(); st != nil {
+	if st := s.sweepStatus(); st != nil && !h.followed {
 		h.addSweep(st.Last)
 	}
 }

@@ -48,6 +48,16 @@ func (s *Sampler) Sample(ctx context.Context) *Report {
 	return r
 }
 
+// FollowSweeps makes every fabric counter sweep the host publishes enter
+// the history as it is published (Host.OnFabricSweep, History.AddSweep).
+// A sample reads only the latest sweep, so sweeps that come faster than
+// the samples (the first sweep before the first sample, a 30 s sweep
+// under a 1 m sample) would otherwise never be judged, nor the rises
+// between them. Call it before the host starts, so no sweep is missed.
+func (s *Sampler) FollowSweeps() {
+	s.Reader.Host.OnFabricSweep(s.History.AddSweep)
+}
+
 // Latest returns the newest report, nil before the first sample.
 func (s *Sampler) Latest() *Report { return s.latest.Load() }
 

@@ -18,18 +18,15 @@ import (
 // round before the first diagnosis.
 const smFirstRoundWait = 3 * time.Second
 
-// addDiagnose adds /diagnose, its landing page link, the background
-// sampler that feeds it, and rdma_diagnose_status. The page and the metric
-// serve the sampler's latest report: a request never reads the host and
-// nothing here ever changes it. The sampler reads through the collectors'
-// host, so the slow host state, a class a scrape has just read and the
-// background sources' results (sminfo, the fabric sweep) are shared:
-// sminfo never runs twice.
-func addDiagnose(ctx context.Context, s *Server, probes probe.Reader) error {
-	cfg := &s.App.Config.Diagnose
-	eval, err := diagnose.NewEvaluator(s.App.Config, nil)
+// newDiagnoseSampler builds the diagnose sampler over the collectors'
+// host, before the host starts: it follows the fabric sweeps from the
+// first one (Sampler.FollowSweeps), so every sweep the sweeper publishes
+// enters the diagnosis window, not only those a sample catches.
+func newDiagnoseSampler(a *App, probes probe.Reader) (*diagnose.Sampler, error) {
+	cfg := &a.Config.Diagnose
+	eval, err := diagnose.NewEvaluator(a.Config, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	interval, window := cfg.SampleInterval(), cfg.HistoryWindow()
 	timeout := interval
@@ -37,14 +34,26 @@ func addDiagnose(ctx context.Context, s *Server, probes probe.Reader) error {
 		timeout = sampleTimeout
 	}
 	sampler := &diagnose.Sampler{
-		Reader: &diagnose.Reader{Host: s.App.Host, ReuseClass: interval / 2, Probe: probe.Diagnose(probes),
+		Reader: &diagnose.Reader{Host: a.Host, ReuseClass: interval / 2, Probe: probe.Diagnose(probes),
 			ExpectedDevices: cfg.ExpectedDevices},
 		Eval:     eval,
 		History:  diagnose.HistoryFor(window, interval),
 		Interval: interval,
 		Timeout:  timeout,
-		Logger:   s.App.Logger.With("component", "diagnose"),
+		Logger:   a.Logger.With("component", "diagnose"),
 	}
+	sampler.FollowSweeps()
+	return sampler, nil
+}
+
+// addDiagnose adds /diagnose, its landing page link, the background
+// sampler that feeds it, and rdma_diagnose_status. The page and the metric
+// serve the sampler's latest report: a request never reads the host and
+// nothing here ever changes it. The sampler reads through the collectors'
+// host, so the slow host state, a class a scrape has just read and the
+// background sources' results (sminfo, the fabric sweep) are shared:
+// sminfo never runs twice.
+func addDiagnose(ctx context.Context, s *Server, sampler *diagnose.Sampler) {
 	// The first sample runs in the background, like every later one: the
 	// server listens at once even when a host read hangs, and /diagnose
 	// says a first sample is under way until it is done.
@@ -61,7 +70,6 @@ func addDiagnose(ctx context.Context, s *Server, probes probe.Reader) error {
 	s.Mux.Handle("/diagnose", diagnose.NewHandler(sampler.Latest))
 	s.Links = append(s.Links, web.LandingLinks{Address: "/diagnose", Text: "Diagnose",
 		Description: "The troubleshooting checklist: findings with remedies (text; ?format=json, html, nhc)"})
-	s.App.Logger.Info("diagnose sampler started", "interval", interval, "window", window,
-		"history_samples", sampler.History.Cap(), "checks", len(eval.Checks()))
-	return nil
+	s.App.Logger.Info("diagnose sampler started", "interval", sampler.Interval, "window", s.App.Config.Diagnose.HistoryWindow(),
+		"history_samples", sampler.History.Cap(), "checks", len(sampler.Eval.Checks()))
 }

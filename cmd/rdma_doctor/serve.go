@@ -137,15 +137,24 @@ func checkListenAddresses(f *web.FlagConfig) error {
 }
 
 // newServer builds the whole server, in this order: the collectors, the
-// host's background sources (sminfo, the fabric scan and sweep: Host.Start),
-// the port state sampler and the kernel log reader, the probe results
-// store, the diagnose sampler (fed by the same host snapshots, sminfo's
-// results included), the probe scheduler and responder, and /metrics
+// probe results store and the diagnose sampler (fed by the same host
+// snapshots, sminfo's results included, and by every fabric sweep as it is
+// published, so it is built before them), the host's background sources
+// (sminfo, the fabric scan and sweep: Host.Start), the port state sampler
+// and the kernel log reader, the diagnose sampler's first sample and
+// /diagnose, the probe scheduler and responder, and /metrics
 // (metrics has the limits from the flags; the collection, the parts and
 // the logger are filled in here). The work that runs in the background
 // lasts as long as ctx.
 func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.Options) (*Server, error) {
 	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, a.Collectors, metrics.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	// The diagnose sampler follows the fabric sweeps from the first: it
+	// is built before the host starts them.
+	store := probe.NewStore()
+	sampler, err := newDiagnoseSampler(a, store)
 	if err != nil {
 		return nil, err
 	}
@@ -177,10 +186,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.O
 		},
 		Parts: []prometheus.Collector{scrape.BuildInfo(name)},
 	}
-	store := probe.NewStore()
-	if err := addDiagnose(ctx, s, store); err != nil {
-		return nil, err
-	}
+	addDiagnose(ctx, s, sampler)
 	if err := addProbe(ctx, s, store); err != nil {
 		return nil, err
 	}

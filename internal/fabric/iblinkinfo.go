@@ -19,6 +19,7 @@ import (
 	"strconv"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 )
 
 // End is one end of a link.
@@ -26,7 +27,9 @@ type End struct {
 	// GUID is the port GUID iblinkinfo prints; a switch's ports all show
 	// the switch's port 0 GUID.
 	GUID uint64
-	Desc string // node description, trimmed
+	// Desc is the node description, trimmed and made a label value
+	// (names.Label: valid UTF-8, at most names.MaxLabelBytes).
+	Desc string
 	LID  int
 	Port int
 }
@@ -166,8 +169,11 @@ type parser struct {
 	// links indexes f.Links by the link's two ends, lower end first.
 	links map[[2]endKey]int32
 	nodes map[uint64]*nodeSeen
-	// descs interns node descriptions: a switch's name repeats on every
-	// one of its lines and on every peer's line.
+	// strs interns the short fields (physical state, speed, hints).
+	strs map[string]string
+	// descs interns node descriptions, by the text as printed, as label
+	// values: a switch's name repeats on every one of its lines and on
+	// every peer's line, and is bounded (and a cut counted) once.
 	descs map[string]string
 }
 
@@ -175,16 +181,36 @@ func newParser() *parser {
 	return &parser{
 		links: map[[2]endKey]int32{},
 		nodes: map[uint64]*nodeSeen{},
+		strs:  map[string]string{},
 		descs: map[string]string{},
 	}
 }
 
 func (p *parser) intern(b []byte) string {
-	if s, ok := p.descs[string(b)]; ok {
+	if s, ok := p.strs[string(b)]; ok {
 		return s
 	}
 	s := string(b)
-	p.descs[s] = s
+	p.strs[s] = s
+	return s
+}
+
+// desc is a node description as every consumer gets it: a label value
+// under the one label policy (names.Label). The description is free text
+// set on the node (by whoever administers it, or a node name map) and
+// becomes a label of every series of its node and links and the text of
+// the fabric findings; an SMP carries 64 bytes, but iblinkinfo prints
+// what the SM or the map hands it, so a longer or non-UTF-8 one is cut
+// or repaired here, never left to the exposition (which refuses a
+// non-UTF-8 value and with it every series of the switch). Each distinct
+// description cut is counted once per scan.
+func (p *parser) desc(b []byte) string {
+	if s, ok := p.descs[string(b)]; ok {
+		return s
+	}
+	raw := string(b)
+	s := names.Label(raw) // raw itself when within the policy: one copy
+	p.descs[raw] = s
 	return s
 }
 
@@ -327,7 +353,7 @@ func (p *parser) parseLocal(b []byte, e *End) bool {
 	if q1 < 0 || q2 <= q1 {
 		return false
 	}
-	e.Desc = p.intern(bytes.TrimSpace(rest[q1+1 : q2]))
+	e.Desc = p.desc(bytes.TrimSpace(rest[q1+1 : q2]))
 	lid, port, ok := parseLIDPort(rest[q2+1:])
 	if !ok {
 		return false
@@ -356,7 +382,7 @@ func (p *parser) parseRemote(b []byte, l *Link) bool {
 	if !ok {
 		return false
 	}
-	l.B = End{GUID: g, LID: lid, Port: port, Desc: p.intern(bytes.TrimSpace(rest[q1+1 : descEnd]))}
+	l.B = End{GUID: g, LID: lid, Port: port, Desc: p.desc(bytes.TrimSpace(rest[q1+1 : descEnd]))}
 	hints := rest[descEnd+3 : len(rest)-1]
 	for _, part := range bytes.Split(hints, []byte("Could be")) {
 		h := bytes.TrimSpace(part)
@@ -514,7 +540,7 @@ func (p *parser) finish() *Fabric {
 		}
 		return a.A.Port < b.A.Port
 	})
-	p.links, p.nodes, p.descs = nil, nil, nil
+	p.links, p.nodes, p.strs, p.descs = nil, nil, nil, nil
 	return f
 }
 

@@ -23,7 +23,7 @@ type PortLine struct {
 	// rdma_fabric_link_info's guid label): a switch's port 0 GUID for all
 	// of its ports, the port GUID for a channel adapter.
 	GUID uint64
-	Desc string // node description, trimmed
+	Desc string // node description, trimmed, a label value (End.Desc)
 	// LID is the LID the PMA answers on (a switch's port 0 LID).
 	LID  int
 	Port int

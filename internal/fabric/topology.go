@@ -11,6 +11,8 @@ import (
 	"io"
 	"sort"
 	"strconv"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/names"
 )
 
 // An expected topology file is in the format ibnetdiscover prints and ibsim
@@ -347,9 +349,6 @@ func (p *topoParser) port(b []byte) error {
 func (p *topoParser) end(e rawEnd) (TopoEnd, bool) {
 	nd := p.nodes[e.id]
 	out := TopoEnd{Desc: nd.desc, Port: e.port}
-	if out.Desc == "" {
-		out.Desc = e.id // no comment: ibsim names the node by its id
-	}
 	if nd.isSwitch {
 		out.GUID = nd.switchGUID
 	} else {
@@ -360,6 +359,15 @@ func (p *topoParser) end(e rawEnd) (TopoEnd, bool) {
 
 func (p *topoParser) finish() *Topology {
 	t := &Topology{Nodes: p.nodeCnt, index: make(map[[2]TopoEnd]int, len(p.raw))}
+	for id, nd := range p.nodes {
+		if nd.desc == "" {
+			nd.desc = id // no comment: ibsim names the node by its id
+		}
+		// The scan's descriptions are label values (Parse); an end
+		// matched by description matches only under the same policy, and
+		// the findings print it.
+		nd.desc = names.Label(nd.desc)
+	}
 	for _, r := range p.raw {
 		a, aSw := p.end(r[0])
 		b, bSw := p.end(r[1])

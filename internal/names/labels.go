@@ -16,9 +16,10 @@ import (
 // in count. Every reader whose text reaches a label applies it:
 //
 //   - Free text (node_desc, hca_type, board_id, fw_ver, hw_rev, a netdev
-//     name, a GPU's driver and the NVIDIA module version) goes through
-//     Label: valid UTF-8, at most MaxLabelBytes, cut on a character
-//     boundary. The cut value is still served.
+//     name, a GPU's driver and the NVIDIA module version, a fabric node's
+//     description) goes through Label: valid UTF-8, at most
+//     MaxLabelBytes, cut on a character boundary. The cut value is still
+//     served.
 //   - A name a driver chooses (a counter file under counters/ and
 //     hw_counters/, a devlink reporter, component or version, a hwmon
 //     sensor label, an ethtool statistic) must be a Token (kernel
