@@ -187,7 +187,7 @@ func TestSchemasReject(t *testing.T) {
 		{"unknown container field", "daemonset.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: true\n            readOnlyRoot: true"},
 		{"port out of type", "service.yaml", "port: 9873", "port: [9873]"},
 		{"unknown endpoint field", "servicemonitor.yaml", "interval: 30s", "interval: 30s\n      intervall: 30s"},
-		{"rule without expr", "prometheusrule.yaml", "expr: rdma_port_counter_saturated == 1", "exp: rdma_port_counter_saturated == 1"},
+		{"rule without expr", "prometheusrule.yaml", "expr: rdma_device_pcie_link_degraded == 1", "exp: rdma_device_pcie_link_degraded == 1"},
 		{"namespace label type", "namespace.yaml", "pod-security.kubernetes.io/warn: privileged", "pod-security.kubernetes.io/warn: [privileged]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
