@@ -13,6 +13,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
@@ -145,6 +146,9 @@ type FabricOptions struct {
 	ShardSpec string
 	// PortSeries trims the per-port series (PortSeries*).
 	PortSeries string
+	// NodeNameMap is the node name map file, read into
+	// host.FabricOptions.Names by HostFabric.
+	NodeNameMap string
 }
 
 // The values of --collector.fabric.port-series.
@@ -277,6 +281,9 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.fabric.port-series",
 		"Per-port counter series: all; errors (no data and packet counters); erroring-ports (counters only for ports with errors). State and unknown series stay for every port.").
 		Default(PortSeriesAll).EnumVar(&f.Fabric.PortSeries, PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts)
+	app.Flag("collector.fabric.node-name-map",
+		"infiniband-diags node name map (lines of 0xGUID \"name\", as ibnetdiscover, iblinkinfo and ibqueryerrors take it): its names replace the node descriptions in every fabric series' node labels and in the fabric findings. Read once at start-up: a changed file needs a restart.").
+		PlaceHolder("FILE").StringVar(&f.Fabric.NodeNameMap)
 	return f
 }
 
@@ -326,6 +333,11 @@ func (f *Flags) HostFabric() (*host.FabricOptions, error) {
 	o, err := f.Fabric.validated()
 	if err != nil {
 		return nil, err
+	}
+	if o.NodeNameMap != "" {
+		if o.Names, err = fabric.LoadNameMap(o.NodeNameMap); err != nil {
+			return nil, fmt.Errorf("--collector.fabric.node-name-map: %w", err)
+		}
 	}
 	return &o.FabricOptions, nil
 }

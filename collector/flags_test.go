@@ -4,6 +4,8 @@
 package collector
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +55,36 @@ func TestModuleEEPROMNeedsEthtool(t *testing.T) {
 	f.ModuleEEPROM = false
 	if et, err := f.EthtoolQuery(); err != nil || et != nil {
 		t.Errorf("both off: %+v, %v", et, err)
+	}
+}
+
+// TestNodeNameMapFlag: the map is read when the flags are resolved (so
+// --config.check and start-up fail on it), its error names the flag, the
+// file and the line, and a good map reaches the host's fabric options.
+func TestNodeNameMapFlag(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
+	if err := os.WriteFile(good, []byte("0x200001 \"leaf-1\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("# map\n0x200001 leaf-1\nleaf2 \"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flags := func(m string) *Flags {
+		app := kingpin.New("test", "")
+		f := AddFlags(app)
+		if _, err := app.Parse([]string{"--collector.fabric", "--collector.fabric.node-name-map=" + m}); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	o, err := flags(good).HostFabric()
+	if err != nil || o.Names[0x200001] != "leaf-1" {
+		t.Fatalf("good map: %v, %+v", err, o)
+	}
+	_, err = flags(bad).HostFabric()
+	want := "--collector.fabric.node-name-map: node name map " + bad + `: line 3: "leaf2" is not a GUID`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("bad map: %v, want %q", err, want)
 	}
 }

@@ -177,8 +177,10 @@ func Checks() []*Check {
 type Evaluator struct {
 	cfg    *config.Config
 	checks []*Check
-	// topo is diagnose.fabric_topology, read once here.
-	topo *fabric.Topology
+	// topo is diagnose.fabric_topology, read once here; topoErr why it
+	// could not be read (fabric.topology is then unknown, with the reason).
+	topo    *fabric.Topology
+	topoErr error
 }
 
 // NewEvaluator selects the checks to run: every check not disabled in the
@@ -217,11 +219,13 @@ func newEvaluator(cfg *config.Config, only []string, all []*Check) (*Evaluator, 
 	}
 	e := &Evaluator{cfg: cfg}
 	if p := cfg.Diagnose.FabricTopology; p != "" {
-		t, err := LoadTopology(p)
-		if err != nil {
-			return nil, fmt.Errorf("config diagnose.fabric_topology: %w", err)
+		// An unreadable file does not stop the evaluator: the server
+		// keeps running every other check and fabric.topology says why
+		// it cannot judge; --config.check and the diagnose command fail
+		// on it (TopologyErr).
+		if e.topo, e.topoErr = LoadTopology(p); e.topoErr != nil {
+			e.topoErr = fmt.Errorf("config diagnose.fabric_topology: %w", e.topoErr)
 		}
-		e.topo = t
 	}
 	for _, c := range all {
 		if cfg.Diagnose.Disabled(c.ID) {
@@ -237,6 +241,10 @@ func newEvaluator(cfg *config.Config, only []string, all []*Check) (*Evaluator, 
 
 // Checks returns the selected checks.
 func (e *Evaluator) Checks() []*Check { return e.checks }
+
+// TopologyErr is why diagnose.fabric_topology could not be read; nil
+// when it was read or none is configured.
+func (e *Evaluator) TopologyErr() error { return e.topoErr }
 
 // CheckInfo describes a check in a report.
 type CheckInfo struct {
@@ -279,10 +287,10 @@ func (e *Evaluator) Evaluate(s *Reading, h *History) *Report {
 	if h == nil {
 		h = NewHistory(0, 0)
 	}
-	if e.topo != nil {
+	if e.topo != nil || e.topoErr != nil {
 		// A copy: the caller's reading is not changed.
 		sc := *s
-		sc.ExpectedTopology, sc.ExpectedTopologyFile = e.topo, e.cfg.Diagnose.FabricTopology
+		sc.ExpectedTopology, sc.ExpectedTopologyFile, sc.ExpectedTopologyErr = e.topo, e.cfg.Diagnose.FabricTopology, e.topoErr
 		s = &sc
 	}
 	r := &Report{Version: SchemaVersion, Host: s.Hostname, Time: s.Time, Samples: h.Len(), Status: Skip, Findings: []Finding{}}

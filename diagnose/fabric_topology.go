@@ -74,6 +74,14 @@ func topoEndText(e fabric.TopoEnd, p *fabric.PortLine) string {
 }
 
 func runFabricTopology(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
+	if err := s.ExpectedTopologyErr; err != nil {
+		// Unknown, never "no file" nor a pass: the operator asked for a
+		// comparison, so it is a problem to fix (warn), not a skip.
+		return []Finding{{Severity: Warn, Target: "fabric", Unknown: true,
+			Observed: "the expected topology file could not be read",
+			Evidence: err.Error(),
+			Remedy:   "fix or replace the file (a saved ibnetdiscover output: ibnetdiscover > FILE), then restart; rdma_doctor --config.check names the line"}}, nil
+	}
 	want := s.ExpectedTopology
 	if want == nil {
 		return noTargets("no expected topology file: set diagnose.fabric_topology to a saved ibnetdiscover output to compare the fabric's cabling with"), nil

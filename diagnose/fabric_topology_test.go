@@ -179,14 +179,23 @@ func TestFabricTopologySkipsAndErrors(t *testing.T) {
 	if len(fs) != 1 || fs[0].Severity != Skip || !strings.Contains(fs[0].Evidence, "no fabric counter sweep") {
 		t.Errorf("no sweep: %+v", fs)
 	}
-	// A file that is not ibnetdiscover's output stops start-up, naming
-	// the key and the line.
-	_, err = NewEvaluator(&config.Config{Diagnose: config.Diagnose{FabricTopology: iblinkinfoIbsim}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "diagnose.fabric_topology") || !strings.Contains(err.Error(), "line 1") {
+	// A file that is not ibnetdiscover's output does not stop the
+	// evaluator: TopologyErr names the key and the line, and
+	// fabric.topology is unknown with that reason, never "no file".
+	e, err = NewEvaluator(&config.Config{Diagnose: config.Diagnose{FabricTopology: iblinkinfoIbsim}}, []string{"fabric.topology"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.TopologyErr(); err == nil || !strings.Contains(err.Error(), "diagnose.fabric_topology") || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("iblinkinfo output as the topology file: %v", err)
 	}
-	_, err = NewEvaluator(&config.Config{Diagnose: config.Diagnose{FabricTopology: filepath.Join(t.TempDir(), "none")}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("missing file: %v", err)
+	sw := recordedSweep(t, time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC), readTopology(t, iblinkinfoIbsim, nil))
+	fs = e.Evaluate(&Reading{Time: sw.Start.Add(time.Second), Host: &fixedHost{sweep: &fabric.SweepStatus{Last: sw, Sweeps: 1}}}, nil).Findings
+	if len(fs) != 1 || fs[0].Severity != Warn || !fs[0].Unknown || !strings.Contains(fs[0].Evidence, "line 1") {
+		t.Errorf("unreadable topology file: %+v", fs)
+	}
+	e, err = NewEvaluator(&config.Config{Diagnose: config.Diagnose{FabricTopology: filepath.Join(t.TempDir(), "none")}}, nil)
+	if err != nil || e.TopologyErr() == nil || !strings.Contains(e.TopologyErr().Error(), "no such file") {
+		t.Errorf("missing file: %v, %v", err, e.TopologyErr())
 	}
 }

@@ -104,6 +104,8 @@ type Reading struct {
 	// ExpectedTopologyFile is its path. nil: no file configured.
 	ExpectedTopology     *fabric.Topology
 	ExpectedTopologyFile string
+	// ExpectedTopologyErr is why the file could not be read.
+	ExpectedTopologyErr error
 }
 
 // get reads one source through s.Host; a nil Host has read nothing.

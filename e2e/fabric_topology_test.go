@@ -75,3 +75,32 @@ func TestFabricTopologyOnIbsim(t *testing.T) {
 		}
 	}
 }
+
+// TestFabricTopologyUnreadableOnIbsim: a diagnose.fabric_topology file
+// that is not a topology (iblinkinfo's output) does not stop the server:
+// it logs one line, /diagnose's fabric.topology is an unknown warning with
+// the file's line, and --config.check fails naming it.
+func TestFabricTopologyUnreadableOnIbsim(t *testing.T) {
+	s := startSimFabric(t)
+	topo := filepath.Join(repoRoot(t), "fixtures", "tools", "iblinkinfo-l-ibsim.txt")
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  interval: 1s\n  fabric_topology: "+topo+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary(t), "--path.rootfs="+filepath.Join(repoRoot(t), "fixtures", "hosts", "cx6-hdr-fdr"),
+		"--config.file="+cfg, "--config.check").CombinedOutput()
+	if code := exitCode(t, err); code != 1 || !strings.HasPrefix(string(out), "rdma_doctor: error: config diagnose.fabric_topology: "+topo+": line 1") {
+		t.Errorf("--config.check: exit %d, want 1 naming the file and line:\n%s", code, out)
+	}
+	addr, logs := serveFabric(t, s, "--config.file="+cfg)
+	fs := diagnoseWhen(t, addr, logs, "a fabric.topology finding", func(fs []fabricFinding) bool {
+		return findFabric(fs, "fabric.topology", "fabric") != nil
+	})
+	f := findFabric(fs, "fabric.topology", "fabric")
+	if f.Severity != "warn" || !strings.Contains(f.Evidence, topo+": line 1") || !strings.Contains(f.Observed, "could not be read") {
+		t.Errorf("fabric.topology with an unreadable file: %+v", *f)
+	}
+	if n := strings.Count(logs.String(), "expected topology file is fixed"); n != 1 {
+		t.Errorf("%d log lines about the topology file, want 1:\n%s", n, ibsimtest.Tail(logs.String(), 3000))
+	}
+}

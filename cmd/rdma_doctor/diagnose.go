@@ -49,6 +49,10 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 	if err != nil {
 		return diagnose.Outcome{}, err
 	}
+	if err := eval.TopologyErr(); err != nil {
+		// One run asked for: could not run, as any bad config.
+		return diagnose.Outcome{}, err
+	}
 	// No background loop runs here: each sample's snapshot runs one
 	// sminfo round (unless --no-collector.sm), on the host's one runner
 	// for both samples, so a stalled SM (activity count not rising)

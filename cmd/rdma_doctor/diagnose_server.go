@@ -28,6 +28,10 @@ func newDiagnoseSampler(a *App, probes probe.Reader) (*diagnose.Sampler, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := eval.TopologyErr(); err != nil {
+		// The one log line; /diagnose's fabric.topology says the same.
+		s.App.Logger.Error("fabric.topology is unknown until the expected topology file is fixed and the server restarted", "err", err)
+	}
 	interval, window := cfg.SampleInterval(), cfg.HistoryWindow()
 	timeout := interval
 	if timeout > sampleTimeout {

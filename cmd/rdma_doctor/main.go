@@ -168,6 +168,13 @@ func run(args []string) int {
 		opts.SM, opts.Fabric = nil, nil
 	}
 	if *configCheck {
+		// The server starts without an unreadable topology file
+		// (fabric.topology is then unknown); the check fails on it.
+		if p := cfg.Diagnose.FabricTopology; p != "" {
+			if _, err := diagnose.LoadTopology(p); err != nil {
+				return fatal(fmt.Errorf("config diagnose.fabric_topology: %w", err))
+			}
+		}
 		what := "the flags"
 		if *configFile != "" {
 			what = "config file " + *configFile + " and the flags"

@@ -36,6 +36,10 @@ type RunnerConfig struct {
 	// Done, when set, is called after each scan that ran to its end (not
 	// one cut short by its context), once Status returns it.
 	Done func()
+	// Names, when set, replaces node descriptions in every scan
+	// (--collector.fabric.node-name-map), so series and findings carry
+	// them.
+	Names NameMap
 }
 
 // DefaultMaxOutput is the default cap on one scan's output: 64 MiB. A
@@ -123,6 +127,7 @@ func (r *Runner) RunOnce(ctx context.Context) {
 		Stdout: func(rd io.Reader) error {
 			var perr error
 			fab, perr = Parse(rd)
+			r.cfg.Names.Apply(fab)
 			return perr
 		},
 	})

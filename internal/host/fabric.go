@@ -34,6 +34,9 @@ type FabricOptions struct {
 	// Shard and Shards split the swept nodes among Shards exporters
 	// (fabric.ShardOf); 0 or 1 Shards sweeps them all.
 	Shard, Shards int
+	// Names is the node name map (--collector.fabric.node-name-map), read
+	// once at start-up; nil: node descriptions as the fabric reports them.
+	Names fabric.NameMap
 }
 
 // The fabric's background sources, run only by a loop (the server): the
@@ -49,7 +52,7 @@ var (
 			}
 			r := fabric.NewRunner(fabric.RunnerConfig{
 				Path: o.Path, Args: fabric.Args(o.CA, o.Port), Interval: o.Interval, Timeout: o.Timeout,
-				Logger: env.logger, Reaper: env.reaper, Done: published,
+				Logger: env.logger, Reaper: env.reaper, Done: published, Names: o.Names,
 			})
 			return &task[*fabric.Status]{run: r.Run, round: r.RunOnce, ready: r.Scanned(), latest: func() *fabric.Status {
 				st := r.Status()
