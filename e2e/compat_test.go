@@ -9,10 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 )
 
 // nodeExporterVersion is the node_exporter the compatibility rules are
@@ -249,4 +254,78 @@ func compareCompat(t *testing.T, prom *daemon) []string {
 	}
 	sort.Strings(diff)
 	return diff
+}
+
+// treydockMetrics are treydock/infiniband_exporter's metric names, read
+// from its source at v0.10.0 (commit 992ebe1: collectors/switch.go, hca.go,
+// collectors.go): its switch and HCA families. treydock is not run here
+// (it is not on the Go module proxy and needs a fabric), so
+// TestCompatInfinibandExporterNames holds the rules to this list and to our
+// own fabric series' names instead of to its live output.
+var treydockMetrics = func() map[string]bool {
+	m := map[string]bool{}
+	ports := []string{"transmit_data_bytes_total", "receive_data_bytes_total", "transmit_packets_total", "receive_packets_total",
+		"unicast_transmit_packets_total", "unicast_receive_packets_total", "multicast_transmit_packets_total", "multicast_receive_packets_total",
+		"symbol_error_total", "link_error_recovery_total", "link_downed_total", "receive_errors_total",
+		"receive_remote_physical_errors_total", "receive_switch_relay_errors_total", "transmit_discards_total",
+		"transmit_constraint_errors_total", "receive_constraint_errors_total", "local_link_integrity_errors_total",
+		"excessive_buffer_overrun_errors_total", "vl15_dropped_total", "transmit_wait_total", "qp1_dropped_total",
+		"local_physical_errors_total", "malformed_packet_errors_total", "buffer_overrun_errors_total",
+		"dli_mapping_errors_total", "vl_mapping_errors_total", "looping_errors_total"}
+	for _, fam := range []string{"switch", "hca"} {
+		for _, p := range ports {
+			m["infiniband_"+fam+"_port_"+p] = true
+		}
+		for _, n := range []string{"collect_duration_seconds", "collect_error", "collect_timeout", "uplink_info", "info"} {
+			m["infiniband_"+fam+"_"+n] = true
+		}
+	}
+	for _, n := range []string{"infiniband_switch_port_rate_bytes_per_second", "infiniband_switch_port_raw_rate_bytes_per_second",
+		"infiniband_hca_rate_bytes_per_second", "infiniband_hca_raw_rate_bytes_per_second"} {
+		m[n] = true
+	}
+	return m
+}()
+
+// TestCompatInfinibandExporterNames: every name infiniband_exporter.rules.yml
+// records is one of treydock's, and every series it reads is one the fabric
+// collector exports (the port counters from fabric.Counters, the one list
+// the collector builds its descriptors from).
+func TestCompatInfinibandExporterNames(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "alerts", "compat", "infiniband_exporter.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Record string `yaml:"record"`
+				Expr   string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]bool{"rdma_fabric_node_info": true, "rdma_fabric_link_rate_bytes_per_second": true}
+	for _, c := range fabric.Counters {
+		ours["rdma_fabric_port_"+c.Spec.Metric] = true
+	}
+	recorded := 0
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			recorded++
+			if !treydockMetrics[r.Record] {
+				t.Errorf("%s is not one of treydock's metrics", r.Record)
+			}
+			for _, n := range regexp.MustCompile(`rdma_[a-z0-9_]+`).FindAllString(r.Expr, -1) {
+				if !ours[n] {
+					t.Errorf("%s reads %s, which the fabric collector does not export", r.Record, n)
+				}
+			}
+		}
+	}
+	if recorded == 0 {
+		t.Fatal("no rules in infiniband_exporter.rules.yml")
+	}
 }
