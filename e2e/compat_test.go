@@ -163,13 +163,19 @@ scrape_configs:
 
 	// Wait for every target's first scrape and a rule evaluation after it:
 	// the recorded series of every host are there once each host has its
-	// rdma_device_info recorded (every fixture host has a device).
-	n := len(hosts(t))
+	// rdma_device_info recorded (every fixture host with a device: a
+	// host without RDMA records none).
+	n, all := 0, len(hosts(t))
+	for _, h := range hosts(t) {
+		if devs, _ := os.ReadDir(filepath.Join(repoRoot(t), "fixtures", "hosts", h, "sys", "class", "infiniband")); len(devs) > 0 {
+			n++
+		}
+	}
 	var diff []string
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
 		up := promQuery(t, prom, `count(up == 1)`)
 		info := promQuery(t, prom, `count(count by (host) (node_infiniband_info{job="rdma_doctor"}))`)
-		if len(up) == 1 && up[0].Value[1] == fmt.Sprint(2*n) && len(info) == 1 && info[0].Value[1] == fmt.Sprint(n) {
+		if len(up) == 1 && up[0].Value[1] == fmt.Sprint(2*all) && len(info) == 1 && info[0].Value[1] == fmt.Sprint(n) {
 			if diff = compareCompat(t, prom); len(diff) == 0 {
 				break
 			}
@@ -202,6 +208,21 @@ func compareCompat(t *testing.T, prom *daemon) []string {
 		failed[s.Metric["host"]] = true
 	}
 	var diff []string
+	// A host without RDMA hardware (no /sys/class/infiniband): node_exporter's
+	// collector fails there, and nothing is recorded from rdma_doctor,
+	// which exports no device.
+	for _, h := range hosts(t) {
+		if devs, _ := os.ReadDir(filepath.Join(repoRoot(t), "fixtures", "hosts", h, "sys", "class", "infiniband")); len(devs) > 0 {
+			continue
+		}
+		if byHost[h] != 0 {
+			diff = append(diff, fmt.Sprintf("%s: no RDMA device, yet %d series recorded from rdma_doctor", h, byHost[h]))
+		}
+		if !failed[h] {
+			diff = append(diff, fmt.Sprintf("%s: no RDMA device, yet node_exporter's infiniband collector succeeded", h))
+		}
+		delete(failed, h)
+	}
 	for h, why := range nodeExporterFailed {
 		if !failed[h] {
 			diff = append(diff, fmt.Sprintf("%s: node_exporter's infiniband collector succeeded; nodeExporterFailed says %q", h, why))
