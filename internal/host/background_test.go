@@ -249,7 +249,7 @@ func TestFabricSources(t *testing.T) {
 	}
 
 	h, _, _, _ = faultyHost(t, Options{Fabric: &FabricOptions{Path: tools.IBLinkInfo, Counters: true,
-		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover, CacheDir: t.TempDir()}})
+		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover, SMInfoPath: tools.SMInfo, CacheDir: t.TempDir()}})
 	var hooked []*fabric.Sweep
 	h.OnFabricSweep(func(sw *fabric.Sweep) { hooked = append(hooked, sw) })
 	h.Round(ctx)
