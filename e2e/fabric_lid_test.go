@@ -253,3 +253,56 @@ func TestFabricLIDRenumberingOnIbsim(t *testing.T) {
 		t.Errorf("no sweep saw the SM change:\n%s", ibsimtest.Tail(logs.String(), 3000))
 	}
 }
+
+// TestFabricCutSwitchOnIbsim is issue 35 item 12 on the real stack: once
+// every link of leaf004 is cut, iblinkinfo prints nothing of it and exits
+// 0. Its eight ports stay exported (state as last seen), their counters
+// unknown and counted, and neither the scan nor the sweep reads as
+// successful.
+func TestFabricCutSwitchOnIbsim(t *testing.T) {
+	s := startSimFabric(t)
+	addr, logs := serveFabric(t, s)
+	body := metricsWhen(t, addr, logs, "a successful sweep", func(b string) bool {
+		v, _ := sample(b, "rdma_fabric_counter_sweep_success")
+		return v == 1
+	})
+	leaf := nodeGUIDs(body)["leaf004"]
+	if leaf == "" {
+		t.Fatalf("no leaf004:\n%s", smGrep(body, "rdma_fabric_node_info"))
+	}
+	for p := 1; p <= fabricShape.LeafPorts-2; p++ {
+		s.do(t, fmt.Sprintf(`Unlink "S-leaf004"[%d]`, p))
+	}
+	body = metricsWhen(t, addr, logs, "leaf004 unknown after its links were cut", func(b string) bool {
+		scan, _ := sample(b, "rdma_fabric_scan_success")
+		v, _ := sample(b, portSeries("rdma_fabric_port_counters_unknown", leaf, 1))
+		return scan == 0 && v == 1
+	})
+	for p := 1; p <= fabricShape.LeafPorts; p++ {
+		if v, ok := sample(body, portSeries("rdma_fabric_port_counters_unknown", leaf, p)); !ok || v != 1 {
+			t.Errorf("leaf004/%d counters_unknown %v (present %v), want 1", p, v, ok)
+		}
+		if _, ok := sample(body, portSeries("rdma_fabric_port_state", leaf, p)); !ok {
+			t.Errorf("leaf004/%d has no state series: the cut switch vanished", p)
+		}
+		if _, ok := sample(body, portSeries("rdma_fabric_port_symbol_errors_total", leaf, p)); ok {
+			t.Errorf("leaf004/%d exports a symbol error count it could not read", p)
+		}
+	}
+	for _, w := range []struct {
+		series string
+		ok     func(float64) bool
+	}{
+		{"rdma_fabric_scan_success", func(v float64) bool { return v == 0 }},
+		{"rdma_fabric_scan_failures_total", func(v float64) bool { return v >= 1 }},
+		{"rdma_fabric_counter_sweep_success", func(v float64) bool { return v == 0 }},
+		{"rdma_fabric_counter_sweep_ports_unknown", func(v float64) bool { return v >= float64(fabricShape.LeafPorts) }},
+		{`rdma_fabric_counter_sweep_failures_total{reason="mad_failed"}`, func(v float64) bool { return v >= 1 }},
+	} {
+		if v, ok := sample(body, w.series); !ok || !w.ok(v) {
+			t.Errorf("leaf004 cut: %s = %v (present %v)", w.series, v, ok)
+		}
+	}
+	unknown, _ := sample(body, "rdma_fabric_counter_sweep_ports_unknown")
+	t.Logf("leaf004 cut: %v of %v swept ports unknown", unknown, fabricShape.SwitchPorts())
+}
