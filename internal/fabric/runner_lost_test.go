@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 )
 
 // TestRunnerKeepsCutSwitch is issue 35 item 12: iblinkinfo (recorded on
@@ -82,5 +84,34 @@ func TestRunnerKeepsCutSwitch(t *testing.T) {
 	st = scan(12*time.Minute + DefaultKeepLost)
 	if n, stale := leaf4Lines(st); !st.OK || n != 8 || stale != 0 {
 		t.Fatalf("recabled: OK %v, leaf004 %d lines (%d stale)", st.OK, n, stale)
+	}
+}
+
+// TestSweepCutSwitchUnknown: the sweep over a scan that kept a cut
+// switch (leaf004, Stale) against the cache the discovery then writes
+// (recorded with leaf004's links cut: no leaf004) marks its eight ports
+// unknown and counts them; the sweep is not OK.
+func TestSweepCutSwitchUnknown(t *testing.T) {
+	dir := t.TempDir()
+	cut := filepath.Join(dir, "cut")
+	p := fakeIblinkinfo(t, `if [ -e `+cut+` ]; then cat `+iqeFixture("ibsim16-iblinkinfo-leaf004-cut.stdout")+`; else cat `+iqeFixture("ibsim16-iblinkinfo.stdout")+`; fi
+`)
+	r := NewRunner(RunnerConfig{Path: p})
+	r.RunOnce(context.Background())
+	if err := os.WriteFile(cut, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.RunOnce(context.Background())
+	topo := r.Status().Fabric
+	tools := fabrictest.InstallWith(t, fabrictest.Answers{Cache: iqeFixture("ibsim16-leaf004-cut.cache")})
+	sw := sweepWith(t, SweeperConfig{IBQueryErrors: tools.IBQueryErrors, IBNetDiscover: tools.IBNetDiscover, SMInfo: tools.SMInfo,
+		Dir: t.TempDir(), Topology: func() *Fabric { return topo }})
+	if sw.OK() || sw.Unknown != 8 || sw.Failures[ReasonMAD] != 1 {
+		t.Fatalf("sweep: OK %v, %d unknown of %d, failures %v; want leaf004's 8 unknown", sw.OK(), sw.Unknown, len(sw.Ports), sw.Failures)
+	}
+	for port := 1; port <= 8; port++ {
+		if p := mustFind(t, sw, leaf4, port); !p.Unknown || p.Values[SymbolErrors].Present {
+			t.Errorf("leaf004/%d: unknown %v, symbol errors present %v", port, p.Unknown, p.Values[SymbolErrors].Present)
+		}
 	}
 }

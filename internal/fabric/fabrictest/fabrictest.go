@@ -49,6 +49,9 @@ type Answers struct {
 	Errors string
 	// Counters answers the --counters run; recorded: exit 0.
 	Counters string
+	// Cache is the recorded fabric cache ibnetdiscover --cache writes
+	// (a path; empty: ibsim16.cache).
+	Cache string
 	// SMInfo answers sminfo, with $N the run's number (1, 2, ...);
 	// recorded: a master SM (SMInfo, recorded on ibsim).
 	SMInfo string
@@ -80,6 +83,9 @@ func InstallWith(t testing.TB, a Answers) Tools {
 	if a.Counters == "" {
 		a.Counters = `cat ` + Recording("ibsim16-counters.stdout")
 	}
+	if a.Cache == "" {
+		a.Cache = Recording("ibsim16.cache")
+	}
 	if a.SMInfo == "" {
 		a.SMInfo = `cat ` + SMInfo("master")
 	}
@@ -95,7 +101,7 @@ func InstallWith(t testing.TB, a Answers) Tools {
 		Dir:        dir,
 		IBLinkInfo: write("iblinkinfo", attach+"cat "+Recording("ibsim16-iblinkinfo.stdout")+"\n"),
 		IBNetDiscover: write("ibnetdiscover", `echo "ibnetdiscover $*" >>`+dir+`/args
-`+attach+`prev=; for a; do [ "$prev" = --cache ] && cp `+Recording("ibsim16.cache")+` "$a"; prev=$a; done
+`+attach+`prev=; for a; do [ "$prev" = --cache ] && cp `+a.Cache+` "$a"; prev=$a; done
 cat `+Recording("ibsim16-ibnetdiscover.stdout")+"\n"),
 		SMInfo: write("sminfo", `N=$(($(cat `+dir+`/sminfo-runs 2>/dev/null || echo 0) + 1)); echo $N >`+dir+`/sminfo-runs
 `+attach+a.SMInfo+"\n"),
