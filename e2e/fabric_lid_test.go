@@ -43,7 +43,10 @@ func (s simFabric) lids(t *testing.T) map[string]string {
 		// GUID "desc" LID port...: the LID is the first field after the
 		// quoted description.
 		_, rest, ok := strings.Cut(l[len(f[0]):], `"`)
-		if _, rest, ok = strings.Cut(rest, `"`); !ok {
+		if ok {
+			_, rest, ok = strings.Cut(rest, `"`)
+		}
+		if !ok {
 			continue
 		}
 		if lf := strings.Fields(rest); len(lf) > 0 {
