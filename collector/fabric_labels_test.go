@@ -72,7 +72,7 @@ func TestFabricNodeDescriptionLabelPolicy(t *testing.T) {
 		t.Helper()
 		tools := fabrictest.Install(t)
 		opts := FabricOptions{PortSeries: PortSeriesAll}
-		opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = iblinkinfo, true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
+		opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.SMInfoPath, opts.CacheDir = iblinkinfo, true, tools.IBQueryErrors, tools.IBNetDiscover, tools.SMInfo, t.TempDir()
 		c, h := fabricOn(t, opts)
 		h.Round(context.Background())
 		return fabricText(t, hosted{c, h})

@@ -34,7 +34,7 @@ func fabricOn(t *testing.T, opts FabricOptions) (*FabricCollector, *rdmahost.Hos
 func ibsimFabric(t *testing.T, opts FabricOptions) Collector {
 	t.Helper()
 	tools := fabrictest.Install(t)
-	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
+	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.SMInfoPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, tools.SMInfo, t.TempDir()
 	if opts.PortSeries == "" {
 		opts.PortSeries = PortSeriesAll
 	}
@@ -222,7 +222,7 @@ func TestParseShard(t *testing.T) {
 func TestFabricSweepReadsNothing(t *testing.T) {
 	tools := fabrictest.Install(t)
 	fc, h := fabricOn(t, FabricOptions{FabricOptions: rdmahost.FabricOptions{Path: tools.IBLinkInfo, Counters: true, IBQueryErrorsPath: tools.IBQueryErrors,
-		IBNetDiscoverPath: filepath.Join(t.TempDir(), "ibnetdiscover"), CacheDir: t.TempDir()}, PortSeries: PortSeriesAll})
+		IBNetDiscoverPath: filepath.Join(t.TempDir(), "ibnetdiscover"), SMInfoPath: tools.SMInfo, CacheDir: t.TempDir()}, PortSeries: PortSeriesAll})
 	h.Round(context.Background())
 	c := hosted{fc, h}
 	for name, want := range map[string]float64{

@@ -266,6 +266,8 @@ func AddFlags(app *kingpin.Application) *Flags {
 		Default("ibqueryerrors").StringVar(&f.Fabric.IBQueryErrorsPath)
 	app.Flag("collector.fabric.ibnetdiscover-path", "ibnetdiscover executable (infiniband-diags), run without a shell to write the fabric cache the sweeps read against.").
 		Default("ibnetdiscover").StringVar(&f.Fabric.IBNetDiscoverPath)
+	app.Flag("collector.fabric.sminfo-path", "sminfo executable (infiniband-diags), run without a shell before and after each counter sweep: a sweep across a change of master SM (its LIDs may name other nodes) is unknown, and the fabric cache is discovered again.").
+		Default("sminfo").StringVar(&f.Fabric.SMInfoPath)
 	app.Flag("collector.fabric.cache-dir", "Writable directory for the fabric cache and threshold file of the counter sweep (default: a private directory under $TMPDIR).").
 		PlaceHolder("DIR").StringVar(&f.Fabric.CacheDir)
 	app.Flag("collector.fabric.counters-interval",

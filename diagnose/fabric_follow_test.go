@@ -38,7 +38,7 @@ func TestFabricSweepsFasterThanSamples(t *testing.T) {
 	p, _ := hostfs.Paths{Rootfs: filepath.Join(fixtures, "cx6-hdr-fdr")}.Resolve()
 	h := host.New(host.Options{Paths: p, Fabric: &host.FabricOptions{
 		Path: tools.IBLinkInfo, Counters: true, IBQueryErrorsPath: tools.IBQueryErrors,
-		IBNetDiscoverPath: tools.IBNetDiscover, CacheDir: t.TempDir(),
+		IBNetDiscoverPath: tools.IBNetDiscover, SMInfoPath: tools.SMInfo, CacheDir: t.TempDir(),
 	}})
 	e, err := NewEvaluator(&config.Config{}, []string{"fabric.*"})
 	if err != nil {

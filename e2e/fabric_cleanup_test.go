@@ -33,7 +33,7 @@ func TestFabricSweepDirGoneAtSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := start(t, append(hostArgs(t, hosts(t)[0]), "--collector.fabric", "--collector.fabric.iblinkinfo-path="+tools.IBLinkInfo,
-		"--collector.fabric.ibqueryerrors-path="+hang, "--collector.fabric.ibnetdiscover-path="+tools.IBNetDiscover)...)
+		"--collector.fabric.ibqueryerrors-path="+hang, "--collector.fabric.ibnetdiscover-path="+tools.IBNetDiscover, "--collector.fabric.sminfo-path="+tools.SMInfo)...)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, body := e.get(t, "/metrics"); strings.Contains(body, "rdma_fabric_counter_sweep_in_progress_seconds") &&
 			!strings.Contains(body, "rdma_fabric_counter_sweep_in_progress_seconds 0\n") {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,10 +90,17 @@ func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffe
 	for attempt := 0; ; attempt++ {
 		addr := freeAddr(t)
 		logs := &syncBuffer{}
-		args := append(append(hostArgs(t, "sm-opensm"), "--web.listen-address="+addr, "--log.level=debug",
-			"--collector.disable-defaults", "--collector.fabric",
-			"--collector.fabric.interval=1s", "--collector.fabric.timeout=30s",
-			"--collector.fabric.counters-interval=1s", "--collector.fabric.counters-timeout=20s"), extra...)
+		args := append(hostArgs(t, "sm-opensm"), "--web.listen-address="+addr, "--log.level=debug",
+			"--collector.disable-defaults", "--collector.fabric")
+		// The short intervals, unless extra sets them (a flag is given once).
+		for _, d := range []string{"--collector.fabric.interval=1s", "--collector.fabric.timeout=30s",
+			"--collector.fabric.counters-interval=1s", "--collector.fabric.counters-timeout=20s"} {
+			name, _, _ := strings.Cut(d, "=")
+			if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
+				args = append(args, d)
+			}
+		}
+		args = append(args, extra...)
 		cmd := exec.Command(bin, args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = s.Env, logs, logs
 		dir := t.TempDir()

@@ -347,7 +347,7 @@ func exportedWithBackgroundWork(t *testing.T) string {
 	cfg := scheduledProbeConfig(t, perftest)
 	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.sm.sminfo-path="+sminfo,
 		"--collector.fabric", "--collector.fabric.iblinkinfo-path="+tools.IBLinkInfo,
-		"--collector.fabric.ibqueryerrors-path="+tools.IBQueryErrors, "--collector.fabric.ibnetdiscover-path="+tools.IBNetDiscover)
+		"--collector.fabric.ibqueryerrors-path="+tools.IBQueryErrors, "--collector.fabric.ibnetdiscover-path="+tools.IBNetDiscover, "--collector.fabric.sminfo-path="+tools.SMInfo)
 	want := []string{"rdma_sm_state{", "rdma_fabric_links_degraded ", "rdma_probe_bandwidth_bytes_per_second{",
 		"rdma_probe_latency_seconds{", "rdma_device_hw_counter_total{", "rdma_fabric_port_symbol_errors_total{"}
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {

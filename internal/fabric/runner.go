@@ -40,7 +40,17 @@ type RunnerConfig struct {
 	// (--collector.fabric.node-name-map), so series and findings carry
 	// them.
 	Names NameMap
+	// KeepLost is how long a switch that a scan no longer prints keeps
+	// its ports, Stale (default DefaultKeepLost).
+	KeepLost time.Duration
 }
+
+// DefaultKeepLost is how long a switch seen in an earlier scan and missing
+// from the latest stays exported: iblinkinfo prints nothing of a switch
+// whose every link is cut (it cannot reach it), so without this its
+// series would vanish with the scan and the sweep reading clean. Six
+// scans at the default interval; past it the switch is taken as removed.
+const DefaultKeepLost = 30 * time.Minute
 
 // DefaultMaxOutput is the default cap on one scan's output: 64 MiB. A
 // fabric of 40,000 links, each printed from both ends with node
@@ -76,6 +86,9 @@ type Runner struct {
 	// scanned is closed by the first successful scan.
 	scanned     chan struct{}
 	scannedOnce sync.Once
+	// lost holds when each switch missing from the scans was first
+	// missed (bounded by the switches of the fabric; owned by RunOnce).
+	lost map[uint64]time.Time
 }
 
 // NewRunner returns a runner; call Run to start it.
@@ -101,7 +114,10 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Runner{cfg: cfg, scanned: make(chan struct{})}
+	if cfg.KeepLost <= 0 {
+		cfg.KeepLost = DefaultKeepLost
+	}
+	return &Runner{cfg: cfg, scanned: make(chan struct{}), lost: map[uint64]time.Time{}}
 }
 
 // Scanned is closed once a scan has given a fabric (a successful or a
@@ -146,6 +162,15 @@ func (r *Runner) RunOnce(ctx context.Context) {
 	}
 	now := r.cfg.Now()
 	r.mu.Lock()
+	// A complete scan that no longer prints a switch: kept, and the scan
+	// is not clean while it is (exported as partial).
+	vanished := false
+	if err == nil {
+		if n, ports := r.keepVanished(fab, r.st.Fabric, now); n > 0 {
+			err = fmt.Errorf("iblinkinfo printed none of the %d ports of %d switches seen in the last %v (every link cut, or powered off): kept as unknown", ports, n, r.cfg.KeepLost)
+			partial, vanished = true, true
+		}
+	}
 	wasOK, hadScan, prevErr := r.st.OK, r.st.Scans > 0, r.st.Err
 	r.st.Scans++
 	r.st.LastScan = now
@@ -154,7 +179,9 @@ func (r *Runner) RunOnce(ctx context.Context) {
 		r.st.OK, r.st.Err = false, err
 		r.st.Failures++
 		if partial {
-			fab.keepLost(r.st.Fabric)
+			if !vanished {
+				fab.keepLost(r.st.Fabric)
+			}
 			r.st.Fabric = fab
 		}
 	} else {
@@ -232,6 +259,49 @@ func (f *Fabric) keepLost(prev *Fabric) {
 			f.PortLines[i].Switch = true
 		}
 	}
+}
+
+// keepVanished adds to a complete scan f the port lines of the switches
+// of prev that f does not print, marked Stale, for KeepLost from when a
+// scan first missed each; it returns how many switches and ports it kept.
+// A switch printed again, or missed for longer, is forgotten.
+func (r *Runner) keepVanished(f, prev *Fabric, now time.Time) (switches, ports int) {
+	if prev == nil {
+		return 0, 0
+	}
+	printed := make(map[uint64]bool, len(f.PortLines))
+	for i := range f.PortLines {
+		printed[f.PortLines[i].GUID] = true
+	}
+	missed, kept := map[uint64]bool{}, map[uint64]bool{}
+	n := len(f.PortLines)
+	for _, p := range prev.PortLines {
+		if !p.Switch || printed[p.GUID] {
+			continue
+		}
+		missed[p.GUID] = true
+		since, ok := r.lost[p.GUID]
+		if !ok {
+			since = now
+			r.lost[p.GUID] = now
+		}
+		if now.Sub(since) > r.cfg.KeepLost {
+			continue // removed: this scan drops it, the next forgets it
+		}
+		p.Stale = true
+		f.PortLines = append(f.PortLines, p)
+		kept[p.GUID] = true
+	}
+	// Printed again, or dropped by the scan before: forgotten.
+	for g := range r.lost {
+		if !missed[g] {
+			delete(r.lost, g)
+		}
+	}
+	if len(f.PortLines) > n {
+		sortPortLines(f.PortLines)
+	}
+	return len(kept), len(f.PortLines) - n
 }
 
 // Status returns the latest result. The Fabric it points to is never

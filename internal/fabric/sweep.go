@@ -203,10 +203,15 @@ const (
 	// ReasonStart: the tool could not be started (not installed, not
 	// executable).
 	ReasonStart Reason = "start_failed"
+	// ReasonSMChanged: the master subnet manager changed (restarted,
+	// another took over, or it is not master) before or during the runs:
+	// the LIDs they queried may name other nodes than the cache says
+	// (smcheck.go), so nothing they read is trusted.
+	ReasonSMChanged Reason = "sm_changed"
 )
 
 // Reasons lists every Reason, in the order they are exported.
-var Reasons = []Reason{ReasonTimeout, ReasonMAD, ReasonUnparsable, ReasonOutputTooLarge, ReasonStart}
+var Reasons = []Reason{ReasonTimeout, ReasonMAD, ReasonUnparsable, ReasonOutputTooLarge, ReasonStart, ReasonSMChanged}
 
 // Sweep is one counter sweep: every port of the sweeper's shard in the
 // topology it used, each read or marked unknown.

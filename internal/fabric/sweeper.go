@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
@@ -30,6 +31,10 @@ type SweeperConfig struct {
 	// IBQueryErrors and IBNetDiscover are the executables (default
 	// "ibqueryerrors" and "ibnetdiscover").
 	IBQueryErrors, IBNetDiscover string
+	// SMInfo is the sminfo executable (default "sminfo"): the master SM
+	// is read before and after each sweep's runs, and a sweep across a
+	// change of SM is not trusted (smcheck.go).
+	SMInfo string
 	// Local are the arguments that pick the local port the tools send
 	// from (-C, -P), as for iblinkinfo.
 	Local []string
@@ -102,6 +107,9 @@ type Sweeper struct {
 	// deadline is when the running sweep's time is up (Timeout after it
 	// began): every tool run of it gets what is left (timeout).
 	deadline time.Time
+	// smSeen is the master SM the latest verified sminfo named (nil
+	// before one): the LIDs of the cache are trusted while it stays.
+	smSeen *sm.Info
 }
 
 // NewSweeper returns a sweeper; call Run to start it.
@@ -111,6 +119,9 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	}
 	if cfg.IBNetDiscover == "" {
 		cfg.IBNetDiscover = "ibnetdiscover"
+	}
+	if cfg.SMInfo == "" {
+		cfg.SMInfo = "sminfo"
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
@@ -258,8 +269,9 @@ func (s *Sweeper) InShard(guid uint64) bool { return ShardOf(guid, s.cfg.Shards)
 // no topology yet it does nothing: the next tick tries again.
 //
 // A sweep is two ibqueryerrors runs against a fabric cache (errors with
-// zero thresholds, then the data counters), so it costs two processes
-// whatever the fabric's size; the cache is discovered with ibnetdiscover
+// zero thresholds, then the data counters) between two sminfo runs that
+// check the LIDs still are the cache's (smcheck.go), so it costs four
+// processes whatever the fabric's size; the cache is discovered with ibnetdiscover
 // when the topology's nodes or LIDs change, and a shard's holds only its
 // nodes.
 func (s *Sweeper) SweepOnce(ctx context.Context) {
@@ -359,6 +371,12 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 		markAll(sw, r)
 		return firstErr
 	}
+	before, r, msg := s.smBefore(ctx)
+	if r != "" {
+		fail(r, msg)
+		markAll(sw, r)
+		return firstErr
+	}
 	cached, r, msg := s.ensureCache(ctx, topo)
 	if r != "" && !cached {
 		fail(r, msg)
@@ -400,6 +418,17 @@ func (s *Sweeper) sweep(ctx context.Context, topo *Fabric, sw *Sweep) string {
 		// The cache would not load (removed, or written by another
 		// version): discover again next time.
 		s.cacheFor = 0
+	}
+	// A sweep none of whose ports can be read (a run failed or timed
+	// out: its deadline is spent) has no LIDs left to verify.
+	if errs.complete && data.complete {
+		if r, msg := s.smAfter(ctx, before); r != "" {
+			// Not one value of these runs is trusted: the LIDs they
+			// queried may have named other nodes.
+			fail(r, msg)
+			markAll(sw, r)
+			return firstErr
+		}
 	}
 	u := s.apply(sw, errs, data)
 	if u.malformed > 0 {

@@ -39,7 +39,7 @@ const (
 func fakeTools(t *testing.T, errRun, dataRun string) (cfg SweeperConfig, dir string) {
 	t.Helper()
 	tools := fabrictest.InstallWith(t, fabrictest.Answers{Errors: errRun, Counters: dataRun})
-	return SweeperConfig{IBQueryErrors: tools.IBQueryErrors, IBNetDiscover: tools.IBNetDiscover, Dir: t.TempDir()}, tools.Dir
+	return SweeperConfig{IBQueryErrors: tools.IBQueryErrors, IBNetDiscover: tools.IBNetDiscover, SMInfo: tools.SMInfo, Dir: t.TempDir()}, tools.Dir
 }
 
 func runs(t *testing.T, dir string) []string {

@@ -250,7 +250,7 @@ func TestFabricSources(t *testing.T) {
 	}
 
 	h, _, _, _ = faultyHost(t, Options{Fabric: &FabricOptions{Path: tools.IBLinkInfo, Counters: true,
-		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover, CacheDir: t.TempDir()}})
+		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover, SMInfoPath: tools.SMInfo, CacheDir: t.TempDir()}})
 	var hooked []*fabric.Sweep
 	h.OnFabricSweep(func(sw *fabric.Sweep) { hooked = append(hooked, sw) })
 	h.Round(ctx)
@@ -277,7 +277,7 @@ func TestStoppedRemovesSweepDir(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	tools := fabrictest.Install(t)
 	h, _, _, _ := faultyHost(t, Options{Fabric: &FabricOptions{Path: tools.IBLinkInfo, Counters: true,
-		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover}})
+		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover, SMInfoPath: tools.SMInfo}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h.Start(ctx, nil, nil)

@@ -25,7 +25,10 @@ type FabricOptions struct {
 	// off (--no-collector.fabric.counters), no sweep runs.
 	Counters                             bool
 	IBQueryErrorsPath, IBNetDiscoverPath string
-	CountersInterval, CountersTimeout    time.Duration
+	// SMInfoPath is the sminfo the sweep checks the master SM with
+	// (default "sminfo"): its LIDs are trusted only while it stays.
+	SMInfoPath                        string
+	CountersInterval, CountersTimeout time.Duration
 	// CacheDir holds the fabric cache and threshold file the sweep
 	// writes (empty: a private temporary directory).
 	CacheDir string
@@ -68,7 +71,7 @@ var (
 			// Opened before this one (the table's order).
 			scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
 			sw := fabric.NewSweeper(fabric.SweeperConfig{
-				IBQueryErrors: o.IBQueryErrorsPath, IBNetDiscover: o.IBNetDiscoverPath,
+				IBQueryErrors: o.IBQueryErrorsPath, IBNetDiscover: o.IBNetDiscoverPath, SMInfo: o.SMInfoPath,
 				Local: fabric.Args(o.CA, o.Port)[1:], // without iblinkinfo's --line
 				Dir:   o.CacheDir, Interval: o.CountersInterval, Timeout: o.CountersTimeout,
 				CAs: o.CACounters, Shard: o.Shard, Shards: o.Shards,

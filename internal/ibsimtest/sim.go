@@ -44,6 +44,10 @@ type Fabric struct {
 	out     *buffer
 	procs   []*Proc
 	sim     *Proc
+	sm      *Proc
+	// setup bounds each wait, as Start's.
+	setup  time.Duration
+	smRuns int
 }
 
 // Start starts ibsim on netFile (ibnetdiscover's format) in dir, with
@@ -67,7 +71,7 @@ func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabr
 	// A simulator of our own: concurrent runs and a developer's ibsim do
 	// not meet.
 	sock := "IBSIM_SOCKNAME=rdma_doctor-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(dir)
-	f := &Fabric{Dir: dir, out: &buffer{}, Env: append(os.Environ(), sock, "LD_PRELOAD="+lib)}
+	f := &Fabric{Dir: dir, out: &buffer{}, Env: append(os.Environ(), sock, "LD_PRELOAD="+lib), setup: setup}
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -94,31 +98,74 @@ func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabr
 		return nil, err
 	}
 
-	osmDir := filepath.Join(dir, "opensm")
-	if err := os.MkdirAll(osmDir, 0o755); err != nil {
+	start := time.Now()
+	if err := f.startSM(opensm); err != nil {
 		return nil, err
 	}
+	f.SubnetUp = time.Since(start)
+	return f, nil
+}
+
+// startSM starts opensm with args on the simulator, in Dir/opensm (its
+// cache, guid2lid included, stays there across restarts), and returns
+// once it has logged SUBNET UP.
+func (f *Fabric) startSM(opensm string, args ...string) error {
+	osmDir := filepath.Join(f.Dir, "opensm")
+	if err := os.MkdirAll(osmDir, 0o755); err != nil {
+		return err
+	}
+	f.smRuns++
 	log := filepath.Join(osmDir, "opensm.log")
+	if f.smRuns > 1 {
+		log = filepath.Join(osmDir, fmt.Sprintf("opensm-%d.log", f.smRuns))
+	}
 	// -d2: without it SUBNET UP never reaches the log.
-	osm := exec.Command(opensm, "-d2", "-f", log)
+	osm := exec.Command(opensm, append([]string{"-d2", "-f", log}, args...)...)
 	osm.Env = append(append([]string{}, f.Env...), "OSM_CACHE_DIR="+osmDir, "OSM_TMP_DIR="+osmDir)
 	osmOut := &buffer{}
 	osm.Stdout, osm.Stderr = osmOut, osmOut
-	start := time.Now()
-	if p, err = StartProc(osm, osmDir); err != nil {
-		return nil, err
+	p, err := StartProc(osm, osmDir)
+	if err != nil {
+		return err
 	}
 	f.procs = append(f.procs, p)
-	for deadline := time.Now().Add(setup); ; time.Sleep(50 * time.Millisecond) {
+	f.sm = p
+	for deadline := time.Now().Add(f.setup); ; time.Sleep(50 * time.Millisecond) {
 		b, _ := os.ReadFile(log)
 		if bytes.Contains(b, []byte("SUBNET UP")) {
-			f.SubnetUp = time.Since(start)
-			return f, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("opensm: no SUBNET UP in %v\n%s\n%s\nibsim:\n%s", setup, osmOut, Tail(string(b), 2000), Tail(f.out.String(), 2000))
+			return fmt.Errorf("opensm: no SUBNET UP in %v\n%s\n%s\nibsim:\n%s", f.setup, osmOut, Tail(string(b), 2000), Tail(f.out.String(), 2000))
 		}
 	}
+}
+
+// RestartSM stops opensm, lets edit rewrite its guid2lid file (the LIDs
+// it will hand out: nil keeps them), and starts it again with args (for
+// example "-l", "2": another LMC), as an operator restarting the SM
+// would; it returns once the new opensm has logged SUBNET UP.
+func (f *Fabric) RestartSM(edit func(guid2lid []byte) []byte, args ...string) error {
+	opensm, err := exec.LookPath("opensm")
+	if err != nil {
+		return err
+	}
+	if f.sm != nil {
+		if err := f.sm.Stop(); err != nil {
+			return err
+		}
+	}
+	if edit != nil {
+		file := filepath.Join(f.Dir, "opensm", "guid2lid")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, edit(b), 0o644); err != nil {
+			return err
+		}
+	}
+	return f.startSM(opensm, args...)
 }
 
 // Do runs a console command and waits for ibsim's next prompt; it returns

@@ -37,8 +37,8 @@ func Recording(name string) string {
 // Dir/args, and every cache ibqueryerrors was handed, kept as
 // Dir/loaded-N.
 type Tools struct {
-	IBLinkInfo, IBNetDiscover, IBQueryErrors string
-	Dir                                      string
+	IBLinkInfo, IBNetDiscover, IBQueryErrors, SMInfo string
+	Dir                                              string
 }
 
 // Answers replace the recorded answer of an ibqueryerrors run: shell, run
@@ -49,6 +49,21 @@ type Answers struct {
 	Errors string
 	// Counters answers the --counters run; recorded: exit 0.
 	Counters string
+	// Cache is the recorded fabric cache ibnetdiscover --cache writes
+	// (a path; empty: ibsim16.cache).
+	Cache string
+	// SMInfo answers sminfo, with $N the run's number (1, 2, ...);
+	// recorded: a master SM (SMInfo, recorded on ibsim).
+	SMInfo string
+}
+
+// SMInfo is the path of a recorded sminfo answer (fixtures/tools, README
+// there): "master" (sminfo-master-ibsim.txt) and "failover"
+// (sminfo-master-after-failover-ibsim.txt, another SM master).
+func SMInfo(name string) string {
+	_, file, _, _ := runtime.Caller(0)
+	f := map[string]string{"master": "sminfo-master-ibsim.txt", "failover": "sminfo-master-after-failover-ibsim.txt"}[name]
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "fixtures", "tools", f)
 }
 
 // Install writes the replaying tools into a temporary directory: the
@@ -68,6 +83,12 @@ func InstallWith(t testing.TB, a Answers) Tools {
 	if a.Counters == "" {
 		a.Counters = `cat ` + Recording("ibsim16-counters.stdout")
 	}
+	if a.Cache == "" {
+		a.Cache = Recording("ibsim16.cache")
+	}
+	if a.SMInfo == "" {
+		a.SMInfo = `cat ` + SMInfo("master")
+	}
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
@@ -80,8 +101,10 @@ func InstallWith(t testing.TB, a Answers) Tools {
 		Dir:        dir,
 		IBLinkInfo: write("iblinkinfo", attach+"cat "+Recording("ibsim16-iblinkinfo.stdout")+"\n"),
 		IBNetDiscover: write("ibnetdiscover", `echo "ibnetdiscover $*" >>`+dir+`/args
-`+attach+`prev=; for a; do [ "$prev" = --cache ] && cp `+Recording("ibsim16.cache")+` "$a"; prev=$a; done
+`+attach+`prev=; for a; do [ "$prev" = --cache ] && cp `+a.Cache+` "$a"; prev=$a; done
 cat `+Recording("ibsim16-ibnetdiscover.stdout")+"\n"),
+		SMInfo: write("sminfo", `N=$(($(cat `+dir+`/sminfo-runs 2>/dev/null || echo 0) + 1)); echo $N >`+dir+`/sminfo-runs
+`+attach+a.SMInfo+"\n"),
 		IBQueryErrors: write("ibqueryerrors", `echo "ibqueryerrors $*" >>`+dir+`/args
 prev=; counters=; for a; do [ "$prev" = --load-cache ] && cp "$a" `+dir+`/loaded-$(wc -l <`+dir+`/args); [ "$a" = --counters ] && counters=1; prev=$a; done
 `+attach+`if [ -n "$counters" ]; then
