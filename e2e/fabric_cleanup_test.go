@@ -19,6 +19,9 @@ import (
 // server ends on SIGTERM (issue 35 item 7: the server exited without
 // waiting for its background loops, and the directory stayed).
 func TestFabricSweepDirGoneAtSIGTERM(t *testing.T) {
+	// The binary is built (once per run, under $TMPDIR) before TMPDIR
+	// points into this test's directory, which is removed when it ends.
+	binary(t)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	tools := fabrictest.Install(t)
