@@ -37,8 +37,8 @@ func NewInfinibandCollector(env Env) Collector {
 			[]string{"device", "hca_type", "board_id", "fw_ver", "hw_rev", "node_guid", "sys_image_guid", "node_type"}...),
 		nodeDesc:        desc("rdma_device_node_description_info", "RDMA device node description (node_desc); always 1.", []string{"device", "node_desc"}...),
 		hwCounterDevice: desc("rdma_device_hw_counter_total", "Device-level driver hardware counter (hw_counters/).", []string{"device", "counter"}...),
-		portInfo: desc("rdma_port_info", "RDMA port attributes; always 1. speed and width come from the rate file; on Ethernet ports they are the driver's translation of the link mode.",
-			[]string{"device", "port", "link_layer", "netdev", "speed", "width"}...),
+		portInfo: desc("rdma_port_info", "RDMA port attributes; always 1. speed and width come from the rate file; on Ethernet ports they are the driver's translation of the link mode. port_guid is an InfiniBand port's GUID (GID 0's low half, ibstat's Port GUID), the guid the fabric's link table gives this end; empty on other ports.",
+			[]string{"device", "port", "link_layer", "netdev", "speed", "width", "port_guid"}...),
 		state:     desc("rdma_port_state", "Port logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", pl...),
 		physState: desc("rdma_port_physical_state", "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.", pl...),
 		rate:      desc("rdma_port_rate_bytes_per_second", "Active link rate.", pl...),
@@ -139,7 +139,7 @@ func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.
 	if p.Rate.OK {
 		speed, width = p.Rate.V.Speed, p.Rate.V.WidthLabel()
 	}
-	s.gauge(c.portInfo, 1, d.Name, port, p.LinkLayer.V, p.Netdev, speed, width)
+	s.gauge(c.portInfo, 1, d.Name, port, p.LinkLayer.V, p.Netdev, speed, width, p.PortGUID.V)
 	if p.State.OK {
 		s.gauge(c.state, float64(p.State.V.Value), pl...)
 	}

@@ -29,7 +29,7 @@ import (
 // series that only that host exports.
 const (
 	servedHost   = "cx6-hdr-fdr"
-	servedSeries = `rdma_port_info{device="mlx5_1",link_layer="InfiniBand",netdev="ibp59s0f1",port="1",speed="HDR",width="2X"} 1`
+	servedSeries = `rdma_port_info{device="mlx5_1",link_layer="InfiniBand",netdev="ibp59s0f1",port="1",port_guid="0xb83fd20300a41f3d",speed="HDR",width="2X"} 1`
 )
 
 func fixtureHost(t *testing.T) string {

@@ -23,7 +23,7 @@ func host(s selectors) *dashboard.DashboardBuilder {
 		WithRow(row("Devices and ports")).
 		WithPanel(tableOf("Devices", "One row per RDMA device: model, board (PSID), firmware.", 24,
 			instant(`rdma_device_info{`+s.dev+`}`))).
-		WithPanel(tableOf("Ports", "Link layer, netdev, speed and width of each port.", 24,
+		WithPanel(tableOf("Ports", "Link layer, netdev, speed and width of each port, and an InfiniBand port's GUID (the fabric's name for this end of its cable).", 24,
 			instant(`rdma_port_info{`+s.port+`}`))).
 		WithPanel(timeline("Port state", "1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", portStates,
 			query(`rdma_port_state{`+s.port+`}`, legend))).

@@ -73,6 +73,13 @@ type Port struct {
 	LIDMaskCount Opt[uint64]
 	CapMask      Opt[uint64]
 	LinkLayer    Opt[string]
+	// PortGUID is the port's GUID as ibstat prints it ("0x0002c9030031fdc1"),
+	// the low 64 bits of GID 0 (gids/0): the identity the fabric's tools
+	// (iblinkinfo, ibnetdiscover) give this end of the cable. It differs
+	// from the node GUID where a device has several ports (mlx4: node
+	// ...fdc0, ports ...fdc1 and ...fdc2). Present only on InfiniBand
+	// ports: a RoCE or iWARP GID 0 is an address, not a port GUID.
+	PortGUID Opt[string]
 	// Netdev is the network device of this port: the RoCE GID 0 netdev, or
 	// the netdev of the PCI function whose dev_port matches (IPoIB).
 	Netdev     string
@@ -368,6 +375,14 @@ func readStatic(sys hostfs.FS, dir, name string) *static {
 		r.Path = pdir
 		p := Port{Num: n}
 		p.LinkLayer = sysattr.Get(r, "link_layer", false, nonEmpty)
+		// Only a port that says it is InfiniBand: an unreadable link_layer
+		// may hide a RoCE port, and an RNIC (i40iw) prints "InfiniBand"
+		// while its GID 0 is its MAC. Every InfiniBand port has GID 0
+		// (ibstat cannot do without it), so a missing one is an error.
+		rnic := d.NodeType.OK && d.NodeType.V.Value == NodeTypeRNIC
+		if p.LinkLayer.OK && p.LinkLayer.V == LinkLayerInfiniBand && !rnic {
+			p.PortGUID = sysattr.Get(r, "gids/0", true, ParsePortGUID)
+		}
 		// RoCE: GID 0 names its netdev (a bond for a LAG device). IPoIB:
 		// the PCI function's netdev with this port's dev_port.
 		if s, ok := r.Text("gid_attrs/ndevs/0", false); ok && s != "" {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -175,6 +177,23 @@ func TestReadFaults(t *testing.T) {
 				t.Errorf("state %+v guid %+v", d.Ports[0].State, d.NodeGUID)
 			}
 		}},
+		{"EIO on gids/0", map[string]error{port + "/gids/0": syscall.EIO}, nil, func(t *testing.T, d *Device) {
+			if d.Ports[0].PortGUID.OK || !d.Ports[0].LinkLayer.OK {
+				t.Errorf("port GUID %+v link layer %+v", d.Ports[0].PortGUID, d.Ports[0].LinkLayer)
+			}
+		}},
+		// Every InfiniBand port has GID 0: missing is an error, not a port
+		// without a GUID.
+		{"gids/0 missing on an InfiniBand port", map[string]error{port + "/gids/0": fs.ErrNotExist}, nil, func(t *testing.T, d *Device) {
+			if d.Ports[0].PortGUID.OK {
+				t.Errorf("port GUID %+v", d.Ports[0].PortGUID)
+			}
+		}},
+		{"zero GID 0", nil, map[string][]byte{port + "/gids/0": []byte("fe80:0000:0000:0000:0000:0000:0000:0000\n")}, func(t *testing.T, d *Device) {
+			if d.Ports[0].PortGUID.OK {
+				t.Errorf("port GUID %+v from a zero GID", d.Ports[0].PortGUID)
+			}
+		}},
 		{"empty fw_ver", nil, map[string][]byte{dev + "/fw_ver": {}}, func(t *testing.T, d *Device) {
 			if d.FirmwareVer.OK {
 				t.Error("empty fw_ver accepted")
@@ -218,5 +237,157 @@ func TestReadCancelled(t *testing.T) {
 	cancel()
 	if _, err := Read(ctx, fixtureSys("dgx-h100"), nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// recordedIbstat maps a fixture host to the recorded ibstat output it was
+// built from (fixtures/recorded/README.md).
+var recordedIbstat = map[string]string{
+	"mlx4-ddr-polling":  "ibstat-mlx4-mt25418-ddr-port2-polling-archwiki.txt",
+	"cx4lx-roce-cx6-ib": "ibstat-n013-cx4lx-cx6-nccl-tests-issue350.txt",
+	"qib-qdr":           "ibstat-qib0-qle7340-tensorflow-chef.txt",
+	"gb300-xdr":         "ibstat-cx8-mt4131-b300-host.txt",
+	"irdma-e810":        "ibstat-irdma-e810-roce-mtl-rdma-doc.txt",
+	"rxe-softroce":      "ibstat-rxe0-linux-rdma-2022-01-19.txt",
+	"efa-aws":           "ibstat-efa_0-amzn-drivers-issue114.txt",
+}
+
+// ibstatPort is what a recorded ibstat printed for one port.
+type ibstatPort struct{ guid, linkLayer string }
+
+// parseRecordedIbstat reads a recorded ibstat: node GUID -> port -> its
+// "Port GUID" and "Link layer". Lines may carry a comment prefix (the qib
+// recording is a Chef recipe's comment).
+func parseRecordedIbstat(t *testing.T, file string) map[string]map[int]ibstatPort {
+	t.Helper()
+	b, err := os.ReadFile("../../fixtures/recorded/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[int]ibstatPort{}
+	var ports map[int]ibstatPort
+	port := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "#"))
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch {
+		case k == "Node GUID":
+			ports = map[int]ibstatPort{}
+			out[v] = ports
+			port = 0
+		case ports == nil:
+		case strings.HasPrefix(k, "Port ") && v == "":
+			if n, err := strconv.Atoi(strings.TrimPrefix(k, "Port ")); err == nil {
+				port = n
+				ports[n] = ibstatPort{}
+			}
+		case port == 0:
+		case k == "Port GUID":
+			ports[port] = ibstatPort{guid: v, linkLayer: ports[port].linkLayer}
+		case k == "Link layer":
+			ports[port] = ibstatPort{guid: ports[port].guid, linkLayer: v}
+		}
+	}
+	return out
+}
+
+// TestPortGUIDIsIbstats: on the fixture hosts built from a recorded ibstat,
+// each InfiniBand port's GUID is the "Port GUID" ibstat printed for it (the
+// devices are matched by node GUID: the fixtures rename some), and a
+// RoCE or EFA port has none although ibstat prints one (its GID 0's low
+// half is an address). TestIbstatAgrees (e2e) runs the real ibstat on
+// every fixture host.
+func TestPortGUIDIsIbstats(t *testing.T) {
+	for host, file := range recordedIbstat {
+		t.Run(host, func(t *testing.T) {
+			rec := parseRecordedIbstat(t, file)
+			c := readClass(t, fixtureSys(host), nil)
+			compared := 0
+			for _, d := range c.Devices {
+				ports, ok := rec[d.NodeGUID.V]
+				if !ok {
+					continue
+				}
+				for _, p := range d.Ports {
+					want, ok := ports[p.Num]
+					if !ok {
+						t.Errorf("%s/%d: not in %s", d.Name, p.Num, file)
+						continue
+					}
+					if want.guid == "" || want.linkLayer == "" {
+						t.Fatalf("%s port %d: no Port GUID or Link layer parsed: %+v", file, p.Num, want)
+					}
+					switch {
+					case want.linkLayer != LinkLayerInfiniBand && p.PortGUID.OK:
+						t.Errorf("%s/%d (%s): port GUID %q, want none", d.Name, p.Num, want.linkLayer, p.PortGUID.V)
+					case want.linkLayer == LinkLayerInfiniBand && p.PortGUID != some(want.guid):
+						t.Errorf("%s/%d: port GUID %+v, ibstat %q", d.Name, p.Num, p.PortGUID, want.guid)
+					}
+					compared++
+				}
+			}
+			if compared == 0 {
+				t.Fatalf("no device of %s is in %s", host, file)
+			}
+		})
+	}
+}
+
+// TestPortGUIDDualPort: a dual-port mlx4's ports have GUIDs of their own,
+// neither the node GUID. Port 1's is ibstat's "Port GUID" in
+// shared/realdata/tools/ibstat-mlx4-qdr-advancedclustering.txt (node
+// 0x0002c9030031fdc0); port 2's is the fixture's (fixtures/README.md).
+func TestPortGUIDDualPort(t *testing.T) {
+	c := readClass(t, fixtureSys("mlx4-qdr"), nil)
+	d := device(t, c, "mlx4_0")
+	if d.NodeGUID.V != "0x0002c9030031fdc0" || len(d.Ports) != 2 {
+		t.Fatalf("node GUID %+v, %d ports", d.NodeGUID, len(d.Ports))
+	}
+	for i, want := range []string{"0x0002c9030031fdc1", "0x0002c9030031fdc2"} {
+		if got := d.Ports[i].PortGUID; got != some(want) {
+			t.Errorf("port %d GUID %+v, want %s", d.Ports[i].Num, got, want)
+		}
+	}
+}
+
+// TestPortGUIDOnlyInfiniBand: on every fixture host, a port has a port
+// GUID exactly when it is an InfiniBand port of a CA (not RoCE, iWARP,
+// EFA's "Unknown", nor i40iw's "InfiniBand" RNIC port), and reading it
+// adds no error.
+func TestPortGUIDOnlyInfiniBand(t *testing.T) {
+	entries, err := os.ReadDir("../../fixtures/hosts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib := 0
+	for _, e := range entries {
+		c, err := Read(context.Background(), fixtureSys(e.Name()), nil)
+		if errors.Is(err, ErrNoClass) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		for _, err := range c.Errors() {
+			if strings.Contains(err.Error(), "gids/0") {
+				t.Errorf("%s: %v", e.Name(), err)
+			}
+		}
+		for _, d := range c.Devices {
+			rnic := d.NodeType.OK && d.NodeType.V.Value == NodeTypeRNIC
+			for _, p := range d.Ports {
+				want := p.LinkLayer.V == LinkLayerInfiniBand && !rnic
+				if p.PortGUID.OK != want {
+					t.Errorf("%s %s/%d (%s, %s): port GUID %+v", e.Name(), d.Name, p.Num, p.LinkLayer.V, d.NodeType.V.Name, p.PortGUID)
+				}
+				if p.PortGUID.OK {
+					ib++
+				}
+			}
+		}
+	}
+	if ib == 0 {
+		t.Fatal("no InfiniBand port in the fixtures")
 	}
 }

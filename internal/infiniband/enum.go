@@ -94,3 +94,30 @@ func ParseGUID(s string) (string, error) {
 	}
 	return "0x" + strings.ToLower(h), nil
 }
+
+// ParsePortGUID parses an InfiniBand port's GID 0 (ports/N/gids/0, eight
+// "%04x" groups) and returns its low 64 bits, the port GUID, as ibstat
+// prints "Port GUID" ("0x0002c9030031fdc1"). Both halves of a GID are in
+// node_guid's format, so ParseGUID checks each. The high half is the
+// subnet prefix (fe80:: unless the subnet manager assigns another) and is
+// not judged. A zero low half is no port GUID (the IB spec gives every
+// port a non-zero EUI-64): it cannot identify a link and is refused.
+// Only an InfiniBand port's GID 0 holds a port GUID: a RoCE GID 0 is the
+// netdev MAC's link-local address and an iWARP one the MAC itself.
+func ParsePortGUID(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if len(s) != 39 || s[19] != ':' {
+		return "", fmt.Errorf("GID %q: want xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx:xxxx", s)
+	}
+	if _, err := ParseGUID(s[:19]); err != nil {
+		return "", fmt.Errorf("GID %q: subnet prefix not hexadecimal", s)
+	}
+	g, err := ParseGUID(s[20:])
+	if err != nil {
+		return "", fmt.Errorf("GID %q: port GUID not hexadecimal", s)
+	}
+	if g == "0x0000000000000000" {
+		return "", fmt.Errorf("GID %q: zero port GUID", s)
+	}
+	return g, nil
+}

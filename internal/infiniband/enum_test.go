@@ -45,6 +45,35 @@ func TestParseGUID(t *testing.T) {
 	}
 }
 
+// A port GUID is GID 0's low half, whatever the subnet prefix; what is not
+// a GID, or a GID whose low half is zero (an unset GID, an iWARP MAC GID),
+// is no port GUID.
+func TestParsePortGUID(t *testing.T) {
+	for in, want := range map[string]string{
+		// mlx4-qdr port 1: ibstat's "Port GUID: 0x0002c9030031fdc1".
+		"fe80:0000:0000:0000:0002:c903:0031:fdc1\n": "0x0002c9030031fdc1",
+		// A subnet prefix set by the SM (opensm's subnet_prefix).
+		"fec0:0000:0000:0001:946D:AE03:00CD:E72C": "0x946dae0300cde72c",
+	} {
+		got, err := ParsePortGUID(in)
+		if err != nil || got != want {
+			t.Errorf("ParsePortGUID(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{
+		"", "fe80::2:c903:31:fdc1", "0002:c903:0031:fdc1",
+		"fe80:0000:0000:0000:0000:0000:0000:0000", // no port GUID
+		"a4bf:012c:5e10:0000:0000:0000:0000:0000", // i40iw: the MAC, low half zero
+		"fe80:0000:0000:0000:0002:c903:0031:fdcg",
+		"fe8g:0000:0000:0000:0002:c903:0031:fdc1",
+		"fe80:0000:0000:0000-0002:c903:0031:fdc1",
+	} {
+		if g, err := ParsePortGUID(in); err == nil {
+			t.Errorf("ParsePortGUID(%q) = %q: want error", in, g)
+		}
+	}
+}
+
 func TestParseHex(t *testing.T) {
 	for in, want := range map[string]uint64{"0x0\n": 0, "0x2659e848": 0x2659e848, "0x00010000\n": 0x10000, "0xffff": 65535} {
 		got, err := ParseHex(in)
@@ -82,6 +111,17 @@ func FuzzParseGUID(f *testing.F) {
 		g, err := ParseGUID(s)
 		if err == nil && len(g) != 18 {
 			t.Fatalf("ParseGUID(%q) = %q", s, g)
+		}
+	})
+}
+
+func FuzzParsePortGUID(f *testing.F) {
+	f.Add("fe80:0000:0000:0000:0002:c903:0031:fdc1\n")
+	addFixtureSeeds(f, "*/ports/*/gids/0")
+	f.Fuzz(func(t *testing.T, s string) {
+		g, err := ParsePortGUID(s)
+		if err == nil && (len(g) != 18 || g == "0x0000000000000000") {
+			t.Fatalf("ParsePortGUID(%q) = %q", s, g)
 		}
 	})
 }
