@@ -176,7 +176,11 @@ func TestBlockProtoFromSegments(t *testing.T) {
 	fams, _ := Group([]prometheus.Metric{b})
 	for _, w := range []func(io.Writer) error{
 		func(w io.Writer) error { return WriteProto(w, fams, nil) },
-		func(w io.Writer) error { g := NewGzipWriter(); g.Reset(w); return errors.Join(WriteProto(g, fams, nil), g.Close()) },
+		func(w io.Writer) error {
+			g := NewGzipWriter()
+			g.Reset(w)
+			return errors.Join(WriteProto(g, fams, nil), g.Close())
+		},
 		func(w io.Writer) error { return WriteDebug(w, fams, nil, expfmt.NewFormat(expfmt.TypeProtoText)) },
 		func(w io.Writer) error { return WriteDebug(w, fams, nil, expfmt.NewFormat(expfmt.TypeProtoCompact)) },
 	} {
