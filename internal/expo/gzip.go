@@ -94,11 +94,6 @@ func compressProto(f *Family) (Segment, bool) {
 // to be a whole deflate stream on its own.
 var finalBlock = []byte{0x01, 0x00, 0x00, 0xff, 0xff}
 
-// reader returns the segment's text.
-func (s *Segment) reader() io.Reader {
-	return flate.NewReader(s.stream())
-}
-
 // stream is the segment as a whole deflate stream.
 func (s *Segment) stream() io.Reader {
 	return io.MultiReader(bytes.NewReader(s.deflate), bytes.NewReader(finalBlock))
