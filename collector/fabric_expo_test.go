@@ -51,16 +51,33 @@ func TestFabricBlocksMatchClientGolang(t *testing.T) {
 	if err != nil {
 		t.Fatalf("client_golang refuses the collection: %v", err)
 	}
-	var wantText, wantProto bytes.Buffer
+	var wantText, wantProto, wantProtoText, wantCompact bytes.Buffer
 	for _, w := range []struct {
 		b *bytes.Buffer
 		f expfmt.Format
-	}{{&wantText, expfmt.NewFormat(expfmt.TypeTextPlain)}, {&wantProto, expfmt.NewFormat(expfmt.TypeProtoDelim)}} {
+	}{{&wantText, expfmt.NewFormat(expfmt.TypeTextPlain)}, {&wantProto, expfmt.NewFormat(expfmt.TypeProtoDelim)},
+		{&wantProtoText, expfmt.NewFormat(expfmt.TypeProtoText)}, {&wantCompact, expfmt.NewFormat(expfmt.TypeProtoCompact)}} {
 		enc := expfmt.NewEncoder(w.b, w.f)
 		for _, mf := range mfs {
 			if err := enc.Encode(mf); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	// The protobuf debugging formats, a series at a time from the
+	// Blocks' protobuf segments, are expfmt's text of the same families
+	// byte for byte (issue 35: they dropped every fabric series).
+	for _, d := range []struct {
+		want *bytes.Buffer
+		f    expfmt.Format
+	}{{&wantProtoText, expfmt.NewFormat(expfmt.TypeProtoText)}, {&wantCompact, expfmt.NewFormat(expfmt.TypeProtoCompact)}} {
+		fams, _ := expo.Group(metrics...)
+		var out bytes.Buffer
+		if err := expo.WriteDebug(&out, fams, nil, d.f); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.Bytes(), d.want.Bytes()) {
+			t.Errorf("%s: %d bytes, client_golang %d", d.f, out.Len(), d.want.Len())
 		}
 	}
 	write := func(proto, gz bool) []byte {
@@ -102,6 +119,9 @@ func TestFabricBlocksMatchClientGolang(t *testing.T) {
 		if got := write(false, gz); !bytes.Equal(got, wantText.Bytes()) {
 			t.Errorf("text (gzip %v): %d bytes, client_golang %d", gz, len(got), wantText.Len())
 		}
+	}
+	if !bytes.Equal(write(true, true), write(true, false)) {
+		t.Error("protobuf: spliced into gzip differs from plain")
 	}
 	got, want := decodeAll(t, write(true, false)), decodeAll(t, wantProto.Bytes())
 	if len(got) != len(want) || len(want) < 20 {

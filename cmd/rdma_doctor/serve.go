@@ -76,6 +76,7 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 		}()
 		s, err := newServer(ctx, a, *metricsPath, scrape.Options{
 			Timeout:         *scrapeTO,
+			WriteTimeout:    writeTimeout(*scrapeTO),
 			MaxRequests:     *maxRequests,
 			MaxMemory:       int64(*maxMemory),
 			ExporterMetrics: !*noExporterMx,
@@ -104,6 +105,17 @@ var pages = []string{"/diagnose", "/probe"}
 // checkServeFlags refuses flag values that would make a broken server:
 // a metrics path that is empty, relative or another page's (a panic in
 // the mux before), and a scrape timeout that fails every collector.
+// writeTimeout is the server's WriteTimeout: a full scrape
+// (--scrape.timeout) plus time to send its answer; 0 (none) without a
+// scrape timeout. The scrape handler's transfer-rate deadlines stay
+// within it.
+func writeTimeout(scrapeTO time.Duration) time.Duration {
+	if scrapeTO <= 0 {
+		return 0
+	}
+	return scrapeTO + 30*time.Second
+}
+
 func checkServeFlags(metricsPath string, scrapeTO time.Duration, maxRequests int) error {
 	switch {
 	case !strings.HasPrefix(metricsPath, "/"):
@@ -228,9 +240,7 @@ func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metr
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	if scrapeTO > 0 {
-		httpServer.WriteTimeout = scrapeTO + 30*time.Second
-	}
+	httpServer.WriteTimeout = writeTimeout(scrapeTO)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(httpServer, flags, s.App.Logger) }()
 	select {

@@ -6,6 +6,7 @@ package expo
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 )
 
 func TestCRC32Combine(t *testing.T) {
@@ -158,6 +160,37 @@ func TestBlockWritesAsSamples(t *testing.T) {
 	}
 	if blockSize(b) == 0 || blockSize(b) > len(text)/4 {
 		t.Errorf("block of %d compressed bytes for %d of text", blockSize(b), len(text))
+	}
+}
+
+// TestBlockProtoFromSegments: a protobuf scrape, plain or gzip, and the
+// debugging formats write a Block's families from what the Block keeps,
+// never making its samples again (issue 35: every protobuf scrape of
+// 10,800 switch ports made 118k samples again, 86 MB a scrape).
+func TestBlockProtoFromSegments(t *testing.T) {
+	builds := 0
+	b := NewBlock(func() []prometheus.Metric { builds++; return blockSamples() })
+	if builds != 1 {
+		t.Fatalf("NewBlock built %d times", builds)
+	}
+	fams, _ := Group([]prometheus.Metric{b})
+	for _, w := range []func(io.Writer) error{
+		func(w io.Writer) error { return WriteProto(w, fams, nil) },
+		func(w io.Writer) error {
+			g := NewGzipWriter()
+			g.Reset(w)
+			return errors.Join(WriteProto(g, fams, nil), g.Close())
+		},
+		func(w io.Writer) error { return WriteDebug(w, fams, nil, expfmt.NewFormat(expfmt.TypeProtoText)) },
+		func(w io.Writer) error { return WriteDebug(w, fams, nil, expfmt.NewFormat(expfmt.TypeProtoCompact)) },
+	} {
+		var out bytes.Buffer
+		if err := w(&out); err != nil || out.Len() < 1000 {
+			t.Fatalf("%d bytes written, %v", out.Len(), err)
+		}
+	}
+	if builds != 1 {
+		t.Errorf("the Block's samples were made again %d times", builds-1)
 	}
 }
 

@@ -139,6 +139,7 @@ type Family struct {
 	samples []*Sample
 	block   *Block
 	seg     *Segment
+	pseg    *Segment
 }
 
 // Group sorts samples into families by name; metrics that are not
@@ -212,7 +213,7 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 		}
 		for i := range b.fams {
 			bf := &b.fams[i]
-			fams[bf.desc.Name] = &Family{desc: bf.desc, typ: bf.typ, block: b, seg: &bf.seg}
+			fams[bf.desc.Name] = &Family{desc: bf.desc, typ: bf.typ, block: b, seg: &bf.seg, pseg: &bf.pseg}
 		}
 	}
 	return fams, other
@@ -238,7 +239,7 @@ func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamil
 				if err := s.flush(); err != nil {
 					return err
 				}
-				return writeSegment(s.w, f.seg)
+				return s.writeSegment(f.seg)
 			}
 			var err error
 			if s.buf, err = f.appendText(s.buf, s.flushed); err != nil {
@@ -254,6 +255,9 @@ func WriteText(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamil
 type streamer struct {
 	w   io.Writer
 	buf []byte
+	// inflate decompresses a Block's segments for a writer that is not
+	// a GzipWriter, one after another.
+	inflate io.Reader
 }
 
 func (s *streamer) flush() error {

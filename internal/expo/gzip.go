@@ -75,13 +75,38 @@ func compressFamily(f *Family) (Segment, bool) {
 	return w.segment(), true
 }
 
+// compressProto encodes a family as one delimited MetricFamily straight
+// into a Segment (a Block's, for protobuf scrapes), through a bounded
+// buffer; false when every sample was refused. Refused samples are not
+// counted again: compressFamily counted them.
+func compressProto(f *Family) (Segment, bool) {
+	w := newSegmentWriter()
+	s := streamer{w: w, buf: make([]byte, 0, flushAt+4<<10)}
+	_ = f.writeProto(&s, false) // to memory: no error
+	_ = s.flush()
+	if w.n == 0 {
+		return Segment{}, false
+	}
+	return w.segment(), true
+}
+
 // finalBlock is an empty stored block marked final: what a segment lacks
 // to be a whole deflate stream on its own.
 var finalBlock = []byte{0x01, 0x00, 0x00, 0xff, 0xff}
 
-// reader returns the segment's text.
-func (s *Segment) reader() io.Reader {
-	return flate.NewReader(io.MultiReader(bytes.NewReader(s.deflate), bytes.NewReader(finalBlock)))
+// stream is the segment as a whole deflate stream.
+func (s *Segment) stream() io.Reader {
+	return io.MultiReader(bytes.NewReader(s.deflate), bytes.NewReader(finalBlock))
+}
+
+// segmentReader returns the streamer's decompressor reset to seg's text.
+func (s *streamer) segmentReader(seg *Segment) io.Reader {
+	if s.inflate == nil {
+		s.inflate = flate.NewReader(seg.stream())
+		return s.inflate
+	}
+	_ = s.inflate.(flate.Resetter).Reset(seg.stream(), nil) // flate's own reader: a Resetter
+	return s.inflate
 }
 
 // gzipHeader is a gzip member header without name, time or extra fields

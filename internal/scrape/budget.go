@@ -7,20 +7,33 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 )
 
 // What a scrape allocates to answer, beyond the collection that
 // concurrent scrapes share (TestScrapeMemory, dgx-h100's 1,038 samples):
 // 86 kB in the text format and in protobuf (a 36 kB write buffer, and
 // grouping and sorting at about 48 bytes a sample); through
-// client_golang's registry 870 kB in protobuf and 2.9 MB in its text
-// debugging format (a dto.Metric, its label pairs and a const metric per
-// sample, then the formatting): about 2,800 bytes a sample. A gzip
-// writer, for a scrape that asks for gzip and finds none free, is about
-// 830 kB; a write buffer 64 kB. The exporter's own go_* and promhttp_*
-// series, gathered through client_golang's registry on every scrape, add
-// about 67 kB in text and 90 kB in protobuf (dgx-h100, with and without
-// them, same test), and up to 133 kB in one CI run of
+// client_golang's registry (names escaped with dots) about 2,800 bytes a
+// sample (a dto.Metric, its label pairs and a const metric per sample,
+// then the formatting). A Block's families (a fabric's) are shared, not
+// made again: a gzip scrape splices them and holds nothing more; any
+// other decompresses them one at a time through one decompressor
+// (inflateCost, TestScrapeMemoryFabric), and the debugging formats
+// decode one series at a time through buffers of their own: 160 kB held
+// by one scrape alone at 10,080 switch ports, but two running at once
+// measured 7.2 MB live and 20 queued for two slots 12.7 MB, the garbage
+// each makes while a collection marks (prototext allocates for every
+// series), hence one at a time (debugScrapes) and 4 MiB (debugCost).
+// A gzip writer, for a scrape that asks for gzip and finds none free, is
+// about 830 kB; a write buffer 64 kB. The exporter's own go_* and
+// promhttp_* series, gathered through client_golang's registry on every
+// scrape, add about 67 kB in text and 90 kB in protobuf (dgx-h100, with
+// and without them, same test), and up to 133 kB in one CI run of
 // TestScrapeMemoryOwnSeries (the runtime's histograms vary with what the
 // process has done), hence 128 KiB reserved.
 const (
@@ -28,17 +41,78 @@ const (
 	slowSampleCost = 3200
 	gzipCost       = 850 << 10
 	bufferCost     = 64 << 10
+	inflateCost    = 64 << 10
+	debugCost      = 4 << 20
 	ownSeriesCost  = 128 << 10
 )
 
-// scrapeCost estimates the memory a scrape of n samples holds while it
-// answers.
-func scrapeCost(n, perSample int, gzip bool) int64 {
-	c := int64(bufferCost) + int64(n)*int64(perSample)
-	if gzip {
-		c += gzipCost
+// debugScrapes is how many scrapes in a protobuf debugging format (or
+// with names escaped with dots) run at once, and debugWaiting how many
+// more wait for one of them (within their deadline); more get 503. A
+// person reads them, not Prometheus: a few suffice, and they never take
+// the slots of --web.max-requests that Prometheus' scrapes need.
+const (
+	debugScrapes = 1
+	debugWaiting = 32
+)
+
+// formatKind is how a scrape is written, for what it holds.
+type formatKind int
+
+const (
+	// kindFast: the text format and the delimited protobuf (expo).
+	kindFast formatKind = iota
+	// kindDebug: the protobuf debugging formats (expo.WriteDebug).
+	kindDebug
+	// kindRegistry: client_golang's registry, a Block's samples made
+	// again (names escaped with dots).
+	kindRegistry
+)
+
+// counts are a scrape's samples: its own, and those a Block holds
+// rendered (which only a registry makes again).
+type counts struct {
+	samples, blockSamples int
+	blocks                bool
+}
+
+// countOf counts a collection's samples.
+func countOf(metrics [][]prometheus.Metric) counts {
+	var c counts
+	for _, ms := range metrics {
+		for _, x := range ms {
+			if b, ok := x.(*expo.Block); ok {
+				c.blocks = true
+				c.blockSamples += b.Len()
+				continue
+			}
+			c.samples++
+		}
 	}
 	return c
+}
+
+// scrapeCost estimates the memory a scrape holds while it answers: what
+// it holds, not what it writes, so a spliced or streamed Block costs the
+// scrape nothing but the decompressor (issue 35: a gzip scrape of 48,000
+// switch ports was charged 78 MB while it held about 1 MB).
+func scrapeCost(c counts, kind formatKind, gzip bool) int64 {
+	cost := int64(bufferCost)
+	switch kind {
+	case kindRegistry:
+		cost += int64(c.samples+c.blockSamples) * slowSampleCost
+	case kindDebug:
+		cost += int64(c.samples)*fastSampleCost + debugCost + inflateCost
+	default:
+		cost += int64(c.samples) * fastSampleCost
+		if c.blocks && !gzip {
+			cost += inflateCost
+		}
+	}
+	if gzip {
+		cost += gzipCost
+	}
+	return cost
 }
 
 // memoryBudget bounds the memory that concurrent scrapes hold while they
@@ -80,3 +154,16 @@ func (m *handler) reserve(w http.ResponseWriter, cost int64) (release func(), ok
 	}
 	return func() { m.memory.give(cost) }, true
 }
+
+// A client must take each rateChunk bytes of an answer within
+// rateWindow, at least 6.4 KiB a second, or it is dropped: a client that
+// asks and never reads held its scrape's slot and memory for the whole
+// write timeout (--scrape.timeout + 30 s), and 15 of them made every
+// other scrape a 503 (issue 35). Prometheus reads a scrape at network
+// speed; 6.4 KiB/s is a modem's.
+const (
+	rateChunk  = 32 << 10
+	rateWindow = 5 * time.Second
+	// minTransferRate is rateChunk per rateWindow, in bytes a second.
+	minTransferRate = int64(rateChunk / (rateWindow / time.Second))
+)

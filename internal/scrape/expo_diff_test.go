@@ -86,7 +86,7 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := m.writeFast(&gotText, metrics, false); err != nil {
+			if err := m.writeFast(&gotText, metrics, expo.WriteText); err != nil {
 				t.Fatal(err)
 			}
 			if gotText.String() != wantText.String() {
@@ -100,7 +100,7 @@ func TestExpositionMatchesClientGolang(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := m.writeFast(&gotProto, metrics, true); err != nil {
+			if err := m.writeFast(&gotProto, metrics, expo.WriteProto); err != nil {
 				t.Fatal(err)
 			}
 			got, want := decodeFamilies(t, &gotProto), decodeFamilies(t, &wantProto)

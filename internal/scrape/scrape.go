@@ -60,6 +60,9 @@ type Options struct {
 	// (--web.max-requests-memory), in bytes; a scrape that would exceed
 	// it gets 503, but one scrape alone is always served.
 	MaxMemory int64
+	// WriteTimeout is the server's (http.Server.WriteTimeout, 0: none):
+	// the write deadlines of the minimum transfer rate never pass it.
+	WriteTimeout time.Duration
 	// ExporterMetrics adds the exporter's own go_*, process_* and
 	// promhttp_* series (off with --web.disable-exporter-metrics).
 	ExporterMetrics bool
@@ -74,7 +77,7 @@ func New(o Options) http.Handler {
 // newHandler returns the handler and what serves it: the handler itself,
 // or with the exporter's own series promhttp's instrumentation around it.
 func newHandler(o Options) (*handler, http.Handler) {
-	m := &handler{collectHost: o.Collect, logger: o.Logger, timeout: o.Timeout}
+	m := &handler{collectHost: o.Collect, logger: o.Logger, timeout: o.Timeout, debug: make(chan struct{}, debugScrapes), debugWait: make(chan struct{}, debugWaiting), minRate: minTransferRate, writeTimeout: o.WriteTimeout}
 	if m.logger == nil {
 		m.logger = slog.New(slog.DiscardHandler)
 	}
@@ -109,14 +112,24 @@ type handler struct {
 	parts       []prometheus.Collector
 	timeout     time.Duration
 	inFlight    chan struct{}
-	memory      *memoryBudget // nil: no limit
+	// debug bounds the scrapes in a protobuf debugging format (or with
+	// names escaped with dots) apart from Prometheus' formats
+	// (debugScrapes).
+	debug, debugWait chan struct{}
+	memory           *memoryBudget // nil: no limit
+	// minRate is the least a client must read (bytes a second, over
+	// rateWindow) before it is dropped (minTransferRate; 0: never).
+	minRate      int64
+	writeTimeout time.Duration
 	// ownCost is what the parts cost a scrape beyond their samples
 	// (ownSeriesCost with the exporter's own series, else 0).
 	ownCost int64
 }
 
 func (m *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if m.inFlight != nil {
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+	fast := fastFormat(format)
+	if fast && m.inFlight != nil {
 		select {
 		case m.inFlight <- struct{}{}:
 			defer func() { <-m.inFlight }()
@@ -130,21 +143,43 @@ func (m *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, m.timeout))
 	defer cancel()
-	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
-	if fastFormat(format) {
+	if fast {
 		m.serveFast(ctx, w, r, format)
 		return
 	}
 	// The protobuf debugging formats (text and compact), or names escaped
-	// with dots: client_golang's path, which takes the same metrics.
-	metrics, n, release, ok := m.collectWithin(ctx, w, r, slowSampleCost)
+	// with dots: a few at a time, the next ones waiting, apart from
+	// Prometheus' formats, so that they never take the slots or the
+	// memory its scrapes need (debugScrapes).
+	select {
+	case m.debugWait <- struct{}{}:
+		defer func() { <-m.debugWait }()
+	default:
+		http.Error(w, fmt.Sprintf("too many parallel scrapes in a protobuf debugging format (%d, %d waiting)", debugScrapes, debugWaiting), http.StatusServiceUnavailable)
+		return
+	}
+	select {
+	case m.debug <- struct{}{}:
+		defer func() { <-m.debug }()
+	case <-ctx.Done():
+		http.Error(w, "timed out waiting for another scrape in a protobuf debugging format", http.StatusServiceUnavailable)
+		return
+	}
+	if debugFormat(format) {
+		m.serveDebug(ctx, w, r, format)
+		return
+	}
+	// Names escaped with dots: client_golang's path, which takes the same
+	// metrics, a Block's made again (Expand), at about 3,200 bytes a
+	// sample.
+	metrics, c, release, ok := m.collectWithin(ctx, w, r, kindRegistry)
 	if !ok {
 		return
 	}
 	defer release()
-	all := make(metricList, 0, n)
+	all := make(metricList, 0, c.samples+c.blockSamples)
 	for _, ms := range metrics {
-		all = append(all, ms...)
+		all = append(all, expo.Expand(ms)...)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(all)
@@ -174,6 +209,9 @@ type headOnly struct{ http.ResponseWriter }
 
 func (h headOnly) Write(p []byte) (int, error) { return len(p), nil }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (h headOnly) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
 // fastFormat reports whether a scrape in format is written straight from
 // the samples (internal/expo): the text format and the delimited
 // protobuf that Prometheus asks for first, with any escaping of names
@@ -187,22 +225,25 @@ func fastFormat(format expfmt.Format) bool {
 	return false
 }
 
-// collectWithin collects one scrape's metrics and reserves their memory
-// (perSample bytes a sample in the format served) against
-// --web.max-requests-memory; false when the reservation was refused (the
-// 503 is written). The caller releases what it reserved.
-func (m *handler) collectWithin(ctx context.Context, w http.ResponseWriter, r *http.Request, perSample int) (metrics [][]prometheus.Metric, n int, release func(), ok bool) {
-	metrics = m.collect(ctx)
-	for _, ms := range metrics {
-		n += len(ms)
-		for _, x := range ms {
-			if b, ok := x.(*expo.Block); ok {
-				n += b.Len() - 1
-			}
-		}
+// debugFormat reports whether format is a protobuf debugging format
+// (encoding=text, encoding=compact-text), which expo.WriteDebug writes.
+func debugFormat(format expfmt.Format) bool {
+	switch format.FormatType() {
+	case expfmt.TypeProtoText, expfmt.TypeProtoCompact:
+		return true
 	}
-	release, ok = m.reserve(w, m.ownCost+scrapeCost(n, perSample, acceptsGzip(r)))
-	return metrics, n, release, ok
+	return false
+}
+
+// collectWithin collects one scrape's metrics and reserves what the
+// scrape holds while it answers (scrapeCost, for its kind of format)
+// against --web.max-requests-memory; false when the reservation was
+// refused (the 503 is written). The caller releases what it reserved.
+func (m *handler) collectWithin(ctx context.Context, w http.ResponseWriter, r *http.Request, kind formatKind) (metrics [][]prometheus.Metric, c counts, release func(), ok bool) {
+	metrics = m.collect(ctx)
+	c = countOf(metrics)
+	release, ok = m.reserve(w, m.ownCost+scrapeCost(c, kind, acceptsGzip(r)))
+	return metrics, c, release, ok
 }
 
 // serveFast writes the text format or the delimited protobuf as promhttp
@@ -212,17 +253,40 @@ func (m *handler) collectWithin(ctx context.Context, w http.ResponseWriter, r *h
 // the exporter's parts' metrics are expo samples too; a registry gathers
 // only what is not (probe results, client_golang's go_* and promhttp_*).
 func (m *handler) serveFast(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
-	metrics, _, release, ok := m.collectWithin(ctx, w, r, fastSampleCost)
+	m.serveStreamed(ctx, w, r, format, kindFast, func(out io.Writer, fams map[string]*expo.Family, gathered []*dto.MetricFamily) error {
+		if format.FormatType() == expfmt.TypeProtoDelim {
+			return expo.WriteProto(out, fams, gathered)
+		}
+		return expo.WriteText(out, fams, gathered)
+	})
+}
+
+// serveDebug writes a protobuf debugging format streamed as the fast
+// formats are (expo.WriteDebug): a series at a time, a Block's families
+// included.
+func (m *handler) serveDebug(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format) {
+	m.serveStreamed(ctx, w, r, format, kindDebug, func(out io.Writer, fams map[string]*expo.Family, gathered []*dto.MetricFamily) error {
+		return expo.WriteDebug(out, fams, gathered, format)
+	})
+}
+
+// serveStreamed reserves the scrape's memory, sets the headers, and
+// writes the scrape with write, gzipped when asked, through a writer that
+// drops a client below the minimum transfer rate (slowWriter).
+func (m *handler) serveStreamed(ctx context.Context, w http.ResponseWriter, r *http.Request, format expfmt.Format, kind formatKind,
+	write func(io.Writer, map[string]*expo.Family, []*dto.MetricFamily) error) {
+	start := time.Now()
+	metrics, _, release, ok := m.collectWithin(ctx, w, r, kind)
 	if !ok {
 		return
 	}
 	defer release()
 	w.Header().Set("Content-Type", string(format))
-	var out io.Writer = w
+	var out io.Writer = m.rateLimited(w, start)
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
 		gz := getGzip()
-		gz.Reset(w)
+		gz.Reset(out)
 		defer func() {
 			gz.Close()
 			putGzip(gz)
@@ -232,8 +296,8 @@ func (m *handler) serveFast(ctx context.Context, w http.ResponseWriter, r *http.
 	if r.Method == http.MethodHead {
 		return
 	}
-	if err := m.writeFast(out, metrics, format.FormatType() == expfmt.TypeProtoDelim); err != nil {
-		m.logger.Debug("writing /metrics", "err", err) // the client went away
+	if err := m.writeFast(out, metrics, write); err != nil {
+		m.logger.Debug("writing /metrics", "err", err) // the client went away, or read too slowly
 	}
 }
 
@@ -242,7 +306,7 @@ func (m *handler) serveFast(ctx context.Context, w http.ResponseWriter, r *http.
 // (probe results, go_* and promhttp_*) through a registry. TestExpositionMatchesClientGolang
 // compares what it writes with client_golang's output for every fixture
 // host.
-func (m *handler) writeFast(out io.Writer, metrics [][]prometheus.Metric, proto bool) error {
+func (m *handler) writeFast(out io.Writer, metrics [][]prometheus.Metric, write func(io.Writer, map[string]*expo.Family, []*dto.MetricFamily) error) error {
 	fams, other := expo.Group(metrics...)
 	var gathered []*dto.MetricFamily
 	if len(other) > 0 {
@@ -253,10 +317,6 @@ func (m *handler) writeFast(out io.Writer, metrics [][]prometheus.Metric, proto 
 			// As promhttp.ContinueOnError: log, serve what was gathered.
 			m.logger.Error("gathering metrics", "err", err)
 		}
-	}
-	write := expo.WriteText
-	if proto {
-		write = expo.WriteProto
 	}
 	err := write(out, fams, gathered)
 	// A sample expo left out is a collector's bug that every scrape
@@ -334,4 +394,49 @@ func scrapeTimeout(r *http.Request, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// rateWriter writes an answer in chunks of rateChunk at most, each under
+// a write deadline of its own (http.ResponseController), so that a client
+// below the minimum transfer rate fails the write and the scrape ends,
+// releasing what it holds. The deadlines never pass end, the answer's
+// deadline as the server set it (its WriteTimeout).
+type rateWriter struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	window time.Duration
+	end    time.Time // zero: none
+}
+
+// rateLimited returns w under the minimum transfer rate.
+func (m *handler) rateLimited(w http.ResponseWriter, start time.Time) io.Writer {
+	if m.minRate <= 0 {
+		return w
+	}
+	rw := &rateWriter{w: w, rc: http.NewResponseController(w), window: time.Duration(rateChunk * int64(time.Second) / m.minRate)}
+	if m.writeTimeout > 0 {
+		rw.end = start.Add(m.writeTimeout)
+	}
+	return rw
+}
+
+func (rw *rateWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), rateChunk)]
+		deadline := time.Now().Add(rw.window)
+		if !rw.end.IsZero() && deadline.After(rw.end) {
+			deadline = rw.end
+		}
+		// ErrNotSupported (a writer that is not a connection's, as in
+		// tests): the server's write timeout alone bounds the answer.
+		_ = rw.rc.SetWriteDeadline(deadline)
+		n, err := rw.w.Write(chunk)
+		written += n
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
 }

@@ -1,0 +1,213 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package scrape
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdma-doctor/rdma_doctor/collector"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
+	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
+)
+
+// fabricCopies is how many copies of the recorded ibsim fabric (48
+// switch ports, internal/fabric/testdata/ibqueryerrors) make the large
+// one: 10,080 switch ports, each copy's GUIDs moved apart, its counters
+// and states as recorded.
+const fabricCopies = 210
+
+// largeFabric returns the fabric's Blocks (collector.FabricBlocks) of
+// the recorded ibsim scan and sweep, copied fabricCopies times, and its
+// switch ports.
+func largeFabric(t testing.TB) ([]prometheus.Metric, int) {
+	t.Helper()
+	tools := fabrictest.Install(t)
+	opts := collector.FabricOptions{PortSeries: collector.PortSeriesAll}
+	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
+	h := rdmahost.New(rdmahost.Options{Fabric: &opts.FabricOptions})
+	h.Round(context.Background())
+	snap := h.Snapshot()
+	scan, sweep := snap.FabricScan(context.Background()), snap.FabricSweep(context.Background())
+	if scan == nil || scan.Fabric == nil || sweep == nil || sweep.Last == nil || sweep.Last.Unknown != 0 {
+		t.Fatalf("the recorded fabric: scan %+v, sweep %+v", scan, sweep)
+	}
+	f0, sw0 := scan.Fabric, sweep.Last
+	f := &fabric.Fabric{}
+	sw := &fabric.Sweep{Start: sw0.Start, Duration: sw0.Duration, Topology: f, Failures: map[fabric.Reason]int{}}
+	switchPorts := 0
+	for k := range uint64(fabricCopies) {
+		move := func(g uint64) uint64 { return g ^ (k+1)<<40 }
+		desc := func(d string) string { return fmt.Sprintf("%s c%d", d, k) }
+		for _, l := range f0.Links {
+			l.A.GUID, l.B.GUID, l.A.Desc, l.B.Desc = move(l.A.GUID), move(l.B.GUID), desc(l.A.Desc), desc(l.B.Desc)
+			f.Links = append(f.Links, l)
+		}
+		for _, p := range f0.PortLines {
+			p.GUID, p.Desc = move(p.GUID), desc(p.Desc)
+			f.PortLines = append(f.PortLines, p)
+		}
+		for _, p := range sw0.Ports {
+			p.GUID, p.Desc = move(p.GUID), desc(p.Desc)
+			sw.Ports = append(sw.Ports, p)
+			if p.Switch {
+				switchPorts++
+			}
+		}
+		f.Switches += f0.Switches
+		f.CAs += f0.CAs
+		f.Ports += f0.Ports
+	}
+	return collector.FabricBlocks(f, sw, opts), switchPorts
+}
+
+// fabricHandler is a handler whose collection is the large fabric's
+// Blocks, with build info beside them, and the budget maxMemory.
+func fabricHandler(t testing.TB, maxMemory int64) (*handler, int) {
+	blocks, ports := largeFabric(t)
+	m, _ := newHandler(Options{
+		Collect:     func(context.Context) [][]prometheus.Metric { return [][]prometheus.Metric{blocks} },
+		Parts:       []prometheus.Collector{BuildInfo("rdma_doctor")},
+		Logger:      slog.New(slog.DiscardHandler),
+		Timeout:     10 * time.Minute, // 20 debugging-format scrapes wait for each other
+		MaxRequests: 40,
+		MaxMemory:   maxMemory,
+	})
+	return m, ports
+}
+
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// heldWriter is a response that, every few writes, collects the garbage
+// and notes the live heap: the peak of what the scrapes running at that
+// moment hold, measured in bytes, never in time.
+type heldWriter struct {
+	discardResponse
+	peak *atomic.Uint64
+}
+
+// heldEvery is how many bytes a heldWriter takes between two looks.
+const heldEvery = 1 << 20
+
+func (w *heldWriter) Write(p []byte) (int, error) {
+	if w.n/heldEvery != (w.n+len(p))/heldEvery || w.n == 0 {
+		runtime.GC()
+		for live := liveHeap(); ; {
+			old := w.peak.Load()
+			if live <= old || w.peak.CompareAndSwap(old, live) {
+				break
+			}
+		}
+	}
+	return w.discardResponse.Write(p)
+}
+
+// TestScrapeMemoryFabric: on a fabric of 10,080 switch ports, 20
+// concurrent clients of each format, gzip or not, hold no more than the
+// budget reserved for the scrapes running (its peak), which stays within
+// --web.max-requests-memory's default, and every scrape writes the whole
+// answer, the fabric's series included. Before (issue 35): a protobuf
+// scrape made the fabric's samples again, 86 MB held against 5.7 MB
+// reserved; the debugging formats were reserved 3,200 bytes a fabric
+// sample (380 MB), so one alone was served, without the fabric series.
+func TestScrapeMemoryFabric(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 10,080 switch ports")
+	}
+	const limit = 256 << 20 // --web.max-requests-memory's default
+	m, ports := fabricHandler(t, limit)
+	if ports < 10000 {
+		t.Fatalf("%d switch ports", ports)
+	}
+	for _, f := range []struct{ name, accept, encoding string }{
+		{"text", "text/plain;version=0.0.4", ""},
+		{"text gzip", "text/plain;version=0.0.4", "gzip"},
+		{"protobuf", protobufAccept, ""},
+		{"protobuf gzip", protobufAccept, "gzip"},
+		{"protobuf text", protoTextAccept, ""},
+		{"protobuf compact", strings.Replace(protoTextAccept, "encoding=text", "encoding=compact-text", 1), "gzip"},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			// 20 concurrent clients; in the debugging formats 4, which
+			// run one at a time (debugScrapes): 20 of their 75 MB
+			// answers one after another took minutes on a 2-core VM.
+			scrapes := 20
+			if strings.Contains(f.accept, "encoding=text") || strings.Contains(f.accept, "encoding=compact-text") {
+				scrapes = 4
+			}
+			req := func() *http.Request {
+				r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				r.Header.Set("Accept", f.accept)
+				r.Header.Set("Accept-Encoding", f.encoding)
+				return r
+			}
+			// One alone first: the whole answer, the fabric included.
+			whole := httptest.NewRecorder()
+			m.ServeHTTP(whole, req())
+			if whole.Code != http.StatusOK || whole.Body.Len() < 100000 {
+				t.Fatalf("alone: HTTP %d, %d bytes", whole.Code, whole.Body.Len())
+			}
+			if f.encoding == "" && !strings.Contains(whole.Body.String(), "rdma_fabric_port_symbol_errors_total") {
+				t.Fatal("alone: no fabric port series")
+			}
+			var peakLive, peakUsed atomic.Uint64
+			runtime.GC()
+			base := liveHeap()
+			var wg sync.WaitGroup
+			ws := make([]*heldWriter, scrapes)
+			stop := make(chan struct{})
+			go func() { // the budget's peak, read as the scrapes write
+				for {
+					m.memory.mu.Lock()
+					used := uint64(m.memory.used)
+					m.memory.mu.Unlock()
+					if used > peakUsed.Load() {
+						peakUsed.Store(used)
+					}
+					select {
+					case <-stop:
+						return
+					default:
+						runtime.Gosched()
+					}
+				}
+			}()
+			for i := range ws {
+				ws[i] = &heldWriter{discardResponse: discardResponse{h: http.Header{}}, peak: &peakLive}
+				wg.Add(1)
+				go func() { defer wg.Done(); m.ServeHTTP(ws[i], req()) }()
+			}
+			wg.Wait()
+			close(stop)
+			for i, w := range ws {
+				if w.code != 0 && w.code != http.StatusOK || w.n != whole.Body.Len() {
+					t.Errorf("scrape %d: HTTP %d, %d bytes, alone %d", i, w.code, w.n, whole.Body.Len())
+				}
+			}
+			held := int64(peakLive.Load()) - int64(base)
+			t.Logf("%d switch ports, %d concurrent scrapes: %d bytes held at most, budget reserved %d at most (limit %d), one answer %d bytes",
+				ports, scrapes, held, peakUsed.Load(), limit, whole.Body.Len())
+			if held > int64(peakUsed.Load()) || peakUsed.Load() > limit {
+				t.Errorf("%d bytes held, more than the %d reserved (limit %d)", held, peakUsed.Load(), limit)
+			}
+		})
+	}
+}
