@@ -579,3 +579,44 @@ func TestChartCopiesUpToDate(t *testing.T) {
 		t.Error("the chart's PrometheusRule does not carry alerts/rdma_doctor.rules.yml's groups unchanged")
 	}
 }
+
+// TestChartReadme: `helm show readme` gives the chart's README, which names
+// every top-level value of values.yaml; and the ServiceMonitor's default
+// scrapeTimeout is one Prometheus accepts (at most the interval) and above
+// the exporter's default --scrape.timeout, as values.yaml says.
+func TestChartReadme(t *testing.T) {
+	helm := requireHelm(t)
+	out, err := run(t, helm, "show", "readme", chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bytes.TrimSpace(out)) == 0 || !bytes.Equal(bytes.TrimSpace(out), bytes.TrimSpace(readme)) {
+		t.Fatalf("helm show readme:\n%s\nwant the chart's README.md", out)
+	}
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	for k := range values {
+		if !bytes.Contains(readme, []byte("`"+k)) {
+			t.Errorf("the chart's README does not name the value %s", k)
+		}
+	}
+	interval, err1 := time.ParseDuration(fmt.Sprint(lookup(values, "serviceMonitor", "interval")))
+	timeout, err2 := time.ParseDuration(fmt.Sprint(lookup(values, "serviceMonitor", "scrapeTimeout")))
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	const exporterDefault = 10 * time.Second // cmd/rdma_doctor --scrape.timeout
+	if timeout > interval || timeout <= exporterDefault {
+		t.Errorf("serviceMonitor.scrapeTimeout %v with interval %v: want at most the interval and above the exporter's %v", timeout, interval, exporterDefault)
+	}
+}

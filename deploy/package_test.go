@@ -26,12 +26,16 @@ const (
 	installed  = "/usr/bin/rdma_doctor"
 	unitPath   = "/usr/lib/systemd/system/rdma_doctor.service"
 	configPath = "/etc/rdma_doctor/rdma_doctor.yml"
+	// The unit's flags file (ARGS), a conffile in each package.
+	flagsSrc = "deploy/packaging/default/rdma_doctor"
+	flagsDeb = "/etc/default/rdma_doctor"
+	flagsRpm = "/etc/sysconfig/rdma_doctor"
 )
 
 // packaged is one file of the packages: where it installs and its source,
 // relative to the repository root ("" for the binary, which make build
-// makes).
-type packaged struct{ dst, src, typ string }
+// makes), and the one packager that carries it ("" both).
+type packaged struct{ dst, src, typ, packager string }
 
 // nfpmContents reads nfpm.yaml's contents with the globs expanded, and its
 // scripts.
@@ -43,9 +47,10 @@ func nfpmContents(t *testing.T) (files []packaged, scripts []string) {
 	}
 	var cfg struct {
 		Contents []struct {
-			Src  string `yaml:"src"`
-			Dst  string `yaml:"dst"`
-			Type string `yaml:"type"`
+			Src      string `yaml:"src"`
+			Dst      string `yaml:"dst"`
+			Type     string `yaml:"type"`
+			Packager string `yaml:"packager"`
 		} `yaml:"contents"`
 		Scripts map[string]string `yaml:"scripts"`
 	}
@@ -55,7 +60,7 @@ func nfpmContents(t *testing.T) (files []packaged, scripts []string) {
 	for _, c := range cfg.Contents {
 		src := filepath.Clean(c.Src)
 		if src == binary {
-			files = append(files, packaged{dst: c.Dst, typ: c.Type})
+			files = append(files, packaged{dst: c.Dst, typ: c.Type, packager: c.Packager})
 			continue
 		}
 		matches, err := filepath.Glob(filepath.Join("..", src))
@@ -68,7 +73,7 @@ func nfpmContents(t *testing.T) (files []packaged, scripts []string) {
 			if strings.HasSuffix(dst, "/") {
 				dst += filepath.Base(m)
 			}
-			files = append(files, packaged{dst: dst, src: rel, typ: c.Type})
+			files = append(files, packaged{dst: dst, src: rel, typ: c.Type, packager: c.Packager})
 		}
 	}
 	for _, s := range cfg.Scripts {
@@ -169,10 +174,27 @@ func TestPackagesMatchTarball(t *testing.T) {
 		t.Errorf("the packaged config %s does not parse: %v", cf.src, err)
 	}
 	unit := content(dsts[unitPath].src)
-	if !strings.Contains(unit, "\nExecStart="+installed+" --config.file="+configPath) {
-		t.Errorf("the unit does not run %s with %s", installed, configPath)
+	if !strings.Contains(unit, "\nExecStart="+installed+" --config.file="+configPath+" $ARGS\n") {
+		t.Errorf("the unit does not run %s with %s and $ARGS", installed, configPath)
 	}
-	for _, want := range []string{"/usr/share/rdma_doctor/rdma_doctor.rules.yml", "/usr/share/rdma_doctor/alertmanager.yml", "/usr/share/rdma_doctor/dashboards/fleet.json"} {
+	// The flags file: a conffile in each package, read by the unit, and
+	// one that defines ARGS as the unit expands it.
+	for packager, dst := range map[string]string{"deb": flagsDeb, "rpm": flagsRpm} {
+		f := dsts[dst]
+		if f.src != flagsSrc || f.typ != "config|noreplace" || f.packager != packager {
+			t.Errorf("%s: %+v, want %s as a conffile of the .%s only", dst, f, flagsSrc, packager)
+		}
+		if !strings.Contains(unit, "\nEnvironmentFile=-"+dst+"\n") {
+			t.Errorf("the unit does not read %s (EnvironmentFile=-%s)", dst, dst)
+		}
+	}
+	if out, err := exec.Command("sh", "-c", `set -u; . "$1"; printf %s "${ARGS+set}"`, "sh", filepath.Join("..", flagsSrc)).CombinedOutput(); err != nil || string(out) != "set" {
+		t.Errorf("%s does not define ARGS: %q %v", flagsSrc, out, err)
+	}
+	// What the docs tell users to merge or install: the Alertmanager
+	// configuration and inhibit rules (docs/monitoring.md), the NHC check
+	// (docs/diagnose.md).
+	for _, want := range []string{"/usr/share/rdma_doctor/rdma_doctor.rules.yml", "/usr/share/rdma_doctor/alertmanager.yml", "/usr/share/rdma_doctor/inhibit_rules.yml", "/usr/share/rdma_doctor/rdma_doctor.nhc", "/usr/share/rdma_doctor/dashboards/fleet.json"} {
 		if _, ok := dsts[want]; !ok {
 			t.Errorf("the packages lack %s", want)
 		}
@@ -241,13 +263,16 @@ func lines(b []byte) []string {
 	return out
 }
 
-// packagedDsts are nfpm.yaml's installed paths, sorted.
-func packagedDsts(t *testing.T) []string {
+// packagedDsts are nfpm.yaml's installed paths in the packager's package,
+// sorted; conffiles only those that are config files.
+func packagedDsts(t *testing.T, packager string, conffiles bool) []string {
 	t.Helper()
 	files, _ := nfpmContents(t)
 	var out []string
 	for _, f := range files {
-		out = append(out, f.dst)
+		if (f.packager == "" || f.packager == packager) && (!conffiles || strings.HasPrefix(f.typ, "config")) {
+			out = append(out, f.dst)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -274,8 +299,8 @@ func TestDebPackage(t *testing.T) {
 		t.Errorf("control fields:\n%s\nwant %q first", fields, want)
 	}
 	conffiles, err := run(t, "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -xO ./conffiles`, "sh", deb)
-	if err != nil || !slices.Equal(lines(conffiles), []string{configPath}) {
-		t.Errorf("conffiles %q (%v): want %s", conffiles, err, configPath)
+	if want := packagedDsts(t, "deb", true); err != nil || !slices.Equal(lines(conffiles), want) {
+		t.Errorf("conffiles %q (%v): want %s", conffiles, err, want)
 	}
 
 	if out, err := run(t, dpkg, "-i", deb); err != nil {
@@ -286,7 +311,7 @@ func TestDebPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dst := range packagedDsts(t) {
+	for _, dst := range packagedDsts(t, "deb", false) {
 		if !slices.Contains(lines(listed), dst) {
 			t.Errorf("dpkg -L lacks %s", dst)
 		}
@@ -312,13 +337,15 @@ func TestDebPackage(t *testing.T) {
 			t.Errorf("after dpkg --remove, %s: %v, want it gone", gone, err)
 		}
 	}
-	if _, err := os.Stat(configPath); err != nil {
-		t.Errorf("after dpkg --remove the conffile should stay: %v", err)
+	for _, kept := range []string{configPath, flagsDeb} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("after dpkg --remove the conffile should stay: %v", err)
+		}
 	}
 	if out, err := run(t, dpkg, "--purge", pkgName); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, gone := range []string{configPath, filepath.Dir(configPath)} {
+	for _, gone := range []string{configPath, filepath.Dir(configPath), flagsDeb} {
 		if _, err := os.Stat(gone); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("after dpkg --purge, %s: %v, want it gone", gone, err)
 		}
@@ -341,10 +368,10 @@ func TestRpmPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := lines(list), packagedDsts(t); !slices.Equal(got, want) {
+	if got, want := lines(list), packagedDsts(t, "rpm", false); !slices.Equal(got, want) {
 		t.Errorf("rpm files %v, want %v", got, want)
 	}
-	if cf, err := run(t, rpm, "-qcp", pkg); err != nil || !slices.Equal(lines(cf), []string{configPath}) {
-		t.Errorf("rpm config files %q (%v), want %s", cf, err, configPath)
+	if cf, err := run(t, rpm, "-qcp", pkg); err != nil || !slices.Equal(lines(cf), packagedDsts(t, "rpm", true)) {
+		t.Errorf("rpm config files %q (%v), want %s", cf, err, packagedDsts(t, "rpm", true))
 	}
 }

@@ -20,7 +20,7 @@ func kmsgChecks(l *checkList) {
 		Title: "No RDMA driver trouble in the kernel log",
 		Reads: []Source{SourceKmsg},
 		Doc: "The server's kernel log reader (/dev/kmsg, needs CAP_SYSLOG where kernel.dmesg_restrict=1) matches the RDMA drivers' " +
-			"messages that mean trouble (firmware fatal errors and health failures, command timeouts, refused register accesses, " +
+			"messages that mean trouble (firmware fatal errors and health failures, command timeouts, command-interface stalls the driver recovered from (warnings), refused register accesses, " +
 			"PCIe power, ASIC and module temperature, pulled modules, transmit timeouts, link downs, PCIe AER errors) of the mlx5, mlx4, " +
 			"bnxt_en/bnxt_re, ice, hns3 and cxgb4 drivers and the PCIe core, and maps each to " +
 			"its device by PCI address or netdev. A fatal event within diagnose.window (default 10m) fails, any other event in " +

@@ -66,15 +66,23 @@ func TestKernelLogEvents(t *testing.T) {
 }
 
 // TestKernelLogUnreadable: without /dev/kmsg the reader says why, once,
-// and exports no event series.
+// and exports no event series. A fixture tree has no kernel log by
+// design: that is one info line, not a warning (issue 37 item 6a: make
+// run logs nothing a newcomer has to puzzle over).
 func TestKernelLogUnreadable(t *testing.T) {
 	e := start(t, hostArgs(t, "cx6-hdr-fdr")...)
 	_, body := e.get(t, "/metrics")
 	if !hasSeries(body, `rdma_kernel_log_reading{reason="absent"} 0`) || strings.Contains(body, "rdma_kernel_events_total{") {
 		t.Errorf("want the reason and no event series:\n%s", smGrep(body, "rdma_kernel_"))
 	}
-	if n := strings.Count(e.stderr.String(), "cannot read the kernel log"); n != 1 {
-		t.Errorf("logged %d times, want once:\n%s", n, e.stderr.String())
+	var lines []string
+	for _, l := range strings.Split(e.stderr.String(), "\n") {
+		if strings.Contains(l, "kernel log") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], "no kernel log below this root") {
+		t.Errorf("want one info line about the kernel log, no warning:\n%s", e.stderr.String())
 	}
 }
 

@@ -49,6 +49,7 @@ func (h *Host) WatchKernelLog(ctx context.Context, logger *slog.Logger, interval
 		Redact:   opensm.Redact,
 		BootTime: h.bootTime(),
 		Logger:   logger,
+		NotLive:  h.opts.Live.Reason == LiveReasonNotSysfs,
 		Now:      h.now,
 		IsRDMA: func(s kmsg.Subject) bool {
 			x := h.kernelLog.devices.Load()

@@ -151,26 +151,38 @@ func TestNotKmsgDeviceRefused(t *testing.T) {
 
 // TestAbsentNotRetried: no log below the root: one log line, the status
 // says absent, and nothing is tried again (no retry timer runs: Run only
-// waits for its context).
+// waits for its context). The line is a warning below a live host's root
+// and info below a fixture tree (NotLive), where no log is expected.
 func TestAbsentNotRetried(t *testing.T) {
-	logs := &testenv.Records{}
-	now := time.Now()
-	w, err := New(Options{Path: filepath.Join(t.TempDir(), "dev", "kmsg"), Now: func() time.Time { return now },
-		RetryOpen: time.Nanosecond, Logger: slog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	first, done := make(chan struct{}), make(chan struct{})
-	go func() { w.Run(ctx, first); close(done) }()
-	<-first
-	cancel()
-	<-done
-	if st := w.Report().Status; st.Reason != ReasonAbsent {
-		t.Errorf("%+v", st)
-	}
-	if n := len(logs.Matching("cannot read the kernel log")); n != 1 {
-		t.Errorf("%d log lines, want 1", n)
+	for _, notLive := range []bool{false, true} {
+		logs := &testenv.Records{}
+		now := time.Now()
+		w, err := New(Options{Path: filepath.Join(t.TempDir(), "dev", "kmsg"), Now: func() time.Time { return now },
+			RetryOpen: time.Nanosecond, Logger: slog.New(logs), NotLive: notLive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		first, done := make(chan struct{}), make(chan struct{})
+		go func() { w.Run(ctx, first); close(done) }()
+		<-first
+		cancel()
+		<-done
+		if st := w.Report().Status; st.Reason != ReasonAbsent {
+			t.Errorf("NotLive=%v: %+v", notLive, st)
+		}
+		var warns, infos int
+		for _, r := range append(logs.Matching("cannot read the kernel log"), logs.Matching("no kernel log below this root")...) {
+			switch r.Level {
+			case slog.LevelWarn:
+				warns++
+			case slog.LevelInfo:
+				infos++
+			}
+		}
+		if want := map[bool][2]int{false: {1, 0}, true: {0, 1}}[notLive]; warns != want[0] || infos != want[1] {
+			t.Errorf("NotLive=%v: %d warning and %d info lines, want %d and %d", notLive, warns, infos, want[0], want[1])
+		}
 	}
 }
 

@@ -140,6 +140,17 @@ var Events = []Event{
 		},
 	},
 	{
+		// A command that never completed is cmd_timeout (fatal); one that
+		// completed late, or waited for a slot, is this: the control path
+		// works, slowly.
+		Name: "cmd_degraded", Severity: Warning,
+		Meaning: "The device's firmware command interface stalled and recovered: a command completed only after the driver's timeout (the driver found its completion by polling the command event queue: a lost interrupt), or every command slot was busy. Queue pair, memory region and port changes are slow or fail with EAGAIN meanwhile; traffic on existing queue pairs goes on.",
+		Remedy:  "Look for lost interrupts (IOMMU interrupt-remapping faults, \"No irq handler for vector\" in a VM) and a flood of commands (an application creating and destroying queue pairs or registering memory in a loop) around the message; update the driver and the firmware when it recurs. A cmd_timeout after it means the control path broke.",
+		Remedies: map[Family]string{
+			FamilyMLX5: "Look for lost interrupts (DMAR or AMD-Vi interrupt-remapping faults, \"No irq handler for vector\" in a VM with an SR-IOV VF) and a flood of commands (an application creating queue pairs or registering memory in a loop) around the message; check devlink health show pci/<pci>; update the driver and the firmware when it recurs. A cmd_timeout (\"Will cause a leak\") after it means the control path broke.",
+		},
+	},
+	{
 		Name: "access_reg_failed", Severity: Warning,
 		Meaning: "A register access the driver made for a reader (counters, module or link data) was refused by the firmware: typical of functions the firmware restricts (internal ConnectX-7 ports of DGX/HGX systems), which flood the log on every read.",
 		Remedy:  "Find which RDMA device sits on that PCI function and stop reading it: --collector.infiniband.device-exclude for rdma_doctor, and the same for node_exporter or other agents that read its counters.",
@@ -228,6 +239,15 @@ var Rules = []Rule{
 		Needle: "health recovery flow aborted"},
 	{Event: "cmd_timeout", Family: FamilyMLX5, Drivers: []string{"mlx5_core"},
 		Needle: "timeout. Will cause a leak of a command resource"},
+	// cmd.c wait_func_handle_exec_timeout() after mlx5_cmd_eq_recover()
+	// (eq.c) found the lost completion; cmd_work_handler() with no free
+	// command slot.
+	{Event: "cmd_degraded", Family: FamilyMLX5, Drivers: []string{"mlx5_core"},
+		Needle: "EQEs on cmd_eq", Pattern: `Recovered \d+ EQEs on cmd_eq`},
+	{Event: "cmd_degraded", Family: FamilyMLX5, Drivers: []string{"mlx5_core"},
+		Needle: "recovered after timeout", Pattern: `\(0x[0-9a-f]+\) recovered after timeout$`},
+	{Event: "cmd_degraded", Family: FamilyMLX5, Drivers: []string{"mlx5_core"},
+		Needle: "failed to allocate command entry", Pattern: `cmd_work_handler:\d+:\(pid \d+\): failed to allocate command entry$`},
 	{Event: "access_reg_failed", Family: FamilyMLX5, Drivers: []string{"mlx5_core"},
 		Needle: "ACCESS_REG(0x805)", Pattern: `ACCESS_REG\(0x805\) op_mod\(0x[0-9a-f]+\) failed`},
 	{Event: "pcie_power_insufficient", Family: FamilyMLX5, Drivers: []string{"mlx5_core"},

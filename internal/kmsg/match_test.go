@@ -193,3 +193,30 @@ func TestInfinibandPrefix(t *testing.T) {
 		t.Errorf("got %d %+v", ix, s)
 	}
 }
+
+// TestCommandInterfaceSeverity: mlx5's command interface trouble that the
+// driver recovers from (a late completion found on the command EQ, no
+// free command slot) is a warning on its device; a command that never
+// completed stays fatal.
+func TestCommandInterfaceSeverity(t *testing.T) {
+	m, err := NewMatcher(Events, Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for msg, want := range map[string]Severity{
+		"mlx5_core 0000:00:02.0: mlx5_cmd_eq_recover:247:(pid 3122): Recovered 1 EQEs on cmd_eq":                                  Warning,
+		"mlx5_core 0000:00:02.0: wait_func_handle_exec_timeout:1113:(pid 3122): cmd[0]: CREATE_CQ(0x400) recovered after timeout": Warning,
+		"mlx5_core 0000:21:00.0: cmd_work_handler:930:(pid 8): failed to allocate command entry":                                  Warning,
+		"mlx5_core 0000:61:00.0: wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command resource": Fatal,
+	} {
+		ix, s := m.Match([]byte(msg))
+		if ix < 0 {
+			t.Errorf("%q matched nothing", msg)
+			continue
+		}
+		ev := Events[m.Event(ix)]
+		if ev.Severity != want || m.Family(ix) != FamilyMLX5 || s.PCI == "" {
+			t.Errorf("%q: %s (%s), family %s, subject %+v; want %s on its PCI function", msg, ev.Name, ev.Severity, m.Family(ix), s, want)
+		}
+	}
+}

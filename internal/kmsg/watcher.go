@@ -120,6 +120,11 @@ type Options struct {
 	BootTime time.Time
 	// Logger gets one line per change of reason; nil logs nothing.
 	Logger *slog.Logger
+	// NotLive says the root is not a live host's (a fixture tree, a
+	// copy: host.LiveReasonNotSysfs): there an absent log is what is
+	// expected and is logged at info, not as a warning a newcomer running
+	// make run has to puzzle over. The series are left out all the same.
+	NotLive bool
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Events and Rules are the matcher's tables; nil is Events, Rules.
@@ -417,6 +422,11 @@ func (w *Watcher) setStatus(s Status) {
 			how = "a regular file or FIFO, not the kernel's log: drained every " + w.opts.Interval.String()
 		}
 		w.opts.Logger.Info("reading the kernel log", "path", w.opts.Path, "how", how)
+		return
+	}
+	if s.Reason == ReasonAbsent && w.opts.NotLive {
+		w.opts.Logger.Info("no kernel log below this root, as expected of a tree that is not a live host's", "path", w.opts.Path,
+			"hint", "the rdma_kernel_events_* series are left out")
 		return
 	}
 	hint := "the rdma_kernel_events_* series are left out; retrying every " + w.opts.RetryOpen.String()
