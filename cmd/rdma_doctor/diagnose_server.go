@@ -30,7 +30,7 @@ func newDiagnoseSampler(a *App, probes probe.Reader) (*diagnose.Sampler, error) 
 	}
 	if err := eval.TopologyErr(); err != nil {
 		// The one log line; /diagnose's fabric.topology says the same.
-		s.App.Logger.Error("fabric.topology is unknown until the expected topology file is fixed and the server restarted", "err", err)
+		a.Logger.Error("fabric.topology is unknown until the expected topology file is fixed and the server restarted", "err", err)
 	}
 	interval, window := cfg.SampleInterval(), cfg.HistoryWindow()
 	timeout := interval
