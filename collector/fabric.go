@@ -23,6 +23,7 @@ import (
 type FabricCollector struct {
 	degradedOnly bool
 	opts         FabricOptions
+	routes       *fabricRoutes // fabric_routes.go
 
 	// portBlock is the per-port series of the latest topology and sweep,
 	// rendered once per pair (internal/expo.Block), like the link block.
@@ -61,6 +62,7 @@ func NewFabricCollector(env Env, opts FabricOptions) *FabricCollector {
 	c := &FabricCollector{
 		degradedOnly: opts.DegradedOnly,
 		opts:         opts,
+		routes:       newFabricRoutes(),
 		success:      desc("rdma_fabric_scan_success", "1 when the latest iblinkinfo scan succeeded; after a failure the previous scan's links stay exported."),
 		scans:        desc("rdma_fabric_scans_total", "iblinkinfo scans run."),
 		failures:     desc("rdma_fabric_scan_failures_total", "iblinkinfo scans that failed (timeout, no umad access, error exit, unusable output)."),
@@ -154,6 +156,9 @@ func (c *FabricCollector) Update(ctx context.Context, snap *host.Snapshot, out *
 		sw = sst.Last
 	}
 	out.add(c.portMetricsBlock(f, sw))
+	if rerr := c.routes.update(ctx, snap, out); err == nil {
+		err = rerr
+	}
 	return err
 }
 

@@ -275,6 +275,13 @@ func AddFlags(app *kingpin.Application) *Flags {
 		Default("1m").DurationVar(&f.Fabric.CountersInterval)
 	app.Flag("collector.fabric.counters-timeout", "Deadline of one counter sweep, its ibnetdiscover and ibqueryerrors runs together: a run still going then is killed with its process group, the sweep ends there and its ports are unknown.").
 		Default("2m").DurationVar(&f.Fabric.CountersTimeout)
+	app.Flag("collector.fabric.routes",
+		"Read every swept switch's unicast forwarding table in the background with one dump_fts run (rdma_fabric_port_routes, the fabric.routing check), again when the scan's nodes, LIDs or port states change.").
+		Default("true").BoolVar(&f.Fabric.Routes)
+	app.Flag("collector.fabric.dump-fts-path", "dump_fts executable (infiniband-diags; what dump_lfts.sh runs), run without a shell.").
+		Default("dump_fts").StringVar(&f.Fabric.DumpFTSPath)
+	app.Flag("collector.fabric.routes-max-age", "Read the forwarding tables again at least this often even when the scan shows no change (the SM may reroute on its own).").
+		Default("15m").DurationVar(&f.Fabric.RoutesMaxAge)
 	app.Flag("collector.fabric.ca-counters",
 		"Sweep channel-adapter ports too (hosts running rdma_doctor export their own side from sysfs).").BoolVar(&f.Fabric.CACounters)
 	app.Flag("collector.fabric.shard",

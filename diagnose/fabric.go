@@ -89,6 +89,7 @@ func fabricChecks(l *checkList) {
 		Remedy: "Spread the traffic (adaptive routing, a routing engine that balances uplinks), add uplinks to the " +
 			"congested leaves, and look for one job saturating a destination (incast).",
 		Run: runFabricCongestion})
+	fabricRoutingCheck(l) // fabric_routing.go
 }
 
 // fabricState is what the fabric checks read: the latest sweep and the

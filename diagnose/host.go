@@ -108,6 +108,8 @@ type hostView struct {
 	// (and sminfo's round, where none runs, is the sample's).
 	sm    kept[*sm.Status]
 	sweep kept[*fabric.SweepStatus]
+	// routes: the forwarding-table reader's state (fabric_routing.go).
+	routes kept[*fabric.RouteStatus]
 }
 
 func newHostView(ctx context.Context, hs *host.Snapshot) *hostView {
@@ -169,6 +171,7 @@ func (v *hostView) readAll(expectedDevices int, beside func()) {
 	}
 	v.SM()
 	v.FabricSweep()
+	v.FabricRoutes()
 	beside()
 	wg.Wait()
 }
@@ -241,6 +244,13 @@ func (v *hostView) SM() *sm.Status {
 
 func (v *hostView) FabricSweep() *fabric.SweepStatus {
 	st, _ := v.sweep.get(func() (*fabric.SweepStatus, error) { return v.hs.FabricSweep(v.ctx), nil })
+	return st
+}
+
+// FabricRoutes is the forwarding-table reader's state (routesHost); nil
+// where none runs.
+func (v *hostView) FabricRoutes() *fabric.RouteStatus {
+	st, _ := v.routes.get(func() (*fabric.RouteStatus, error) { return v.hs.FabricRoutes(v.ctx), nil })
 	return st
 }
 

@@ -96,6 +96,8 @@ var debianPackage = map[string]string{
 	"iblinkinfo":              "infiniband-diags",
 	"ibnetdiscover":           "infiniband-diags",
 	"ibqueryerrors":           "infiniband-diags",
+	"ibroute":                 "infiniband-diags",
+	"dump_fts":                "infiniband-diags",
 	"ibsim":                   "ibsim-utils",
 	"ibstat":                  "infiniband-diags",
 	"ibstatus":                "infiniband-diags",

@@ -37,6 +37,12 @@ type FabricOptions struct {
 	// Shard and Shards split the swept nodes among Shards exporters
 	// (fabric.ShardOf); 0 or 1 Shards sweeps them all.
 	Shard, Shards int
+	// Routes reads the switches' unicast forwarding tables with
+	// DumpFTSPath (--collector.fabric.routes), at least every
+	// RoutesMaxAge.
+	Routes       bool
+	DumpFTSPath  string
+	RoutesMaxAge time.Duration
 	// Names is the node name map (--collector.fabric.node-name-map), read
 	// once at start-up; nil: node descriptions as the fabric reports them.
 	Names fabric.NameMap

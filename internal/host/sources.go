@@ -85,9 +85,10 @@ var sources = []source{
 	hwmonSource,     // hwmon.go
 	devlinkSource,   // devlink.go
 
-	smInfoSource,      // sm.go
-	fabricScanSource,  // fabric.go: before the sweep, which reads it
-	fabricSweepSource, // fabric.go
+	smInfoSource,       // sm.go
+	fabricScanSource,   // fabric.go: before the sweep, which reads it
+	fabricSweepSource,  // fabric.go
+	fabricRoutesSource, // fabric_routes.go
 }
 
 // newCaches is one empty cache per listed source.

@@ -1,0 +1,304 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package fabric
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+)
+
+// RouteReaderConfig configures the background read of the switches'
+// unicast forwarding tables.
+type RouteReaderConfig struct {
+	// DumpFTS is the executable (default "dump_fts"): one run reads every
+	// switch's table, where ibroute reads one switch a process.
+	DumpFTS string
+	// Local are the arguments that pick the local port (-C, -P).
+	Local []string
+	// Interval is how often the topology is checked for a change that
+	// calls for a new read (default 1m: the counter sweep's).
+	Interval time.Duration
+	// MaxAge re-reads the tables at least this often even when the
+	// topology did not change (default 15m): the SM may reroute on its
+	// own (a heavy sweep, a changed routing engine), which no scan sees.
+	MaxAge time.Duration
+	// Timeout bounds one dump_fts run (default 2m).
+	Timeout time.Duration
+	// MaxOutput bounds one run's output (default DefaultSweepMaxOutput).
+	MaxOutput int
+	// Shard and Shards: this reader exports the switches with
+	// ShardOf(guid, Shards) == Shard, as the counter sweep.
+	Shard, Shards int
+	// Topology returns the latest topology scan (nil before one).
+	Topology func() *Fabric
+	// Ready, when set, is closed once Topology has a scan.
+	Ready  <-chan struct{}
+	Logger *slog.Logger
+	Now    func() time.Time
+	Reaper *subprocess.Reaper
+}
+
+// Routes is one read of the forwarding tables of this shard's switches.
+type Routes struct {
+	Start    time.Time
+	Duration time.Duration
+	// Topology is the scan the read was made for: its switches are the
+	// ones read, and its port states judge the routes.
+	Topology *Fabric
+	// Switches holds the whole tables read, by the switch's GUID as
+	// iblinkinfo prints it; Unknown the shard's switches of Topology
+	// whose table was not read whole (their routes are unknown, never
+	// none).
+	Switches map[uint64]*SwitchLFT
+	Unknown  []uint64
+	// Reason and Err say why the read failed or left switches unknown
+	// ("" and nil for a whole read).
+	Reason Reason
+	Err    error
+}
+
+// OK reports whether every switch of the shard was read.
+func (r *Routes) OK() bool { return r.Err == nil && len(r.Unknown) == 0 }
+
+// RouteStatus is the reader's state.
+type RouteStatus struct {
+	// Last is the latest read; nil before one.
+	Last *Routes
+	// Reads counts dump_fts runs; Failures the runs that failed or left
+	// switches unknown, by reason.
+	Reads       uint64
+	Failures    map[Reason]uint64
+	LastSuccess time.Time
+}
+
+// RouteReader reads the forwarding tables in the background, again only
+// when the topology's nodes, LIDs or port states change, or MaxAge has
+// passed; Status never waits for a read.
+type RouteReader struct {
+	cfg RouteReaderConfig
+	mu  sync.Mutex
+	st  RouteStatus
+	// readFor is the routing fingerprint of the latest read's topology.
+	readFor uint64
+	lastErr string
+}
+
+// NewRouteReader returns a reader; call Run to start it.
+func NewRouteReader(cfg RouteReaderConfig) *RouteReader {
+	if cfg.DumpFTS == "" {
+		cfg.DumpFTS = "dump_fts"
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = 15 * time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultSweepMaxOutput
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Topology == nil {
+		cfg.Topology = func() *Fabric { return nil }
+	}
+	return &RouteReader{cfg: cfg, st: RouteStatus{Failures: map[Reason]uint64{}}}
+}
+
+// Run checks the topology now and every Interval until ctx ends, and
+// reads the tables when they may have changed.
+func (rr *RouteReader) Run(ctx context.Context) {
+	if rr.cfg.Ready != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rr.cfg.Ready:
+		}
+	}
+	subprocess.Every(ctx, rr.cfg.Interval, rr.ReadOnce)
+}
+
+// Status returns the latest state; the Routes it points to is never
+// modified.
+func (rr *RouteReader) Status() RouteStatus {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	st := rr.st
+	st.Failures = make(map[Reason]uint64, len(rr.st.Failures))
+	for r, n := range rr.st.Failures {
+		st.Failures[r] = n
+	}
+	return st
+}
+
+// routingFingerprint identifies what the SM's routes follow: the nodes,
+// their LIDs and which ports are up (a port going down or up makes the
+// SM route again).
+func routingFingerprint(topo *Fabric) uint64 {
+	h := fnv.New64a()
+	var b [17]byte
+	for _, p := range topo.PortLines {
+		binary.LittleEndian.PutUint64(b[:8], p.GUID)
+		binary.LittleEndian.PutUint64(b[8:16], uint64(p.LID)<<8|uint64(p.Port))
+		b[16] = byte(p.State)
+		if p.Stale {
+			b[16] = 0xff
+		}
+		h.Write(b[:])
+	}
+	return h.Sum64() | 1
+}
+
+// ReadOnce reads the tables if the topology changed since the latest read,
+// that read failed, or it is older than MaxAge.
+func (rr *RouteReader) ReadOnce(ctx context.Context) {
+	topo := rr.cfg.Topology()
+	if topo == nil {
+		return
+	}
+	fp := routingFingerprint(topo)
+	rr.mu.Lock()
+	last := rr.st.Last
+	fresh := last != nil && last.OK() && rr.readFor == fp && rr.cfg.Now().Sub(last.Start) < rr.cfg.MaxAge
+	rr.mu.Unlock()
+	if fresh {
+		return
+	}
+	r := rr.read(ctx, topo)
+	if ctx.Err() != nil {
+		return // shutting down: not a read
+	}
+	rr.mu.Lock()
+	rr.st.Last = r
+	rr.st.Reads++
+	rr.readFor = fp
+	if r.Reason != "" {
+		rr.st.Failures[r.Reason]++
+	}
+	if r.OK() {
+		rr.st.LastSuccess = r.Start
+	}
+	prev := rr.lastErr
+	rr.lastErr = ""
+	if r.Err != nil {
+		rr.lastErr = r.Err.Error()
+	}
+	rr.mu.Unlock()
+	switch {
+	case r.Err != nil && r.Err.Error() != prev:
+		rr.cfg.Logger.Warn("route read: some switches' forwarding tables could not be read; their routes are unknown",
+			"switches_unknown", len(r.Unknown), "switches", len(r.Switches)+len(r.Unknown), "err", r.Err)
+	case r.Err == nil && prev != "":
+		rr.cfg.Logger.Info("route read reads every switch's forwarding table again", "switches", len(r.Switches))
+	default:
+		rr.cfg.Logger.Debug("route read", "switches", len(r.Switches), "switches_unknown", len(r.Unknown), "duration", r.Duration)
+	}
+}
+
+// shardSwitches returns this shard's switches of topo (by the GUID
+// iblinkinfo prints) and whether each was reached by the scan.
+func (rr *RouteReader) shardSwitches(topo *Fabric) []uint64 {
+	var out []uint64
+	seen := map[uint64]bool{}
+	for _, p := range topo.PortLines {
+		if !p.Switch || seen[p.GUID] || ShardOf(p.GUID, rr.cfg.Shards) != rr.cfg.Shard {
+			continue
+		}
+		seen[p.GUID] = true
+		out = append(out, p.GUID)
+	}
+	return out
+}
+
+// read runs dump_fts once and keeps this shard's whole tables. Every
+// shard's reader runs dump_fts over the whole fabric (it has no switch
+// filter, and one process is cheaper than an ibroute per switch); a
+// switch whose block is missing or cut short is unknown.
+func (rr *RouteReader) read(ctx context.Context, topo *Fabric) *Routes {
+	r := &Routes{Start: rr.cfg.Now(), Topology: topo, Switches: map[uint64]*SwitchLFT{}}
+	began := time.Now()
+	defer func() { r.Duration = time.Since(began) }()
+	want := rr.shardSwitches(topo)
+	var d *lftDump
+	res, err := subprocess.Run(ctx, subprocess.Spec{
+		Path: rr.cfg.DumpFTS, Args: append([]string{}, rr.cfg.Local...), Timeout: rr.cfg.Timeout,
+		MaxOutput: rr.cfg.MaxOutput, MaxStderr: 64 << 10, Reaper: rr.cfg.Reaper,
+		Stdout: func(out io.Reader) error {
+			var perr error
+			d, perr = parseLFTs(out)
+			return perr
+		},
+	})
+	fail := func(reason Reason, e error) {
+		if r.Err == nil {
+			r.Reason, r.Err = reason, e
+		}
+	}
+	switch {
+	case err != nil:
+		fail(classify(err), fmt.Errorf("dump_fts: %w", err))
+	case errorLine(res.Stderr) != "":
+		fail(ReasonMAD, errors.New("dump_fts: "+errorLine(res.Stderr)))
+	}
+	if d != nil && r.Reason != ReasonTimeout && r.Reason != ReasonOutputTooLarge {
+		// Whole blocks of a run that failed later are whole tables; a run
+		// killed mid-way may have printed a block the switch's own count
+		// line ends, but nothing past it is trusted.
+		for _, s := range d.Switches {
+			if ShardOf(s.GUID, rr.cfg.Shards) == rr.cfg.Shard {
+				if r.Switches[s.GUID] != nil {
+					// Two tables for one GUID: which is the switch's
+					// cannot be told.
+					delete(r.Switches, s.GUID)
+					fail(ReasonUnparsable, fmt.Errorf("dump_fts: two tables for switch 0x%016x", s.GUID))
+					continue
+				}
+				r.Switches[s.GUID] = s
+			}
+		}
+		if d.Broken > 0 {
+			fail(ReasonUnparsable, fmt.Errorf("dump_fts: %d tables cut short or with lines not in its format", d.Broken))
+		}
+	}
+	for _, g := range want {
+		if r.Switches[g] == nil {
+			r.Unknown = append(r.Unknown, g)
+		}
+	}
+	if len(r.Unknown) > 0 && r.Err == nil {
+		fail(ReasonMAD, fmt.Errorf("dump_fts: no forwarding table printed for %d switches of the scan (first 0x%016x)", len(r.Unknown), r.Unknown[0]))
+	}
+	return r
+}
+
+// PortRoutes returns how many channel-adapter LIDs each read switch port
+// forwards, by port; switches of Unknown are absent.
+func (r *Routes) PortRoutes() map[PortKey]int {
+	out := map[PortKey]int{}
+	for g, s := range r.Switches {
+		for port, n := range s.CARoutes() {
+			out[PortKey{GUID: g, Port: port}] = n
+		}
+	}
+	return out
+}

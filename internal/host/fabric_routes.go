@@ -1,0 +1,41 @@
+// Copyright The rdma_doctor Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package host
+
+import (
+	"context"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+)
+
+// fabricRoutesSource reads the switches' forwarding tables (dump_fts) over
+// the latest scan, checked every CountersInterval and read again when the
+// scan's nodes, LIDs or port states change or RoutesMaxAge passes; run
+// only by a loop, as the sweep.
+var fabricRoutesSource = &Background[*fabric.RouteStatus]{name: "fabric_routes",
+	open: func(h *Host, env runEnv, published func()) *task[*fabric.RouteStatus] {
+		o := h.opts.Fabric
+		if o == nil || !o.Routes {
+			return nil
+		}
+		scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
+		rr := fabric.NewRouteReader(fabric.RouteReaderConfig{
+			DumpFTS: o.DumpFTSPath, Local: fabric.Args(o.CA, o.Port)[1:],
+			Interval: o.CountersInterval, Timeout: o.CountersTimeout, MaxAge: o.RoutesMaxAge,
+			Shard: o.Shard, Shards: o.Shards,
+			Topology: func() *fabric.Fabric { return scan.latest().Fabric },
+			Ready:    scan.ready,
+			Logger:   env.logger, Reaper: env.reaper,
+		})
+		return &task[*fabric.RouteStatus]{run: rr.Run, round: rr.ReadOnce, latest: func() *fabric.RouteStatus {
+			st := rr.Status()
+			return &st
+		}}
+	}}
+
+// FabricRoutes is the forwarding-table reader's state (background): nil
+// where none runs (as FabricScan, or --no-collector.fabric.routes).
+func (s *Snapshot) FabricRoutes(ctx context.Context) *fabric.RouteStatus {
+	return latest(ctx, s, fabricRoutesSource)
+}
