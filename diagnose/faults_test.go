@@ -179,6 +179,23 @@ func TestFaultsOneCableBothEnds(t *testing.T) {
 		}
 	}
 
+	// HTML (/diagnose?format=html): the same fault first.
+	b.Reset()
+	if err := HTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	fi, pi = strings.Index(page, `<h2 id="faults">Faults (1), one per physical link and class</h2>`), strings.Index(page, `<h2 id="problems">`)
+	if fi < 0 || pi < 0 || fi > pi {
+		t.Fatalf("no faults before the problems in the page")
+	}
+	for _, want := range []string{`<code class="check">cable</code>`, `&#34;leaf1&#34; port 1 (GUID 0x0000000000200001, LID 2)`,
+		`<td>switch</td>`, `symbol_error &#43;4200`, `<code>docs/runbook.md#cable</code>`, `<code>ctr.symbol mlx5_0/1</code>`} {
+		if !strings.Contains(page[fi:pi], want) {
+			t.Errorf("page's faults lack %q:\n%s", want, page[fi:pi])
+		}
+	}
+
 	// JSON: the faults, every field documented.
 	checkFaultsSchema(t, r)
 }

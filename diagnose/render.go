@@ -382,6 +382,8 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"meta":     func(r *Report) string { _, rest, _ := strings.Cut(counts(r), "; "); return rest },
 	"problems": func(r *Report) []problem { return groupProblems(r.Findings) },
 	"where":    where,
+	"endName":  func(e FaultEnd) string { return endName(&e) },
+	"endSeen":  func(e FaultEnd) string { return endSeen(&e) },
 	"what":     what,
 	"bySeverity": func(r *Report, sev string) []Finding {
 		var out []Finding
