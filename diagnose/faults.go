@@ -82,6 +82,11 @@ func (c FaultClass) Runbook() string { return "docs/runbook.md#" + string(c) }
 // Two bad cables on one switch happen; three at once point at the switch.
 const switchFaultLinks = 3
 
+// maxFaultEnds bounds the ends a fault lists: a fabric without a subnet
+// manager has every link in INIT, a director switch hundreds of links.
+// The summary says how many there were; the findings name every one.
+const maxFaultEnds = 2 * fabricTopPorts
+
 // Fault is one physical fault: its class, where it is (both ends of the
 // link), what each end saw, what to do, and the findings it groups.
 type Fault struct {
@@ -548,6 +553,10 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 		}
 		g.Action, g.Runbook = g.Class.Action(), g.Class.Runbook()
 		g.Summary = faultSummary(&g.Fault)
+		if n := len(g.Ends); n > maxFaultEnds {
+			g.Ends = g.Ends[:maxFaultEnds]
+			g.Summary += fmt.Sprintf(" (%d ends, the first %d listed)", n, maxFaultEnds)
+		}
 		out = append(out, g.Fault)
 	}
 	// Failures first; then by class, each in the order of its first

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -408,6 +409,31 @@ func TestFaultsSubnetManager(t *testing.T) {
 	sm := faultsOf(r, FaultSubnetManager)
 	if len(sm) != 1 || sm[0].ID != "subnet_manager" || len(sm[0].Findings) != 2 || sm[0].Runbook != "docs/runbook.md#subnet_manager" {
 		t.Fatalf("subnet manager faults %+v, want one grouping the two INIT links", r.Faults)
+	}
+}
+
+// TestFaultsBounded: a fabric whose every link is in INIT (no subnet
+// manager; the 16-host ibsim recording of internal/fabric/testdata
+// edited) is one subnet_manager fault whose ends are bounded, its summary
+// saying how many there were.
+func TestFaultsBounded(t *testing.T) {
+	topo := readTopology(t, "../internal/fabric/testdata/ibqueryerrors/ibsim16-iblinkinfo.stdout", func(s string) string {
+		return strings.ReplaceAll(s, "Active/  LinkUp", "Initialize/  LinkUp")
+	})
+	sw := &fabric.Sweep{Start: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC), Topology: topo}
+	for _, pl := range topo.PortLines {
+		if pl.Switch {
+			sw.Ports = append(sw.Ports, fabric.PortCounters{PortLine: pl})
+		}
+	}
+	r := evalFabricReport(t, sw)
+	if len(r.Faults) != 1 || r.Faults[0].Class != FaultSubnetManager {
+		t.Fatalf("faults %+v, want one subnet_manager fault", r.Faults)
+	}
+	f := r.Faults[0]
+	if len(f.Ends) != maxFaultEnds || len(f.Findings) != len(topo.Links) ||
+		!strings.Contains(f.Summary, fmt.Sprintf("(%d ends, the first %d listed)", len(topo.Links), maxFaultEnds)) {
+		t.Errorf("%d ends, %d findings of %d links, summary %q", len(f.Ends), len(f.Findings), len(topo.Links), f.Summary)
 	}
 }
 
