@@ -207,8 +207,9 @@ type faultContext struct {
 }
 
 type hostDevice struct {
-	guid uint64
-	desc string
+	guid  uint64
+	desc  string
+	ports []int
 }
 
 func newFaultContext(s *Reading, h *History) faultContext {
@@ -222,7 +223,11 @@ func newFaultContext(s *Reading, h *History) faultContext {
 			if err != nil {
 				continue
 			}
-			c.devices[d.Name] = hostDevice{guid: g, desc: d.NodeDesc.V}
+			hd := hostDevice{guid: g, desc: d.NodeDesc.V}
+			for _, p := range d.Ports {
+				hd.ports = append(hd.ports, p.Num)
+			}
+			c.devices[d.Name] = hd
 		}
 	}
 	if st := s.sweepStatus(); st != nil && st.Last != nil {
@@ -254,6 +259,33 @@ func (c *faultContext) hostLink(device string, port int) (a, b faultPort, onB, o
 	return a, b, false, false
 }
 
+// nicEnds adds this host's device to a NIC fault with what was seen: as
+// the end of its link, and the link's far end, where the fabric scan has
+// the link (the page names both ends), else the device alone.
+func (c *faultContext) nicEnds(g *faultGroup, dev, what string) {
+	joined := false
+	for _, port := range c.devices[dev].ports {
+		a, b, onB, ok := c.hostLink(dev, port)
+		if !ok {
+			continue
+		}
+		here, far := a, b
+		if onB {
+			here, far = b, a
+		}
+		see(g.end(dev, func() FaultEnd {
+			e := portEnd(here)
+			e.Host, e.Device = c.host, dev
+			return e
+		}), what)
+		g.end(endKey(far.GUID, far.Port), func() FaultEnd { return portEnd(far) })
+		joined = true
+	}
+	if !joined {
+		see(g.end(dev, func() FaultEnd { return c.hostEnd(dev, 0) }), what)
+	}
+}
+
 // sweptClean reports whether the fabric sweep read port guid/port and
 // judged it clean: in the latest sweep, readable, over two sweeps or
 // more, ACTIVE, and no fabric.errors or fabric.port_down finding but a
@@ -271,7 +303,6 @@ type faultGroup struct {
 	Fault
 	ends  []*FaultEnd
 	index map[string]*FaultEnd // by the end's key
-	first int                  // the first finding's index, for order
 	// hostErrors is set when this host's error counters rose on the
 	// link, other when anything else was seen (a down, the fabric's
 	// findings): errors with nothing else may be the NIC's.
@@ -292,16 +323,13 @@ func (g *faultGroup) end(key string, mk func() FaultEnd) *FaultEnd {
 	return &e
 }
 
-func (g *faultGroup) add(i int, f *Finding) {
+func (g *faultGroup) add(f *Finding) {
 	if f.Severity.Worse(g.Severity) {
 		g.Severity = f.Severity
 	}
 	ref := FindingRef{Check: f.Check, Target: f.Target}
 	if !slices.Contains(g.Findings, ref) {
 		g.Findings = append(g.Findings, ref)
-	}
-	if i < g.first {
-		g.first = i
 	}
 }
 
@@ -315,7 +343,6 @@ func (f *faultGroup) merge(g *faultGroup) {
 	if g.Severity.Worse(f.Severity) {
 		f.Severity = g.Severity
 	}
-	f.first = min(f.first, g.first)
 	g.Class = ""
 }
 
@@ -338,19 +365,19 @@ func portEnd(p faultPort) FaultEnd {
 func groupFaults(findings []Finding, c faultContext) []Fault {
 	groups := map[string]*faultGroup{}
 	var order []*faultGroup
-	group := func(class FaultClass, id string, i int) *faultGroup {
+	group := func(class FaultClass, id string) *faultGroup {
 		k := string(class) + " " + id
 		if g := groups[k]; g != nil {
 			return g
 		}
-		g := &faultGroup{Fault: Fault{Class: class, ID: id, Severity: Skip}, index: map[string]*FaultEnd{}, first: i}
+		g := &faultGroup{Fault: Fault{Class: class, ID: id, Severity: Skip}, index: map[string]*FaultEnd{}}
 		groups[k] = g
 		order = append(order, g)
 		return g
 	}
 	// linkGroup is the group of a link (a the switch end) and its ends.
-	linkGroup := func(class FaultClass, a, b faultPort, i int) *faultGroup {
-		g := group(class, fabricTarget(a.GUID, a.Port), i)
+	linkGroup := func(class FaultClass, a, b faultPort) *faultGroup {
+		g := group(class, fabricTarget(a.GUID, a.Port))
 		if g.link == nil {
 			g.link = &[2]faultPort{a, b}
 			g.end(endKey(a.GUID, a.Port), func() FaultEnd { return portEnd(a) })
@@ -387,9 +414,9 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 			for _, s := range f.seen {
 				var g *faultGroup
 				if s.class == FaultSubnetManager {
-					g = group(s.class, string(FaultSubnetManager), i)
+					g = group(s.class, string(FaultSubnetManager))
 				} else {
-					g = linkGroup(s.class, s.a, s.b, i)
+					g = linkGroup(s.class, s.a, s.b)
 					g.other = true
 				}
 				at := s.a
@@ -398,7 +425,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 				}
 				e := g.end(endKey(at.GUID, at.Port), func() FaultEnd { return portEnd(at) })
 				see(e, s.what)
-				g.add(i, f)
+				g.add(f)
 			}
 			continue
 		}
@@ -416,7 +443,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 			}
 			var g *faultGroup
 			if a, b, onB, ok := c.hostLink(dev, port); ok {
-				g = linkGroup(class, a, b, i)
+				g = linkGroup(class, a, b)
 				here := a
 				if onB {
 					here = b
@@ -429,7 +456,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 				if c.host != "" {
 					id = c.host + "/" + f.Target
 				}
-				g = group(class, id, i)
+				g = group(class, id)
 				see(g.end(f.Target, func() FaultEnd { return c.hostEnd(dev, port) }), f.Observed)
 			}
 			if slices.Contains(hostErrorChecks, f.Check) {
@@ -437,19 +464,20 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 			} else {
 				g.other = true
 			}
-			g.add(i, f)
-		case slices.Contains(hostNICChecks, f.Check) && (f.Check != "kernel.events" || f.Severity == Fail):
+			g.add(f)
+		case slices.Contains(hostNICChecks, f.Check) && dev != "host" && (f.Check != "kernel.events" || f.Severity == Fail):
 			// A kernel event that is not fatal (a link down, a
-			// temperature warning) is not the NIC's fault by itself.
-			g := group(FaultHostNIC, c.nicID(dev), i)
-			see(g.end(dev, func() FaultEnd { return c.hostEnd(dev, 0) }), oneLine(f.Observed))
-			g.add(i, f)
+			// temperature warning) is not the NIC's fault by itself;
+			// one that names no device (target host) is no NIC's.
+			g := group(FaultHostNIC, c.nicID(dev))
+			c.nicEnds(g, dev, oneLine(f.Observed))
+			g.add(f)
 		case slices.Contains(smFaultChecks, f.Check):
-			g := group(FaultSubnetManager, string(FaultSubnetManager), i)
+			g := group(FaultSubnetManager, string(FaultSubnetManager))
 			if hasPort {
 				see(g.end(f.Target, func() FaultEnd { return c.hostEnd(dev, port) }), f.Observed)
 			}
-			g.add(i, f)
+			g.add(f)
 		}
 	}
 
@@ -478,7 +506,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 			continue
 		}
 		far.Status = EndClean
-		nic := group(FaultHostNIC, c.nicID(host.Device), g.first)
+		nic := group(FaultHostNIC, c.nicID(host.Device))
 		he := nic.end(host.Device, func() FaultEnd { return *host })
 		for _, s := range host.Seen {
 			see(he, s)
@@ -515,7 +543,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 		if len(links) < switchFaultLinks {
 			continue
 		}
-		sg := group(FaultSwitch, fmt.Sprintf("0x%016x", sw), links[0].first)
+		sg := group(FaultSwitch, fmt.Sprintf("0x%016x", sw))
 		for _, g := range links {
 			for _, p := range g.link {
 				if p.GUID == 0 {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
 )
 
 // The faults are tested on the recorded ibsim fabric of fabric_test.go
@@ -31,10 +33,18 @@ import (
 // scans the fabric.
 type sweepHost struct {
 	Host
-	st *fabric.SweepStatus
+	st   *fabric.SweepStatus
+	klog *host.KernelLog
 }
 
 func (h sweepHost) FabricSweep() *fabric.SweepStatus { return h.st }
+
+func (h sweepHost) KernelLog() (*host.KernelLog, bool) {
+	if h.klog != nil {
+		return h.klog, true
+	}
+	return h.Host.KernelLog()
+}
 
 // node01Host copies cx6-hdr-fdr and gives its mlx5_0 node01's GUID.
 func node01Host(t *testing.T) string {
@@ -51,6 +61,13 @@ func node01Host(t *testing.T) string {
 // change applied between, each sample with its fabric sweep.
 func evaluateWithFabric(t *testing.T, root string, before, after *fabric.Sweep, change func()) *Report {
 	t.Helper()
+	return evaluateWithLog(t, root, before, after, nil, change)
+}
+
+// evaluateWithLog is evaluateWithFabric with the kernel log reader's
+// events in the later sample.
+func evaluateWithLog(t *testing.T, root string, before, after *fabric.Sweep, klog *host.KernelLog, change func()) *Report {
+	t.Helper()
 	cfg := fixtureConfig(t, root)
 	e, err := NewEvaluator(cfg, nil)
 	if err != nil {
@@ -61,7 +78,11 @@ func evaluateWithFabric(t *testing.T, root string, before, after *fabric.Sweep, 
 	h := HistoryFor(cfg.Diagnose.HistoryWindow(), cfg.Diagnose.SampleInterval())
 	read := func(sw *fabric.Sweep, n uint64) *Reading {
 		s := r.Read(context.Background())
-		s.Host = sweepHost{Host: s.Host, st: &fabric.SweepStatus{Last: sw, Sweeps: n}}
+		sh := sweepHost{Host: s.Host, st: &fabric.SweepStatus{Last: sw, Sweeps: n}}
+		if n == 2 {
+			sh.klog = klog
+		}
+		s.Host = sh
 		h.Add(s)
 		return s
 	}
@@ -280,6 +301,39 @@ func TestFaultsHostNICWhenSwitchEndClean(t *testing.T) {
 	}
 	if sw := endOf(&fs[0], "leaf1"); sw == nil || sw.Status != EndUnknown {
 		t.Errorf("switch end unread: %+v, want unknown", sw)
+	}
+}
+
+// TestFaultsHostNICFirmwareFatal: mlx5_0's firmware reports a fatal
+// error (the real mlx5 message of internal/kmsg's testdata) while its
+// cable's switch end is swept clean: one host_nic fault naming the device
+// and the clean switch end, no cable fault.
+func TestFaultsHostNICFirmwareFatal(t *testing.T) {
+	root := node01Host(t)
+	topo := readTopology(t, "../fixtures/tools/iblinkinfo-l-ibsim.txt", nil)
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	klog := &host.KernelLog{Status: kmsg.Status{Reading: true}, Events: []host.KernelEvent{{
+		Device: "mlx5_0", Event: kmsg.Events[kmsg.EventIndex("fw_fatal_error")], Family: kmsg.FamilyMLX5, Live: 1, HasLast: true,
+		Last: kmsg.Last{Message: "mlx5_core 0000:3b:00.0: poll_health:817:(pid 0): Fatal error 1 detected", Last: t0.Add(8 * time.Minute), Repeats: 1},
+	}}}
+	r := evaluateWithLog(t, root, recordedSweep(t, t0, topo), recordedSweep(t, t0.Add(9*time.Minute), topo), klog, nil)
+	fs := faultsOf(r, FaultHostNIC)
+	if len(fs) != 1 {
+		t.Fatalf("host_nic faults %+v, want one", r.Faults)
+	}
+	f := fs[0]
+	host, sw := endOf(&f, "node01 mlx5_0"), endOf(&f, "leaf1")
+	if host == nil || host.Device != "mlx5_0" || host.Status != EndSeen || len(host.Seen) != 1 || !strings.Contains(host.Seen[0], "fw_fatal_error") {
+		t.Errorf("host end %+v", host)
+	}
+	if sw == nil || sw.Port != 1 || sw.Status != EndClean {
+		t.Errorf("switch end %+v, want leaf1 port 1 clean", sw)
+	}
+	if !slices.Contains(f.Findings, FindingRef{"kernel.events", "mlx5_0"}) {
+		t.Errorf("findings %v", f.Findings)
+	}
+	if c := faultNaming(r, "0x0000000000200001", 1); len(c) != 1 {
+		t.Errorf("faults naming leaf1 port 1: %+v, want the NIC's only", c)
 	}
 }
 
