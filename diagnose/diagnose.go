@@ -90,8 +90,9 @@ type Finding struct {
 	// counter that has stopped counting: it is never reported as clean.
 	Unknown bool `json:"unknown,omitempty"`
 	// seen is what a fabric finding saw on which link, for the grouping
-	// into faults (faults.go); its text is in the fields above.
-	seen []faultSeen
+	// into faults (faults.go); its text is in the fields above. A
+	// pointer: every finding carries the field, few set it.
+	seen *[]faultSeen
 }
 
 // Check is one rule.

@@ -298,7 +298,7 @@ func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config
 	rs = append(rs, "read both ends: "+readCommands(&p.PortLine, peer))
 	f.Remedy = strings.Join(rs, "; ")
 	if len(rose) > 0 && sev != Pass {
-		f.seen = []faultSeen{seenAt(st.last.Topology, &p.PortLine, FaultCable, strings.Join(rose, ", "))}
+		f.seen = &[]faultSeen{seenAt(st.last.Topology, &p.PortLine, FaultCable, strings.Join(rose, ", "))}
 	}
 	return f, true
 }
@@ -410,7 +410,7 @@ func runFabricPortDown(s *Reading, h *History, _ *config.Config) ([]Finding, err
 		if peer != nil {
 			f.Remedy += fmt.Sprintf("; ibportstate %d %d query (the peer)", peer.LID, peer.Port)
 		}
-		f.seen = []faultSeen{seenAt(was.Topology, &p.PortLine, FaultCable,
+		f.seen = &[]faultSeen{seenAt(was.Topology, &p.PortLine, FaultCable,
 			"DOWN, ACTIVE in the sweep of "+was.Start.UTC().Format(time.RFC3339))}
 		out = append(out, f)
 	}
@@ -440,7 +440,7 @@ func runFabricInit(s *Reading, _ *History, _ *config.Config) ([]Finding, error) 
 		}
 		state := map[int]string{infiniband.StateInit: "INIT", infiniband.StateArmed: "ARMED"}[l.State]
 		out = append(out, Finding{Severity: Fail, Target: linkTarget(l),
-			seen:     []faultSeen{seenOnLink(sw.Topology, l, FaultSubnetManager, "link "+orText(nonEmpty(state), fmt.Sprint(l.State)))},
+			seen:     &[]faultSeen{seenOnLink(sw.Topology, l, FaultSubnetManager, "link "+orText(nonEmpty(state), fmt.Sprint(l.State)))},
 			Observed: orText(nonEmpty(state), fmt.Sprint(l.State)) + " with the physical link " + l.PhysState,
 			Expected: "ACTIVE (configured by the subnet manager)",
 			Evidence: "iblinkinfo: " + linkText(l),
@@ -583,7 +583,7 @@ func runFabricCongestion(s *Reading, h *History, _ *config.Config) ([]Finding, e
 		seen = append(seen, seenAt(topo, &c.p.PortLine, FaultCongestion, what))
 	}
 	top := hot[0].p
-	return append([]Finding{{Severity: Warn, Target: "fabric", seen: seen,
+	return append([]Finding{{Severity: Warn, Target: "fabric", seen: &seen,
 		Observed: fmt.Sprintf("%d of %d ports lost more than %.0f%% of their rate waiting for credits", len(hot), judged, fabricCongestedShare*100),
 		Expected: fmt.Sprintf("at most %.0f%% (XmitWait × %d bytes against the link rate)", fabricCongestedShare*100, fabricWaitTickBytes),
 		Evidence: strings.Join(ev, "; "),

@@ -410,8 +410,8 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 		if f.Severity != Fail && f.Severity != Warn {
 			continue
 		}
-		if len(f.seen) > 0 {
-			for _, s := range f.seen {
+		if f.seen != nil {
+			for _, s := range *f.seen {
 				var g *faultGroup
 				if s.class == FaultSubnetManager {
 					g = group(s.class, string(FaultSubnetManager))
