@@ -78,7 +78,8 @@ func (c FaultClass) Runbook() string { return "docs/runbook.md#" + string(c) }
 
 // switchFaultLinks is how many links of one switch, down or counting
 // errors at once, are one switch fault rather than that many cables: the
-// alerts' switch_fault_links (mixin.Thresholds.SwitchFaultLinks) default.
+// alerts' switch_fault_links (mixin.Thresholds.SwitchFaultLinks) default,
+// which TestSwitchFaultLinksIsTheAlerts keeps equal.
 // Two bad cables on one switch happen; three at once point at the switch.
 const switchFaultLinks = 3
 

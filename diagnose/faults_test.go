@@ -19,6 +19,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
 // The faults are tested on the recorded ibsim fabric of fabric_test.go
@@ -488,6 +489,14 @@ func TestFaultsBounded(t *testing.T) {
 	if len(f.Ends) != maxFaultEnds || len(f.Findings) != len(topo.Links) ||
 		!strings.Contains(f.Summary, fmt.Sprintf("(%d ends, the first %d listed)", len(topo.Links), maxFaultEnds)) {
 		t.Errorf("%d ends, %d findings of %d links, summary %q", len(f.Ends), len(f.Findings), len(topo.Links), f.Summary)
+	}
+}
+
+// TestSwitchFaultLinksIsTheAlerts: diagnose's switch fault and the
+// alerts' RdmaSwitchFault count the same number of bad links.
+func TestSwitchFaultLinksIsTheAlerts(t *testing.T) {
+	if want := mixin.Default().Thresholds.SwitchFaultLinks; float64(switchFaultLinks) != want {
+		t.Errorf("switchFaultLinks %d, the mixin's switch_fault_links %v", switchFaultLinks, want)
 	}
 }
 
