@@ -37,8 +37,9 @@ import (
 
 // SchemaVersion is the version of the JSON report (docs/diagnose-schema.md).
 // Bump it on any incompatible change of the JSON shape or of a field's
-// meaning; adding a field is compatible. 2: summary.problems.
-const SchemaVersion = 2
+// meaning; adding a field is compatible. 2: summary.problems. 3: faults,
+// which the text and HTML formats now lead with.
+const SchemaVersion = 3
 
 // Severity of a finding.
 type Severity string
@@ -88,6 +89,10 @@ type Finding struct {
 	// Unknown marks a finding the data cannot decide, such as a saturated
 	// counter that has stopped counting: it is never reported as clean.
 	Unknown bool `json:"unknown,omitempty"`
+	// seen is what a fabric finding saw on which link, for the grouping
+	// into faults (faults.go); its text is in the fields above. A
+	// pointer: every finding carries the field, few set it.
+	seen *[]faultSeen
 }
 
 // Check is one rule.
@@ -276,8 +281,12 @@ type Report struct {
 	Samples       int     `json:"samples"`
 	WindowSeconds float64 `json:"window_seconds"`
 	// Status is the worst severity of any finding (skip when all skip).
-	Status   Severity    `json:"status"`
-	Summary  Summary     `json:"summary"`
+	Status  Severity `json:"status"`
+	Summary Summary  `json:"summary"`
+	// Faults are the failures and warnings grouped as the pages group
+	// them: one per physical link and class of fault, naming both ends
+	// (faults.go); left out when there are none.
+	Faults   []Fault     `json:"faults,omitempty"`
 	Checks   []CheckInfo `json:"checks"`
 	Findings []Finding   `json:"findings"`
 }
@@ -323,6 +332,7 @@ func (e *Evaluator) Evaluate(s *Reading, h *History) *Report {
 		r.Findings = append(r.Findings, fs...)
 	}
 	r.Summary.Problems = Problems(r.Findings)
+	r.Faults = groupFaults(r.Findings, newFaultContext(s, h))
 	return r
 }
 

@@ -220,7 +220,7 @@ func sweepSpan(sweeps []*fabric.Sweep) time.Duration {
 // has none read or fewer than two sweeps read them.
 func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config) (Finding, bool) {
 	sev := Pass
-	var observed, evidence, unknown, names, pinned []string
+	var observed, evidence, unknown, names, pinned, rose []string
 	judged := 0
 	for id := range fabric.NumCounters {
 		c := fabric.Counters[id]
@@ -255,6 +255,9 @@ func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config
 		}
 		if d.Increase > 0 || d.Resets > 0 {
 			observed = append(observed, fmt.Sprintf("%s +%d", name, d.Increase))
+			if d.Increase > 0 {
+				rose = append(rose, fmt.Sprintf("%s +%d", name, d.Increase))
+			}
 			e := fmt.Sprintf("%s +%d in the last %s over %d sweeps (%d → %d)", name, d.Increase, span(d.Span), d.Sweeps, d.First, d.Last)
 			if d.Resets > 0 {
 				e += fmt.Sprintf(", reset %d time(s) in the window", d.Resets)
@@ -295,6 +298,9 @@ func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config
 	}
 	rs = append(rs, "read both ends: "+readCommands(&p.PortLine, peer))
 	f.Remedy = strings.Join(rs, "; ")
+	if len(rose) > 0 && sev != Pass {
+		f.seen = &[]faultSeen{seenAt(st.last.Topology, &p.PortLine, FaultCable, strings.Join(rose, ", "))}
+	}
 	return f, true
 }
 
@@ -405,6 +411,8 @@ func runFabricPortDown(s *Reading, h *History, _ *config.Config) ([]Finding, err
 		if peer != nil {
 			f.Remedy += fmt.Sprintf("; ibportstate %d %d query (the peer)", peer.LID, peer.Port)
 		}
+		f.seen = &[]faultSeen{seenAt(was.Topology, &p.PortLine, FaultCable,
+			"DOWN, ACTIVE in the sweep of "+was.Start.UTC().Format(time.RFC3339))}
 		out = append(out, f)
 	}
 	if len(out) == 0 {
@@ -425,13 +433,15 @@ func physStateText(v int) string {
 func runFabricInit(s *Reading, _ *History, _ *config.Config) ([]Finding, error) {
 	var out []Finding
 	judged := 0
-	sweptLinks(s.sweepStatus().Last, func(l *fabric.Link) {
+	sw := s.sweepStatus().Last
+	sweptLinks(sw, func(l *fabric.Link) {
 		judged++
 		if l.State == infiniband.StateActive {
 			return
 		}
 		state := map[int]string{infiniband.StateInit: "INIT", infiniband.StateArmed: "ARMED"}[l.State]
 		out = append(out, Finding{Severity: Fail, Target: linkTarget(l),
+			seen:     &[]faultSeen{seenOnLink(sw.Topology, l, FaultSubnetManager, "link "+orText(nonEmpty(state), fmt.Sprint(l.State)))},
 			Observed: orText(nonEmpty(state), fmt.Sprint(l.State)) + " with the physical link " + l.PhysState,
 			Expected: "ACTIVE (configured by the subnet manager)",
 			Evidence: "iblinkinfo: " + linkText(l),
@@ -562,16 +572,19 @@ func runFabricCongestion(s *Reading, h *History, _ *config.Config) ([]Finding, e
 	}
 	sort.Slice(hot, func(i, j int) bool { return hot[i].share > hot[j].share })
 	var ev []string
+	var seen []faultSeen
 	for i, c := range hot {
 		if i == fabricTopPorts {
 			ev = append(ev, fmt.Sprintf("and %d more", len(hot)-fabricTopPorts))
 			break
 		}
 		cable, _ := cableText(topo, &c.p.PortLine)
-		ev = append(ev, fmt.Sprintf("%s: XmitWait +%d in %s, about %.0f%% of %s lost", cable, c.inc, span(c.span), c.share*100, rateText(c.rate)))
+		what := fmt.Sprintf("XmitWait +%d in %s, about %.0f%% of %s lost", c.inc, span(c.span), c.share*100, rateText(c.rate))
+		ev = append(ev, cable+": "+what)
+		seen = append(seen, seenAt(topo, &c.p.PortLine, FaultCongestion, what))
 	}
 	top := hot[0].p
-	return append([]Finding{{Severity: Warn, Target: "fabric",
+	return append([]Finding{{Severity: Warn, Target: "fabric", seen: &seen,
 		Observed: fmt.Sprintf("%d of %d ports lost more than %.0f%% of their rate waiting for credits", len(hot), judged, fabricCongestedShare*100),
 		Expected: fmt.Sprintf("at most %.0f%% (XmitWait × %d bytes against the link rate)", fabricCongestedShare*100, fabricWaitTickBytes),
 		Evidence: strings.Join(ev, "; "),

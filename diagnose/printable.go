@@ -21,6 +21,7 @@ func printable(r *Report) *Report {
 			c := *r
 			c.Findings = append([]Finding(nil), r.Findings...)
 			c.Checks = append([]CheckInfo(nil), r.Checks...)
+			c.Faults = append([]Fault(nil), r.Faults...)
 			out = &c
 		}
 	}
@@ -34,6 +35,12 @@ func printable(r *Report) *Report {
 				cp()
 				*hostText(&out.Findings[i])[k] = p
 			}
+		}
+	}
+	for i := range r.Faults {
+		if f, changed := printableFault(r.Faults[i]); changed {
+			cp()
+			out.Faults[i] = f
 		}
 	}
 	for i, c := range r.Checks {
@@ -51,4 +58,35 @@ func printable(r *Report) *Report {
 // hostText is a finding's strings, each of which can carry host text.
 func hostText(f *Finding) [7]*string {
 	return [...]*string{&f.Check, &f.Target, &f.Observed, &f.Expected, &f.Evidence, &f.Remedy, &f.Action}
+}
+
+// printableFault returns the fault with its host text (node descriptions
+// from the fabric scan, the host and device names, what was seen) made
+// printable, copied when a string changes.
+func printableFault(f Fault) (Fault, bool) {
+	changed := false
+	fix := func(s *string) {
+		if p := names.Printable(*s); p != *s {
+			*s, changed = p, true
+		}
+	}
+	f.Ends = append([]FaultEnd(nil), f.Ends...)
+	f.Findings = append([]FindingRef(nil), f.Findings...)
+	fix(&f.ID)
+	fix(&f.Summary)
+	for i := range f.Ends {
+		e := &f.Ends[i]
+		fix(&e.Node)
+		fix(&e.Host)
+		fix(&e.Device)
+		e.Seen = append([]string(nil), e.Seen...)
+		for k := range e.Seen {
+			fix(&e.Seen[k])
+		}
+	}
+	for i := range f.Findings {
+		fix(&f.Findings[i].Check)
+		fix(&f.Findings[i].Target)
+	}
+	return f, changed
 }

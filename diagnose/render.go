@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -205,6 +206,7 @@ func Text(w io.Writer, r *Report, v View) error {
 	}
 	var b strings.Builder
 	b.WriteString(paint(r.Status, summaryLine(r)) + "\n")
+	writeFaults(&b, r.Faults, paint)
 	ps := groupProblems(r.Findings)
 	if len(ps) == 0 {
 		b.WriteString("\nNo problems: no check failed or warned.\n")
@@ -261,6 +263,61 @@ func Text(w io.Writer, r *Report, v View) error {
 	b.WriteString("\n" + paint(r.Status, verdictLine(r, len(ps))) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeFaults writes the text format's faults: one block per fault, the
+// class and where on its first line, then each end and what it saw, the
+// action, the runbook section and the findings it groups.
+func writeFaults(b *strings.Builder, faults []Fault, paint func(Severity, string) string) {
+	if len(faults) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nFaults (%d), one per physical link and class:\n", len(faults))
+	for _, f := range faults {
+		fmt.Fprintf(b, "%s %s: %s\n", paint(f.Severity, strings.ToUpper(string(f.Severity))), f.Class, f.Summary)
+		for i := range f.Ends {
+			fmt.Fprintf(b, "     %s: %s\n", endShort(&f.Ends[i]), endSeen(&f.Ends[i]))
+		}
+		refs := make([]string, 0, len(f.Findings))
+		for _, r := range f.Findings {
+			refs = append(refs, r.Check+" "+r.Target)
+		}
+		for _, kv := range [][2]string{{"action", f.Action}, {"runbook", f.Runbook}, {"findings", strings.Join(refs, ", ")}} {
+			fmt.Fprintf(b, "     %-9s %s\n", kv[0]+":", kv[1])
+		}
+	}
+}
+
+// endShort names an end in a fault's block: its role and name, the
+// first line having its GUID and LID.
+func endShort(e *FaultEnd) string {
+	s := e.Role + " "
+	switch {
+	case e.Node != "":
+		s += strconv.Quote(e.Node)
+	case e.Device != "":
+		s += e.Device
+	default:
+		s += e.GUID
+	}
+	if e.Port != 0 {
+		s += fmt.Sprintf(" port %d", e.Port)
+	}
+	return s + endHost(e)
+}
+
+// endSeen says what an end saw, or that it is clean, or not read.
+func endSeen(e *FaultEnd) string {
+	switch e.Status {
+	case EndSeen:
+		if len(e.Seen) == 0 {
+			return "seen"
+		}
+		return strings.Join(e.Seen, "; ")
+	case EndClean:
+		return "clean (read and judged)"
+	}
+	return "not read by this report (unknown)"
 }
 
 // nhcMax bounds the NHC line: Slurm keeps the drain reason in its state
@@ -325,6 +382,8 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"meta":     func(r *Report) string { _, rest, _ := strings.Cut(counts(r), "; "); return rest },
 	"problems": func(r *Report) []problem { return groupProblems(r.Findings) },
 	"where":    where,
+	"endName":  func(e FaultEnd) string { return endName(&e) },
+	"endSeen":  func(e FaultEnd) string { return endSeen(&e) },
 	"what":     what,
 	"bySeverity": func(r *Report, sev string) []Finding {
 		var out []Finding

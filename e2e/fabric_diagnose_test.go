@@ -46,6 +46,52 @@ func diagnoseWhen(t *testing.T, addr string, logs *syncBuffer, what string, ok f
 	return nil
 }
 
+// fabricFault is the part of a /diagnose JSON fault these tests read.
+type fabricFault struct {
+	Class string `json:"class"`
+	ID    string `json:"id"`
+	Ends  []struct {
+		Role   string   `json:"role"`
+		Node   string   `json:"node"`
+		GUID   string   `json:"guid"`
+		Port   int      `json:"port"`
+		Status string   `json:"status"`
+		Seen   []string `json:"seen"`
+	} `json:"ends"`
+	Runbook string `json:"runbook"`
+}
+
+// faultsWhen polls /diagnose until ok holds for its faults (60 s at most,
+// as diagnoseWhen).
+func faultsWhen(t *testing.T, addr string, logs *syncBuffer, what string, ok func([]fabricFault) bool) []fabricFault {
+	t.Helper()
+	var doc struct {
+		Faults []fabricFault `json:"faults"`
+	}
+	var body string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		_, body = smFetch(t, addr, "/diagnose?format=json", "")
+		doc.Faults = nil
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			continue
+		}
+		if ok(doc.Faults) {
+			return doc.Faults
+		}
+	}
+	t.Fatalf("no %s in /diagnose after 60 s:\n%s\nlog:\n%s", what, ibsimtest.Tail(body, 4000), ibsimtest.Tail(logs.String(), 2000))
+	return nil
+}
+
+func findFault(fs []fabricFault, class, id string) *fabricFault {
+	for i := range fs {
+		if fs[i].Class == class && fs[i].ID == id {
+			return &fs[i]
+		}
+	}
+	return nil
+}
+
 func findFabric(fs []fabricFinding, check, target string) *fabricFinding {
 	for i := range fs {
 		if fs[i].Check == check && fs[i].Target == target {
@@ -115,5 +161,35 @@ func TestFabricDiagnoseOnIbsim(t *testing.T) {
 	// Ports never cabled (7 and 8) are down in every sweep: not findings.
 	if x := findFabric(fs, "fabric.port_down", leaf4+"/7"); x != nil {
 		t.Errorf("a never-cabled port is reported as gone down: %+v", *x)
+	}
+
+	// The same two faults as the pages tell them (issue 36): one cable
+	// fault per link, both ends named, what the switch end saw.
+	faults := faultsWhen(t, addr, logs, "the two cable faults", func(fs []fabricFault) bool {
+		return findFault(fs, "cable", bad) != nil && findFault(fs, "cable", down) != nil
+	})
+	for _, c := range []struct{ id, sw, host, seen string }{
+		{bad, "leaf001", "host0001 mlx5_0", "symbol_error +4200"},
+		{down, "leaf004", "host0016 mlx5_0", "DOWN, ACTIVE in the sweep of "},
+	} {
+		f := findFault(faults, "cable", c.id)
+		if len(f.Ends) != 2 || f.Ends[0].Role != "switch" || f.Ends[0].Node != c.sw || f.Ends[1].Node != c.host ||
+			!strings.HasPrefix(f.Ends[1].GUID, "0x") || len(f.Ends[0].Seen) != 1 || !strings.HasPrefix(f.Ends[0].Seen[0], c.seen) ||
+			f.Runbook != "docs/runbook.md#cable" {
+			t.Errorf("cable fault %s: %+v", c.id, *f)
+		}
+	}
+	for _, f := range faults {
+		for _, e := range f.Ends {
+			if e.Node == "leaf003" && e.Port == 1 {
+				t.Errorf("the clean link leaf003/1 is in a fault: %+v", f)
+			}
+		}
+	}
+	// The text leads with them.
+	_, text := smFetch(t, addr, "/diagnose", "")
+	if fi, pi := strings.Index(text, "\nFaults ("), strings.Index(text, "\nProblems ("); fi < 0 || pi < fi ||
+		!strings.Contains(text[fi:pi], "FAIL cable: \"leaf001\" port 1 (GUID "+leaf1) {
+		t.Errorf("/diagnose text does not lead with the faults:\n%s", ibsimtest.Tail(text, 3000))
 	}
 }
