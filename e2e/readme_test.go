@@ -269,3 +269,29 @@ func aptPackages(t *testing.T, path string) []string {
 	slices.Sort(pkgs)
 	return pkgs
 }
+
+// TestReadmeListsEveryDoc: README's Documentation section links every page
+// under docs/, so a page a user needs is never reachable only from the
+// source tree.
+func TestReadmeListsEveryDoc(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Documentation\n")
+	if !ok {
+		t.Fatal("README.md has no \"## Documentation\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		link := "](docs/" + filepath.Base(d) + ")"
+		if !strings.Contains(section, link) {
+			t.Errorf("README's Documentation section does not link docs/%s", filepath.Base(d))
+		}
+	}
+}
