@@ -26,7 +26,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench bench-caches wakeups bench-fabric bench-readme bench-all fuzz run update-golden generate clean tools package image
+.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench bench-caches wakeups bench-fabric bench-summary bench-all fuzz run update-golden generate clean tools package image
 
 all: lint build test
 
@@ -122,14 +122,14 @@ bench:
 	$(GO) run ./tools/perfreport -bench $$d/bench.txt -load $$d/load.txt -sidebyside $$d/sidebyside.json -wakeups $$d/wakeups.json -o docs/performance.md; \
 	if [ -n "$(BENCH_RAW)" ]; then mkdir -p "$(BENCH_RAW)" && cp $$d/bench.txt $$d/load.txt $$d/sidebyside.json $$d/wakeups.json "$(BENCH_RAW)"/; fi; \
 	echo "wrote docs/performance.md"
-	$(MAKE) --no-print-directory bench-readme
+	$(MAKE) --no-print-directory bench-summary
 
-# README's performance summary, generated from docs/performance.md's
-# tables (tools/perfreport -readme); make bench and make bench-fabric run
-# it after writing the page, and tools/perfreport's TestReadmeFresh fails
-# when README's summary and the page differ.
-bench-readme:
-	$(GO) run ./tools/perfreport -readme README.md -perf docs/performance.md
+# docs/architecture.md's performance summary, generated from
+# docs/performance.md's tables (tools/perfreport -readme); make bench and
+# make bench-fabric run it after writing the page, and tools/perfreport's
+# TestPerfSummaryFresh fails when the summary and the page differ.
+bench-summary:
+	$(GO) run ./tools/perfreport -readme docs/architecture.md -perf docs/performance.md
 
 # Idle wake-ups (docs/performance.md): the built server idle on the DGX
 # fixture, with and without the kernel log reader, then node_exporter
@@ -167,7 +167,7 @@ bench-fabric: build
 		$(if $(TREYDOCK_EXPORTER),-treydock-exporter $(TREYDOCK_EXPORTER)) \
 		$(if $(TREYDOCK_VERSION),-treydock-version '$(TREYDOCK_VERSION)') \
 		$(FABRICBENCH_FLAGS) -o docs/performance.md
-	$(MAKE) --no-print-directory bench-readme
+	$(MAKE) --no-print-directory bench-summary
 
 # What each cache a scrape keeps saves: tools/cacheab's patches, each
 # turning one cache off, measured against the tree in interleaved rounds

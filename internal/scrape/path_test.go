@@ -28,7 +28,7 @@ import (
 
 // counterPath is every file of this module whose code a port counter
 // runs through, from its sysfs file to the HTTP answer, in the order it
-// meets them: README's "Follow a counter" walks through the same list.
+// meets them: docs/architecture.md's "Follow a counter" walks through the same list.
 // TestCounterPath takes it from the real call stacks; a layer added on
 // the way shows there first.
 var counterPath = []string{
@@ -94,7 +94,7 @@ func TestCounterPath(t *testing.T) {
 	got := st.files(t)
 	t.Logf("a counter runs through %d files: %s", len(got), strings.Join(got, ", "))
 	if !slices.Equal(got, counterPath) {
-		t.Errorf("a counter runs through\n\t%s\nwant (counterPath, README's \"Follow a counter\")\n\t%s",
+		t.Errorf("a counter runs through\n\t%s\nwant (counterPath, docs/architecture.md's \"Follow a counter\")\n\t%s",
 			strings.Join(got, "\n\t"), strings.Join(counterPath, "\n\t"))
 	}
 }

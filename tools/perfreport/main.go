@@ -8,11 +8,12 @@
 //
 //	perfreport -bench bench.txt -load load.txt -sidebyside sidebyside.json -wakeups wakeups.json -o docs/performance.md
 //
-// With -readme it rewrites README's generated performance summary from
-// docs/performance.md's tables instead (make bench and make bench-fabric
-// run it after writing the page):
+// With -readme it rewrites the generated performance summary of a page
+// (docs/architecture.md; README.md carried it until the README became a
+// user's page) from docs/performance.md's tables instead (make bench and
+// make bench-fabric run it after writing the page, as make bench-summary):
 //
-//	perfreport -readme README.md -perf docs/performance.md
+//	perfreport -readme docs/architecture.md -perf docs/performance.md
 package main
 
 import (
@@ -273,7 +274,7 @@ func main() {
 	sbsFile := flag.String("sidebyside", "", "tools/sidebyside results (optional)")
 	wakeFile := flag.String("wakeups", "", "tools/wakeups results (optional)")
 	outFile := flag.String("o", "", "output file (default stdout)")
-	readme := flag.String("readme", "", "rewrite this README's generated performance summary from -perf, and nothing else")
+	readme := flag.String("readme", "", "rewrite the generated performance summary of this page (docs/architecture.md) from -perf, and nothing else")
 	perf := flag.String("perf", "docs/performance.md", "the performance page -readme reads")
 	flag.Parse()
 	if *readme != "" {

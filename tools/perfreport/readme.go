@@ -14,7 +14,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/tools/internal/docsection"
 )
 
-// README's performance summary is derived from docs/performance.md's own
+// The performance summary (docs/architecture.md's, written by -readme) is derived from docs/performance.md's own
 // tables, never from the raw results: the page is what was measured and
 // reviewed, and a summary read from it cannot disagree with it. A figure
 // the page does not hold is "–" in the summary, not a guess.
@@ -126,7 +126,7 @@ var (
 	fabricHosts = regexp.MustCompile(`^(\d+) \((\d+), (\d+)\)$`)
 )
 
-// readmeSection is README's generated performance summary, both marker
+// readmeSection is docs/architecture.md's generated performance summary, both marker
 // lines included, derived from perf (docs/performance.md's text).
 func readmeSection(perf string) (string, error) {
 	fabric, err := docsection.Extract(perf, docsection.FabricBegin, docsection.FabricEnd)
@@ -345,7 +345,7 @@ func rowNamed(t mdTable, name string) []string {
 
 // updateReadme rewrites readme's generated performance summary from
 // perf. readme must hold the markers already: where the summary goes
-// among README's sections is README's choice, not the generator's.
+// among the page's sections is the page's choice, not the generator's.
 func updateReadme(readme, perf string) error {
 	pb, err := os.ReadFile(perf)
 	if err != nil {

@@ -188,15 +188,16 @@ func TestUpdateReadme(t *testing.T) {
 	}
 }
 
-// TestReadmeFresh: README's generated performance summary is what
-// docs/performance.md holds now. When it fails, run
-// `go run ./tools/perfreport -readme README.md` (make bench-readme).
-func TestReadmeFresh(t *testing.T) {
+// TestPerfSummaryFresh: docs/architecture.md's generated performance
+// summary is what docs/performance.md holds now. When it fails, run
+// `go run ./tools/perfreport -readme docs/architecture.md` (make
+// bench-summary).
+func TestPerfSummaryFresh(t *testing.T) {
 	perf, err := os.ReadFile("../../docs/performance.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +210,9 @@ func TestReadmeFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got == "" {
-		t.Fatal("README.md has no generated performance summary (perfreport markers)")
+		t.Fatal("docs/architecture.md has no generated performance summary (perfreport markers)")
 	}
 	if got != want {
-		t.Errorf("README.md's performance summary differs from docs/performance.md: run make bench-readme\nREADME:\n%s\nfrom the page:\n%s", got, want)
+		t.Errorf("docs/architecture.md's performance summary differs from docs/performance.md: run make bench-summary\ndocs/architecture.md:\n%s\nfrom docs/performance.md:\n%s", got, want)
 	}
 }

@@ -5,8 +5,9 @@
 // marker lines, so that generated text and other text can share one
 // document: tools/fabricbench writes docs/performance.md's fabric section,
 // and tools/perfreport, which rewrites the rest, carries it over;
-// tools/perfreport -readme writes README's performance summary, derived
-// from docs/performance.md, between README's hand-written paragraphs.
+// tools/perfreport -readme writes docs/architecture.md's performance
+// summary, derived from docs/performance.md, between that page's
+// hand-written paragraphs.
 package docsection
 
 import (
@@ -20,8 +21,8 @@ const (
 	FabricEnd   = "<!-- fabricbench:end -->"
 )
 
-// README's performance summary (tools/perfreport -readme, from
-// docs/performance.md).
+// docs/architecture.md's performance summary (tools/perfreport -readme,
+// from docs/performance.md; README.md carried it before).
 const (
 	ReadmePerfBegin = "<!-- perfreport:begin (generated from docs/performance.md by make bench and make bench-fabric; edits between these lines are lost) -->"
 	ReadmePerfEnd   = "<!-- perfreport:end -->"
