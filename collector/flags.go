@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/jobs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
@@ -61,6 +62,8 @@ var Table = []Spec{
 		func(env Env, _ *Flags) (Collector, error) { return NewDevlinkCollector(env), nil }},
 	{"roce", true, "RoCE lossless configuration per RoCE netdev: ECN per priority, CNP priority and default RoCE ToS from sysfs and configfs; PFC, ETS, trust mode and global pause from DCB netlink and ethtool (live /sys only; no privileges)",
 		func(env Env, _ *Flags) (Collector, error) { return NewRoCECollector(env), nil }},
+	{"jobs", false, "which Slurm job holds which RDMA device, from the cgroup tree: the job cgroup's rdma.current, else its processes' open /dev/infiniband/uverbs* (needs to read other users' /proc/PID/fd: CAP_SYS_PTRACE, or root); one series per job per device",
+		func(env Env, _ *Flags) (Collector, error) { return NewJobsCollector(env), nil }},
 	{"fabric", false, "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
 		func(env Env, f *Flags) (Collector, error) {
 			opts, err := f.Fabric.validated()
@@ -102,6 +105,8 @@ type Flags struct {
 	// CgroupLimits exports rdma_host_cgroup_rdma_limit: one series per
 	// cgroup, which on a Slurm or Kubernetes node means per job or pod.
 	CgroupLimits bool
+	// Jobs bounds the jobs collector's read (host.Options.Jobs).
+	Jobs jobs.Options
 	// Ethtool queries each RDMA netdev with the ethtool ioctl; EthtoolStats
 	// selects the statistics exported.
 	Ethtool      bool
@@ -215,6 +220,9 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.tuning.cgroup-limits",
 		"Export rdma_host_cgroup_rdma_limit, one series per cgroup with a finite rdma.max: per job step or pod on a Slurm or Kubernetes node, so off by default (diagnose's cgroup.rdma judges them either way).").
 		BoolVar(&f.CgroupLimits)
+	app.Flag("collector.jobs.max-jobs",
+		"Jobs read on one host; those past it are counted in rdma_jobs_unknown and have no rdma_job_device_info series.").
+		Default(strconv.Itoa(jobs.DefaultOptions.MaxJobs)).IntVar(&f.Jobs.MaxJobs)
 	app.Flag("collector.netdev.ethtool",
 		"Query each RDMA netdev with the ethtool ioctl (driver, firmware, speed, statistics). Only netdevs the running kernel has under the same name and ifindex as the sysfs tree are queried.").
 		Default("true").BoolVar(&f.Ethtool)

@@ -332,7 +332,8 @@ func TestSelectorNames(t *testing.T) {
 // hw_counters (which mlx5 creates only in switchdev mode; crafted here).
 func exportedWithBackgroundWork(t *testing.T) string {
 	t.Helper()
-	root := smCopyHost(t, "sm-opensm")
+	// A Slurm job holds mlx5_0 (the opt-in jobs collector's series).
+	root := slurmCopyHost(t, "sm-opensm")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/ibdev"), "mlx5_0\n")
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/port"), "1\n")
 	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
@@ -345,11 +346,11 @@ func exportedWithBackgroundWork(t *testing.T) string {
 	tools := fabrictest.Install(t)
 	perftest := perftesttest.Install(t, probeReplay())
 	cfg := scheduledProbeConfig(t, perftest)
-	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.sm.sminfo-path="+sminfo,
+	e := start(t, "--path.rootfs="+root, "--config.file="+cfg, "--collector.sm.sminfo-path="+sminfo, "--collector.jobs",
 		"--collector.fabric", "--collector.fabric.iblinkinfo-path="+tools.IBLinkInfo,
 		"--collector.fabric.ibqueryerrors-path="+tools.IBQueryErrors, "--collector.fabric.ibnetdiscover-path="+tools.IBNetDiscover, "--collector.fabric.sminfo-path="+tools.SMInfo)
 	want := []string{"rdma_sm_state{", "rdma_fabric_links_degraded ", "rdma_probe_bandwidth_bytes_per_second{",
-		"rdma_probe_latency_seconds{", "rdma_device_hw_counter_total{", "rdma_fabric_port_symbol_errors_total{"}
+		"rdma_probe_latency_seconds{", "rdma_device_hw_counter_total{", "rdma_fabric_port_symbol_errors_total{", "rdma_job_device_info{"}
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		// /probe is polled, not /metrics: the scheduler holds probes back
 		// while scrapes come in.

@@ -215,6 +215,7 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		Paths:        paths,
 		Devices:      devices,
 		Tuning:       tuningOptions(cfg),
+		Jobs:         f.Jobs,
 		OpenSMConfig: f.OpenSMConfig,
 		SM:           f.HostSM(),
 		Ethtool:      et,

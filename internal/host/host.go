@@ -12,6 +12,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/jobs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
@@ -42,6 +43,8 @@ type Options struct {
 	Devices DeviceFilter
 	// Tuning selects the processes whose memlock limit is read.
 	Tuning tuning.Options
+	// Jobs bounds the read of the Slurm jobs (the jobs collector).
+	Jobs jobs.Options
 	// OpenSMConfig is the opensm.conf to read instead of the search
 	// (--collector.sm.opensm-config).
 	OpenSMConfig string

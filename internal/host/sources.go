@@ -84,6 +84,7 @@ var sources = []source{
 	gpuSource,       // gpu.go
 	hwmonSource,     // hwmon.go
 	devlinkSource,   // devlink.go
+	jobsSource,      // jobs.go
 
 	smInfoSource,       // sm.go
 	fabricScanSource,   // fabric.go: before the sweep, which reads it
