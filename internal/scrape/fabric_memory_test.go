@@ -38,7 +38,7 @@ func largeFabric(t testing.TB) ([]prometheus.Metric, int) {
 	t.Helper()
 	tools := fabrictest.Install(t)
 	opts := collector.FabricOptions{PortSeries: collector.PortSeriesAll}
-	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
+	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.SMInfoPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, tools.SMInfo, t.TempDir()
 	h := rdmahost.New(rdmahost.Options{Fabric: &opts.FabricOptions})
 	h.Round(context.Background())
 	snap := h.Snapshot()
