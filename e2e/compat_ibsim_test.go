@@ -218,11 +218,20 @@ scrape_configs:
 			}
 			scraped, _ = strconv.ParseFloat(fmt.Sprint(r[0].Value[1]), 64)
 		}
-		ev := promQuery(t, prom, `min(timestamp(infiniband_switch_info) or timestamp(infiniband_hca_info))`)
-		if len(ev) != 1 {
-			continue
+		// Each group (switch, HCA) evaluates on its own schedule: both
+		// must have run since that scrape.
+		evaluated := true
+		for _, info := range []string{"infiniband_switch_info", "infiniband_hca_info"} {
+			ev := promQuery(t, prom, `min(timestamp(`+info+`))`)
+			if len(ev) != 1 {
+				evaluated = false
+				break
+			}
+			if at, _ := strconv.ParseFloat(fmt.Sprint(ev[0].Value[1]), 64); at <= scraped {
+				evaluated = false
+			}
 		}
-		if at, _ := strconv.ParseFloat(fmt.Sprint(ev[0].Value[1]), 64); at <= scraped {
+		if !evaluated {
 			continue
 		}
 		recorded = map[string]map[string]string{}
