@@ -184,9 +184,18 @@ func TestChartRenders(t *testing.T) {
 			t.Errorf("%s: renders %v, want at least the DaemonSet, Service and ConfigMap", name, r.kinds())
 			continue
 		}
+		pm := r["PodMonitor rdma-doctor"]
+		if sm != nil && pm != nil {
+			t.Errorf("%s: renders both a ServiceMonitor and a PodMonitor: every pod scraped twice", name)
+		}
 		for _, ds := range []string{"DaemonSet rdma-doctor", "DaemonSet rdma-doctor-fabric"} {
 			if r[ds] != nil {
-				t.Run(name+"/"+ds, func(t *testing.T) { checkExporter(t, r[ds], svc, sm) })
+				t.Run(name+"/"+ds, func(t *testing.T) {
+					checkExporter(t, r[ds], svc, sm)
+					if pm != nil {
+						checkPodMonitor(t, r[ds], pm)
+					}
+				})
 			}
 		}
 		cfg, _ := lookup(r["ConfigMap rdma-doctor"], "data", "rdma_doctor.yml").(string)
@@ -195,6 +204,34 @@ func TestChartRenders(t *testing.T) {
 		}
 	}
 	kubeconform(t, files)
+}
+
+// checkPodMonitor checks what the schema cannot: the PodMonitor finds the
+// DaemonSet's pods, scrapes their metrics port, names the job the alerts
+// expect from a pod label, and carries the release label
+// kube-prometheus-stack selects on.
+func checkPodMonitor(t *testing.T, ds, pm map[string]any) {
+	t.Helper()
+	podLabels := lookup(ds, "spec", "template", "metadata", "labels").(map[string]any)
+	for k, v := range lookup(pm, "spec", "selector", "matchLabels").(map[string]any) {
+		if podLabels[k] != v {
+			t.Errorf("PodMonitor selector %s=%v does not match the pods", k, v)
+		}
+	}
+	jobLabel, _ := lookup(pm, "spec", "jobLabel").(string)
+	if podLabels[jobLabel] != "rdma_doctor" {
+		t.Errorf(`PodMonitor jobLabel %q gives job %v; the alerts expect job="rdma_doctor"`, jobLabel, podLabels[jobLabel])
+	}
+	if port := lookup(pm, "spec", "podMetricsEndpoints", "0", "port"); port == nil ||
+		port != lookup(ds, "spec", "template", "spec", "containers", "0", "ports", "0", "name") {
+		t.Errorf("PodMonitor port %v is not the container's metrics port", port)
+	}
+	if lookup(pm, "spec", "podMetricsEndpoints", "0", "relabelings", "0", "targetLabel") != "instance" {
+		t.Error("PodMonitor does not set instance to the node name, as the ServiceMonitor does")
+	}
+	if lookup(pm, "metadata", "labels", "release") == nil {
+		t.Error("PodMonitor has no release label (kube-prometheus-stack selects on it)")
+	}
 }
 
 // kubeconform validates the rendered files with the real kubeconform,
@@ -463,8 +500,30 @@ func TestChartToggles(t *testing.T) {
 	})
 	t.Run("no-operator", func(t *testing.T) {
 		r := render(t, "no-operator")
-		if r["ServiceMonitor rdma-doctor"] != nil || r["PrometheusRule rdma-doctor"] != nil {
+		if r["ServiceMonitor rdma-doctor"] != nil || r["PodMonitor rdma-doctor"] != nil || r["PrometheusRule rdma-doctor"] != nil {
 			t.Errorf("renders %v: want no prometheus-operator objects", r.kinds())
+		}
+	})
+	t.Run("podmonitor", func(t *testing.T) {
+		// The PodMonitor in the ServiceMonitor's place, with its interval
+		// and timeout, finding the pods of both DaemonSets.
+		r := render(t, "podmonitor")
+		pm := r["PodMonitor rdma-doctor"]
+		if pm == nil || r["ServiceMonitor rdma-doctor"] != nil {
+			t.Fatalf("renders %v: want a PodMonitor and no ServiceMonitor", r.kinds())
+		}
+		ep := lookup(pm, "spec", "podMetricsEndpoints", "0")
+		if lookup(ep, "interval") != "1m" || lookup(ep, "scrapeTimeout") != "50s" {
+			t.Errorf("PodMonitor endpoint %v: want serviceMonitor's interval 1m and scrapeTimeout 50s", ep)
+		}
+		if l := lookup(pm, "metadata", "labels"); lookup(l, "release") != "kube-prometheus-stack" || lookup(l, "team") != "hpc" {
+			t.Errorf("PodMonitor labels %v: want release=kube-prometheus-stack and team=hpc", l)
+		}
+		for _, ds := range []string{"rdma-doctor", "rdma-doctor-fabric"} {
+			if r["DaemonSet "+ds] == nil {
+				t.Fatalf("no DaemonSet %s in %v", ds, r.kinds())
+			}
+			checkPodMonitor(t, r["DaemonSet "+ds], pm)
 		}
 	})
 	t.Run("all", func(t *testing.T) {
@@ -491,6 +550,7 @@ func TestChartRefuses(t *testing.T) {
 	}{
 		{[]string{"fabric.enabled=true"}, "fabric.enabled needs fabric.nodeSelector"},
 		{[]string{"fabric.enabled=true", "fabric.nodeSelector.sm=yes", "affinity.nodeAffinity.x=y"}, "move affinity.nodeAffinity into nodeSelector"},
+		{[]string{"podMonitor.enabled=true"}, "podMonitor.enabled and serviceMonitor.enabled"},
 	} {
 		_, err := helmTemplate(t, helm, "", tc.set...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

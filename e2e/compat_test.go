@@ -328,7 +328,7 @@ func TestCompatInfinibandExporterNames(t *testing.T) {
 	if err := yaml.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	ours := map[string]bool{"rdma_fabric_node_info": true, "rdma_fabric_link_rate_bytes_per_second": true}
+	ours := map[string]bool{"rdma_fabric_node_info": true, "rdma_fabric_link_rate_bytes_per_second": true, "rdma_fabric_port_physical_state": true}
 	for _, c := range fabric.Counters {
 		ours["rdma_fabric_port_"+c.Spec.Metric] = true
 	}

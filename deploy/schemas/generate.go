@@ -10,8 +10,9 @@
 //   - kubernetes.json: the definitions of the built-in kinds the manifests
 //     use, and everything they reference, from the OpenAPI v2 document
 //     (api/openapi-spec/swagger.json) of the k8s.io/kubernetes release module;
-//   - monitoring.coreos.com.json: the openAPIV3Schema of the ServiceMonitor
-//     and PrometheusRule CRDs of the prometheus-operator release module.
+//   - monitoring.coreos.com.json: the openAPIV3Schema of the ServiceMonitor,
+//     PodMonitor and PrometheusRule CRDs of the prometheus-operator release
+//     module (example/prometheus-operator-crd).
 //
 // Both are made strict the way kubeconform's openapi2jsonschema does it: an
 // object with declared properties rejects unknown ones, and int-or-string
@@ -181,6 +182,7 @@ func main() {
 	crds := map[string]any{}
 	for kind, file := range map[string]string{
 		"ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
+		"PodMonitor":     "monitoring.coreos.com_podmonitors.yaml",
 		"PrometheusRule": "monitoring.coreos.com_prometheusrules.yaml",
 	} {
 		raw, err := os.ReadFile(filepath.Join(moduleDir(operator), "example", "prometheus-operator-crd", file))
