@@ -26,7 +26,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench bench-caches wakeups bench-fabric bench-summary bench-all fuzz run update-golden generate clean tools package image
+.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench bench-caches wakeups bench-fabric bench-summary bench-all fuzz run demo update-golden generate clean tools package image
 
 all: lint build test
 
@@ -57,6 +57,15 @@ staticcheck:
 # keeping os/exec inside internal/subprocess.
 golangci-lint:
 	$(GO) run $(GOLANGCI_LINT) run ./...
+
+# The real Prometheus (Debian's prometheus) with the shipped rules, scraping
+# the built binary on several fixture hosts and, when ibsim is installed, on
+# the simulated fabric (tools/demo, internal/demo): every dashboard query
+# has data to look at on the printed URL. Ctrl-C stops it all.
+# DEMO_FLAGS passes flags, e.g. DEMO_FLAGS='-web.listen-address=127.0.0.1:9091'.
+DEMO_FLAGS ?=
+demo: build
+	$(GO) run ./tools/demo -binary ./$(BIN) $(DEMO_FLAGS)
 
 # Rewrites fixtures/golden/*.metrics from the current binary.
 update-golden:

@@ -59,6 +59,9 @@ func All(c mixin.Config) ([]Dashboard, error) {
 			return nil, fmt.Errorf("%s: %w", d.file, err)
 		}
 		layout(built.Panels)
+		if err := setNoValue(d.file, built.Panels); err != nil {
+			return nil, err
+		}
 		// Panel ids must be unique within a dashboard (Grafana links
 		// panels by id); number them in layout order.
 		for i, p := range built.Panels {
@@ -70,6 +73,7 @@ func All(c mixin.Config) ([]Dashboard, error) {
 				p.RowPanel.Id = id
 			}
 		}
+		built.Panels = collapse(built.Panels)
 		b, err := json.MarshalIndent(built, "", "  ")
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.file, err)
@@ -319,6 +323,34 @@ var (
 )
 
 func row(title string) *dashboard.RowBuilder { return dashboard.NewRowBuilder(title) }
+
+// optIn is the row of what a default install does not collect: collapsed,
+// so that an evaluator's first look shows no panels waiting for a flag.
+// Its title names the flag.
+func optIn(title string) *dashboard.RowBuilder { return row(title).Collapsed(true) }
+
+// collapse moves the panels that follow a collapsed row (up to the next
+// row) into it, as Grafana stores a collapsed row. layout placed them as
+// if open: Grafana keeps those positions for when the row is opened.
+func collapse(panels []dashboard.PanelOrRowPanel) []dashboard.PanelOrRowPanel {
+	var out []dashboard.PanelOrRowPanel
+	var open *dashboard.RowPanel
+	for _, p := range panels {
+		switch {
+		case p.RowPanel != nil:
+			open = nil
+			if p.RowPanel.Collapsed {
+				open = p.RowPanel
+			}
+			out = append(out, p)
+		case open != nil:
+			open.Panels = append(open.Panels, *p.Panel)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // ForImport turns a dashboard into the variant grafana.com's import and
 // Grafana's "Import dashboard" page expect: an __inputs entry asks the

@@ -19,8 +19,6 @@ func fabric(s selectors) *dashboard.DashboardBuilder {
 			query(`count(rdma_sm_port_has_sm{`+s.port+`} == 0) or vector(0)`, "ports"))).
 		WithPanel(single("SMs not MASTER", "Ports whose SM is not MASTER (RdmaSubnetManagerNotMaster).", "none", 1,
 			query(`count(rdma_sm_state{`+s.port+`} != 3) or vector(0)`, "ports"))).
-		WithPanel(single("Degraded fabric links", "Fabric links running below what both ends support (iblinkinfo \"Could be\").", "none", 1,
-			query(`max(rdma_fabric_links_degraded{`+s.host+`}) or vector(0)`, "links"))).
 		WithPanel(timeline("SM present", "1: an SM configured the port (ACTIVE with a non-zero SM LID).", okFail,
 			query(`rdma_sm_port_has_sm{`+s.port+`}`, legend))).
 		WithPanel(timeline("SM state", "State of the SM the port reaches (sminfo).", smStates,
@@ -33,12 +31,16 @@ func fabric(s selectors) *dashboard.DashboardBuilder {
 			instant(`rdma_port_sm_lid{`+s.port+`}`),
 			instant(`rdma_port_sm_sl{`+s.port+`}`),
 			instant(`rdma_port_lid{`+s.port+`}`))).
-		WithRow(row("Fabric links")).
+		// The fabric collector is opt-in (--collector.fabric, on the SM
+		// host or one with umad access): its rows are collapsed.
+		WithRow(optIn("Fabric links (opt-in: --collector.fabric)")).
+		WithPanel(single("Degraded fabric links", "Fabric links running below what both ends support (iblinkinfo \"Could be\").", "none", 1,
+			query(`max(rdma_fabric_links_degraded{`+s.host+`}) or vector(0)`, "links"))).
 		WithPanel(graph("Degraded fabric links", "Links below what both ends support, as seen from each host.", "none",
 			query(`rdma_fabric_links_degraded{`+s.host+`}`, "{{instance}}")).Span(24)).
 		WithPanel(tableOf("Fabric links", "Every rdma_fabric_link_* series: both ends, width, speed and the \"Could be\" hint.", 24,
 			instant(`{__name__=~"rdma_fabric_link_.+", `+s.host+`}`))).
-		WithRow(row("Fabric ports (switch-port counter sweep)")).
+		WithRow(optIn("Fabric ports: the switch-port counter sweep (opt-in: --collector.fabric)")).
 		WithPanel(single("Switch ports down", "Switch ports DOWN that were ACTIVE in the last day (RdmaFabricPortDown).", "none", 1,
 			query(`count(rdma_fabric_port_state{`+s.host+`} == 1 and max_over_time(rdma_fabric_port_state{`+s.host+`}[1d]) >= 4) or vector(0)`, "ports"))).
 		WithPanel(single("Saturated counters", "Switch-port counters pinned at their maximum: their errors are invisible (RdmaFabricPortCounterSaturated).", "none", 1,

@@ -83,7 +83,7 @@ func host(s selectors) *dashboard.DashboardBuilder {
 			instant(`rdma_device_firmware_version_info{`+s.dev+`}`))).
 		// The module series carry the netdev only (the module belongs to
 		// the RoCE netdev's port; rdma_port_info maps it to device/port).
-		WithRow(row("Transceiver modules (RoCE, --collector.netdev.module-eeprom)")).
+		WithRow(optIn("Transceiver modules (RoCE; opt-in: --collector.netdev.module-eeprom)")).
 		WithPanel(graph("Module temperature", "Each RoCE port's transceiver temperature from its own memory, against the module's own high warning and high alarm thresholds in °C (RdmaModuleTemperatureNearAlarm fires at the high warning; port.module judges both).", units.Celsius,
 			query(`rdma_netdev_module_temperature_celsius{`+s.host+`}`, "{{instance}} {{netdev}}"),
 			query(`rdma_netdev_module_temperature_threshold_celsius{`+s.host+`, threshold=~"high_warning|high_alarm"}`, "{{threshold}} {{instance}} {{netdev}}"))).
@@ -105,6 +105,9 @@ func host(s selectors) *dashboard.DashboardBuilder {
 		WithRow(row("RDMA resources (RDMA netlink)")).
 		WithPanel(graph("Resources per device", "Objects each RDMA device has allocated now, by type (rdma resource show: pd, cq, qp, cm_id, mr, ctx, srq); a total that only grows is a leak.", "none",
 			query(`rdma_device_resources{`+s.dev+`}`, "{{instance}} {{device}} {{resource}}"))).
+		// Per-process totals and QP counters are opt-in: their row is
+		// collapsed, so a default install shows no empty panels there.
+		WithRow(optIn("Per-process resources and QP counters (opt-in: --collector.rdma_netlink.process-resources, .qp-counters)")).
 		WithPanel(graph("Objects per process", "Objects by owning process name and type (opt-in --collector.rdma_netlink.process-resources; process other: past --collector.rdma_netlink.max-processes): which job holds the QPs and MRs.", "none",
 			query(`rdma_resource_process_objects{`+s.dev+`}`, "{{instance}} {{device}} {{process}} {{type}}"))).
 		WithPanel(tableOf("QP counter mode", "Each port's QP counter mode (opt-in --collector.rdma_netlink.qp-counters): none, auto by criteria (type, pid) or manual, and the counters and QPs bound now.", 12,

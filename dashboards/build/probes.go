@@ -23,7 +23,7 @@ func probes(s selectors) *dashboard.DashboardBuilder {
 	pct := strconv.FormatFloat(r*100, 'g', 4, 64) + " %"
 	return newDashboard(s, "rdma-doctor-probes", "RDMA / Probes",
 		"The scheduled perftest probe: success, bandwidth against the port rate, latency against the guide's limits.").
-		WithRow(row("Results")).
+		WithRow(optIn("Results (opt-in: probe: in the config file)")).
 		WithPanel(single("Failing probes", "Probes whose last run failed (RdmaProbeFailing).", "none", 1,
 			query(`count(rdma_probe_success{`+s.host+`} == 0) or vector(0)`, "failing"))).
 		WithPanel(single("Below "+pct+" of port rate", "Probes whose bandwidth is below "+pct+" of the port rate (RdmaProbeBandwidthLow).", "none", 1,
