@@ -4,10 +4,19 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
 )
 
 // TestFabricRoutesOnIbsim: on the simulated fat tree under the real
@@ -54,5 +63,137 @@ func TestFabricRoutesOnIbsim(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(smGrep(body, "rdma_fabric_port_routes"))
+	}
+}
+
+// ibfindnodesusing runs infiniband-diags' ibfindnodesusing script on the
+// simulator for switch guid, port, and returns its two lists: the hosts
+// the switch routes out of the port ("==>>") and those the far end routes
+// into it ("<<=="). The script keeps its ibnetdiscover cache in
+// /var/cache/infiniband-diags (IBswcountlimits.pm); it runs unchanged,
+// with that directory pointed at the test's own.
+func ibfindnodesusing(t *testing.T, s simFabric, guid string, port int) (out, in []string) {
+	t.Helper()
+	script := requireTool(t, "ibfindnodesusing")
+	requireTool(t, "perl")
+	cache := t.TempDir()
+	cmd := exec.Command("perl", "-MIBswcountlimits", "-e",
+		`$IBswcountlimits::cache_dir = shift @ARGV; $0 = shift @ARGV; do $0; die $@ if $@`,
+		cache, script, "-R", guid, strconv.Itoa(port))
+	cmd.Env, cmd.Dir = s.Env, s.Dir
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ibfindnodesusing %s %d: %v\n%s", guid, port, err, b)
+	}
+	text := string(b)
+	// Its lists join node descriptions ("host0005 mlx5_0") with spaces.
+	name := regexp.MustCompile(`host\d+ mlx5_\d+`)
+	var cur *[]string
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case strings.Contains(l, "==>>"):
+			cur = &out
+		case strings.Contains(l, "<<=="):
+			cur = &in
+		case cur != nil:
+			*cur = append(*cur, name.FindAllString(l, -1)...)
+		}
+	}
+	if !strings.Contains(text, "==>>") || !strings.Contains(text, "<<==") {
+		t.Fatalf("ibfindnodesusing printed no lists:\n%s", text)
+	}
+	slices.Sort(out)
+	slices.Sort(in)
+	return out, in
+}
+
+// blastFinding is the part of a /diagnose JSON finding the blast radius
+// tests read.
+type blastFinding struct {
+	Check       string `json:"check"`
+	Target      string `json:"target"`
+	Evidence    string `json:"evidence"`
+	BlastRadius []struct {
+		Port    string `json:"port"`
+		Out, In struct {
+			Count   int      `json:"count"`
+			Hosts   []string `json:"hosts"`
+			Unknown bool     `json:"unknown"`
+		}
+	} `json:"blast_radius"`
+}
+
+// TestFabricBlastRadiusOnIbsim (issue 38 item 2): errors on leaf002's
+// uplink to spine001 are a finding that names exactly the hosts the real
+// ibfindnodesusing lists for that link, both ways, with their counts.
+func TestFabricBlastRadiusOnIbsim(t *testing.T) {
+	requireTool(t, "dump_fts")
+	requireTool(t, "ibroute")
+	s := startSimFabric(t)
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  interval: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, logs := serveFabric(t, s, "--config.file="+cfg)
+	body := metricsWhen(t, addr, logs, "two sweeps and a whole route read", func(b string) bool {
+		v, _ := sample(b, "rdma_fabric_counter_sweep_success")
+		r, _ := sample(b, "rdma_fabric_routes_read_success")
+		return v == 1 && r == 1 && sweeps(b) >= 2
+	})
+	leaf2 := nodeGUIDs(body)["leaf002"]
+	if leaf2 == "" {
+		t.Fatalf("no leaf002 in rdma_fabric_node_info:\n%s", smGrep(body, "rdma_fabric_node_info"))
+	}
+	wantOut, wantIn := ibfindnodesusing(t, s, leaf2, 5)
+	t.Logf("ibfindnodesusing %s 5: out %v, in %v", leaf2, wantOut, wantIn)
+	if len(wantOut) == 0 || len(wantIn) == 0 {
+		t.Fatalf("ibfindnodesusing lists nothing for leaf002 port 5: out %v, in %v", wantOut, wantIn)
+	}
+
+	s.set(t, "S-leaf002", 5, "SymbolErrorCounter", 60, 60)
+	target := leaf2 + "/5"
+	var doc struct {
+		Findings []blastFinding `json:"findings"`
+		Faults   []struct {
+			Class       string            `json:"class"`
+			BlastRadius []json.RawMessage `json:"blast_radius"`
+		} `json:"faults"`
+	}
+	var text string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, text = smFetch(t, addr, "/diagnose?format=json", "")
+		doc.Findings = nil
+		if json.Unmarshal([]byte(text), &doc) == nil && slices.ContainsFunc(doc.Findings, func(f blastFinding) bool {
+			return f.Check == "fabric.errors" && f.Target == target
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fabric.errors finding for %s after 60 s:\n%s\nlog:\n%s", target, ibsimtest.Tail(text, 3000), ibsimtest.Tail(logs.String(), 2000))
+		}
+	}
+	for _, f := range doc.Findings {
+		if f.Check != "fabric.errors" || f.Target != target {
+			continue
+		}
+		if len(f.BlastRadius) != 1 {
+			t.Fatalf("finding %s: blast radius %+v", target, f.BlastRadius)
+		}
+		br := f.BlastRadius[0]
+		if br.Port != target || br.Out.Unknown || br.In.Unknown ||
+			br.Out.Count != len(wantOut) || !slices.Equal(br.Out.Hosts, wantOut) ||
+			br.In.Count != len(wantIn) || !slices.Equal(br.In.Hosts, wantIn) {
+			t.Errorf("blast radius of %s: %+v; ibfindnodesusing: out %v, in %v", target, br, wantOut, wantIn)
+		}
+		if !strings.Contains(f.Evidence, fmt.Sprintf("into it, to %d hosts (%s)", len(wantIn), strings.Join(wantIn, ", "))) {
+			t.Errorf("evidence %q does not name the hosts routed into the port", f.Evidence)
+		}
+	}
+	found := false
+	for _, fl := range doc.Faults {
+		found = found || (fl.Class == "cable" && len(fl.BlastRadius) == 1)
+	}
+	if !found {
+		t.Errorf("no cable fault carries the blast radius:\n%s", ibsimtest.Tail(text, 3000))
 	}
 }
