@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
 // The blast radius and congestion's root are tested on the recorded
@@ -275,4 +276,12 @@ func sortedValues(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestCongestionRootRatioIsTheAlerts: diagnose and RdmaLinkCongested's
+// congestion_role draw the root/victim line at the same share.
+func TestCongestionRootRatioIsTheAlerts(t *testing.T) {
+	if want := mixin.Default().Thresholds.CongestionRootRatio; fabricRootDataShare != want {
+		t.Errorf("fabricRootDataShare %v, the mixin's congestion_root_ratio %v", fabricRootDataShare, want)
+	}
 }
