@@ -31,38 +31,96 @@ func TestFabricRoutesOnIbsim(t *testing.T) {
 		v, ok := sample(b, "rdma_fabric_routes_read_success")
 		return ok && v == 1
 	})
-	switches := fabricShape.Leaves + fabricShape.Spines
-	for lid := 1; lid <= switches; lid++ {
-		cmd := exec.Command("ibroute", strconv.Itoa(lid))
-		cmd.Env = s.Env
-		cmd.Dir = s.Dir
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("ibroute %d: %v", lid, err)
+	if bad := routeMismatches(t, s, body); len(bad) > 0 {
+		t.Errorf("rdma_fabric_port_routes differs from ibroute:\n%s\n%s", strings.Join(bad, "\n"), smGrep(body, "rdma_fabric_port_routes"))
+	}
+}
+
+// ibrouteCAs returns, for the switch at lid, its GUID label and how many
+// channel-adapter LIDs ibroute prints per out port.
+func ibrouteCAs(t *testing.T, s simFabric, lid int) (string, map[int]int) {
+	t.Helper()
+	cmd := exec.Command("ibroute", strconv.Itoa(lid))
+	cmd.Env = s.Env
+	cmd.Dir = s.Dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ibroute %d: %v", lid, err)
+	}
+	text := string(out)
+	i := strings.Index(text, " guid 0x")
+	if i < 0 {
+		t.Fatalf("ibroute %d printed no header:\n%s", lid, text)
+	}
+	guid := text[i+6 : i+6+18]
+	want := map[int]int{}
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 3 && strings.HasPrefix(f[0], "0x") && strings.Contains(l, "(Channel Adapter portguid") {
+			p, _ := strconv.Atoi(f[1])
+			want[p]++
 		}
-		text := string(out)
-		i := strings.Index(text, " guid 0x")
-		if i < 0 {
-			t.Fatalf("ibroute %d printed no header:\n%s", lid, text)
-		}
-		guid := text[i+6 : i+6+18]
-		want := map[int]int{}
-		for _, l := range strings.Split(text, "\n") {
-			f := strings.Fields(l)
-			if len(f) > 3 && strings.HasPrefix(f[0], "0x") && strings.Contains(l, "(Channel Adapter portguid") {
-				p, _ := strconv.Atoi(f[1])
-				want[p]++
-			}
-		}
+	}
+	return guid, want
+}
+
+// routeMismatches compares rdma_fabric_port_routes in body with what
+// ibroute prints now, on every port of every switch (the switches have
+// LIDs 1 to Leaves+Spines under opensm), and lists the differences.
+func routeMismatches(t *testing.T, s simFabric, body string) []string {
+	t.Helper()
+	var bad []string
+	for lid := 1; lid <= fabricShape.Leaves+fabricShape.Spines; lid++ {
+		guid, want := ibrouteCAs(t, s, lid)
 		for port := 1; port <= 8; port++ {
 			got, ok := sample(body, portSeries("rdma_fabric_port_routes", guid, port))
 			if !ok || int(got) != want[port] {
-				t.Errorf("switch %s (LID %d) port %d: rdma_fabric_port_routes %v (present %v), ibroute %d", guid, lid, port, got, ok, want[port])
+				bad = append(bad, fmt.Sprintf("switch %s (LID %d) port %d: rdma_fabric_port_routes %v (present %v), ibroute %d", guid, lid, port, got, ok, want[port]))
 			}
 		}
 	}
+	return bad
+}
+
+// TestFabricReroutedOnIbsim (issue 38, done-when): after leaf002's uplink
+// to spine001 is pulled and opensm reroutes (its next sweep), the series
+// equal the new tables: leaf002 routes nothing out of port 5, and the
+// next reads follow. The wait is bounded by metricsWhen (60 s), not timed.
+func TestFabricReroutedOnIbsim(t *testing.T) {
+	requireTool(t, "ibroute")
+	requireTool(t, "dump_fts")
+	s := startSimFabric(t)
+	addr, logs := serveFabric(t, s)
+	body := metricsWhen(t, addr, logs, "a whole route read", func(b string) bool {
+		v, ok := sample(b, "rdma_fabric_routes_read_success")
+		return ok && v == 1
+	})
+	leaf2 := nodeGUIDs(body)["leaf002"]
+	v5, _ := sample(body, portSeries("rdma_fabric_port_routes", leaf2, 5))
+	t.Logf("before the pull: leaf002 port 5 routes %v", v5)
+	if v5 == 0 {
+		t.Fatalf("leaf002 routes nothing out of its uplink 5 before the pull:\n%s", smGrep(body, "rdma_fabric_port_routes"))
+	}
+	s.do(t, `Unlink "S-leaf002"[5]`)
+	var last []string
+	metricsWhen(t, addr, logs, "the series equal to opensm's new tables", func(b string) bool {
+		_, now := ibrouteCAs(t, s, 4) // leaf002
+		if now[5] != 0 {
+			return false // opensm has not rerouted yet
+		}
+		last = routeMismatches(t, s, b)
+		return len(last) == 0
+	})
 	if t.Failed() {
-		t.Log(smGrep(body, "rdma_fabric_port_routes"))
+		t.Log(strings.Join(last, "\n"))
+	}
+	after := metricsWhen(t, addr, logs, "a scrape", func(string) bool { return true })
+	v5, _ = sample(after, portSeries("rdma_fabric_port_routes", leaf2, 5))
+	v6, _ := sample(after, portSeries("rdma_fabric_port_routes", leaf2, 6))
+	reads, _ := sample(after, "rdma_fabric_routes_reads_total")
+	t.Logf("after the pull: leaf002 port 5 routes %v, port 6 %v, %v reads", v5, v6, reads)
+	if v5 != 0 || v6 != 12 {
+		t.Errorf("leaf002 routes %v out of the pulled port 5 and %v out of port 6, want 0 and its 12 remote hosts", v5, v6)
 	}
 }
 
