@@ -255,3 +255,47 @@ func TestFabricBlastRadiusOnIbsim(t *testing.T) {
 		t.Errorf("no cable fault carries the blast radius:\n%s", ibsimtest.Tail(text, 3000))
 	}
 }
+
+// TestFabricRoutingDisabledUplinkOnIbsim (issue 38, done-when): leaf002's
+// parallel uplink 6 disabled with the real ibportstate is found by
+// fabric.routing. What ibsim and opensm do (observed 2026-12-07): the port
+// reads "Active/Disabled" in iblinkinfo, its peer "Port not available",
+// and opensm does not reroute: leaf002 keeps sending six hosts out of it,
+// traffic to them is dropped. The wait is bounded (diagnoseWhen, 60 s).
+func TestFabricRoutingDisabledUplinkOnIbsim(t *testing.T) {
+	requireTool(t, "dump_fts")
+	requireTool(t, "ibroute")
+	requireTool(t, "ibportstate")
+	s := startSimFabric(t)
+	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")
+	if err := os.WriteFile(cfg, []byte("diagnose:\n  interval: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, logs := serveFabric(t, s, "--config.file="+cfg)
+	body := metricsWhen(t, addr, logs, "a whole route read", func(b string) bool {
+		v, ok := sample(b, "rdma_fabric_routes_read_success")
+		return ok && v == 1
+	})
+	leaf2 := nodeGUIDs(body)["leaf002"]
+	// opensm gives leaf002 LID 4 (the recorded scan, internal/fabric/testdata/lft).
+	guid, before := ibrouteCAs(t, s, 4)
+	if guid != leaf2 || before[6] == 0 {
+		t.Fatalf("LID 4 is %s, routing %v; want leaf002 (%s) with hosts out of port 6", guid, before, leaf2)
+	}
+	cmd := exec.Command("ibportstate", "4", "6", "disable")
+	cmd.Env, cmd.Dir = s.Env, s.Dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ibportstate 4 6 disable: %v\n%s", err, out)
+	}
+	target := leaf2 + "/6"
+	fs := diagnoseWhen(t, addr, logs, "a fabric.routing failure for leaf002 port 6", func(fs []fabricFinding) bool {
+		f := findFabric(fs, "fabric.routing", target)
+		return f != nil && f.Severity == "fail"
+	})
+	f := findFabric(fs, "fabric.routing", target)
+	if !strings.Contains(f.Observed, "leaf002") || !strings.Contains(f.Observed, "out of port 6") || !strings.Contains(f.Evidence, "host00") {
+		t.Errorf("fabric.routing %s: %+v", target, *f)
+	}
+	_, after := ibrouteCAs(t, s, 4)
+	t.Logf("leaf002 routes out of port 6: %d before the disable, %d now; finding: %s", before[6], after[6], f.Observed)
+}

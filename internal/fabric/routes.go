@@ -160,15 +160,17 @@ func (rr *RouteReader) Status() RouteStatus {
 }
 
 // routingFingerprint identifies what the SM's routes follow: the nodes,
-// their LIDs and which ports are up (a port going down or up makes the
-// SM route again).
+// their LIDs and which ports are up, logically and physically (a port
+// going down or up makes the SM route again; a port disabled with
+// ibportstate may keep its logical state and lose only the physical one,
+// as ibsim's does).
 func routingFingerprint(topo *Fabric) uint64 {
 	h := fnv.New64a()
-	var b [17]byte
+	var b [18]byte
 	for _, p := range topo.PortLines {
 		binary.LittleEndian.PutUint64(b[:8], p.GUID)
 		binary.LittleEndian.PutUint64(b[8:16], uint64(p.LID)<<8|uint64(p.Port))
-		b[16] = byte(p.State)
+		b[16], b[17] = byte(p.State), byte(p.PhysState)
 		if p.Stale {
 			b[16] = 0xff
 		}

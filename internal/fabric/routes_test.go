@@ -297,3 +297,21 @@ func TestRouteReaderBounded(t *testing.T) {
 		t.Fatalf("read %+v", r)
 	}
 }
+
+// TestRoutingFingerprintPhysState: a port whose physical state alone
+// changes (ibportstate disable on ibsim leaves it logically ACTIVE) is a
+// change the tables are read again for.
+func TestRoutingFingerprintPhysState(t *testing.T) {
+	topo := ibsimTopology(t)
+	before := routingFingerprint(topo)
+	changed := *topo
+	changed.PortLines = append([]PortLine{}, topo.PortLines...)
+	for i := range changed.PortLines {
+		if changed.PortLines[i].GUID == leaf1 && changed.PortLines[i].Port == 6 {
+			changed.PortLines[i].PhysState = 3 // Disabled
+		}
+	}
+	if routingFingerprint(&changed) == before {
+		t.Error("a port physically disabled does not change the routing fingerprint")
+	}
+}
