@@ -79,7 +79,7 @@ func TestRenderOtherConfig(t *testing.T) {
 		ProbeBandwidthRatio: 0.85, ProbeLatencyLoopbackSeconds: 3e-6, ProbeLatencySwitchSeconds: 8e-6,
 		FabricTransmitWaitRatio: 0.25,
 		FlapDowns:               4, FlapWindow: model.Duration(7 * time.Minute), FlapHold: model.Duration(13 * time.Minute),
-		DropAfter: model.Duration(6 * time.Minute), SwitchFaultLinks: 5,
+		DropAfter: model.Duration(6 * time.Minute), SwitchFaultLinks: 5, CongestionRootRatio: 0.45,
 	}
 	b, err := Render(c)
 	if err != nil {
@@ -100,6 +100,7 @@ func TestRenderOtherConfig(t *testing.T) {
 		`increase(rdma_port_receive_errors_total[1h]) > 13`,
 		`increase(rdma_port_transmit_discards_total[1h]) > 140`,
 		`instance_guid_port:rdma_fabric_port_transmit_wait:ratio_rate2m > 0.25`,
+		`instance_guid_port:rdma_fabric_port_transmit_bytes:ratio_rate2m >= 0.45`,
 		`"port_xmit_discards", "", "") > 140`,
 		`rate(rdma_port_transmit_wait_total[2m]) > 1500`,
 		`increase(rdma_port_link_downed_total[1d]) >= 3`,

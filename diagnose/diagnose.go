@@ -89,6 +89,9 @@ type Finding struct {
 	// Unknown marks a finding the data cannot decide, such as a saturated
 	// counter that has stopped counting: it is never reported as clean.
 	Unknown bool `json:"unknown,omitempty"`
+	// BlastRadius is, for a fabric finding about switch ports, whose
+	// traffic crosses each port's link (fabric_blast.go).
+	BlastRadius []BlastRadius `json:"blast_radius,omitempty"`
 	// seen is what a fabric finding saw on which link, for the grouping
 	// into faults (faults.go); its text is in the fields above. A
 	// pointer: every finding carries the field, few set it.

@@ -85,7 +85,10 @@ func fabricChecks(l *checkList) {
 		Doc: "Each swept port's PortXmitWait increase in the window against its link rate: the bytes it could not " +
 			"send (XmitWait × 8, NVIDIA Quantum's tick; a lower bound on older switches) as a share of what the link " +
 			"carries in that time. Above 10% warns, one finding listing the top ports with both ends. Ports whose PMA " +
-			"does not report XmitWait are not judged.",
+			"does not report XmitWait are not judged. Each congested port is a root (it sent 60% of its rate or more " +
+			"while waiting, PortXmitData: a saturated destination or uplink) or a victim of back-pressure (it sent less), " +
+			"or unknown where its PortXmitData was not read over the window; the roots come first and name the hosts " +
+			"routed through them (the blast radius, from the forwarding tables).",
 		Remedy: "Spread the traffic (adaptive routing, a routing engine that balances uplinks), add uplinks to the " +
 			"congested leaves, and look for one job saturating a destination (incast).",
 		Run: runFabricCongestion})
@@ -172,6 +175,7 @@ func runFabricErrors(s *Reading, h *History, cfg *config.Config) ([]Finding, err
 	var out []Finding
 	var unread []string // ports the latest sweep could not read: never clean
 	clean, judged := 0, 0
+	blast := newBlastIndex(s)
 	for i := range st.last.Ports {
 		p := &st.last.Ports[i]
 		if p.Unknown {
@@ -183,6 +187,9 @@ func runFabricErrors(s *Reading, h *History, cfg *config.Config) ([]Finding, err
 			if f.Severity == Pass {
 				clean++
 				continue
+			}
+			if f.Severity != Skip {
+				blast.addBlast(&f, st.last.Topology, p.GUID, p.Port)
 			}
 			out = append(out, f)
 		}
@@ -377,6 +384,7 @@ func runFabricPortDown(s *Reading, h *History, _ *config.Config) ([]Finding, err
 	}
 	var out []Finding
 	up, down := 0, 0
+	blast := newBlastIndex(s)
 	for i := range st.last.Ports {
 		p := &st.last.Ports[i]
 		switch p.State {
@@ -413,6 +421,7 @@ func runFabricPortDown(s *Reading, h *History, _ *config.Config) ([]Finding, err
 		}
 		f.seen = &[]faultSeen{seenAt(was.Topology, &p.PortLine, FaultCable,
 			"DOWN, ACTIVE in the sweep of "+was.Start.UTC().Format(time.RFC3339))}
+		blast.addBlast(&f, was.Topology, p.GUID, p.Port)
 		out = append(out, f)
 	}
 	if len(out) == 0 {
@@ -506,6 +515,25 @@ func duplicateGUID(lines []fabric.PortLine) string {
 	return ""
 }
 
+// fabricRootDataShare is the share of its link rate a congested port must
+// carry to be a root of the congestion rather than a victim. A port that
+// waits for credits while sending near its capacity is limited by its own
+// link or what is behind it (a saturated destination or uplink: the root);
+// one that waits while sending little is held back by back-pressure from
+// congestion elsewhere (a victim). Near capacity is 60% of the signalling
+// rate: 8b/10b links (SDR to QDR) carry at most 80% of it as data, and the
+// waiting itself takes the rest.
+const fabricRootDataShare = 0.6
+
+// Congestion roles: a port's place in the congestion (see
+// fabricRootDataShare), or unknown where its data counter was not read
+// over the window (never guessed).
+const (
+	CongestionRoot    = "root"
+	CongestionVictim  = "victim"
+	CongestionUnknown = "unknown"
+)
+
 // congested is one port's XmitWait judgement.
 type congested struct {
 	p     *fabric.PortCounters
@@ -513,6 +541,27 @@ type congested struct {
 	inc   uint64
 	span  time.Duration
 	rate  infiniband.Rate
+	// data is the share of the rate it sent (PortXmitData), role what
+	// that makes it.
+	data float64
+	role string
+}
+
+// congestionRole judges a congested port root or victim by what it sent
+// over the sweeps (PortXmitData, in 4-octet words) against its rate.
+func congestionRole(sweeps []*fabric.Sweep, p *fabric.PortCounters, rate infiniband.Rate) (float64, string) {
+	if p.Values[fabric.DataTransmitted].Saturated() {
+		return 0, CongestionUnknown // a 32-bit PortXmitData stops at its maximum within seconds at speed
+	}
+	d, ok := sweepIncrease(sweeps, p.GUID, p.Port, fabric.DataTransmitted)
+	if !ok || d.Span <= 0 || d.Resets > 0 {
+		return 0, CongestionUnknown
+	}
+	share := float64(d.Increase) * fabric.Counters[fabric.DataTransmitted].Spec.Scale / (rate.BytesPerSecond() * d.Span.Seconds())
+	if share >= fabricRootDataShare {
+		return share, CongestionRoot
+	}
+	return share, CongestionVictim
 }
 
 func runFabricCongestion(s *Reading, h *History, _ *config.Config) ([]Finding, error) {
@@ -548,7 +597,9 @@ func runFabricCongestion(s *Reading, h *History, _ *config.Config) ([]Finding, e
 		judged++
 		share := float64(d.Increase) * fabricWaitTickBytes / (rate.BytesPerSecond() * d.Span.Seconds())
 		if share > fabricCongestedShare {
-			hot = append(hot, congested{p: p, share: share, inc: d.Increase, span: d.Span, rate: rate})
+			c := congested{p: p, share: share, inc: d.Increase, span: d.Span, rate: rate}
+			c.data, c.role = congestionRole(st.sweeps, p, rate)
+			hot = append(hot, c)
 		}
 	}
 	var satNote []Finding
@@ -570,28 +621,57 @@ func runFabricCongestion(s *Reading, h *History, _ *config.Config) ([]Finding, e
 			Observed: fmt.Sprintf("no port of %d lost more than %.0f%% of its rate waiting for credits", judged, fabricCongestedShare*100),
 			Evidence: fmt.Sprintf("PortXmitWait over %d sweeps in the last %s", len(st.sweeps), span(sweepSpan(st.sweeps)))}}, satNote...), nil
 	}
-	sort.Slice(hot, func(i, j int) bool { return hot[i].share > hot[j].share })
+	// Roots first: they are where to act; then by the share lost.
+	sort.Slice(hot, func(i, j int) bool {
+		if (hot[i].role == CongestionRoot) != (hot[j].role == CongestionRoot) {
+			return hot[i].role == CongestionRoot
+		}
+		return hot[i].share > hot[j].share
+	})
+	blast := newBlastIndex(s)
+	f := Finding{Severity: Warn, Target: "fabric"}
 	var ev []string
 	var seen []faultSeen
+	roles := map[string]int{}
 	for i, c := range hot {
-		if i == fabricTopPorts {
-			ev = append(ev, fmt.Sprintf("and %d more", len(hot)-fabricTopPorts))
-			break
+		roles[c.role]++
+		if i >= fabricTopPorts {
+			continue
 		}
 		cable, _ := cableText(topo, &c.p.PortLine)
 		what := fmt.Sprintf("XmitWait +%d in %s, about %.0f%% of %s lost", c.inc, span(c.span), c.share*100, rateText(c.rate))
+		switch c.role {
+		case CongestionRoot:
+			what = fmt.Sprintf("root of congestion (sent %.0f%% of its rate while waiting: a saturated destination or uplink): %s", c.data*100, what)
+		case CongestionVictim:
+			what = fmt.Sprintf("victim of back-pressure (sent only %.0f%% of its rate while waiting): %s", c.data*100, what)
+		default:
+			what = "root or victim unknown (PortXmitData not read over the window): " + what
+		}
 		ev = append(ev, cable+": "+what)
-		seen = append(seen, seenAt(topo, &c.p.PortLine, FaultCongestion, what))
+		sn := seenAt(topo, &c.p.PortLine, FaultCongestion, what)
+		sn.role = c.role
+		seen = append(seen, sn)
+		if c.role == CongestionRoot {
+			// The hosts routed through the root are the ones its
+			// congestion hurts first.
+			blast.addBlast(&f, topo, c.p.GUID, c.p.Port)
+		}
+	}
+	if len(hot) > fabricTopPorts {
+		ev = append(ev, fmt.Sprintf("and %d more", len(hot)-fabricTopPorts))
 	}
 	top := hot[0].p
-	return append([]Finding{{Severity: Warn, Target: "fabric", seen: &seen,
-		Observed: fmt.Sprintf("%d of %d ports lost more than %.0f%% of their rate waiting for credits", len(hot), judged, fabricCongestedShare*100),
-		Expected: fmt.Sprintf("at most %.0f%% (XmitWait × %d bytes against the link rate)", fabricCongestedShare*100, fabricWaitTickBytes),
-		Evidence: strings.Join(ev, "; "),
-		Remedy: fmt.Sprintf("congested uplinks: spread the traffic (adaptive routing, a routing engine that balances uplinks), add "+
-			"uplinks, look for incast on one destination; the top port: perfquery %d %d, iblinkinfo --line -G 0x%016x",
-			top.LID, top.Port, top.GUID),
-	}}, satNote...), nil
+	f.seen = &seen
+	f.Observed = fmt.Sprintf("%d of %d ports lost more than %.0f%% of their rate waiting for credits: %d roots, %d victims, %d unknown",
+		len(hot), judged, fabricCongestedShare*100, roles[CongestionRoot], roles[CongestionVictim], roles[CongestionUnknown])
+	f.Expected = fmt.Sprintf("at most %.0f%% (XmitWait × %d bytes against the link rate)", fabricCongestedShare*100, fabricWaitTickBytes)
+	f.Evidence = strings.TrimSuffix(strings.Join(ev, "; ")+"; "+f.Evidence, "; ")
+	f.Remedy = fmt.Sprintf("act on the roots first (ports sending near their rate while waiting: a saturated destination, incast, "+
+		"or an uplink too few for its traffic); victims clear when their root does. Spread the traffic (adaptive routing, a routing "+
+		"engine that balances uplinks), add uplinks; the top port: perfquery %d %d, iblinkinfo --line -G 0x%016x",
+		top.LID, top.Port, top.GUID)
+	return append([]Finding{f}, satNote...), nil
 }
 
 // firstN keeps at most n items and says how many more there were.

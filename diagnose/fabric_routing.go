@@ -32,8 +32,8 @@ func fabricRoutingCheck(l *checkList) {
 	l.register(&Check{ID: "fabric.routing", Title: "Fabric routes use live ports, reach every host and spread over parallel uplinks",
 		Reads: []Source{SourceFabric},
 		Doc: "The switches' unicast forwarding tables (dump_fts, --collector.fabric.routes) against the scan they were " +
-			"read for. A switch port that channel-adapter LIDs are routed out of while it is DOWN or absent from the scan " +
-			"fails; an ACTIVE channel adapter of the scan that a switch's table holds no route to fails; ports of one switch " +
+			"read for. A switch port that channel-adapter LIDs are routed out of while it is DOWN, physically not up " +
+			"(disabled with ibportstate: ibsim keeps such a port ACTIVE) or absent from the scan fails; an ACTIVE channel adapter of the scan that a switch's table holds no route to fails; ports of one switch " +
 			"whose peers are interchangeable (switches with the same directly attached hosts: a leaf's uplinks, parallel " +
 			"cables to one switch) and whose channel-adapter routes differ by more than one warn (check_lft_balance's " +
 			"test). Switches whose table could not be read warn as unknown (never clean).",
@@ -98,19 +98,21 @@ func runFabricRouting(s *Reading, _ *History, _ *config.Config) ([]Finding, erro
 			if e.Port == 0 {
 				continue
 			}
-			p := ports[fabric.PortKey{GUID: g, Port: e.Port}]
-			if p == nil || p.State != infiniband.StateActive {
+			if p := ports[fabric.PortKey{GUID: g, Port: e.Port}]; !forwards(p) {
 				bad[e.Port] = append(bad[e.Port], lidText(e.LID, ca))
 			}
 		}
 		for _, port := range sortedKeys(bad) {
 			p := ports[fabric.PortKey{GUID: g, Port: port}]
 			state := "absent from the scan"
-			if p != nil {
+			switch {
+			case p == nil:
+			case p.State == infiniband.StateDown:
 				state = "DOWN (physical state " + physStateText(p.PhysState) + ")"
-				if p.State != infiniband.StateDown {
-					state = fmt.Sprintf("not ACTIVE (state %d)", p.State)
-				}
+			case p.State != infiniband.StateActive:
+				state = fmt.Sprintf("not ACTIVE (state %d)", p.State)
+			default:
+				state = "ACTIVE with its physical link not up (physical state " + physStateText(p.PhysState) + "), as after ibportstate disable"
 			}
 			dests := bad[port]
 			out = append(out, Finding{Severity: Fail, Target: fabricTarget(g, port),
@@ -145,6 +147,14 @@ func runFabricRouting(s *Reading, _ *History, _ *config.Config) ([]Finding, erro
 			Observed: fmt.Sprintf("%d switches route every ACTIVE channel adapter out of ACTIVE ports, balanced over parallel uplinks", judged)})
 	}
 	return out, nil
+}
+
+// forwards reports whether the switch port p can carry the traffic routed
+// out of it: ACTIVE, and its physical link up where the scan says (a port
+// disabled with ibportstate may keep its logical state ACTIVE, as ibsim's
+// does: "Active/Disabled").
+func forwards(p *fabric.PortLine) bool {
+	return p != nil && p.State == infiniband.StateActive && (p.PhysState == 0 || p.PhysState == infiniband.PhysStateLinkUp)
 }
 
 // directHosts returns, for each switch, a hash of the channel adapters

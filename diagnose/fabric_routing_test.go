@@ -145,3 +145,26 @@ func TestFabricRoutingUnknown(t *testing.T) {
 		t.Fatalf("no reader: %+v", fs)
 	}
 }
+
+// TestFabricRoutingDisabledPort: leaf002's uplink 6 disabled with
+// `ibportstate 4 6 disable` on ibsim under opensm: iblinkinfo prints it
+// "Active/Disabled" with no peer (the line below, recorded from that run
+// on 2026-12-07), and opensm does not reroute (ibroute 4 still sends six
+// hosts out of port 6 fifteen seconds later). fabric.routing fails for it;
+// on main it passed (the port's logical state is ACTIVE).
+func TestFabricRoutingDisabledPort(t *testing.T) {
+	const disabled = `0x0000000000200003 "                       leaf002"      4    6[  ] ==( 4X        53.125 Gbps Active/Disabled)==>      "Port not available"`
+	var lines []string
+	for _, l := range strings.SplitAfter(recordedLFT(t, "iblinkinfo.stdout"), "\n") {
+		if strings.HasPrefix(l, "0x0000000000200003 ") && strings.Contains(l, "    6[  ] ==(") {
+			l = disabled + "\n"
+		}
+		lines = append(lines, l)
+	}
+	fs := evalRouting(t, strings.Join(lines, ""), recordedLFT(t, "dump_fts.stdout"))
+	f := findingFor(fs, "fabric.routing", "0x0000000000200003/6")
+	if f == nil || f.Severity != Fail || !strings.Contains(f.Observed, "routes 6 channel-adapter LIDs out of port 6") ||
+		!strings.Contains(f.Observed, "physical state 3: Disabled") {
+		t.Fatalf("no fail for leaf002's disabled port 6: %+v", fs)
+	}
+}

@@ -105,6 +105,13 @@ type Fault struct {
 	Action   string       `json:"action"`
 	Runbook  string       `json:"runbook"`
 	Findings []FindingRef `json:"findings"`
+	// BlastRadius is whose traffic crosses the fault's links, from the
+	// forwarding tables (its findings' blast radii; at most
+	// fabricTopPorts links).
+	BlastRadius []BlastRadius `json:"blast_radius,omitempty"`
+	// CongestionRole is a congestion fault's link's role: root, victim
+	// or unknown (fabric.congestion).
+	CongestionRole string `json:"congestion_role,omitempty"`
 }
 
 // End statuses: something was seen there; it was read and is clean; it
@@ -153,6 +160,8 @@ type faultSeen struct {
 	a, b faultPort
 	onB  bool
 	what string
+	// role is a congested port's (CongestionRoot, ...), "" for others.
+	role string
 }
 
 // isSwitch reports whether the scan prints guid as a switch's.
@@ -334,8 +343,20 @@ func (g *faultGroup) add(f *Finding) {
 	}
 }
 
+// addBlast adds br to the fault's blast radii, once per port, at most
+// fabricTopPorts.
+func (g *faultGroup) addBlast(br BlastRadius) {
+	if len(g.BlastRadius) >= fabricTopPorts || slices.ContainsFunc(g.BlastRadius, func(b BlastRadius) bool { return b.Port == br.Port }) {
+		return
+	}
+	g.BlastRadius = append(g.BlastRadius, br)
+}
+
 // merge moves g's findings into f; g is dropped.
 func (f *faultGroup) merge(g *faultGroup) {
+	for _, br := range g.BlastRadius {
+		f.addBlast(br)
+	}
 	for _, r := range g.Findings {
 		if !slices.Contains(f.Findings, r) {
 			f.Findings = append(f.Findings, r)
@@ -427,6 +448,14 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 				e := g.end(endKey(at.GUID, at.Port), func() FaultEnd { return portEnd(at) })
 				see(e, s.what)
 				g.add(f)
+				if s.role != "" {
+					g.CongestionRole = s.role
+				}
+				for _, br := range f.BlastRadius {
+					if br.Port == endKey(s.a.GUID, s.a.Port) || (s.b.GUID != 0 && br.Port == endKey(s.b.GUID, s.b.Port)) {
+						g.addBlast(br)
+					}
+				}
 			}
 			continue
 		}

@@ -78,6 +78,12 @@ type Thresholds struct {
 	// waiting for credits (XmitWait × 8 bytes) above which
 	// RdmaFabricPortTransmitWait fires.
 	FabricTransmitWaitRatio float64 `yaml:"fabric_transmit_wait_ratio"`
+	// CongestionRootRatio is the share of its rate a congested port must
+	// send to be a root of the congestion (a saturated destination or
+	// uplink) rather than a victim of back-pressure: RdmaLinkCongested's
+	// congestion_role. [ours]; diagnose's fabricRootDataShare is the same
+	// (TestCongestionRootRatioIsTheAlerts).
+	CongestionRootRatio float64 `yaml:"congestion_root_ratio"`
 	// The guide: bandwidth at least 90 % of the port rate, latency under
 	// 2 µs in loopback and 5 µs through a switch.
 	ProbeBandwidthRatio         float64 `yaml:"probe_bandwidth_ratio"`
@@ -119,6 +125,7 @@ func Default() Config {
 			RetransmitsPerSecond:             1,
 			CongestionNotificationsPerSecond: 1000,
 			FabricTransmitWaitRatio:          0.1,
+			CongestionRootRatio:              0.6,
 			ProbeBandwidthRatio:              0.9,
 			ProbeLatencyLoopbackSeconds:      2e-6,
 			ProbeLatencySwitchSeconds:        5e-6,
@@ -219,6 +226,9 @@ func (c Config) Validate() error {
 	}
 	if !(t.FabricTransmitWaitRatio > 0 && t.FabricTransmitWaitRatio <= 1) {
 		errs = append(errs, fmt.Errorf("thresholds.fabric_transmit_wait_ratio %v: want a ratio in (0, 1]", t.FabricTransmitWaitRatio))
+	}
+	if !(t.CongestionRootRatio > 0 && t.CongestionRootRatio <= 1) {
+		errs = append(errs, fmt.Errorf("thresholds.congestion_root_ratio %v: want a ratio in (0, 1]", t.CongestionRootRatio))
 	}
 	if !(t.ProbeBandwidthRatio > 0 && t.ProbeBandwidthRatio <= 1) {
 		errs = append(errs, fmt.Errorf("thresholds.probe_bandwidth_ratio %v: want a ratio in (0, 1]", t.ProbeBandwidthRatio))

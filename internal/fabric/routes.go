@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,6 +66,8 @@ type Routes struct {
 	// ("" and nil for a whole read).
 	Reason Reason
 	Err    error
+	// tables identifies the tables read (tablesHash).
+	tables uint64
 }
 
 // OK reports whether every switch of the shard was read.
@@ -90,6 +93,11 @@ type RouteReader struct {
 	st  RouteStatus
 	// readFor is the routing fingerprint of the latest read's topology.
 	readFor uint64
+	// settled is set once two whole reads in a row for readFor printed
+	// the same tables: the SM reroutes some time after the port change
+	// that made the read (its next sweep), so the first read after a
+	// change may hold the tables from before it.
+	settled bool
 	lastErr string
 }
 
@@ -152,15 +160,17 @@ func (rr *RouteReader) Status() RouteStatus {
 }
 
 // routingFingerprint identifies what the SM's routes follow: the nodes,
-// their LIDs and which ports are up (a port going down or up makes the
-// SM route again).
+// their LIDs and which ports are up, logically and physically (a port
+// going down or up makes the SM route again; a port disabled with
+// ibportstate may keep its logical state and lose only the physical one,
+// as ibsim's does).
 func routingFingerprint(topo *Fabric) uint64 {
 	h := fnv.New64a()
-	var b [17]byte
+	var b [18]byte
 	for _, p := range topo.PortLines {
 		binary.LittleEndian.PutUint64(b[:8], p.GUID)
 		binary.LittleEndian.PutUint64(b[8:16], uint64(p.LID)<<8|uint64(p.Port))
-		b[16] = byte(p.State)
+		b[16], b[17] = byte(p.State), byte(p.PhysState)
 		if p.Stale {
 			b[16] = 0xff
 		}
@@ -179,7 +189,7 @@ func (rr *RouteReader) ReadOnce(ctx context.Context) {
 	fp := routingFingerprint(topo)
 	rr.mu.Lock()
 	last := rr.st.Last
-	fresh := last != nil && last.OK() && rr.readFor == fp && rr.cfg.Now().Sub(last.Start) < rr.cfg.MaxAge
+	fresh := last != nil && last.OK() && rr.readFor == fp && rr.settled && rr.cfg.Now().Sub(last.Start) < rr.cfg.MaxAge
 	rr.mu.Unlock()
 	if fresh {
 		return
@@ -189,6 +199,10 @@ func (rr *RouteReader) ReadOnce(ctx context.Context) {
 		return // shutting down: not a read
 	}
 	rr.mu.Lock()
+	// Settled when this whole read repeats the previous whole one for the
+	// same topology; a read past MaxAge of a settled fabric stays settled
+	// when nothing changed.
+	rr.settled = r.OK() && last != nil && last.OK() && rr.readFor == fp && r.tables == last.tables
 	rr.st.Last = r
 	rr.st.Reads++
 	rr.readFor = fp
@@ -288,7 +302,29 @@ func (rr *RouteReader) read(ctx context.Context, topo *Fabric) *Routes {
 	if len(r.Unknown) > 0 && r.Err == nil {
 		fail(ReasonMAD, fmt.Errorf("dump_fts: no forwarding table printed for %d switches of the scan (first 0x%016x)", len(r.Unknown), r.Unknown[0]))
 	}
+	r.tables = tablesHash(r.Switches)
 	return r
+}
+
+// tablesHash identifies a read's tables: every switch's entries, in GUID
+// order.
+func tablesHash(sw map[uint64]*SwitchLFT) uint64 {
+	guids := make([]uint64, 0, len(sw))
+	for g := range sw {
+		guids = append(guids, g)
+	}
+	slices.Sort(guids)
+	h := fnv.New64a()
+	var b [8]byte
+	for _, g := range guids {
+		binary.LittleEndian.PutUint64(b[:], g)
+		h.Write(b[:])
+		for _, e := range sw[g].Entries {
+			binary.LittleEndian.PutUint64(b[:], uint64(e.LID)<<16|uint64(e.Port)<<8|uint64(e.Kind))
+			h.Write(b[:])
+		}
+	}
+	return h.Sum64()
 }
 
 // PortRoutes returns how many channel-adapter LIDs each read switch port

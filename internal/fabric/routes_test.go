@@ -172,8 +172,9 @@ func TestRouteReaderRereadsOnChange(t *testing.T) {
 	ctx := context.Background()
 	rr.ReadOnce(ctx)
 	rr.ReadOnce(ctx)
-	if n := readerRuns(dir); n != 1 {
-		t.Fatalf("%d runs for an unchanged topology, want 1", n)
+	rr.ReadOnce(ctx)
+	if n := readerRuns(dir); n != 2 {
+		t.Fatalf("%d runs for an unchanged topology, want 2 (the first read confirmed by one more)", n)
 	}
 	// A port goes down: the SM reroutes, the tables are read again.
 	down := *topo
@@ -185,13 +186,33 @@ func TestRouteReaderRereadsOnChange(t *testing.T) {
 	}
 	topo = &down
 	rr.ReadOnce(ctx)
-	if n := readerRuns(dir); n != 2 {
-		t.Fatalf("%d runs after a port went down, want 2", n)
+	if n := readerRuns(dir); n != 3 {
+		t.Fatalf("%d runs after a port went down, want 3", n)
+	}
+	// The SM reroutes after the read (its next sweep): the confirming
+	// read sees new tables, so the one after reads again, and then the
+	// tables have settled.
+	rerouted := strings.Replace(lftFixture(t, "dump_fts.stdout"), "0x0009 001 : (Channel", "0x0009 002 : (Channel", 1)
+	if err := os.WriteFile(filepath.Join(dir, "out"), []byte(rerouted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rr.ReadOnce(ctx)
+	rr.ReadOnce(ctx)
+	rr.ReadOnce(ctx)
+	if n := readerRuns(dir); n != 5 {
+		t.Fatalf("%d runs after the SM rerouted, want 5", n)
+	}
+	if got := rr.Status().Last.PortRoutes()[PortKey{GUID: spine2, Port: 2}]; got != 5 {
+		t.Errorf("spine002 port 2 routes %d after the reroute, want 5", got)
 	}
 	now = now.Add(11 * time.Minute)
 	rr.ReadOnce(ctx)
-	if n := readerRuns(dir); n != 3 {
-		t.Fatalf("%d runs past MaxAge, want 3", n)
+	if n := readerRuns(dir); n != 6 {
+		t.Fatalf("%d runs past MaxAge, want 6", n)
+	}
+	rr.ReadOnce(ctx)
+	if n := readerRuns(dir); n != 6 {
+		t.Fatalf("%d runs after a settled read past MaxAge, want 6", n)
 	}
 }
 
@@ -274,5 +295,23 @@ func TestRouteReaderBounded(t *testing.T) {
 	r := rr.Status().Last
 	if r.OK() || r.Reason != ReasonOutputTooLarge || len(r.Switches) != 0 || len(r.Unknown) != 6 {
 		t.Fatalf("read %+v", r)
+	}
+}
+
+// TestRoutingFingerprintPhysState: a port whose physical state alone
+// changes (ibportstate disable on ibsim leaves it logically ACTIVE) is a
+// change the tables are read again for.
+func TestRoutingFingerprintPhysState(t *testing.T) {
+	topo := ibsimTopology(t)
+	before := routingFingerprint(topo)
+	changed := *topo
+	changed.PortLines = append([]PortLine{}, topo.PortLines...)
+	for i := range changed.PortLines {
+		if changed.PortLines[i].GUID == leaf1 && changed.PortLines[i].Port == 6 {
+			changed.PortLines[i].PhysState = 3 // Disabled
+		}
+	}
+	if routingFingerprint(&changed) == before {
+		t.Error("a port physically disabled does not change the routing fingerprint")
 	}
 }
