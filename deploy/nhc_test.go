@@ -4,6 +4,7 @@
 package deploy
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,7 +89,7 @@ func TestNHCCheck(t *testing.T) {
 			cmd := exec.Command(bash, append([]string{"-c", nhcShim, "nhc"}, args...)...)
 			cmd.Env = append(os.Environ(), "NHC_CHECK="+script)
 			out, err := cmd.Output()
-			if _, exited := err.(*exec.ExitError); err != nil && !exited {
+			if exit := (*exec.ExitError)(nil); err != nil && !errors.As(err, &exit) {
 				t.Fatal(err)
 			}
 			if !tc.want.Match(out) {
