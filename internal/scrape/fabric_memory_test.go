@@ -36,9 +36,28 @@ const fabricCopies = 210
 // switch ports.
 func largeFabric(t testing.TB) ([]prometheus.Metric, int) {
 	t.Helper()
+	f, sw, opts := copiedFabric(t, fabricCopies)
+	return collector.FabricBlocks(f, sw, opts), countSwitchPorts(sw)
+}
+
+func countSwitchPorts(sw *fabric.Sweep) int {
+	n := 0
+	for _, p := range sw.Ports {
+		if p.Switch {
+			n++
+		}
+	}
+	return n
+}
+
+// copiedFabric is the recorded ibsim scan and sweep copied copies times
+// (each copy's GUIDs moved apart, its counters and states as recorded),
+// and the collector's options that read it.
+func copiedFabric(t testing.TB, copies int) (*fabric.Fabric, *fabric.Sweep, collector.FabricOptions) {
+	t.Helper()
 	tools := fabrictest.Install(t)
 	opts := collector.FabricOptions{PortSeries: collector.PortSeriesAll}
-	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, t.TempDir()
+	opts.Path, opts.Counters, opts.IBQueryErrorsPath, opts.IBNetDiscoverPath, opts.SMInfoPath, opts.CacheDir = tools.IBLinkInfo, true, tools.IBQueryErrors, tools.IBNetDiscover, tools.SMInfo, t.TempDir()
 	h := rdmahost.New(rdmahost.Options{Fabric: &opts.FabricOptions})
 	h.Round(context.Background())
 	snap := h.Snapshot()
@@ -49,8 +68,7 @@ func largeFabric(t testing.TB) ([]prometheus.Metric, int) {
 	f0, sw0 := scan.Fabric, sweep.Last
 	f := &fabric.Fabric{}
 	sw := &fabric.Sweep{Start: sw0.Start, Duration: sw0.Duration, Topology: f, Failures: map[fabric.Reason]int{}}
-	switchPorts := 0
-	for k := range uint64(fabricCopies) {
+	for k := range uint64(copies) {
 		move := func(g uint64) uint64 { return g ^ (k+1)<<40 }
 		desc := func(d string) string { return fmt.Sprintf("%s c%d", d, k) }
 		for _, l := range f0.Links {
@@ -64,15 +82,12 @@ func largeFabric(t testing.TB) ([]prometheus.Metric, int) {
 		for _, p := range sw0.Ports {
 			p.GUID, p.Desc = move(p.GUID), desc(p.Desc)
 			sw.Ports = append(sw.Ports, p)
-			if p.Switch {
-				switchPorts++
-			}
 		}
 		f.Switches += f0.Switches
 		f.CAs += f0.CAs
 		f.Ports += f0.Ports
 	}
-	return collector.FabricBlocks(f, sw, opts), switchPorts
+	return f, sw, opts
 }
 
 // fabricHandler is a handler whose collection is the large fabric's
