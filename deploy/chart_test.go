@@ -452,6 +452,12 @@ func TestChartToggles(t *testing.T) {
 			t.Errorf("main DaemonSet: affinity term %v, args %v, image %v: want it off the SM hosts, without the fabric collector",
 				term, mc["args"], mc["image"])
 		}
+		// The fabric view's memory grows with the fabric: limits of its
+		// own (values.yaml fabric.resources, from TestFabricRenderPeak
+		// and e2e TestFabricScrapeMemoryOnIbsim), the main pod's kept.
+		if fl, ml := lookup(c, "resources", "limits", "memory"), lookup(mc, "resources", "limits", "memory"); fl != "512Mi" || ml != "256Mi" {
+			t.Errorf("memory limits: fabric %v, main %v: want 512Mi (fabric.resources) and 256Mi", fl, ml)
+		}
 		fs := lookup(r["DaemonSet rdma-doctor-fabric"], "spec", "selector", "matchLabels", "app.kubernetes.io/component")
 		ms := lookup(r["DaemonSet rdma-doctor"], "spec", "selector", "matchLabels", "app.kubernetes.io/component")
 		if fs == ms {

@@ -69,7 +69,8 @@ needs:
 {{- $privileged := $v.rootReads.enabled -}}
 {{- $tag := default .ctx.Chart.AppVersion $v.image.tag -}}
 {{- if $tools }}{{ $tag = printf "%s%s" $tag $v.image.toolsSuffix }}{{ end -}}
-{{- $resources := deepCopy $v.resources -}}
+{{- /* The fabric view has limits of its own: its memory grows with the fabric (values.yaml, fabric.resources). */ -}}
+{{- $resources := deepCopy (ternary $v.fabric.resources $v.resources .fabric) -}}
 {{- if $devices -}}
 {{- $limits := get $resources "limits" | default dict -}}
 {{- /* A quantity: a string, as the API schema has it. */ -}}
