@@ -48,8 +48,16 @@ func Encode(pods []podres.Pod) []byte {
 // its path. A code other than "0" answers that gRPC status and no pods.
 func Serve(t testing.TB, pods []podres.Pod, code string) string {
 	t.Helper()
-	body := Encode(pods)
 	path := filepath.Join(t.TempDir(), "kubelet.sock")
+	ServeAt(t, path, pods, code)
+	return path
+}
+
+// ServeAt is Serve on the socket path (a fixture host's
+// podres.SocketPath); its directory must exist.
+func ServeAt(t testing.TB, path string, pods []podres.Pod, code string) {
+	t.Helper()
+	body := Encode(pods)
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -68,5 +76,4 @@ func Serve(t testing.TB, pods []podres.Pod, code string) string {
 	})}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return path
 }
