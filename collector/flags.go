@@ -107,6 +107,9 @@ type Flags struct {
 	CgroupLimits bool
 	// Jobs bounds the jobs collector's read (host.Options.Jobs).
 	Jobs jobs.Options
+	// JobsPods asks the kubelet's pod-resources API which pods hold which
+	// device (host.Options.PodResources).
+	JobsPods bool
 	// Ethtool queries each RDMA netdev with the ethtool ioctl; EthtoolStats
 	// selects the statistics exported.
 	Ethtool      bool
@@ -223,6 +226,9 @@ func AddFlags(app *kingpin.Application) *Flags {
 	app.Flag("collector.jobs.max-jobs",
 		"Jobs read on one host; those past it are counted in rdma_jobs_unknown and have no rdma_job_device_info series.").
 		Default(strconv.Itoa(jobs.DefaultOptions.MaxJobs)).IntVar(&f.Jobs.MaxJobs)
+	app.Flag("collector.jobs.pods",
+		"Also ask the kubelet which Kubernetes pods hold which RDMA device (its pod-resources API, /var/lib/kubelet/pod-resources/kubelet.sock below --path.rootfs; needs read-write access to the socket): rdma_pod_device_info, one series per pod per device, at most max-jobs pods.").
+		BoolVar(&f.JobsPods)
 	app.Flag("collector.netdev.ethtool",
 		"Query each RDMA netdev with the ethtool ioctl (driver, firmware, speed, statistics). Only netdevs the running kernel has under the same name and ifindex as the sysfs tree are queried.").
 		Default("true").BoolVar(&f.Ethtool)

@@ -10,15 +10,22 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/jobs"
+	"github.com/rdma-doctor/rdma_doctor/internal/podres"
 )
 
 // jobsCollector says which job uses which RDMA device. Its series are
 // per job, so it is off by default and bounded: at most
 // --collector.jobs.max-jobs jobs a host, one series per job per device
 // it holds; the jobs past the bound are counted unknown.
+//
+// With --collector.jobs.pods it also asks the kubelet which pods hold
+// which device (host.Snapshot.Pods), bounded by the same max-jobs: their
+// counts are the scheduler="kubernetes" series. A failed call exports no
+// kubernetes series and fails the collector: unknown, never "no pods".
 type jobsCollector struct {
-	device, running, unknown *expo.Desc
-	out                      rendered[*jobs.Snapshot]
+	device, pod, running, unknown *expo.Desc
+	out                           rendered[*jobs.Snapshot]
+	pods                          rendered[*podres.Snapshot]
 }
 
 // NewJobsCollector builds the jobs collector.
@@ -26,14 +33,41 @@ func NewJobsCollector(Env) Collector {
 	return &jobsCollector{
 		device: desc("rdma_job_device_info",
 			"A running job holds the RDMA device (a verbs context: its cgroup's rdma.current charges the device, or one of its processes holds the device's /dev/infiniband/uverbsN open); always 1. One series per job per device; job_id is the scheduler's numeric id.", "device", "job_id", "scheduler"),
+		pod: desc("rdma_pod_device_info",
+			"A Kubernetes pod holds the RDMA device: the kubelet's pod-resources API lists a device id of one of its containers that is the device's PCI address or name (--collector.jobs.pods); always 1. One series per pod per device.", "device", "namespace", "pod"),
 		running: desc("rdma_jobs",
-			"Jobs the scheduler runs on this host (its cgroups), those whose devices are unknown included.", "scheduler"),
+			"Jobs the scheduler runs on this host (slurm: its cgroups; kubernetes: the pods the kubelet lists), those whose devices are unknown included.", "scheduler"),
 		unknown: desc("rdma_jobs_unknown",
-			"Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id that is not a job id. Their rdma_job_device_info series are a lower bound or absent.", "scheduler"),
+			"Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.", "scheduler"),
 	}
 }
 
 func (c *jobsCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
+	return errors.Join(c.slurm(ctx, snap, out), c.kubernetes(ctx, snap, out))
+}
+
+func (c *jobsCollector) kubernetes(ctx context.Context, snap *host.Snapshot, out *sink) error {
+	s, err := snap.Pods(ctx)
+	if s == nil {
+		return err
+	}
+	rerr := c.pods.append(out, s, err, func(out *sink) error {
+		for _, p := range s.Pods {
+			for _, d := range p.Devices {
+				gauge(out, c.pod, 1, d, p.Namespace, p.Pod)
+			}
+		}
+		gauge(out, c.running, float64(s.Listed), schedulerKubernetes)
+		gauge(out, c.unknown, float64(s.Unread), schedulerKubernetes)
+		return nil
+	})
+	return errors.Join(rerr, err)
+}
+
+// schedulerKubernetes is the scheduler label of the pods' counts.
+const schedulerKubernetes = "kubernetes"
+
+func (c *jobsCollector) slurm(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	s, err := snap.Jobs(ctx)
 	if s == nil {
 		return err

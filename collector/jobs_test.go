@@ -15,6 +15,8 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/podres"
+	"github.com/rdma-doctor/rdma_doctor/internal/podres/podrestest"
 )
 
 // slurmHost is a copy of the cx6-hdr-fdr fixture host (mlx5_0 is
@@ -40,10 +42,10 @@ func TestJobsCollector(t *testing.T) {
 	want := `# HELP rdma_job_device_info A running job holds the RDMA device (a verbs context: its cgroup's rdma.current charges the device, or one of its processes holds the device's /dev/infiniband/uverbsN open); always 1. One series per job per device; job_id is the scheduler's numeric id.
 # TYPE rdma_job_device_info gauge
 rdma_job_device_info{device="mlx5_0",job_id="4",scheduler="slurm"} 1
-# HELP rdma_jobs Jobs the scheduler runs on this host (its cgroups), those whose devices are unknown included.
+# HELP rdma_jobs Jobs the scheduler runs on this host (slurm: its cgroups; kubernetes: the pods the kubelet lists), those whose devices are unknown included.
 # TYPE rdma_jobs gauge
 rdma_jobs{scheduler="slurm"} 1
-# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id that is not a job id. Their rdma_job_device_info series are a lower bound or absent.
+# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
 # TYPE rdma_jobs_unknown gauge
 rdma_jobs_unknown{scheduler="slurm"} 0
 `
@@ -62,7 +64,7 @@ func TestJobsCollectorUnknown(t *testing.T) {
 		o.FS = &fs
 	})
 	g := gatherOne(t, "jobs", on(env, NewJobsCollector(env)))
-	want := `# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id that is not a job id. Their rdma_job_device_info series are a lower bound or absent.
+	want := `# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
 # TYPE rdma_jobs_unknown gauge
 rdma_jobs_unknown{scheduler="slurm"} 1
 # HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
@@ -70,6 +72,60 @@ rdma_jobs_unknown{scheduler="slurm"} 1
 rdma_scrape_collector_success{collector="jobs"} 0
 `
 	if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_jobs_unknown", "rdma_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+}
+
+// podsHost is the cx6-hdr-fdr fixture host (mlx5_0 is 0000:3b:00.0) with
+// a fake kubelet answering code: a pod holding mlx5_0's function (as
+// sriov-network-device-plugin names a device) and a pod holding only a
+// GPU.
+func podsHost(t *testing.T, code string) Env {
+	sock := podrestest.Serve(t, []podres.Pod{
+		{Namespace: "default", Name: "nccl-test-worker-0", Devices: []podres.Device{
+			{Resource: "mellanox.com/mlx5_vf", IDs: []string{"0000:3b:00.0"}},
+			{Resource: "nvidia.com/gpu", IDs: []string{"GPU-9a3c2f1e-58c0-3d7f-6b2a-0d1e4c5b6a7f"}},
+		}},
+		{Namespace: "kube-system", Name: "coredns-6f6b679f8f-v2fqq"},
+	}, code)
+	return hostEnv(t, "../fixtures/hosts/cx6-hdr-fdr", func(o *host.Options) { o.PodResources = sock })
+}
+
+func TestJobsCollectorPods(t *testing.T) {
+	env := podsHost(t, "0")
+	g := gatherOne(t, "jobs", on(env, NewJobsCollector(env)))
+	want := `# HELP rdma_pod_device_info A Kubernetes pod holds the RDMA device: the kubelet's pod-resources API lists a device id of one of its containers that is the device's PCI address or name (--collector.jobs.pods); always 1. One series per pod per device.
+# TYPE rdma_pod_device_info gauge
+rdma_pod_device_info{device="mlx5_0",namespace="default",pod="nccl-test-worker-0"} 1
+# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
+# TYPE rdma_jobs_unknown gauge
+rdma_jobs_unknown{scheduler="kubernetes"} 0
+rdma_jobs_unknown{scheduler="slurm"} 0
+# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# TYPE rdma_scrape_collector_success gauge
+rdma_scrape_collector_success{collector="jobs"} 1
+`
+	if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_pod_device_info", "rdma_jobs_unknown", "rdma_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(g, "rdma_jobs"); err != nil || n != 2 {
+		t.Errorf("%d rdma_jobs series (%v), want slurm's and kubernetes'", n, err)
+	}
+}
+
+// A failed call (the kubelet denies it): no kubernetes series and the
+// collector fails, never "no pods".
+func TestJobsCollectorPodsFail(t *testing.T) {
+	env := podsHost(t, "7")
+	g := gatherOne(t, "jobs", on(env, NewJobsCollector(env)))
+	want := `# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
+# TYPE rdma_jobs_unknown gauge
+rdma_jobs_unknown{scheduler="slurm"} 0
+# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# TYPE rdma_scrape_collector_success gauge
+rdma_scrape_collector_success{collector="jobs"} 0
+`
+	if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_pod_device_info", "rdma_jobs_unknown", "rdma_scrape_collector_success"); err != nil {
 		t.Error(err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/podres"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
@@ -216,6 +218,7 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		Devices:      devices,
 		Tuning:       tuningOptions(cfg),
 		Jobs:         f.Jobs,
+		PodResources: podResources(paths, f),
 		OpenSMConfig: f.OpenSMConfig,
 		SM:           f.HostSM(),
 		Ethtool:      et,
@@ -256,4 +259,13 @@ func errorf(w io.Writer, format string, args ...any) {
 
 func tuningOptions(cfg *config.Config) tuning.Options {
 	return tuning.Options{MemlockProcesses: cfg.Tuning.MemlockProcesses}
+}
+
+// podResources is the kubelet socket the jobs collector asks, empty
+// without --collector.jobs.pods.
+func podResources(paths hostfs.Paths, f *collector.Flags) string {
+	if !f.JobsPods {
+		return ""
+	}
+	return filepath.Join(paths.Rootfs, podres.SocketPath)
 }

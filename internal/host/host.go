@@ -45,6 +45,10 @@ type Options struct {
 	Tuning tuning.Options
 	// Jobs bounds the read of the Slurm jobs (the jobs collector).
 	Jobs jobs.Options
+	// PodResources is the kubelet's pod-resources socket the jobs
+	// collector asks which pods hold which device (--collector.jobs.pods:
+	// podres.SocketPath below the rootfs); empty asks none.
+	PodResources string
 	// OpenSMConfig is the opensm.conf to read instead of the search
 	// (--collector.sm.opensm-config).
 	OpenSMConfig string

@@ -85,6 +85,7 @@ var sources = []source{
 	hwmonSource,     // hwmon.go
 	devlinkSource,   // devlink.go
 	jobsSource,      // jobs.go
+	podsSource,      // pods.go
 
 	smInfoSource,       // sm.go
 	fabricScanSource,   // fabric.go: before the sweep, which reads it
