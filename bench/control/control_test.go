@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -53,7 +54,7 @@ func startServer(t *testing.T, script map[string]perftesttest.Sides, mutate func
 			AllowedTests:  []string{"ib_write_lat", "ib_write_bw", "tcp_lat", "tcp_bw"},
 			Devices:       []config.ProbeDevice{{Device: "mlx5_0", Port: 1}, {Device: "mlx5_1", Port: 1}},
 			PerftestPorts: "20515-20530",
-			MaxDuration:   config.Duration(30 * time.Second),
+			MaxDuration:   model.Duration(30 * time.Second),
 		},
 	}
 	if mutate != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/rdma-doctor/rdma_doctor/bench/control"
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -87,7 +88,7 @@ func (f *Command) Run(ctx context.Context, newProber func(secretFile string) (*P
 		cfg.Latency.Iterations, cfg.Bandwidth.Iterations, cfg.Bandwidth.Duration = f.Iterations, f.Iterations, 0
 	}
 	if f.Duration > 0 {
-		cfg.Bandwidth.Duration, cfg.Bandwidth.Iterations = config.Duration(f.Duration), 0
+		cfg.Bandwidth.Duration, cfg.Bandwidth.Iterations = model.Duration(f.Duration), 0
 	}
 	if f.Duration > 0 && !test.Bandwidth() {
 		return usage(fmt.Errorf("--duration: %s is a latency test; use --iterations", test))

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/rdma-doctor/rdma_doctor/bench/control"
 	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -236,4 +237,4 @@ func (p *Prober) portRate(device string, port int) float64 {
 	return r.BytesPerSecond()
 }
 
-func durationOf(d config.Duration) time.Duration { return time.Duration(d) }
+func durationOf(d model.Duration) time.Duration { return time.Duration(d) }
