@@ -21,6 +21,34 @@ import (
 // did, until it became a user's page).
 const architecturePath = "docs/architecture.md"
 
+// TestBinaryImportsNoBenchOrTools: the folders show the architecture. The
+// binary's code lives outside bench/ and tools/ (tools/ holds the
+// benchmarks and their helpers), so `go list -deps ./cmd/rdma_doctor` names
+// no package there; it does name the probe, which moved out of bench/.
+func TestBinaryImportsNoBenchOrTools(t *testing.T) {
+	root := repoRoot(t)
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/rdma_doctor")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/rdma_doctor: %v", err)
+	}
+	const module = "github.com/rdma-doctor/rdma_doctor/"
+	deps := strings.Fields(string(out))
+	for _, pkg := range deps {
+		rel, ok := strings.CutPrefix(pkg, module)
+		if !ok {
+			continue
+		}
+		if rel == "bench" || strings.HasPrefix(rel, "bench/") || strings.HasPrefix(rel, "tools/") {
+			t.Errorf("the binary imports %s; production code lives outside bench/ and tools/", pkg)
+		}
+	}
+	if !slices.Contains(deps, module+"probe") {
+		t.Errorf("go list -deps ./cmd/rdma_doctor does not list %sprobe (the list is not the binary's):\n%s", module, out)
+	}
+}
+
 // TestArchitectureLayout: docs/architecture.md's layout table has one row
 // per Go package of the module, as `go list ./...` lists them, and no row
 // for a package that is gone, so a newcomer's map of the tree is the tree.

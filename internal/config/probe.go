@@ -209,15 +209,15 @@ var DefaultProbeTests = []string{"ib_write_lat", "ib_write_bw"}
 // DefaultGPUProbeTests is the rotation of a GPU target without its own.
 var DefaultGPUProbeTests = []string{"ib_write_bw"}
 
-// MaxGPUIndex bounds a GPU index (bench/perftest.MaxGPUIndex).
+// MaxGPUIndex bounds a GPU index (probe/perftest.MaxGPUIndex).
 const MaxGPUIndex = 255
 
 // NotCUDATests are the perftest tests that cannot use GPU memory
-// (bench/perftest.CUDATest says the same; its tests check the two agree).
+// (probe/perftest.CUDATest says the same; its tests check the two agree).
 var NotCUDATests = []string{"ib_write_lat"}
 
 // PerftestTests are the perftest tools the probe runs; TCPTests the native
-// TCP probe's. bench/perftest checks that its list matches.
+// TCP probe's. probe/perftest checks that its list matches.
 var (
 	PerftestTests = []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"}
 	TCPTests      = []string{"tcp_lat", "tcp_bw"}
@@ -533,7 +533,7 @@ func checkTests(n *yaml.Node, where string, tests []string, tcpOK bool) error {
 	return nil
 }
 
-// checkRun applies bench/perftest's limits (perftest.MinSize... there):
+// checkRun applies probe/perftest's limits (perftest.MinSize... there):
 // size 1..8 MiB, iterations 5..10^7, a bandwidth duration of whole seconds
 // in 5s..300s (perftest measures D minus a 2 s margin on each side).
 func checkRun(n *yaml.Node, where string, r ProbeRun, bandwidth bool) error {

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
 var secret = []byte("0123456789abcdef-test-secret")

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 // Exit codes of `rdma_doctor probe`.

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 // Prober runs one test against one target.
