@@ -49,6 +49,27 @@ func TestBinaryImportsNoBenchOrTools(t *testing.T) {
 	}
 }
 
+// TestOneNetlinkStack: the module's own code, tests included, speaks
+// netlink through github.com/mdlayher/netlink only (devlink, ethtool, the
+// link watcher, RDMA netlink and DCB). github.com/vishvananda/netlink may
+// still come in with a dependency (Mellanox/rdmamap), not by our imports.
+func TestOneNetlinkStack(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "./...")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for line := range strings.Lines(string(out)) {
+		pkg, imports, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		for _, imp := range strings.Fields(imports) {
+			if strings.HasPrefix(imp, "github.com/vishvananda/") {
+				t.Errorf("%s imports %s; the project's netlink stack is github.com/mdlayher/netlink", pkg, imp)
+			}
+		}
+	}
+}
+
 // TestArchitectureLayout: docs/architecture.md's layout table has one row
 // per Go package of the module, as `go list ./...` lists them, and no row
 // for a package that is gone, so a newcomer's map of the tree is the tree.
