@@ -380,7 +380,7 @@ func TestSMMaster(t *testing.T) {
 
 func TestProbeChecks(t *testing.T) {
 	at := t0
-	// The series as bench/probe.Diagnose hands them over (its test checks
+	// The series as probe.Diagnose hands them over (its test checks
 	// that adaptation).
 	lat := func(peer string, loopback bool, typical float64) ProbeSeries {
 		mode := "peer"

@@ -12,7 +12,7 @@ import (
 )
 
 // ProbeResults is where the probe checks find the verbs probe's results:
-// the server's probe store (bench/probe.Diagnose adapts it); the CLI has
+// the server's probe store (probe.Diagnose adapts it); the CLI has
 // none. Declared here, by its consumer, so that diagnose does not import
 // the probe.
 type ProbeResults interface {

@@ -49,7 +49,7 @@ const (
 	// configuration; secrets are never kept).
 	SourceOpenSM Source = "opensm"
 	// SourceProbe: the server's scheduled verbs probe (ProbeResults, from
-	// bench/probe's results store).
+	// probe's results store).
 	SourceProbe Source = "probe"
 	// SourceTuning: internal/tuning.Read (hugepages, sysctls, governors,
 	// memlock limits, modules, kernel release).

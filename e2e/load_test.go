@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
 // loadRequests is the size of TestLoad. make test sends 2,000: the

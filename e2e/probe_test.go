@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/nstest"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
+	"github.com/rdma-doctor/rdma_doctor/probe/nstest"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
 const (

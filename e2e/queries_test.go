@@ -21,8 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rdma-doctor/rdma_doctor/alerts"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/dashboards"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
 // pending lists metric names that DESIGN.md promises and the alerts and

@@ -21,6 +21,55 @@ import (
 // did, until it became a user's page).
 const architecturePath = "docs/architecture.md"
 
+// TestBinaryImportsNoBenchOrTools: the folders show the architecture. The
+// binary's code lives outside bench/ and tools/ (tools/ holds the
+// benchmarks and their helpers), so `go list -deps ./cmd/rdma_doctor` names
+// no package there; it does name the probe, which moved out of bench/.
+func TestBinaryImportsNoBenchOrTools(t *testing.T) {
+	root := repoRoot(t)
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/rdma_doctor")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/rdma_doctor: %v", err)
+	}
+	const module = "github.com/rdma-doctor/rdma_doctor/"
+	deps := strings.Fields(string(out))
+	for _, pkg := range deps {
+		rel, ok := strings.CutPrefix(pkg, module)
+		if !ok {
+			continue
+		}
+		if rel == "bench" || strings.HasPrefix(rel, "bench/") || strings.HasPrefix(rel, "tools/") {
+			t.Errorf("the binary imports %s; production code lives outside bench/ and tools/", pkg)
+		}
+	}
+	if !slices.Contains(deps, module+"probe") {
+		t.Errorf("go list -deps ./cmd/rdma_doctor does not list %sprobe (the list is not the binary's):\n%s", module, out)
+	}
+}
+
+// TestOneNetlinkStack: the module's own code, tests included, speaks
+// netlink through github.com/mdlayher/netlink only (devlink, ethtool, the
+// link watcher, RDMA netlink and DCB). github.com/vishvananda/netlink may
+// still come in with a dependency (Mellanox/rdmamap), not by our imports.
+func TestOneNetlinkStack(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "./...")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for line := range strings.Lines(string(out)) {
+		pkg, imports, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		for _, imp := range strings.Fields(imports) {
+			if strings.HasPrefix(imp, "github.com/vishvananda/") {
+				t.Errorf("%s imports %s; the project's netlink stack is github.com/mdlayher/netlink", pkg, imp)
+			}
+		}
+	}
+}
+
 // TestArchitectureLayout: docs/architecture.md's layout table has one row
 // per Go package of the module, as `go list ./...` lists them, and no row
 // for a package that is gone, so a newcomer's map of the tree is the tree.

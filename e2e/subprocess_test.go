@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
 )
 
 // Issue 15, Medium 4-6: the exporter's subprocesses and its responder

@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/probe"
 )
 
 // smFirstRoundWait bounds how long start-up waits for the first sminfo

@@ -29,7 +29,6 @@ import (
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -41,6 +40,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/probe"
 	"github.com/rdma-doctor/rdma_doctor/remediate"
 )
 

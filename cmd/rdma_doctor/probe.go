@@ -9,10 +9,10 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/probe"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 func setupProbe(cmd *kingpin.CmdClause) func(context.Context, *App) int {

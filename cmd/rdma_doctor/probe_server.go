@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
+	"github.com/rdma-doctor/rdma_doctor/probe"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
 )
 
 // addProbe exports the probe results store (rdma_probe_*), serves it as

@@ -19,11 +19,11 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/probe"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/scrape"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+	"github.com/rdma-doctor/rdma_doctor/probe"
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -28,11 +29,11 @@ import (
 // still applies to every struct here because none of them decodes itself.
 type Diagnose struct {
 	// Interval between two background samples in the server. Default 30s.
-	Interval Duration `yaml:"interval"`
+	Interval model.Duration `yaml:"interval"`
 	// Window is how far back the delta checks look: counter increases are
 	// judged between the oldest sample inside the window and the newest.
 	// The server keeps window/interval+1 samples. Default 10m.
-	Window Duration `yaml:"window"`
+	Window model.Duration `yaml:"window"`
 	// Disable lists check ids (or path.Match globs such as "cpu.*") that are
 	// not evaluated at all.
 	Disable []CheckPattern `yaml:"disable"`
@@ -94,20 +95,22 @@ func (d *Diagnose) Disabled(id string) bool {
 	return false
 }
 
-// Duration is a time.Duration written as "30s" or "10m"; it must be
-// positive.
-type Duration time.Duration
+// durationType is prometheus/common's model.Duration, the type of every
+// duration in the file ("30s", "10m", "1h"), so the config reads durations
+// as Prometheus's own configuration does.
+var durationType = reflect.TypeFor[model.Duration]()
 
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+// checkDuration validates a duration's node before Decode: model.Duration
+// decodes itself through the decoder's older interface, whose errors carry
+// no line, and it accepts 0, which no duration here may be.
+func checkDuration(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return lineErr(n, "want a duration such as 30s or 10m")
 	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil || v < time.Second {
+	v, err := model.ParseDuration(n.Value)
+	if err != nil || time.Duration(v) < time.Second {
 		return lineErr(n, "duration %q: want 1s or more, such as 30s or 10m", n.Value)
 	}
-	*d = Duration(v)
 	return nil
 }
 
@@ -320,9 +323,9 @@ type Thresholds struct {
 // link_downed counter saturates and scrapes miss short cycles); a port
 // down for DropAfter after having been ACTIVE dropped.
 type LinkThresholds struct {
-	FlapCycles int      `yaml:"flap_cycles"`
-	FlapWindow Duration `yaml:"flap_window"`
-	DropAfter  Duration `yaml:"drop_after"`
+	FlapCycles int            `yaml:"flap_cycles"`
+	FlapWindow model.Duration `yaml:"flap_window"`
+	DropAfter  model.Duration `yaml:"drop_after"`
 }
 
 // Link defaults: NVSentinel's "3 link_downed in 10 min" and "down 4 min".
@@ -338,10 +341,10 @@ func (l LinkThresholds) Effective() LinkThresholds {
 		l.FlapCycles = DefaultFlapCycles
 	}
 	if l.FlapWindow <= 0 {
-		l.FlapWindow = Duration(DefaultFlapWindow)
+		l.FlapWindow = model.Duration(DefaultFlapWindow)
 	}
 	if l.DropAfter <= 0 {
-		l.DropAfter = Duration(DefaultDropAfter)
+		l.DropAfter = model.Duration(DefaultDropAfter)
 	}
 	return l
 }
@@ -661,7 +664,7 @@ func lineErr(n *yaml.Node, format string, args ...any) error {
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // checkKnown rejects mapping keys that the target type does not have,
-// recursively. A type that decodes itself (UnmarshalYAML) calls
+// recursively, and durations that are not one (see checkDuration). A type that decodes itself (UnmarshalYAML) calls
 // yaml.Node.Decode, which does not inherit the outer decoder's KnownFields,
 // so it checks its own subtree with this first. Type mismatches are left to
 // Decode, which reports them with their line.
@@ -671,6 +674,9 @@ func checkKnown(n *yaml.Node, t reflect.Type) error {
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t == durationType {
+		return checkDuration(n)
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return nil // it checks itself

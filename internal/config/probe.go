@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -25,16 +26,16 @@ type Probe struct {
 	Enabled bool `yaml:"enabled"`
 	// Interval between two probe starts; each start picks the next test of
 	// the rotation. Default 5m.
-	Interval Duration `yaml:"interval"`
+	Interval model.Duration `yaml:"interval"`
 	// Jitter spreads the starts: each wait is Interval ± Jitter × Interval,
 	// uniformly. Default 0.2; 0 < jitter < 1.
 	Jitter float64 `yaml:"jitter"`
 	// Timeout caps one probe, server and client together. Default: the
 	// test's expected length plus 10 s of perftest setup.
-	Timeout Duration `yaml:"timeout"`
+	Timeout model.Duration `yaml:"timeout"`
 	// ScrapeGuard: a probe does not start within this long after a scrape
 	// began, so a scrape never competes with a probe's setup. Default 2s.
-	ScrapeGuard Duration `yaml:"scrape_guard"`
+	ScrapeGuard model.Duration `yaml:"scrape_guard"`
 	// PerftestDir holds ib_write_bw and friends; default: $PATH.
 	PerftestDir string `yaml:"perftest_dir"`
 	// SecretFile holds the shared secret that authenticates the control
@@ -65,9 +66,9 @@ type Probe struct {
 // latency 2 bytes × 10000 iterations (enough for a meaningful 99.9 %),
 // bandwidth 65536 bytes for 5 s.
 type ProbeRun struct {
-	Size       int      `yaml:"size"`
-	Iterations int      `yaml:"iterations"`
-	Duration   Duration `yaml:"duration"`
+	Size       int            `yaml:"size"`
+	Iterations int            `yaml:"iterations"`
+	Duration   model.Duration `yaml:"duration"`
 }
 
 // ProbeLatencyRun is how latency tests run: a count of iterations (in
@@ -179,7 +180,7 @@ type ProbeResponder struct {
 	// Default 18515-18530.
 	PerftestPorts string `yaml:"perftest_ports"`
 	// MaxDuration is the longest run a peer may ask for. Default 60s.
-	MaxDuration Duration `yaml:"max_duration"`
+	MaxDuration model.Duration `yaml:"max_duration"`
 }
 
 // ProbeDevice is one HCA port the responder offers.
@@ -208,15 +209,15 @@ var DefaultProbeTests = []string{"ib_write_lat", "ib_write_bw"}
 // DefaultGPUProbeTests is the rotation of a GPU target without its own.
 var DefaultGPUProbeTests = []string{"ib_write_bw"}
 
-// MaxGPUIndex bounds a GPU index (bench/perftest.MaxGPUIndex).
+// MaxGPUIndex bounds a GPU index (probe/perftest.MaxGPUIndex).
 const MaxGPUIndex = 255
 
 // NotCUDATests are the perftest tests that cannot use GPU memory
-// (bench/perftest.CUDATest says the same; its tests check the two agree).
+// (probe/perftest.CUDATest says the same; its tests check the two agree).
 var NotCUDATests = []string{"ib_write_lat"}
 
 // PerftestTests are the perftest tools the probe runs; TCPTests the native
-// TCP probe's. bench/perftest checks that its list matches.
+// TCP probe's. probe/perftest checks that its list matches.
 var (
 	PerftestTests = []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"}
 	TCPTests      = []string{"tcp_lat", "tcp_bw"}
@@ -286,7 +287,7 @@ func (p *Probe) BandwidthRun() ProbeRun {
 		r.Size = DefaultBandwidthSize
 	}
 	if r.Iterations == 0 && r.Duration == 0 {
-		r.Duration = Duration(DefaultBandwidthDuration)
+		r.Duration = model.Duration(DefaultBandwidthDuration)
 	}
 	return r
 }
@@ -532,7 +533,7 @@ func checkTests(n *yaml.Node, where string, tests []string, tcpOK bool) error {
 	return nil
 }
 
-// checkRun applies bench/perftest's limits (perftest.MinSize... there):
+// checkRun applies probe/perftest's limits (perftest.MinSize... there):
 // size 1..8 MiB, iterations 5..10^7, a bandwidth duration of whole seconds
 // in 5s..300s (perftest measures D minus a 2 s margin on each side).
 func checkRun(n *yaml.Node, where string, r ProbeRun, bandwidth bool) error {

@@ -9,21 +9,19 @@
 // (RTM_GETDCB / DCB_CMD_IEEE_GET, what `dcb` and `mlnx_qos` read: PFC,
 // ETS, the application priority table).
 //
-// The transport is github.com/vishvananda/netlink's (sequence numbers,
-// multipart dumps, NLMSG_ERROR to errno) on a socket of our own with our
-// own timeouts; the replies are decoded here, not by the library's
-// RdmaStatistic and RdmaResourceList: those cannot be fed recorded bytes,
-// index attribute lengths unchecked (a short attribute panics), fail on an
-// empty dump (a host without RDMA devices), and do not cover
-// RDMA_NLDEV_CMD_STAT_GET_STATUS or DCB at all. One attribute walker
-// serves every reply, and it is fuzzed.
+// The socket is github.com/mdlayher/netlink's, the project's one netlink
+// stack (devlink and ethtool use it too), with our own deadline and a
+// receive loop that reads a dump one datagram at a time (conn.go). The
+// requests and replies are encoded and decoded here: no library covers
+// nldev's statistics and resources, RDMA_NLDEV_CMD_STAT_GET_STATUS or DCB,
+// and ours must take recorded bytes and never index past a short
+// attribute. One attribute walker serves every reply, and it is fuzzed.
 package rdmanl
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/vishvananda/netlink/nl"
 )
 
 // attr is one netlink attribute: its type without the NLA_F_NESTED and
@@ -51,8 +49,8 @@ func attrs(b []byte) ([]attr, error) {
 		if len(b) < nlaHdrLen {
 			return out, errShort
 		}
-		n := int(nl.NativeEndian().Uint16(b[0:2]))
-		t := nl.NativeEndian().Uint16(b[2:4]) &^ (nlaFNested | nlaFByteOrder)
+		n := int(binary.NativeEndian.Uint16(b[0:2]))
+		t := binary.NativeEndian.Uint16(b[2:4]) &^ (nlaFNested | nlaFByteOrder)
 		if n < nlaHdrLen || n > len(b) {
 			return out, fmt.Errorf("attribute type %d length %d: %w", t, n, errShort)
 		}
@@ -68,6 +66,24 @@ func attrs(b []byte) ([]attr, error) {
 	return out, nil
 }
 
+// appendAttr appends one attribute to b as nla_put writes it: the header,
+// data, and padding to 4 bytes. Every attribute this package sends is a
+// u32, a short string or a table of u32s, far below the 16-bit length.
+func appendAttr(b []byte, typ uint16, data []byte) []byte {
+	n := nlaHdrLen + len(data)
+	b = binary.NativeEndian.AppendUint16(b, uint16(n))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, data...)
+	return append(b, make([]byte, (n+3)&^3-n)...)
+}
+
+// u32Data is a u32 attribute's payload.
+func u32Data(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+
+// stringData is a string attribute's payload, NUL-terminated as the
+// kernel's nla_strscpy expects.
+func stringData(s string) []byte { return append([]byte(s), 0) }
+
 func (a attr) u8() (uint8, error) {
 	if len(a.data) < 1 {
 		return 0, fmt.Errorf("attribute type %d: %d bytes, want a u8", a.typ, len(a.data))
@@ -79,14 +95,14 @@ func (a attr) u32() (uint32, error) {
 	if len(a.data) < 4 {
 		return 0, fmt.Errorf("attribute type %d: %d bytes, want a u32", a.typ, len(a.data))
 	}
-	return nl.NativeEndian().Uint32(a.data), nil
+	return binary.NativeEndian.Uint32(a.data), nil
 }
 
 func (a attr) u64() (uint64, error) {
 	if len(a.data) < 8 {
 		return 0, fmt.Errorf("attribute type %d: %d bytes, want a u64", a.typ, len(a.data))
 	}
-	return nl.NativeEndian().Uint64(a.data), nil
+	return binary.NativeEndian.Uint64(a.data), nil
 }
 
 // str is a NUL-terminated string attribute; a missing NUL is tolerated

@@ -5,9 +5,9 @@ package rdmanl
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
@@ -152,7 +152,7 @@ func (d *DCB) ieee(b []byte) error {
 	if err != nil {
 		return err
 	}
-	ne := nl.NativeEndian()
+	ne := binary.NativeEndian
 	for _, a := range as {
 		switch a.typ {
 		case ieeeAttrPFC:
@@ -196,7 +196,7 @@ func (d *DCB) ieee(b []byte) error {
 // dcbRequest is the DCB_CMD_IEEE_GET request for one netdev.
 func dcbRequest(netdev string) []byte {
 	b := []byte{unix.AF_UNSPEC, dcbCmdIEEEGet, 0, 0}
-	return append(b, nl.NewRtAttr(dcbAttrIfname, nl.ZeroTerminated(netdev)).Serialize()...)
+	return appendAttr(b, dcbAttrIfname, stringData(netdev))
 }
 
 // ReadDCB asks the kernel for a netdev's IEEE DCB state. A driver without

@@ -7,15 +7,31 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-
-	"github.com/vishvananda/netlink/nl"
 )
 
 // nldev commands and attributes the library's nl package does not name
 // (include/uapi/rdma/rdma_netlink.h: enum rdma_nldev_command and enum
 // rdma_nldev_attr, an ABI whose order never changes).
 const (
+	nlClientNLDEV    = 5  // RDMA_NL_NLDEV, the nldev client
+	nlClientShift    = 10 // RDMA_NL_GET_CLIENT_SHIFT
+	cmdGet           = 1  // RDMA_NLDEV_CMD_GET
+	cmdResGet        = 9  // RDMA_NLDEV_CMD_RES_GET
+	cmdStatGet       = 17 // RDMA_NLDEV_CMD_STAT_GET
 	cmdStatGetStatus = 24 // RDMA_NLDEV_CMD_STAT_GET_STATUS, Linux 5.18
+
+	attrDevIndex                = 1  // RDMA_NLDEV_ATTR_DEV_INDEX, u32
+	attrDevName                 = 2  // RDMA_NLDEV_ATTR_DEV_NAME, string
+	attrPortIndex               = 3  // RDMA_NLDEV_ATTR_PORT_INDEX, u32
+	attrFWVersion               = 5  // RDMA_NLDEV_ATTR_FW_VERSION, string
+	attrResSummary              = 15 // RDMA_NLDEV_ATTR_RES_SUMMARY, nested table
+	attrResSummaryEntry         = 16 // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY
+	attrResSummaryEntryName     = 17 // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME, string
+	attrResSummaryEntryCurr     = 18 // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR, u64
+	attrStatHWCounters          = 80 // RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, nested table
+	attrStatHWCounterEntry      = 81 // RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY
+	attrStatHWCounterEntryName  = 82 // RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, string
+	attrStatHWCounterEntryValue = 83 // RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, u64
 
 	attrStatHWCounterIndex   = 94 // RDMA_NLDEV_ATTR_STAT_HWCOUNTER_INDEX, u32
 	attrStatHWCounterDynamic = 95 // RDMA_NLDEV_ATTR_STAT_HWCOUNTER_DYNAMIC, u8
@@ -23,7 +39,7 @@ const (
 
 // nldevType is the netlink message type of an nldev command.
 func nldevType(cmd int) uint16 {
-	return uint16(nl.RDMA_NL_NLDEV<<nl.RDMA_NL_GET_CLIENT_SHIFT | cmd)
+	return uint16(nlClientNLDEV<<nlClientShift | cmd)
 }
 
 // Device is one RDMA device as RDMA_NLDEV_CMD_GET dumps it.
@@ -89,16 +105,16 @@ func DecodeDevice(msg []byte) (Device, error) {
 	var haveIndex bool
 	for _, a := range as {
 		switch a.typ {
-		case nl.RDMA_NLDEV_ATTR_DEV_INDEX:
+		case attrDevIndex:
 			if d.Index, err = a.u32(); err != nil {
 				return Device{}, fmt.Errorf("device: %w", err)
 			}
 			haveIndex = true
-		case nl.RDMA_NLDEV_ATTR_DEV_NAME:
+		case attrDevName:
 			if d.Name, err = a.str(); err != nil {
 				return Device{}, fmt.Errorf("device: %w", err)
 			}
-		case nl.RDMA_NLDEV_ATTR_PORT_INDEX:
+		case attrPortIndex:
 			if d.Ports, err = a.u32(); err != nil {
 				return Device{}, fmt.Errorf("device %s: %w", d.Name, err)
 			}
@@ -114,11 +130,11 @@ func DecodeDevice(msg []byte) (Device, error) {
 func handle(as []attr) (dev string, port uint32, err error) {
 	for _, a := range as {
 		switch a.typ {
-		case nl.RDMA_NLDEV_ATTR_DEV_NAME:
+		case attrDevName:
 			if dev, err = a.str(); err != nil {
 				return "", 0, err
 			}
-		case nl.RDMA_NLDEV_ATTR_PORT_INDEX:
+		case attrPortIndex:
 			if port, err = a.u32(); err != nil {
 				return "", 0, err
 			}
@@ -134,7 +150,7 @@ func handle(as []attr) (dev string, port uint32, err error) {
 // attributes go to f.
 func hwcounters(as []attr, f func(entry []attr) error) error {
 	for _, a := range as {
-		if a.typ != nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS {
+		if a.typ != attrStatHWCounters {
 			continue
 		}
 		entries, err := attrs(a.data)
@@ -142,7 +158,7 @@ func hwcounters(as []attr, f func(entry []attr) error) error {
 			return fmt.Errorf("hwcounters: %w", err)
 		}
 		for _, e := range entries {
-			if e.typ != nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY {
+			if e.typ != attrStatHWCounterEntry {
 				continue
 			}
 			fields, err := attrs(e.data)
@@ -165,9 +181,9 @@ func hwcounter(fields []attr) (Counter, error) {
 	for _, f := range fields {
 		var err error
 		switch f.typ {
-		case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME:
+		case attrStatHWCounterEntryName:
 			c.Name, err = f.str()
-		case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE:
+		case attrStatHWCounterEntryValue:
 			c.Value, err = f.u64()
 			haveValue = true
 		}
@@ -228,7 +244,7 @@ func DecodeStatus(msg []byte) (PortStatus, error) {
 		var c CounterStatus
 		for _, f := range fields {
 			switch f.typ {
-			case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME:
+			case attrStatHWCounterEntryName:
 				n, err := f.str()
 				if err != nil {
 					return fmt.Errorf("counter status %s/%d: %w", dev, port, err)
@@ -273,17 +289,17 @@ func DecodeResources(msg []byte) (Resources, error) {
 	r := Resources{Totals: map[string]uint64{}}
 	for _, a := range as {
 		switch a.typ {
-		case nl.RDMA_NLDEV_ATTR_DEV_NAME:
+		case attrDevName:
 			if r.Device, err = a.str(); err != nil {
 				return Resources{}, fmt.Errorf("resource: %w", err)
 			}
-		case nl.RDMA_NLDEV_ATTR_RES_SUMMARY:
+		case attrResSummary:
 			entries, err := attrs(a.data)
 			if err != nil {
 				return Resources{}, fmt.Errorf("resource summary: %w", err)
 			}
 			for _, e := range entries {
-				if e.typ != nl.RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY {
+				if e.typ != attrResSummaryEntry {
 					continue
 				}
 				fields, err := attrs(e.data)
@@ -295,9 +311,9 @@ func DecodeResources(msg []byte) (Resources, error) {
 				var haveValue bool
 				for _, f := range fields {
 					switch f.typ {
-					case nl.RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME:
+					case attrResSummaryEntryName:
 						name, err = f.str()
-					case nl.RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR:
+					case attrResSummaryEntryCurr:
 						v, err = f.u64()
 						haveValue = true
 					}

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,14 +16,14 @@ func roceHost() *fakeConn {
 	return &fakeConn{
 		replies: map[string][][]byte{
 			get: {deviceMsg(0, "mlx5_0", 1), deviceMsg(1, "mlx5_1", 1), deviceMsg(2, "rxe0", 1)},
-			portKey(nl.RDMA_NLDEV_CMD_STAT_GET, 0, 1): {statMsg(0, "mlx5_0", 1,
+			portKey(cmdStatGet, 0, 1): {statMsg(0, "mlx5_0", 1,
 				Counter{"out_of_buffer", 12}, Counter{"np_cnp_sent", 4711}, Counter{"cc_rx_ce_pkts", 90210})},
 			portKey(cmdStatGetStatus, 0, 1): {statusMsg(0, "mlx5_0", 1,
 				CounterStatus{Name: "out_of_buffer"}, CounterStatus{Name: "np_cnp_sent"},
 				CounterStatus{Name: "cc_rx_ce_pkts", Optional: true, Enabled: true},
 				CounterStatus{Name: "cc_rx_cnp_pkts", Optional: true},
 				CounterStatus{Name: "cc_tx_cnp_pkts", Optional: true})},
-			portKey(nl.RDMA_NLDEV_CMD_STAT_GET, 1, 1): {statMsg(1, "mlx5_1", 1, Counter{"out_of_buffer", 0})},
+			portKey(cmdStatGet, 1, 1): {statMsg(1, "mlx5_1", 1, Counter{"out_of_buffer", 0})},
 			res: {
 				resourceMsg(0, "mlx5_0", [][2]any{{"pd", 4}, {"cq", 11}, {"qp", 9}, {"cm_id", 2}, {"mr", 30}, {"ctx", 3}, {"srq", 1}}),
 				resourceMsg(1, "mlx5_1", [][2]any{{"pd", 1}, {"cq", 1}, {"qp", 1}, {"cm_id", 0}, {"mr", 0}, {"ctx", 0}, {"srq", 0}}),
@@ -34,9 +33,9 @@ func roceHost() *fakeConn {
 		errs: map[string]error{
 			// A kernel before 5.18 has no STAT_GET_STATUS (EINVAL from
 			// rdma_nl_rcv_msg); rxe0 is excluded and must not be asked.
-			portKey(cmdStatGetStatus, 1, 1):           unix.EOPNOTSUPP,
-			portKey(nl.RDMA_NLDEV_CMD_STAT_GET, 2, 1): unix.EINVAL,
-			portKey(cmdStatGetStatus, 2, 1):           unix.EINVAL,
+			portKey(cmdStatGetStatus, 1, 1): unix.EOPNOTSUPP,
+			portKey(cmdStatGet, 2, 1):       unix.EINVAL,
+			portKey(cmdStatGetStatus, 2, 1): unix.EINVAL,
 		},
 	}
 }
@@ -49,7 +48,7 @@ func TestRead(t *testing.T) {
 		t.Fatalf("errors %v", s.Errors)
 	}
 	for _, r := range c.requests {
-		if r == portKey(nl.RDMA_NLDEV_CMD_STAT_GET, 2, 1) || r == portKey(cmdStatGetStatus, 2, 1) {
+		if r == portKey(cmdStatGet, 2, 1) || r == portKey(cmdStatGetStatus, 2, 1) {
 			t.Errorf("excluded device asked: %s", r)
 		}
 	}
@@ -109,7 +108,7 @@ func TestDecodeMalformed(t *testing.T) {
 	good := statMsg(0, "mlx5_0", 1, Counter{"out_of_buffer", 12})
 	for name, msg := range map[string][]byte{
 		"truncated":   good[:len(good)-5],
-		"short value": append(handleAttrs(0, "mlx5_0", 1), nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY, append(nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, nl.ZeroTerminated("x")).Serialize(), nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, []byte{1, 2}).Serialize()...)).Serialize()).Serialize()...),
+		"short value": append(handleAttrs(0, "mlx5_0", 1), newAttr(attrStatHWCounters, newAttr(attrStatHWCounterEntry, append(newAttr(attrStatHWCounterEntryName, stringData("x")).encode(), newAttr(attrStatHWCounterEntryValue, []byte{1, 2}).encode()...)).encode()).encode()...),
 		"no port":     handleAttrs(0, "mlx5_0", 0),
 		"zero length": {0, 0, 1, 0},
 		"length past": {200, 0, 1, 0, 0, 0, 0, 0},

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/vishvananda/netlink/nl"
 )
 
 // Counter attributes (include/uapi/rdma/rdma_netlink.h) and their values
@@ -127,18 +125,18 @@ func QPTypeName(t uint8) string {
 // doit naming the port, STAT_RES = RES_QP, and any STAT_MODE (its
 // presence makes the kernel answer with the mode, not the counters).
 func modeRequest(d Device, port uint32) []byte {
-	b := nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(d.Index)).Serialize()
-	b = append(b, nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_PORT_INDEX, nl.Uint32Attr(port)).Serialize()...)
-	b = append(b, nl.NewRtAttr(attrStatMode, nl.Uint32Attr(counterModeManual)).Serialize()...)
-	return append(b, nl.NewRtAttr(attrStatRes, nl.Uint32Attr(attrResQP)).Serialize()...)
+	b := appendAttr(nil, attrDevIndex, u32Data(d.Index))
+	b = appendAttr(b, attrPortIndex, u32Data(port))
+	b = appendAttr(b, attrStatMode, u32Data(counterModeManual))
+	return appendAttr(b, attrStatRes, u32Data(attrResQP))
 }
 
 // countersRequest is the body of `rdma statistic qp show link DEV/PORT`:
 // a STAT_GET dump naming the port with STAT_RES = RES_QP.
 func countersRequest(d Device, port uint32) []byte {
-	b := nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(d.Index)).Serialize()
-	b = append(b, nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_PORT_INDEX, nl.Uint32Attr(port)).Serialize()...)
-	return append(b, nl.NewRtAttr(attrStatRes, nl.Uint32Attr(attrResQP)).Serialize()...)
+	b := appendAttr(nil, attrDevIndex, u32Data(d.Index))
+	b = appendAttr(b, attrPortIndex, u32Data(port))
+	return appendAttr(b, attrStatRes, u32Data(attrResQP))
 }
 
 // DecodeQPCounterMode decodes the reply to the mode request
@@ -230,7 +228,7 @@ func decodeQPCounter(b []byte) (qpCounter, error) {
 	var haveID bool
 	for _, f := range fields {
 		switch f.typ {
-		case nl.RDMA_NLDEV_ATTR_PORT_INDEX:
+		case attrPortIndex:
 			qc.port, err = f.u32()
 		case attrStatCounterID:
 			_, err = f.u32()
@@ -271,7 +269,7 @@ func decodeQPCounter(b []byte) (qpCounter, error) {
 func (s *Snapshot) readQPCounters(ctx context.Context, c Conn, opts Options, b *budget) {
 	for _, d := range s.Devices {
 		for p := uint32(1); p <= d.Ports && p <= 256 && ctx.Err() == nil; p++ {
-			m, err := request(ctx, c, nl.RDMA_NLDEV_CMD_STAT_GET, d, p, modeRequest(d, p), DecodeQPCounterMode)
+			m, err := request(ctx, c, cmdStatGet, d, p, modeRequest(d, p), DecodeQPCounterMode)
 			if s.outcome(QueryQPCounterMode, err) != StatusOK {
 				continue
 			}
@@ -300,7 +298,7 @@ func readPortQPCounters(ctx context.Context, c Conn, d Device, port uint32, m QP
 		values map[string]uint64
 	}
 	byType := map[string]*sums{}
-	err, decErr := cappedDump(ctx, c, nldevType(nl.RDMA_NLDEV_CMD_STAT_GET), countersRequest(d, port), b, func(msg []byte) (bool, error) {
+	err, decErr := cappedDump(ctx, c, nldevType(cmdStatGet), countersRequest(d, port), b, func(msg []byte) (bool, error) {
 		full := false
 		err := decodeQPCounters(msg, func(qc qpCounter) bool {
 			if qc.port != 0 && qc.port != port {

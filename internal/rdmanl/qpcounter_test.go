@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,9 +31,9 @@ var qpCounterNames = []string{"rx_write_requests", "rx_read_requests", "rx_atomi
 
 func modeMsg(index uint32, name string, port, mode, mask uint32) []byte {
 	b := handleAttrs(index, name, port)
-	b = append(b, nl.NewRtAttr(attrStatMode, nl.Uint32Attr(mode)).Serialize()...)
+	b = append(b, newAttr(attrStatMode, u32Data(mode)).encode()...)
 	if mode == counterModeAuto {
-		b = append(b, nl.NewRtAttr(attrStatAutoModeMask, nl.Uint32Attr(mask)).Serialize()...)
+		b = append(b, newAttr(attrStatAutoModeMask, u32Data(mask)).encode()...)
 	}
 	return b
 }
@@ -47,38 +46,38 @@ type qpc struct {
 }
 
 func countersMsg(index uint32, name string, cs ...qpc) []byte {
-	table := nl.NewRtAttr(attrStatCounter, nil)
+	table := newAttr(attrStatCounter, nil)
 	for _, c := range cs {
-		e := table.AddRtAttr(attrStatCounterEntry, nil)
-		e.AddRtAttr(nl.RDMA_NLDEV_ATTR_PORT_INDEX, nl.Uint32Attr(c.port))
-		e.AddRtAttr(attrStatCounterID, nl.Uint32Attr(c.id))
-		e.AddRtAttr(attrStatMode, nl.Uint32Attr(counterModeAuto))
+		e := table.add(attrStatCounterEntry, nil)
+		e.add(attrPortIndex, u32Data(c.port))
+		e.add(attrStatCounterID, u32Data(c.id))
+		e.add(attrStatMode, u32Data(counterModeAuto))
 		if c.qpType >= 0 {
-			e.AddRtAttr(attrResType, nl.Uint8Attr(uint8(c.qpType)))
+			e.add(attrResType, []byte{uint8(c.qpType)})
 		}
 		if c.pid != 0 {
-			e.AddRtAttr(attrResPID, nl.Uint32Attr(c.pid))
+			e.add(attrResPID, u32Data(c.pid))
 		}
-		qps := e.AddRtAttr(attrResQP, nil)
+		qps := e.add(attrResQP, nil)
 		for _, q := range c.lqpns {
-			qps.AddRtAttr(attrResQPEntry, nil).AddRtAttr(attrResLQPN, nl.Uint32Attr(q))
+			qps.add(attrResQPEntry, nil).add(attrResLQPN, u32Data(q))
 		}
-		hw := e.AddRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS, nil)
+		hw := e.add(attrStatHWCounters, nil)
 		for _, n := range qpCounterNames {
-			he := hw.AddRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY, nil)
-			he.AddRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, nl.ZeroTerminated(n))
-			he.AddRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, u64(0))
+			he := hw.add(attrStatHWCounterEntry, nil)
+			he.add(attrStatHWCounterEntryName, stringData(n))
+			he.add(attrStatHWCounterEntryValue, u64(0))
 		}
 	}
-	return append(handleAttrs(index, name, 0), table.Serialize()...)
+	return append(handleAttrs(index, name, 0), table.encode()...)
 }
 
 func modeKey(index, port uint32) string {
-	return fmt.Sprintf("%d 1=%d 3=%d %d=%d %d=%d", nl.RDMA_NLDEV_CMD_STAT_GET, index, port, attrStatMode, counterModeManual, attrStatRes, attrResQP)
+	return fmt.Sprintf("%d 1=%d 3=%d %d=%d %d=%d", cmdStatGet, index, port, attrStatMode, counterModeManual, attrStatRes, attrResQP)
 }
 
 func countersKey(index, port uint32) string {
-	return fmt.Sprintf("%d 1=%d 3=%d %d=%d", nl.RDMA_NLDEV_CMD_STAT_GET, index, port, attrStatRes, attrResQP)
+	return fmt.Sprintf("%d 1=%d 3=%d %d=%d", cmdStatGet, index, port, attrStatRes, attrResQP)
 }
 
 func qpModeHost(mask2 uint32) *fakeConn {
@@ -175,8 +174,8 @@ func TestQPCountersTruncated(t *testing.T) {
 func TestDecodeQPCounterModeMalformed(t *testing.T) {
 	for name, msg := range map[string][]byte{
 		"no mode":       handleAttrs(2, "mlx5_2", 1),
-		"auto, no mask": append(handleAttrs(2, "mlx5_2", 1), nl.NewRtAttr(attrStatMode, nl.Uint32Attr(counterModeAuto)).Serialize()...),
-		"short mode":    append(handleAttrs(2, "mlx5_2", 1), nl.NewRtAttr(attrStatMode, []byte{1}).Serialize()...),
+		"auto, no mask": append(handleAttrs(2, "mlx5_2", 1), newAttr(attrStatMode, u32Data(counterModeAuto)).encode()...),
+		"short mode":    append(handleAttrs(2, "mlx5_2", 1), newAttr(attrStatMode, []byte{1}).encode()...),
 		"no port":       modeMsg(2, "mlx5_2", 0, counterModeNone, 0),
 		"length past":   {200, 0, 1, 0, 0, 0, 0, 0},
 	} {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -199,8 +198,7 @@ func dump[T any](ctx context.Context, c Conn, typ uint16, max int, dec func([]by
 
 // portRequest is a doit request for one port; the reply is one message.
 func portRequest[T any](ctx context.Context, c Conn, cmd int, d Device, port uint32, dec func([]byte) (T, error)) (T, error) {
-	body := append(nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(d.Index)).Serialize(),
-		nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_PORT_INDEX, nl.Uint32Attr(port)).Serialize()...)
+	body := appendAttr(appendAttr(nil, attrDevIndex, u32Data(d.Index)), attrPortIndex, u32Data(port))
 	return request(ctx, c, cmd, d, port, body, dec)
 }
 
@@ -242,7 +240,7 @@ func Read(ctx context.Context, c Conn, opts Options) *Snapshot {
 	if keep == nil {
 		keep = func(string) bool { return true }
 	}
-	devs, err := dump(ctx, c, nldevType(nl.RDMA_NLDEV_CMD_GET), max, DecodeDevice)
+	devs, err := dump(ctx, c, nldevType(cmdGet), max, DecodeDevice)
 	if st := s.outcome(QueryDevice, err); st != StatusOK && st != StatusTruncated {
 		return s
 	}
@@ -256,7 +254,7 @@ func Read(ctx context.Context, c Conn, opts Options) *Snapshot {
 		// here. The count is the kernel's, capped like a dump.
 		for p := uint32(1); p <= d.Ports && p <= 256 && ctx.Err() == nil; p++ {
 			if opts.Stats {
-				st, err := portRequest(ctx, c, nl.RDMA_NLDEV_CMD_STAT_GET, d, p, DecodeStat)
+				st, err := portRequest(ctx, c, cmdStatGet, d, p, DecodeStat)
 				if s.outcome(QueryStatistic, err) == StatusOK {
 					s.Stats = append(s.Stats, st)
 				}
@@ -277,7 +275,7 @@ func Read(ctx context.Context, c Conn, opts Options) *Snapshot {
 		s.readProcessResources(ctx, c, opts, b)
 	}
 	if opts.Resources && ctx.Err() == nil {
-		res, err := dump(ctx, c, nldevType(nl.RDMA_NLDEV_CMD_RES_GET), max, DecodeResources)
+		res, err := dump(ctx, c, nldevType(cmdResGet), max, DecodeResources)
 		s.outcome(QueryResource, err)
 		for _, r := range res {
 			if keep(r.Device) {

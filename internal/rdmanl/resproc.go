@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -169,7 +168,7 @@ func decodeObjects(msg []byte, table, entry uint16, f func(owner) bool) (dev str
 	}
 	for _, a := range as {
 		switch a.typ {
-		case nl.RDMA_NLDEV_ATTR_DEV_NAME:
+		case attrDevName:
 			if dev, err = a.str(); err != nil {
 				return "", fmt.Errorf("resource objects: %w", err)
 			}
@@ -225,7 +224,7 @@ func decodeOwner(b []byte) (owner, error) {
 // building the dump, and marks the dump truncated.
 func readObjects(ctx context.Context, c Conn, d Device, k resKind, b *budget) (procDump, error) {
 	pd := procDump{dev: d, kind: k, owners: map[owner]uint64{}}
-	body := nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(d.Index)).Serialize()
+	body := appendAttr(nil, attrDevIndex, u32Data(d.Index))
 	err, decErr := cappedDump(ctx, c, nldevType(k.cmd), body, b, func(msg []byte) (bool, error) {
 		full := false
 		_, err := decodeObjects(msg, k.table, k.entry, func(o owner) bool {

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,22 +30,22 @@ type obj struct {
 }
 
 func objectsMsg(index uint32, name string, table, entry, idAttr uint16, objs ...obj) []byte {
-	t := nl.NewRtAttr(int(table), nil)
+	t := newAttr(int(table), nil)
 	for _, o := range objs {
-		e := t.AddRtAttr(int(entry), nil)
-		e.AddRtAttr(int(idAttr), nl.Uint32Attr(o.id))
+		e := t.add(int(entry), nil)
+		e.add(int(idAttr), u32Data(o.id))
 		switch {
 		case o.kern != "":
-			e.AddRtAttr(attrResKernName, nl.ZeroTerminated(o.kern))
+			e.add(attrResKernName, stringData(o.kern))
 		case o.pid != 0:
-			e.AddRtAttr(attrResPID, nl.Uint32Attr(o.pid))
+			e.add(attrResPID, u32Data(o.pid))
 		}
 	}
-	return append(handleAttrs(index, name, 0), t.Serialize()...)
+	return append(handleAttrs(index, name, 0), t.encode()...)
 }
 
 func dumpKey(cmd int, index uint32) string {
-	return fmt.Sprintf("%d %d=%d", cmd, nl.RDMA_NLDEV_ATTR_DEV_INDEX, index)
+	return fmt.Sprintf("%d %d=%d", cmd, attrDevIndex, index)
 }
 
 // pingpongHost is mlx5_0 of commit 96f59e7f: the QP dump split across

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,14 +42,14 @@ func EncodeStatSet(devIndex, port uint32, indices []uint32) []byte {
 	idx := slices.Clone(indices)
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
-	b := nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_DEV_INDEX, nl.Uint32Attr(devIndex)).Serialize()
-	b = append(b, nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_PORT_INDEX, nl.Uint32Attr(port)).Serialize()...)
+	b := appendAttr(nil, attrDevIndex, u32Data(devIndex))
+	b = appendAttr(b, attrPortIndex, u32Data(port))
 	// libmnl's mnl_attr_nest_start sets NLA_F_NESTED; so do we.
-	table := nl.NewRtAttr(nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS|nlaFNested, nil)
+	var table []byte
 	for _, i := range idx {
-		table.AddRtAttr(attrStatHWCounterIndex, nl.Uint32Attr(i))
+		table = appendAttr(table, attrStatHWCounterIndex, u32Data(i))
 	}
-	return append(b, table.Serialize()...)
+	return appendAttr(b, attrStatHWCounters|nlaFNested, table)
 }
 
 // DecodeStatSet reads a RDMA_NLDEV_CMD_STAT_SET body back the way the
@@ -65,13 +64,13 @@ func DecodeStatSet(body []byte) (devIndex, port uint32, indices []uint32, err er
 	var haveDev, havePort, haveTable bool
 	for _, a := range as {
 		switch a.typ {
-		case nl.RDMA_NLDEV_ATTR_DEV_INDEX:
+		case attrDevIndex:
 			devIndex, err = a.u32()
 			haveDev = true
-		case nl.RDMA_NLDEV_ATTR_PORT_INDEX:
+		case attrPortIndex:
 			port, err = a.u32()
 			havePort = true
-		case nl.RDMA_NLDEV_ATTR_STAT_HWCOUNTERS:
+		case attrStatHWCounters:
 			haveTable = true
 			var entries []attr
 			if entries, err = attrs(a.data); err == nil {
@@ -99,7 +98,7 @@ func DecodeStatSet(body []byte) (devIndex, port uint32, indices []uint32, err er
 func findDevice(ctx context.Context, c Conn, name string) (Device, error) {
 	// A dump cut short or with an undecodable entry still names the
 	// devices it decoded.
-	devs, err := dump(ctx, c, nldevType(nl.RDMA_NLDEV_CMD_GET), DefaultMaxDevices, DecodeDevice)
+	devs, err := dump(ctx, c, nldevType(cmdGet), DefaultMaxDevices, DecodeDevice)
 	for _, d := range devs {
 		if d.Name == name {
 			return d, nil

@@ -6,11 +6,11 @@ package rdmanl
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"testing"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,11 +18,11 @@ import (
 // layout written out by hand from linux/netlink.h (struct nlattr: u16
 // length including the 4-byte header, u16 type; payloads padded to 4) and
 // the attribute numbers of include/uapi/rdma/rdma_netlink.h. The encoder
-// under test is the library's (nl.NewRtAttr); no public source records
+// under test is appendAttr (attr.go); no public source records
 // the bytes iproute2 sends, so this is the layout, not a capture.
 func TestEncodeStatSet(t *testing.T) {
-	u16 := func(v uint16) []byte { b := make([]byte, 2); nl.NativeEndian().PutUint16(b, v); return b }
-	u32 := func(v uint32) []byte { b := make([]byte, 4); nl.NativeEndian().PutUint32(b, v); return b }
+	u16 := func(v uint16) []byte { b := make([]byte, 2); binary.NativeEndian.PutUint16(b, v); return b }
+	u32 := func(v uint32) []byte { b := make([]byte, 4); binary.NativeEndian.PutUint32(b, v); return b }
 	var want []byte
 	add := func(parts ...[]byte) {
 		for _, p := range parts {
@@ -77,7 +77,7 @@ func (k *kernelCounters) Exec(_ context.Context, proto int, typ uint16, flags in
 		return unix.EPROTONOSUPPORT
 	}
 	switch typ {
-	case nldevType(nl.RDMA_NLDEV_CMD_GET):
+	case nldevType(cmdGet):
 		keep(deviceMsg(k.index, k.name, 1))
 		return nil
 	case nldevType(cmdStatGetStatus):

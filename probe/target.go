@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 // Target is where a probe runs: a loopback on this host or a peer.

@@ -12,11 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
 // cudaRun is a recorded CUDA client run (ib_write_bw --use_cuda=0
@@ -27,7 +27,7 @@ const cudaRun = "ib_write_bw_use_cuda_dmabuf_D60_q16_roce_client_nvidia_tools_im
 // PIX to its rail's ConnectX-7.
 func hgxGPUs(t *testing.T) GPUSource {
 	t.Helper()
-	p, err := hostfs.Paths{Rootfs: "../../fixtures/hosts/hgx-h100"}.Resolve()
+	p, err := hostfs.Paths{Rootfs: "../fixtures/hosts/hgx-h100"}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
+	"github.com/prometheus/common/model"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
 var secret = []byte("0123456789abcdef-test-secret")
@@ -53,7 +54,7 @@ func startServer(t *testing.T, script map[string]perftesttest.Sides, mutate func
 			AllowedTests:  []string{"ib_write_lat", "ib_write_bw", "tcp_lat", "tcp_bw"},
 			Devices:       []config.ProbeDevice{{Device: "mlx5_0", Port: 1}, {Device: "mlx5_1", Port: 1}},
 			PerftestPorts: "20515-20530",
-			MaxDuration:   config.Duration(30 * time.Second),
+			MaxDuration:   model.Duration(30 * time.Second),
 		},
 	}
 	if mutate != nil {

@@ -14,9 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
+	"github.com/prometheus/common/model"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 // Exit codes of `rdma_doctor probe`.
@@ -87,7 +88,7 @@ func (f *Command) Run(ctx context.Context, newProber func(secretFile string) (*P
 		cfg.Latency.Iterations, cfg.Bandwidth.Iterations, cfg.Bandwidth.Duration = f.Iterations, f.Iterations, 0
 	}
 	if f.Duration > 0 {
-		cfg.Bandwidth.Duration, cfg.Bandwidth.Iterations = config.Duration(f.Duration), 0
+		cfg.Bandwidth.Duration, cfg.Bandwidth.Iterations = model.Duration(f.Duration), 0
 	}
 	if f.Duration > 0 && !test.Bandwidth() {
 		return usage(fmt.Errorf("--duration: %s is a latency test; use --iterations", test))

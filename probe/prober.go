@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
+	"github.com/prometheus/common/model"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 // Prober runs one test against one target.
@@ -236,4 +237,4 @@ func (p *Prober) portRate(device string, port int) float64 {
 	return r.BytesPerSecond()
 }
 
-func durationOf(d config.Duration) time.Duration { return time.Duration(d) }
+func durationOf(d model.Duration) time.Duration { return time.Duration(d) }

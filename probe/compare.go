@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/control"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
-	"github.com/rdma-doctor/rdma_doctor/bench/tcpprobe"
+	"github.com/rdma-doctor/rdma_doctor/probe/control"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
+	"github.com/rdma-doctor/rdma_doctor/probe/tcpprobe"
 )
 
 // Transport is one row of the comparison.

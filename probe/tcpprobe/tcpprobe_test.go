@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/nstest"
+	"github.com/rdma-doctor/rdma_doctor/probe/nstest"
 )
 
 // pair runs Serve on the accepted side of ln for req and returns the

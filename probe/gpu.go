@@ -7,8 +7,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 // Failure reasons of a GPU target found before perftest runs (the reason

@@ -16,12 +16,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest/perftesttest"
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
 // BenchmarkScrapeDuringProbe measures full scrapes of the dgx-h100 fixture

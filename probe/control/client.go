@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/bench/tcpprobe"
+	"github.com/rdma-doctor/rdma_doctor/probe/tcpprobe"
 )
 
 // Client talks to responders.

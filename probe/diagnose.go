@@ -4,8 +4,8 @@
 package probe
 
 import (
-	"github.com/rdma-doctor/rdma_doctor/bench/perftest"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 
 // Diagnose is the store's read side as the probe checks read it
