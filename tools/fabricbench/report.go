@@ -98,8 +98,8 @@ func section(w io.Writer, r *results) {
 		fmt.Fprintf(w, "treydock: %s.\n\n", r.Treydock)
 	}
 
-	fmt.Fprintln(w, "| hosts (switches, switch ports) | SUBNET UP | one bare perfquery: CPU | rdma_doctor sweep: CPU, wall | route read: CPU, wall | sweep interval with routes: with a read, amortised | cached scrape: median (max), CPU | samples (bytes) | RSS, peak | treydock scrape: CPU (min-max), wall | samples (bytes) | RSS, peak | sweep CPU with a read / treydock scrape CPU |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| hosts (switches, switch ports) | SUBNET UP | one bare perfquery: CPU | rdma_doctor sweep: CPU, wall | route read: CPU, wall | sweep interval with routes: amortised, with a read | cached scrape: median (max), CPU | samples (bytes) | RSS, peak | treydock scrape: CPU (min-max), wall | samples (bytes) | RSS, peak | sweep CPU with a read / treydock scrape CPU | sweep CPU with routes amortised / treydock scrape CPU |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range r.Sizes {
 		d := s.RdmaDoctor
 		fmt.Fprintf(w, "| %d (%d, %d) | %s | %s | %s, %s (%d sweeps, %.0f ports each) | %s | %s | %s (%s), %s (%d scrapes) | %s (%.1f MB) | %s, %s ",
@@ -107,10 +107,10 @@ func section(w io.Writer, r *results) {
 			routeCell(d), intervalCell(d),
 			ms(d.ScrapeMedianS), ms(d.ScrapeMaxS), ms(d.ScrapeCPUS), d.Scrapes, thousands(d.Samples), float64(d.BodyBytes)/1e6, mib(d.RSS), mib(d.HWM))
 		if t := s.Treydock; t != nil {
-			fmt.Fprintf(w, "| %s (%s-%s), %s (%d scrapes) | %s (%.1f MB) | %s, %s | %.3f |\n",
-				secs(t.CPUS), secs(t.CPUMinS), secs(t.CPUMaxS), secs(t.WallS), t.Scrapes, thousands(t.Samples), float64(t.BodyBytes)/1e6, mib(t.RSS), mib(t.HWM), d.withRead()/t.CPUS)
+			fmt.Fprintf(w, "| %s (%s-%s), %s (%d scrapes) | %s (%.1f MB) | %s, %s | %.3f | %.3f |\n",
+				secs(t.CPUS), secs(t.CPUMinS), secs(t.CPUMaxS), secs(t.WallS), t.Scrapes, thousands(t.Samples), float64(t.BodyBytes)/1e6, mib(t.RSS), mib(t.HWM), d.withRead()/t.CPUS, d.amortised()/t.CPUS)
 		} else {
-			fmt.Fprint(w, "| skipped | | | |\n")
+			fmt.Fprint(w, "| skipped | | | | |\n")
 		}
 	}
 	fmt.Fprintln(w)
@@ -159,22 +159,22 @@ func goals(w io.Writer, r *results) {
 	fmt.Fprintf(w, "| goal (issue 28, at %d hosts) | measured at %d hosts | |\n|---|---|---|\n", goalHosts, big.Hosts)
 	sweepGoal := "a full sweep of every switch port"
 	if d.RouteReadCPUS > 0 {
-		// Judged on the costliest interval: the one of a fabric change
-		// (and the next, its confirming read), where the read runs beside
-		// the sweep; the amortised interval is cheaper.
-		sweepGoal += ", with the route read in the same interval (issue 38: a fabric change or its confirming read)"
+		// Issue 38: the route read counted in as it runs, amortised.
+		sweepGoal += fmt.Sprintf(", with the route read amortised as it runs (issue 38; at the defaults with no fabric change, a read every %s of %s sweeps)", dur(d.DefaultMaxAgeS), dur(d.DefaultIntervalS))
 	}
 	if t := big.Treydock; t != nil {
-		ratio := d.withRead() / t.CPUS
+		ratio := d.amortised() / t.CPUS
 		fmt.Fprintf(w, "| %s: at most %.2fx the CPU of one treydock scrape | %s / %s = %.3fx | %s |\n",
-			sweepGoal, goalSweepVsTD, secs(d.withRead()), secs(t.CPUS), ratio, yes(ratio <= goalSweepVsTD))
+			sweepGoal, goalSweepVsTD, secs(d.amortised()), secs(t.CPUS), ratio, yes(ratio <= goalSweepVsTD))
 		if d.RouteReadCPUS > 0 {
-			am := d.amortised() / t.CPUS
-			fmt.Fprintf(w, "| the same, amortised at the defaults (a read every %s of %s sweeps) | %s / %s = %.3fx | %s |\n",
-				dur(d.DefaultMaxAgeS), dur(d.DefaultIntervalS), secs(d.amortised()), secs(t.CPUS), am, yes(am <= goalSweepVsTD))
+			// The costliest intervals: that of a fabric change and the
+			// next (its confirming read), a whole read beside the sweep.
+			wr := d.withRead() / t.CPUS
+			fmt.Fprintf(w, "| the same in the interval of a fabric change or its confirming read (the sweep and one whole read) | %s / %s = %.3fx | %s |\n",
+				secs(d.withRead()), secs(t.CPUS), wr, yes(wr <= goalSweepVsTD))
 		}
 	} else {
-		fmt.Fprintf(w, "| %s: at most %.2fx the CPU of one treydock scrape | sweep %s; treydock skipped | not judged |\n", sweepGoal, goalSweepVsTD, secs(d.withRead()))
+		fmt.Fprintf(w, "| %s: at most %.2fx the CPU of one treydock scrape | sweep %s; treydock skipped | not judged |\n", sweepGoal, goalSweepVsTD, secs(d.amortised()))
 	}
 	fmt.Fprintf(w, "| cached scrape: median at most %s | %s | %s |\n", ms(goalScrapeMedianS), ms(d.ScrapeMedianS), yes(d.ScrapeMedianS <= goalScrapeMedianS))
 	fmt.Fprintf(w, "| resident memory at most %s (judged on the peak, VmHWM) | RSS %s, peak %s | %s |\n", mib(goalRSSBytes), mib(d.RSS), mib(d.HWM), yes(d.HWM <= goalRSSBytes))
@@ -228,7 +228,7 @@ func intervalCell(d rdmaResult) string {
 	if d.RouteReadCPUS == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s, %s", secs(d.withRead()), secs(d.amortised()))
+	return fmt.Sprintf("%s, %s", secs(d.amortised()), secs(d.withRead()))
 }
 
 // routesText says how the route read was measured.
@@ -237,7 +237,7 @@ func routesText(r *results) string {
 		if d := s.RdmaDoctor; d.RouteReads > 0 {
 			return fmt.Sprintf("The route read (one dump_fts run over every switch and its parse, `--collector.fabric.routes`, on by default) runs in the same process; in production it runs once after a fabric change, once more to confirm the tables (the next check), and then at most every `--collector.fabric.routes-max-age` (default %s, against a %s counters interval). "+
 				"The bench sets the max age to 1.5 counters intervals, so that once confirmed it reads at every other sweep: the windows with and without a read alternate, and the read's CPU and the sweep's are the least-squares split of the windows' CPU over the sweeps and reads counted in them (rdma_fabric_routes_reads_total); its wall is the median of rdma_fabric_routes_read_duration_seconds. "+
-				"A sweep interval with a read is the sweep plus one read (the interval of a fabric change, and the next); amortised is the sweep plus a read times counters interval / max age at the defaults, a fabric that does not change. ", dur(d.DefaultMaxAgeS), dur(d.DefaultIntervalS))
+				"Amortised is the sweep plus a read times counters interval / max age at the defaults, a fabric that does not change; a sweep interval with a read is the sweep plus one whole read (the interval of a fabric change, and the next, which confirms it). ", dur(d.DefaultMaxAgeS), dur(d.DefaultIntervalS))
 		}
 	}
 	return ""
