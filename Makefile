@@ -156,8 +156,8 @@ wakeups: build
 		-run "rdma_doctor --no-collector.kmsg=./$(BIN) --path.rootfs=fixtures/hosts/dgx-h100 --web.listen-address=127.0.0.1:19873 --no-collector.kmsg" \
 		-run "node_exporter v1.10.1=$$ne/node_exporter --web.listen-address=127.0.0.1:19100"
 # docs/performance.md's fabric section (tools/fabricbench): rdma_doctor's
-# fabric collector (the background counter sweep, the cached scrape, its
-# memory) and treydock/infiniband_exporter on the same simulated fat trees
+# fabric collector (the background counter sweep, the route read's
+# dump_fts, the cached scrape, its memory) and treydock/infiniband_exporter on the same simulated fat trees
 # of FABRIC_SIZES hosts (ibsim, opensm, infiniband-diags: Debian
 # ibsim-utils, opensm, infiniband-diags), measured in turns. Not part of
 # make test; minutes at 4000 hosts. TREYDOCK_EXPORTER, if set, is a

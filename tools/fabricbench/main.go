@@ -42,15 +42,16 @@ type options struct {
 }
 
 // rounds is how many sweeps (and treydock scrapes) are measured at a
-// size: fewer on large fabrics, where each is seconds.
+// size: fewer on large fabrics, where each is seconds; enough that
+// windows with and without a route read both occur (splitWindows).
 func (o options) rounds(hosts int) int {
 	if o.roundsFlag > 0 {
 		return o.roundsFlag
 	}
 	if hosts > 2000 {
-		return 3
+		return 4
 	}
-	return 5
+	return 6
 }
 
 func logf(format string, args ...any) {
@@ -64,7 +65,7 @@ func main() {
 	flag.StringVar(&o.treydock, "treydock-exporter", "", "treydock/infiniband_exporter binary, scraped on the same fabric (not on the Go module proxy: go build it from a checkout of github.com/treydock/infiniband_exporter; empty: skipped)")
 	flag.StringVar(&o.rootfs, "rootfs", "fixtures/hosts/sm-opensm", "--path.rootfs of rdma_doctor (the fabric collector reads the fabric, not the host)")
 	flag.IntVar(&o.scrapes, "scrapes", 20, "cached rdma_doctor scrapes per round")
-	flag.IntVar(&o.roundsFlag, "rounds", 0, "rounds (sweeps and treydock scrapes) per size (0: 5, 3 above 2000 hosts)")
+	flag.IntVar(&o.roundsFlag, "rounds", 0, "rounds (sweeps and treydock scrapes) per size (0: 6, 4 above 2000 hosts)")
 	flag.DurationVar(&o.setup, "setup-timeout", 15*time.Minute, "bound of each wait for the simulator, opensm and the first sweep")
 	flag.DurationVar(&o.scrapeTimeout, "scrape-timeout", 2*time.Minute, "bound of one scrape")
 	flag.StringVar(&o.out, "o", "docs/performance.md", "document whose fabric section is (re)written; empty: print the section")

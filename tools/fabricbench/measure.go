@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
@@ -47,6 +48,59 @@ type rdmaResult struct {
 	BodyBytes     int     `json:"body_bytes"` // uncompressed
 	RSS           uint64  `json:"rss_bytes"`
 	HWM           uint64  `json:"hwm_bytes"`
+	// The route read (dump_fts and its parse, in the same process): the
+	// bench runs it with a max age between one and two counters
+	// intervals, so windows with and without a read alternate and
+	// splitWindows tells the read's CPU from the sweep's.
+	RoutesMaxAgeS  float64  `json:"routes_max_age_seconds,omitempty"`
+	RouteReads     int      `json:"route_reads,omitempty"`             // reads inside the clean windows
+	RouteReadCPUS  float64  `json:"route_read_cpu_seconds,omitempty"`  // per read, self + dump_fts
+	RouteReadWallS float64  `json:"route_read_wall_seconds,omitempty"` // median of rdma_fabric_routes_read_duration_seconds
+	RouteSwitches  float64  `json:"route_switches,omitempty"`          // rdma_fabric_routes_switches of the last read
+	RouteUnknown   float64  `json:"route_switches_unknown,omitempty"`
+	RouteFailures  float64  `json:"route_failures,omitempty"` // rdma_fabric_routes_read_failures_total, all reasons
+	Windows        []window `json:"windows,omitempty"`
+	// The flags' defaults, from the binary's --help: what the amortised
+	// figure assumes.
+	DefaultIntervalS float64 `json:"default_counters_interval_seconds,omitempty"`
+	DefaultMaxAgeS   float64 `json:"default_routes_max_age_seconds,omitempty"`
+	SplitNote        string  `json:"split_note,omitempty"`
+}
+
+// window is one clean CPU window between a round's scrapes and the end of
+// the next sweep: the sweeps and route reads counted in it and its CPU.
+type window struct {
+	Sweeps int     `json:"sweeps"`
+	Reads  int     `json:"reads"`
+	CPUS   float64 `json:"cpu_seconds"`
+}
+
+// splitWindows solves CPU = sweep*Sweeps + read*Reads over the windows by
+// least squares. Without a window free of reads, or without one holding a
+// read, the two cannot be told apart: ok is false and note says why
+// (sweep is then the mean per sweep, reads included).
+func splitWindows(ws []window) (sweep, read float64, ok bool, note string) {
+	var ss, sr, rr, sc, rc, c float64
+	var sweeps, reads, withRead int
+	for _, w := range ws {
+		s, r := float64(w.Sweeps), float64(w.Reads)
+		ss, sr, rr, sc, rc, c = ss+s*s, sr+s*r, rr+r*r, sc+s*w.CPUS, rc+r*w.CPUS, c+w.CPUS
+		sweeps, reads = sweeps+w.Sweeps, reads+w.Reads
+		if w.Reads > 0 {
+			withRead++
+		}
+	}
+	if sweeps == 0 {
+		return math.NaN(), math.NaN(), false, "no clean window"
+	}
+	det := ss*rr - sr*sr
+	switch {
+	case reads == 0:
+		return c / float64(sweeps), math.NaN(), false, "no route read fell in a clean window"
+	case withRead == len(ws) || det <= 1e-9*ss*rr:
+		return c / float64(sweeps), math.NaN(), false, "every clean window held a route read: the read's CPU is in the sweep's"
+	}
+	return (sc*rr - rc*sr) / det, (rc*ss - sc*sr) / det, true, ""
 }
 
 type treydockResult struct {
@@ -117,6 +171,10 @@ func startExporter(f *ibsimtest.Fabric, name, bin string, argsFor func(addr stri
 	}
 }
 
+// rdmaDoctorArgs: the route read (on by default) re-reads at most every
+// 1.5 counters intervals, so once the first read is confirmed it reads at
+// every other check and the rounds alternate windows with and without a
+// read (splitWindows).
 func rdmaDoctorArgs(o options, interval time.Duration) func(string) []string {
 	return func(addr string) []string {
 		return append([]string{
@@ -127,6 +185,7 @@ func rdmaDoctorArgs(o options, interval time.Duration) func(string) []string {
 			"--collector.fabric.interval=24h", "--collector.fabric.timeout=10m",
 			"--collector.fabric.counters-interval=" + interval.String(),
 			"--collector.fabric.counters-timeout=2m",
+			"--collector.fabric.routes-max-age=" + routesMaxAge(interval).String(),
 		}, o.extraArgs...)
 	}
 }
@@ -141,19 +200,27 @@ func treydockArgs(dir string) func(string) []string {
 	}
 }
 
+func routesMaxAge(interval time.Duration) time.Duration { return interval * 3 / 2 }
+
 // waitSweeps scrapes (every 250 ms) until rdma_fabric_counter_sweep_runs_total
 // reaches n and returns that scrape's body.
 func waitSweeps(e *exporter, n float64, timeout time.Duration) ([]byte, error) {
+	return waitCounter(e, "rdma_fabric_counter_sweep_runs_total", n, timeout)
+}
+
+// waitCounter scrapes (every 250 ms) until the counter name reaches n and
+// returns that scrape's body.
+func waitCounter(e *exporter, name string, n float64, timeout time.Duration) ([]byte, error) {
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		_, body, err := e.target.scrape(time.Minute)
 		if err != nil {
 			return nil, err
 		}
-		if v, _ := value(body, "rdma_fabric_counter_sweep_runs_total"); v >= n {
+		if v, _ := value(body, name); v >= n {
 			return body, nil
 		}
 	}
-	return nil, fmt.Errorf("no %v counter sweeps in %v", n, timeout)
+	return nil, fmt.Errorf("%s did not reach %v in %v", name, n, timeout)
 }
 
 // quiet is how long rdma_doctor must have no child for a sweep to count
@@ -251,14 +318,22 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 		return nil, err
 	}
 	sweepWall, _ := value(body, "rdma_fabric_counter_sweep_duration_seconds")
+	routeWall := 0.0
+	if routesOn(o) {
+		if body, err = waitCounter(cal, "rdma_fabric_routes_reads_total", 1, o.setup); err != nil {
+			cal.stop()
+			return nil, err
+		}
+		routeWall, _ = value(body, "rdma_fabric_routes_read_duration_seconds")
+	}
 	scrapeWall, _, err := cal.target.scrape(o.scrapeTimeout)
 	cal.stop()
 	if err != nil {
 		return nil, err
 	}
-	interval := time.Duration(1.5*(sweepWall+tdWall+float64(o.scrapes)*scrapeWall.Seconds())*float64(time.Second)) + 3*time.Second
+	interval := time.Duration(1.5*(sweepWall+routeWall+tdWall+float64(o.scrapes)*scrapeWall.Seconds())*float64(time.Second)) + 3*time.Second
 	interval = interval.Round(time.Second)
-	logf("%d hosts: calibration: sweep %.2f s, cached scrape %.3f s: counters interval %v", hosts, sweepWall, scrapeWall.Seconds(), interval)
+	logf("%d hosts: calibration: sweep %.2f s, route read %.2f s, cached scrape %.3f s: counters interval %v", hosts, sweepWall, routeWall, scrapeWall.Seconds(), interval)
 
 	rd, err := startExporter(f, "rdma_doctor", o.rdmaDoctor, rdmaDoctorArgs(o, interval))
 	if err != nil {
@@ -270,13 +345,20 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 	}
 	res := &r.RdmaDoctor
 	res.IntervalS = interval.Seconds()
+	if routesOn(o) {
+		res.RoutesMaxAgeS = routesMaxAge(interval).Seconds()
+		if res.DefaultIntervalS, res.DefaultMaxAgeS, err = flagDefaults(o.rdmaDoctor); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		lats           []float64
 		sweepWalls     []float64
 		scrapeCPU      float64
-		sweepCPU       float64
 		afterScrapes   float64 // rdma_doctor's CPU after the previous round's scrapes
 		prevRuns       float64
+		prevReads      float64
+		readWalls      []float64
 		tdCPU, tdWalls []float64
 		overlapped     int
 		prevClean      bool
@@ -329,7 +411,7 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 		if err != nil {
 			return nil, err
 		}
-		var runs float64
+		var runs, reads float64
 		for i := 0; i < o.scrapes; i++ {
 			wall, body, err := rd.target.scrape(o.scrapeTimeout)
 			if err != nil {
@@ -338,6 +420,14 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 			lats = append(lats, wall.Seconds())
 			if i == 0 {
 				runs, _ = value(body, "rdma_fabric_counter_sweep_runs_total")
+				reads, _ = value(body, "rdma_fabric_routes_reads_total")
+				if reads > prevReads {
+					rw, _ := value(body, "rdma_fabric_routes_read_duration_seconds")
+					readWalls = append(readWalls, rw)
+				}
+				res.RouteSwitches, _ = value(body, "rdma_fabric_routes_switches")
+				res.RouteUnknown, _ = value(body, "rdma_fabric_routes_switches_unknown")
+				res.RouteFailures = sumValues(body, "rdma_fabric_routes_read_failures_total")
 				d, _ := value(body, "rdma_fabric_counter_sweep_duration_seconds")
 				sweepWalls = append(sweepWalls, d)
 				res.SweptPorts, _ = value(body, "rdma_fabric_counter_sweep_ports")
@@ -364,18 +454,30 @@ func measureSize(o options, hosts int) (_ *sizeResult, err error) {
 			scrapeCPU += s1 - s0
 			res.Scrapes += o.scrapes
 			if round > 0 && prevClean {
-				sweepCPU += atIdle - afterScrapes
+				res.Windows = append(res.Windows, window{Sweeps: int(runs - prevRuns), Reads: int(reads - prevReads), CPUS: atIdle - afterScrapes})
 				res.Sweeps += int(runs - prevRuns)
+				res.RouteReads += int(reads - prevReads)
 			}
 		}
-		afterScrapes, prevRuns, prevClean = s1, runs, clean
+		afterScrapes, prevRuns, prevReads, prevClean = s1, runs, reads, clean
 		logf("%d hosts: round %d/%d: %v sweeps so far", hosts, round, rounds, runs)
 	}
 	if res.Sweeps == 0 || res.Scrapes == 0 {
 		return nil, fmt.Errorf("%d hosts: no clean round (%d overlapped): raise the interval", hosts, overlapped)
 	}
-	// The CPU windows between rounds hold only sweeps and idle time.
-	res.SweepCPUS = sweepCPU / float64(res.Sweeps)
+	// The CPU windows between rounds hold only sweeps, route reads and
+	// idle time.
+	var split bool
+	res.SweepCPUS, res.RouteReadCPUS, split, res.SplitNote = splitWindows(res.Windows)
+	if !split {
+		res.RouteReadCPUS = 0
+		if res.RouteReads > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%d hosts: the route read's CPU could not be told from the sweep's (%s); the sweep's figure holds it", hosts, res.SplitNote))
+		}
+	}
+	if len(readWalls) > 0 {
+		res.RouteReadWallS = median(readWalls)
+	}
 	res.SweepWallS = median(sweepWalls)
 	res.ScrapeCPUS = scrapeCPU / float64(res.Scrapes)
 	res.ScrapeMedianS, res.ScrapeMaxS = median(lats), slices.Max(lats)
@@ -422,4 +524,40 @@ func perfqueryFloor(f *ibsimtest.Fabric, n int) (float64, error) {
 		total += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	return total.Seconds() / float64(n), nil
+}
+
+// routesOn reports whether rdma_doctor runs its route read (the default)
+// in this run.
+func routesOn(o options) bool {
+	return !slices.Contains(o.extraArgs, "--no-collector.fabric.routes") && !slices.Contains(o.extraArgs, "--collector.fabric.routes=false")
+}
+
+// flagDefaults reads the defaults of --collector.fabric.counters-interval
+// and --collector.fabric.routes-max-age from the binary's --help: the
+// amortised route cost is said at the defaults the binary ships.
+func flagDefaults(bin string) (interval, maxAge float64, err error) {
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s --help: %w", bin, err)
+	}
+	return parseFlagDefaults(string(out))
+}
+
+func parseFlagDefaults(help string) (interval, maxAge float64, err error) {
+	get := func(flag string) (float64, error) {
+		_, rest, ok := strings.Cut(help, "--"+flag+"=")
+		if !ok {
+			return 0, fmt.Errorf("--help names no default of --%s", flag)
+		}
+		d, err := time.ParseDuration(strings.Fields(rest)[0])
+		if err != nil {
+			return 0, fmt.Errorf("--%s's default: %w", flag, err)
+		}
+		return d.Seconds(), nil
+	}
+	if interval, err = get("collector.fabric.counters-interval"); err != nil {
+		return 0, 0, err
+	}
+	maxAge, err = get("collector.fabric.routes-max-age")
+	return interval, maxAge, err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/tools/internal/docsection"
 )
@@ -73,7 +74,7 @@ func yes(ok bool) string {
 
 func section(w io.Writer, r *results) {
 	fmt.Fprintln(w, docsection.FabricBegin)
-	fmt.Fprint(w, "## Fabric: the counter sweep and treydock/infiniband_exporter\n\n")
+	fmt.Fprint(w, "## Fabric: the counter sweep, the route read and treydock/infiniband_exporter\n\n")
 	fmt.Fprintf(w, "Measured at commit %s on %s (%s, %d cores, shared), on %s. Rerun with `%s TREYDOCK_EXPORTER=/path/to/infiniband_exporter` "+
 		"(`FABRIC_SIZES=200` for a quick run; tools/fabricbench, which writes this section).\n\n", r.Commit, r.Date, r.CPU, r.Cores, r.Tools, r.Command)
 	fmt.Fprint(w, "Each fabric is a generated two-level fat tree (internal/ibsimtest: 36-port leaves, 18 hosts down and one uplink to each of 18 spines up) "+
@@ -82,6 +83,7 @@ func section(w io.Writer, r *results) {
 		"CPU is CPU time, not wall: utime+stime+cutime+cstime of the exporter's process from /proc/PID/stat, so the tools it runs and reaps (treydock's perfquery and ibnetdiscover, rdma_doctor's ibqueryerrors and ibnetdiscover) count as its own. "+
 		"rdma_doctor's sweep CPU is its CPU between the end of a round's scrapes and the end of the next sweep, divided by the sweeps counted in rdma_fabric_counter_sweep_runs_total "+
 		"(its fabric scan runs once, before the first round); a round in which a sweep overlapped the scrapes is left out and listed below. "+
+		routesText(r)+
 		"The simulator adds no wire latency and serves MADs from one process: walls are CPU-bound lower bounds, not a real fabric's; ibsim's own CPU is in neither figure. "+
 		rdmaFlags(r)+
 		"treydock runs `--collector.switch --no-collector.hca` (its defaults: switch ports, `perfquery -x` one switch at a time) and is scraped over HTTP, not with `--exporter.runonce`. "+
@@ -96,18 +98,19 @@ func section(w io.Writer, r *results) {
 		fmt.Fprintf(w, "treydock: %s.\n\n", r.Treydock)
 	}
 
-	fmt.Fprintln(w, "| hosts (switches, switch ports) | SUBNET UP | one bare perfquery: CPU | rdma_doctor sweep: CPU, wall | cached scrape: median (max), CPU | samples (bytes) | RSS, peak | treydock scrape: CPU (min-max), wall | samples (bytes) | RSS, peak | sweep CPU / treydock scrape CPU |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| hosts (switches, switch ports) | SUBNET UP | one bare perfquery: CPU | rdma_doctor sweep: CPU, wall | route read: CPU, wall | sweep interval with routes: amortised, with a read | cached scrape: median (max), CPU | samples (bytes) | RSS, peak | treydock scrape: CPU (min-max), wall | samples (bytes) | RSS, peak | sweep CPU with a read / treydock scrape CPU | sweep CPU with routes amortised / treydock scrape CPU |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range r.Sizes {
 		d := s.RdmaDoctor
-		fmt.Fprintf(w, "| %d (%d, %d) | %s | %s | %s, %s (%d sweeps, %.0f ports each) | %s (%s), %s (%d scrapes) | %s (%.1f MB) | %s, %s ",
+		fmt.Fprintf(w, "| %d (%d, %d) | %s | %s | %s, %s (%d sweeps, %.0f ports each) | %s | %s | %s (%s), %s (%d scrapes) | %s (%.1f MB) | %s, %s ",
 			s.Hosts, s.Switches, s.SwitchPorts, secs(s.SubnetUpS), ms(s.PerfqueryCPUS), secs(d.SweepCPUS), secs(d.SweepWallS), d.Sweeps, d.SweptPorts,
+			routeCell(d), intervalCell(d),
 			ms(d.ScrapeMedianS), ms(d.ScrapeMaxS), ms(d.ScrapeCPUS), d.Scrapes, thousands(d.Samples), float64(d.BodyBytes)/1e6, mib(d.RSS), mib(d.HWM))
 		if t := s.Treydock; t != nil {
-			fmt.Fprintf(w, "| %s (%s-%s), %s (%d scrapes) | %s (%.1f MB) | %s, %s | %.3f |\n",
-				secs(t.CPUS), secs(t.CPUMinS), secs(t.CPUMaxS), secs(t.WallS), t.Scrapes, thousands(t.Samples), float64(t.BodyBytes)/1e6, mib(t.RSS), mib(t.HWM), d.SweepCPUS/t.CPUS)
+			fmt.Fprintf(w, "| %s (%s-%s), %s (%d scrapes) | %s (%.1f MB) | %s, %s | %.3f | %.3f |\n",
+				secs(t.CPUS), secs(t.CPUMinS), secs(t.CPUMaxS), secs(t.WallS), t.Scrapes, thousands(t.Samples), float64(t.BodyBytes)/1e6, mib(t.RSS), mib(t.HWM), d.withRead()/t.CPUS, d.amortised()/t.CPUS)
 		} else {
-			fmt.Fprint(w, "| skipped | | | |\n")
+			fmt.Fprint(w, "| skipped | | | | |\n")
 		}
 	}
 	fmt.Fprintln(w)
@@ -117,6 +120,9 @@ func section(w io.Writer, r *results) {
 		notes = append(notes, s.Notes...)
 	}
 	for _, s := range r.Sizes {
+		if d := s.RdmaDoctor; d.RouteReads > 0 {
+			notes = append(notes, fmt.Sprintf("%d hosts: rdma_doctor's last route read read %.0f switches' tables whole and left %.0f unknown; %.0f reads failed (rdma_fabric_routes_read_failures_total)", s.Hosts, d.RouteSwitches, d.RouteUnknown, d.RouteFailures))
+		}
 		if t := s.Treydock; t != nil && t.CollectErrors != nil {
 			notes = append(notes, fmt.Sprintf("%d hosts: treydock counted %.0f failed or timed-out perfquery runs in its measured scrapes (infiniband_exporter_collect_errors and _timeouts); rdma_doctor's last sweep left %.0f ports unknown", s.Hosts, *t.CollectErrors, s.RdmaDoctor.UnknownPorts))
 		} else if s.RdmaDoctor.UnknownPorts == 0 {
@@ -151,12 +157,24 @@ func goals(w io.Writer, r *results) {
 	}
 	d := big.RdmaDoctor
 	fmt.Fprintf(w, "| goal (issue 28, at %d hosts) | measured at %d hosts | |\n|---|---|---|\n", goalHosts, big.Hosts)
+	sweepGoal := "a full sweep of every switch port"
+	if d.RouteReadCPUS > 0 {
+		// Issue 38: the route read counted in as it runs, amortised.
+		sweepGoal += fmt.Sprintf(", with the route read amortised as it runs (issue 38; at the defaults with no fabric change, a read every %s of %s sweeps)", dur(d.DefaultMaxAgeS), dur(d.DefaultIntervalS))
+	}
 	if t := big.Treydock; t != nil {
-		ratio := d.SweepCPUS / t.CPUS
-		fmt.Fprintf(w, "| a full sweep of every switch port: at most %.2fx the CPU of one treydock scrape | %s / %s = %.3fx | %s |\n",
-			goalSweepVsTD, secs(d.SweepCPUS), secs(t.CPUS), ratio, yes(ratio <= goalSweepVsTD))
+		ratio := d.amortised() / t.CPUS
+		fmt.Fprintf(w, "| %s: at most %.2fx the CPU of one treydock scrape | %s / %s = %.3fx | %s |\n",
+			sweepGoal, goalSweepVsTD, secs(d.amortised()), secs(t.CPUS), ratio, yes(ratio <= goalSweepVsTD))
+		if d.RouteReadCPUS > 0 {
+			// The costliest intervals: that of a fabric change and the
+			// next (its confirming read), a whole read beside the sweep.
+			wr := d.withRead() / t.CPUS
+			fmt.Fprintf(w, "| the same in the interval of a fabric change or its confirming read (the sweep and one whole read) | %s / %s = %.3fx | %s |\n",
+				secs(d.withRead()), secs(t.CPUS), wr, yes(wr <= goalSweepVsTD))
+		}
 	} else {
-		fmt.Fprintf(w, "| a full sweep of every switch port: at most %.2fx the CPU of one treydock scrape | sweep %s; treydock skipped | not judged |\n", goalSweepVsTD, secs(d.SweepCPUS))
+		fmt.Fprintf(w, "| %s: at most %.2fx the CPU of one treydock scrape | sweep %s; treydock skipped | not judged |\n", sweepGoal, goalSweepVsTD, secs(d.amortised()))
 	}
 	fmt.Fprintf(w, "| cached scrape: median at most %s | %s | %s |\n", ms(goalScrapeMedianS), ms(d.ScrapeMedianS), yes(d.ScrapeMedianS <= goalScrapeMedianS))
 	fmt.Fprintf(w, "| resident memory at most %s (judged on the peak, VmHWM) | RSS %s, peak %s | %s |\n", mib(goalRSSBytes), mib(d.RSS), mib(d.HWM), yes(d.HWM <= goalRSSBytes))
@@ -179,6 +197,50 @@ func goals(w io.Writer, r *results) {
 			yes(sw <= linearSlack && sc <= linearSlack && mem <= ports*linearSlack))
 	}
 	fmt.Fprintln(w)
+}
+
+// withRead is the CPU of a counters interval in which the route read runs
+// beside the sweep (the sweep alone where no read was measured).
+func (d rdmaResult) withRead() float64 { return d.SweepCPUS + d.RouteReadCPUS }
+
+// amortised is the CPU of a counters interval at the binary's defaults
+// when the fabric does not change: a read every routes-max-age.
+func (d rdmaResult) amortised() float64 {
+	if d.DefaultMaxAgeS <= 0 {
+		return d.SweepCPUS
+	}
+	return d.SweepCPUS + d.RouteReadCPUS*min(1, d.DefaultIntervalS/d.DefaultMaxAgeS)
+}
+
+func dur(s float64) string { return time.Duration(s * float64(time.Second)).String() }
+
+func routeCell(d rdmaResult) string {
+	if d.RouteReads == 0 {
+		return "not measured"
+	}
+	if d.RouteReadCPUS == 0 {
+		return fmt.Sprintf("in the sweep's (%d reads)", d.RouteReads)
+	}
+	return fmt.Sprintf("%s, %s (%d reads)", secs(d.RouteReadCPUS), secs(d.RouteReadWallS), d.RouteReads)
+}
+
+func intervalCell(d rdmaResult) string {
+	if d.RouteReadCPUS == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s, %s", secs(d.amortised()), secs(d.withRead()))
+}
+
+// routesText says how the route read was measured.
+func routesText(r *results) string {
+	for _, s := range r.Sizes {
+		if d := s.RdmaDoctor; d.RouteReads > 0 {
+			return fmt.Sprintf("The route read (one dump_fts run over every switch and its parse, `--collector.fabric.routes`, on by default) runs in the same process; in production it runs once after a fabric change, once more to confirm the tables (the next check), and then at most every `--collector.fabric.routes-max-age` (default %s, against a %s counters interval). "+
+				"The bench sets the max age to 1.5 counters intervals, so that once confirmed it reads at every other sweep: the windows with and without a read alternate, and the read's CPU and the sweep's are the least-squares split of the windows' CPU over the sweeps and reads counted in them (rdma_fabric_routes_reads_total); its wall is the median of rdma_fabric_routes_read_duration_seconds. "+
+				"Amortised is the sweep plus a read times counters interval / max age at the defaults, a fabric that does not change; a sweep interval with a read is the sweep plus one whole read (the interval of a fabric change, and the next, which confirms it). ", dur(d.DefaultMaxAgeS), dur(d.DefaultIntervalS))
+		}
+	}
+	return ""
 }
 
 // rdmaFlags says how rdma_doctor ran.

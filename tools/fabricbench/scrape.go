@@ -130,3 +130,20 @@ func waitListen(addr string, exited <-chan struct{}, timeout time.Duration) erro
 	}
 	return fmt.Errorf("not listening on %s after %v", addr, timeout)
 }
+
+// sumValues sums every series of the metric name, whatever its labels.
+func sumValues(body []byte, name string) float64 {
+	sum := 0.0
+	for l := range strings.SplitSeq(string(body), "\n") {
+		rest, found := strings.CutPrefix(l, name)
+		if !found || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+			if v, err := strconv.ParseFloat(rest[i+1:], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}

@@ -209,8 +209,14 @@ func readmeFabric(p func(string, ...any), sec string) error {
 		return errors.New("docs/performance.md: fabric section without tools/fabricbench's commit and date line")
 	}
 	tables := parseTables(sec)
-	t, ok := findTable(tables, "hosts (switches, switch ports)", "rdma_doctor sweep: CPU, wall", "cached scrape: median (max), CPU", "RSS, peak", "sweep CPU / treydock scrape CPU")
-	if !ok || len(t.rows) == 0 {
+	t, ok := findTable(tables, "hosts (switches, switch ports)", "rdma_doctor sweep: CPU, wall", "cached scrape: median (max), CPU", "RSS, peak")
+	// Since issue 38 the ratio is the sweep's with the route read
+	// amortised; pages from before have the sweep's alone.
+	ratioCol, numCol, what := "sweep CPU with routes amortised / treydock scrape CPU", "sweep interval with routes: amortised, with a read", "rdma_doctor sweep CPU, route read amortised / treydock scrape CPU"
+	if t.col(ratioCol, 0) < 0 {
+		ratioCol, numCol, what = "sweep CPU / treydock scrape CPU", "rdma_doctor sweep: CPU, wall", "rdma_doctor sweep CPU / treydock scrape CPU"
+	}
+	if !ok || len(t.rows) == 0 || t.col(ratioCol, 0) < 0 {
 		return errors.New("docs/performance.md: fabric section without its results table")
 	}
 	// The largest fabric measured.
@@ -239,15 +245,19 @@ func readmeFabric(p func(string, ...any), sec string) error {
 		}
 		return "–"
 	}
-	ratio := cell(big, t.col("sweep CPU / treydock scrape CPU", 0))
+	ratio := cell(big, t.col(ratioCol, 0))
 	treyCPU := cell(big, trey)
+	num := before(cell(big, t.col(numCol, 0)), ", ")
+	if num == "-" { // no route read measured: the sweep's alone
+		num = before(cell(big, t.col("rdma_doctor sweep: CPU, wall", 0)), ", ")
+	}
 	if ratio != "–" && treyCPU != "–" && treyCPU != "skipped" {
-		ratio = fmt.Sprintf("%s× (%s / %s)", ratio, before(cell(big, t.col("rdma_doctor sweep: CPU, wall", 0)), ", "), before(treyCPU, " ("))
+		ratio = fmt.Sprintf("%s× (%s / %s)", ratio, num, before(treyCPU, " ("))
 	}
 	if treyCPU == "skipped" {
 		ratio = "– (treydock skipped)"
 	}
-	p("| fabric, `make bench-fabric` at %s, %s | rdma_doctor sweep CPU / treydock scrape CPU | cached scrape, median | peak RSS, rdma_doctor | peak RSS, treydock |\n", m[1], m[2])
+	p("| fabric, `make bench-fabric` at %s, %s | %s | cached scrape, median | peak RSS, rdma_doctor | peak RSS, treydock |\n", m[1], m[2], what)
 	p("|---|---|---|---|---|\n")
 	p("| %s hosts (%s switches, %s switch ports) | %s | %s | %s | %s |\n\n", h[1], h[2], h[3], ratio, before(cell(big, t.col("cached scrape: median (max), CPU", 0)), " ("), peak(rss), peak(treyRSS))
 	for _, g := range tables {

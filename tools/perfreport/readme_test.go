@@ -116,6 +116,25 @@ func TestReadmeSection(t *testing.T) {
 	}
 }
 
+// A page with the route read (issue 38): the summary's ratio is the
+// sweep's with the read amortised, from its own column, and its numerator
+// the amortised interval's CPU, not the sweep's alone.
+func TestReadmeSectionRoutes(t *testing.T) {
+	sec, err := readmeSection(readPage(t, "performance-6c5b75a-6ef06a1.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| fabric, `make bench-fabric` at 6ef06a1, 2026-12-07 | rdma_doctor sweep CPU, route read amortised / treydock scrape CPU |",
+		"| 4000 hosts (241 switches, 12042 switch ports) | 0.213× (604.7 ms / 2.85 s) | 6.6 ms | 235 MiB | 137 MiB |\n",
+		"Issue 28's fabric goals (at 4000 hosts): 3 of 5 met.",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("section lacks %q:\n%s", want, sec)
+		}
+	}
+}
+
 // An older page: yuuki/rdma_exporter skipped, no fabric section.
 func TestReadmeSectionOlderPage(t *testing.T) {
 	sec, err := readmeSection(readPage(t, "performance-9a1aa89.md"))
