@@ -7,13 +7,13 @@ import (
 	"bytes"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -26,26 +26,26 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 )
 
-// counterPath is every file of this module whose code a port counter
-// runs through, from its sysfs file to the HTTP answer, in the order it
-// meets them: docs/architecture.md's "Follow a counter" walks through the same list.
-// TestCounterPath takes it from the real call stacks; a layer added on
-// the way shows there first.
-var counterPath = []string{
-	"internal/hostfs/kept.go",      // the bounded read of the file (hostfs.Attr)
-	"internal/infiniband/class.go", // the counter parsed, in its device's Port
-	"internal/host/host.go",        // read once per collection (Snapshot.Class)
-	"collector/infiniband.go",      // the series: name, labels, scale
-	"collector/collector.go",       // the collection the collectors run in (Aggregator)
-	"internal/expo/expo.go",        // the sample, grouped, sorted and written as text
-	"internal/scrape/scrape.go",    // the HTTP answer
+// counterPath is the packages a port counter runs through, from its sysfs
+// file to the HTTP answer, by name, in the order docs/architecture.md's
+// "Follow a counter" walks them: the read's stack (hostfs's bounded read,
+// parsed by infiniband, read once per collection by host, turned into a
+// series by collector, all on behalf of the scrape's request), then the
+// write's (expo writes the line, in the scrape's handler). Which file of
+// a package holds a function is not pinned: files move freely.
+var counterPath = struct{ read, write []string }{
+	read:  []string{"hostfs", "infiniband", "host", "collector", "scrape"},
+	write: []string{"expo", "scrape"},
 }
 
-// The files a counter's call stacks pass through, goroutines' ancestors
+// The packages a counter's call stacks pass through, goroutines' ancestors
 // included (GODEBUG=tracebackancestors, which the runtime reads only at
 // start: the test runs itself again with it): when its file is read and
-// when its line is written to the response. The infiniband collector runs
-// alone: in a default scrape the class is read, once, by whichever
+// when its line is written to the response. The read must go through
+// hostfs (every read is bounded) inside the scrape's request, and each
+// stack must meet its packages in counterPath's order. The files are
+// logged, for the reader of "Follow a counter". The infiniband collector
+// runs alone: in a default scrape the class is read, once, by whichever
 // collector asks for it first.
 func TestCounterPath(t *testing.T) {
 	if os.Getenv(pathChild) == "" {
@@ -73,9 +73,9 @@ func TestCounterPath(t *testing.T) {
 	}
 	const file = "class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"
 	const line = `rdma_port_data_transmitted_bytes_total{device="mlx5_0",port="1"}`
-	var st stacks
+	var read, write stacks
 	fsys := p.Open()
-	fsys.Sys = tracedFS{FS: fsys.Sys, name: file, record: st.add}
+	fsys.Sys = tracedFS{FS: fsys.Sys, name: file, record: read.add}
 	logger := slog.New(slog.DiscardHandler)
 	agg, err := collector.New(collector.Env{Host: rdmahost.New(rdmahost.Options{Paths: p, FS: &fsys}), Config: &config.Config{}, Logger: logger},
 		collector.DefaultFlags(), 10*time.Second, "infiniband")
@@ -83,19 +83,25 @@ func TestCounterPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := New(Options{Collect: agg.Metrics, Logger: logger, Timeout: 10 * time.Second})
-	w := &tracedResponse{ResponseRecorder: httptest.NewRecorder(), line: []byte(line), record: st.add}
+	w := &tracedResponse{ResponseRecorder: httptest.NewRecorder(), line: []byte(line), record: write.add}
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if !strings.Contains(w.Body.String(), line) {
 		t.Fatalf("the scrape has no %s", line)
 	}
-	if len(st.all) != 2 {
-		t.Fatalf("%d stacks recorded, want the read's and the write's", len(st.all))
-	}
-	got := st.files(t)
-	t.Logf("a counter runs through %d files: %s", len(got), strings.Join(got, ", "))
-	if !slices.Equal(got, counterPath) {
-		t.Errorf("a counter runs through\n\t%s\nwant (counterPath, docs/architecture.md's \"Follow a counter\")\n\t%s",
-			strings.Join(got, "\n\t"), strings.Join(counterPath, "\n\t"))
+	for _, c := range []struct {
+		what string
+		s    *stacks
+		want []string
+	}{{"read", &read, counterPath.read}, {"write", &write, counterPath.write}} {
+		if len(c.s.all) != 1 {
+			t.Fatalf("%d stacks recorded for the %s, want one", len(c.s.all), c.what)
+		}
+		fr := frames(t, c.s.all[0])
+		if got := packages(fr); !isSubsequence(c.want, got) {
+			t.Errorf("the %s's stack, innermost first, passes through the packages\n\t%s\nwant, in this order (counterPath, docs/architecture.md's \"Follow a counter\")\n\t%s",
+				c.what, strings.Join(got, " "), strings.Join(c.want, " "))
+		}
+		t.Logf("a counter runs through (%s) %s", c.what, strings.Join(files(fr), ", "))
 	}
 }
 
@@ -116,46 +122,83 @@ func (s *stacks) add() {
 	s.mu.Unlock()
 }
 
-// files is the module's non-test files in the stacks, relative to the
-// module root, each once, in counterPath's order (the others after).
-// hostfs's attr.go is left out: it is the fallback an FS that is not the
-// real directory's takes (tracedFS here), where the server reads in
-// kept.go.
-func (s *stacks) files(t *testing.T) []string {
+// frame is one non-test function of this module in a stack: its
+// package's name and its file, relative to the module root.
+type frame struct{ pkg, file string }
+
+// frames is the module's non-test frames of a stack, innermost first,
+// goroutines' ancestors included.
+func frames(t *testing.T, st string) []frame {
+	t.Helper()
+	if !strings.Contains(st, "[originating from goroutine") {
+		t.Fatal("no ancestor in the stack: GODEBUG=tracebackancestors is not on")
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || bi.Main.Path == "" {
+		t.Fatal("no module path in the test binary's build info")
+	}
+	mod := bi.Main.Path + "/"
 	_, self, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(filepath.Dir(self)))
-	seen := map[string]bool{}
-	for _, st := range s.all {
-		if !strings.Contains(st, "[originating from goroutine") {
-			t.Fatal("no ancestor in the stack: GODEBUG=tracebackancestors is not on")
+	var out []frame
+	lines := strings.Split(st, "\n")
+	// A function line ("pkg/path.Func(args)", or "created by pkg/path.Func
+	// in goroutine N") is followed by its "\t/file.go:line" line.
+	for i := 0; i+1 < len(lines); i++ {
+		fn := strings.TrimPrefix(strings.TrimSpace(lines[i]), "created by ")
+		loc := strings.TrimSpace(lines[i+1])
+		if !strings.HasPrefix(fn, mod) || !strings.HasPrefix(loc, "/") {
+			continue
 		}
-		for _, l := range strings.Split(st, "\n") {
-			l = strings.TrimSpace(l)
-			f, _, ok := strings.Cut(l, ".go:")
-			if !ok || !strings.HasPrefix(l, "/") {
-				continue
-			}
-			rel, err := filepath.Rel(root, f+".go")
-			if err != nil || strings.HasPrefix(rel, "..") || strings.HasSuffix(rel, "_test.go") {
-				continue
-			}
-			if rel = filepath.ToSlash(rel); rel != "internal/hostfs/attr.go" {
-				seen[rel] = true
-			}
+		f, _, _ := strings.Cut(loc, ".go:")
+		rel, err := filepath.Rel(root, f+".go")
+		if err != nil || strings.HasPrefix(rel, "..") || strings.HasSuffix(rel, "_test.go") {
+			continue
 		}
+		// The package's name: the path's last element, up to the dot
+		// before the function's name.
+		head, _, _ := strings.Cut(fn, "(")
+		name := head[strings.LastIndex(head, "/")+1:]
+		name, _, _ = strings.Cut(name, ".")
+		out = append(out, frame{pkg: name, file: filepath.ToSlash(rel)})
 	}
-	var out []string
-	for _, f := range counterPath {
-		if seen[f] {
-			out = append(out, f)
-			delete(seen, f)
-		}
-	}
-	out = append(out, slices.Sorted(maps.Keys(seen))...)
 	if len(out) == 0 {
 		t.Fatal("no frame of this module recorded")
 	}
 	return out
+}
+
+// packages is the frames' packages, a run of frames in one package once.
+func packages(fr []frame) []string {
+	var out []string
+	for _, f := range fr {
+		if len(out) == 0 || out[len(out)-1] != f.pkg {
+			out = append(out, f.pkg)
+		}
+	}
+	return out
+}
+
+// files is the frames' files, each once, innermost first.
+func files(fr []frame) []string {
+	var out []string
+	for _, f := range fr {
+		if !slices.Contains(out, f.file) {
+			out = append(out, f.file)
+		}
+	}
+	return out
+}
+
+// isSubsequence reports whether want appears in got in order, other
+// elements allowed between.
+func isSubsequence(want, got []string) bool {
+	for _, g := range got {
+		if len(want) > 0 && g == want[0] {
+			want = want[1:]
+		}
+	}
+	return len(want) == 0
 }
 
 // tracedFS records the stack that reads name.
