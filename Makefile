@@ -1,5 +1,6 @@
 # rdma_doctor: `make run` serves the bundled DGX fixture host on :9873,
-# `make test` runs everything a change can break.
+# `make test` runs everything a change can break, `make short` the fast
+# loop to run while editing (CONTRIBUTING.md).
 
 GO          ?= go
 BIN         := rdma_doctor
@@ -26,7 +27,7 @@ LDFLAGS := -X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.BuildUser=$(shell id -un)@$(shell hostname) \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test unit lint fmt vet staticcheck golangci-lint bench bench-caches wakeups bench-fabric bench-summary bench-all fuzz run demo update-golden generate clean tools package image
+.PHONY: all build test unit short e2e lint fmt vet staticcheck golangci-lint bench bench-caches wakeups bench-fabric bench-summary bench-all fuzz run demo update-golden generate clean tools package image
 
 all: lint build test
 
@@ -41,6 +42,19 @@ test: lint unit
 # failing tests, and at the end every skipped test with its reason.
 unit:
 	@bash -o pipefail -c '$(GO) test -race -count=1 -json ./... | $(GO) run ./tools/testsummary'
+
+# The loop to run while editing: every package with -short, which skips
+# the long tests (testenv.Long: the images and packages, the simulated
+# fabric, the real Prometheus and Alertmanager, the -race load, headless
+# Chromium), each listed at the end; at most 2 minutes on 2 idle cores.
+short:
+	@bash -o pipefail -c '$(GO) test -short -count=1 -json ./... | $(GO) run ./tools/testsummary'
+
+# The packages that hold the long tests make short skips, in full and
+# without -race (make test runs them with it).
+E2E_PKGS ?= ./e2e ./deploy ./alerts ./internal/scrape
+e2e:
+	@bash -o pipefail -c '$(GO) test -count=1 -json $(E2E_PKGS) | $(GO) run ./tools/testsummary'
 
 lint: fmt vet staticcheck golangci-lint
 

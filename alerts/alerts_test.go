@@ -58,6 +58,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 
 // TestPromtoolTestRules runs every rule unit test in tests/.
 func TestPromtoolTestRules(t *testing.T) {
+	testenv.Long(t, "promtool test rules over every file of tests/")
 	files, err := filepath.Glob(filepath.Join("tests", "*.yml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no rule tests in tests/: %v", err)

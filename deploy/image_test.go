@@ -30,6 +30,7 @@ import (
 
 func requireImageTools(t *testing.T) (podman, umoci string) {
 	t.Helper()
+	testenv.Long(t, "builds and unpacks an image with podman")
 	requireRoot(t)
 	podman = testenv.RequireTool(t, "podman", "podman not installed (Debian: apt-get install podman; .ci/run does)")
 	umoci = testenv.RequireTool(t, "umoci", "umoci not installed (Debian: apt-get install umoci; .ci/run does)")

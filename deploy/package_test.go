@@ -206,6 +206,7 @@ func TestPackagesMatchTarball(t *testing.T) {
 // make build's output, which the test does not write into the tree).
 func buildPackage(t *testing.T, packager string) string {
 	t.Helper()
+	testenv.Long(t, "builds a "+packager+" package with nfpm")
 	nfpm := testenv.RequireTool(t, "nfpm", "nfpm not installed (make tools installs the pinned one; .ci/run does)")
 	files, scripts := nfpmContents(t)
 	stage := t.TempDir()

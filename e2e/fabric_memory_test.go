@@ -45,9 +45,7 @@ const memoryLimit = 256 << 20
 // peak resident set (VmHWM), the fabric's scan, sweeps and renders
 // included, stays within memoryLimit.
 func TestFabricScrapeMemoryOnIbsim(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: a fabric of 10,206 switch ports")
-	}
+	testenv.Long(t, "a fabric of 10,206 switch ports")
 	for _, tool := range []string{"ibsim", "opensm", "iblinkinfo", "ibnetdiscover", "ibqueryerrors", "sminfo"} {
 		requireTool(t, tool)
 	}

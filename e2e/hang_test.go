@@ -36,6 +36,7 @@ func slowfsMount(t *testing.T, host string) (string, *exec.Cmd) {
 // tree) blocked until released, as slowfsMount does.
 func slowfsMountTree(t *testing.T, tree string, block ...string) (string, *exec.Cmd) {
 	t.Helper()
+	testenv.Long(t, "waits out reads hung in a FUSE tree (tools/slowfs)")
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "the hang test mounts a FUSE tree: run as root (CI does)")
 	}

@@ -80,11 +80,24 @@ func binary(t testing.TB) string {
 // test with a message; in CI (CI=true) it fails, so nothing skips silently.
 func requireTool(t testing.TB, name string) string {
 	t.Helper()
+	if why, ok := longPeer[name]; ok {
+		testenv.Long(t, why)
+	}
 	pkg, ok := debianPackage[name]
 	if !ok {
 		t.Fatalf("no install hint for %s: add it to debianPackage", name)
 	}
 	return testenv.RequireTool(t, name, fmt.Sprintf("%s not installed (Debian: apt-get install %s; .ci/run does)", name, pkg))
+}
+
+// longPeer are the peer programs whose tests are long (each tens of
+// seconds on 2 cores, the whole e2e package minutes): under -short
+// requireTool skips the test (testenv.Long).
+var longPeer = map[string]string{
+	"chromium":                "renders in headless Chromium",
+	"ibsim":                   "runs the simulated fabric (ibsim, opensm)",
+	"prometheus":              "runs the real Prometheus",
+	"prometheus-alertmanager": "runs the real Alertmanager",
 }
 
 // debianPackage is the Debian package that installs each peer program the

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
@@ -192,6 +193,7 @@ var (
 // raceBinary builds rdma_doctor with the race detector, once per run.
 func raceBinary(t *testing.T) string {
 	t.Helper()
+	testenv.Long(t, "builds and loads the binary with the race detector")
 	raceOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "rdma_doctor-race")
 		if err != nil {

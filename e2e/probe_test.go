@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 	"github.com/rdma-doctor/rdma_doctor/probe/nstest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
@@ -197,6 +198,7 @@ func TestProbeScheduled(t *testing.T) {
 // row at least 500 µs, the IPoIB row faster, and the Ethernet bandwidth
 // within 80-105 % of 100 Mbit/s.
 func TestProbeCompareInNamespaces(t *testing.T) {
+	testenv.Long(t, "probes over a delayed link between network namespaces")
 	p := nstest.New(t)
 	bin := binary(t)
 	p.Link("vib0", "10.199.1.1/30", "vib1", "10.199.1.2/30")

@@ -26,6 +26,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // fabricCopies is how many copies of the recorded ibsim fabric (48
@@ -147,9 +148,7 @@ func (w *heldWriter) Write(p []byte) (int, error) {
 // reserved; the debugging formats were reserved 3,200 bytes a fabric
 // sample (380 MB), so one alone was served, without the fabric series.
 func TestScrapeMemoryFabric(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 10,080 switch ports")
-	}
+	testenv.Long(t, "10,080 switch ports")
 	const limit = 256 << 20 // --web.max-requests-memory's default
 	m, ports := fabricHandler(t, limit)
 	if ports < 10000 {

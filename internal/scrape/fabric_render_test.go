@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
+	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
 
 // renderChildEnv makes the test binary, run again, the child of
@@ -103,9 +104,7 @@ func TestFabricRenderChild(t *testing.T) {
 // resident set (VmHWM), so that docs/subnet-manager.md's supported size
 // and the Helm chart's fabric limits come from a measured figure.
 func TestFabricRenderPeak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 48,000 switch ports")
-	}
+	testenv.Long(t, "48,000 switch ports")
 	for _, copies := range []int{fabricCopies, 1000} {
 		fig := runRenderChild(t, copies)
 		t.Logf("%d switch ports: RSS %.1f MB with the scan and sweep, render peak %.1f MB (VmHWM), Blocks keep %.1f MB of heap; %.0f bytes a switch port at the peak",
