@@ -44,6 +44,7 @@ type Fabric struct {
 	out     *buffer
 	procs   []*Proc
 	sim     *Proc
+	sm      *Proc
 }
 
 // Start starts ibsim on netFile (ibnetdiscover's format) in dir, with
@@ -109,6 +110,7 @@ func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabr
 		return nil, err
 	}
 	f.procs = append(f.procs, p)
+	f.sm = p
 	for deadline := time.Now().Add(setup); ; time.Sleep(50 * time.Millisecond) {
 		b, _ := os.ReadFile(log)
 		if bytes.Contains(b, []byte("SUBNET UP")) {
@@ -148,6 +150,17 @@ func (f *Fabric) waitOut(want string, n int, timeout time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// StopSM kills opensm, as a subnet manager that crashed: the fabric
+// keeps its LIDs and routes, nothing answers SubnetManager queries.
+func (f *Fabric) StopSM() error {
+	if f.sm == nil {
+		return errors.New("opensm is not running")
+	}
+	err := f.sm.Stop()
+	f.sm = nil
+	return err
 }
 
 // Close stops opensm and ibsim (their whole process groups).
