@@ -85,11 +85,18 @@ func (s simFabric) set(t *testing.T, node string, port int, field string, v, kep
 // the preload; a static Go binary ignores it itself).
 func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffer) {
 	t.Helper()
+	return serveFabricOn(t, s, hostArgs(t, "sm-opensm"), extra...)
+}
+
+// serveFabricOn is serveFabric on the host tree that host (hostArgs' flags)
+// names.
+func serveFabricOn(t *testing.T, s simFabric, host []string, extra ...string) (string, *syncBuffer) {
+	t.Helper()
 	bin := binary(t)
 	for attempt := 0; ; attempt++ {
 		addr := freeAddr(t)
 		logs := &syncBuffer{}
-		args := append(append(hostArgs(t, "sm-opensm"), "--web.listen-address="+addr, "--log.level=debug",
+		args := append(append(append([]string{}, host...), "--web.listen-address="+addr, "--log.level=debug",
 			"--collector.disable-defaults", "--collector.fabric",
 			"--collector.fabric.interval=1s", "--collector.fabric.timeout=30s",
 			"--collector.fabric.counters-interval=1s", "--collector.fabric.counters-timeout=20s"), extra...)

@@ -11,7 +11,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +43,8 @@ import (
 // hosts. Each fault has a place of its own, so two faults at once never
 // touch the same port:
 //
-//	host0001 (leaf001/1): where umad2sim attaches the fabric exporter and opensm
+//	host0001 (leaf001/1): where umad2sim attaches opensm and the fabric
+//	                      exporter's tools (casFirst); the SM's host
 //	host0002 (leaf001/2): the fixture host's cable (bad cable, NIC fatal)
 //	host0003 (leaf002/1): the pulled cable
 //	host0004 (leaf002/2): the flapping link
@@ -341,31 +344,29 @@ func startPageStack(t *testing.T) *pageStack {
 	amBin := requireTool(t, "prometheus-alertmanager")
 	st := &pageStack{}
 	st.sim = startPageFabric(t)
-	st.fabricAddr, st.fabricLogs = serveFabric(t, st.sim, "--collector.sm", "--collector.sm.sminfo-interval=1s")
-	body := metricsWhen(t, st.fabricAddr, st.fabricLogs, "a successful sweep with the host links", func(b string) bool {
+	st.fabricAddr, st.fabricLogs = serveFabricOn(t, st.sim, smHostOnSim(t), "--collector.sm", "--collector.sm.sminfo-interval=1s")
+	body := metricsWhen(t, st.fabricAddr, st.fabricLogs, "a successful sweep and sminfo", func(b string) bool {
 		v, _ := sample(b, "rdma_fabric_counter_sweep_success")
-		return v == 1 && strings.Contains(b, `remote_node="host0002 mlx5_0"`)
+		sm, _ := sample(b, `rdma_sm_sminfo_success{device="ibsim0",port="1"}`)
+		return v == 1 && sm == 1
 	})
 	st.guids = nodeGUIDs(body)
-	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "rdma_fabric_link_info{") && strings.Contains(l, `remote_node="host0002 mlx5_0"`) {
-			st.guids["host0002 mlx5_0"] = between(l, `remote_guid="`, `"`)
-		}
-	}
-	for _, n := range []string{"leaf001", "leaf002", "spine001", "spine002", "host0002 mlx5_0"} {
+	for _, n := range []string{"leaf001", "leaf002", "spine001", "spine002"} {
 		if st.guids[n] == "" {
-			t.Fatalf("no GUID for %s in the fabric exporter's metrics:\n%s", n, smGrep(body, "rdma_fabric_node_info")+smGrep(body, "rdma_fabric_link_info"))
+			t.Fatalf("no GUID for %s in the fabric exporter's metrics:\n%s", n, smGrep(body, "rdma_fabric_node_info"))
 		}
 	}
 
 	// The host end of leaf001/2's cable: the fixture's HCA with host0002's
-	// port GUID (ibsim's CA has one port, node and port GUID alike).
+	// GUIDs as ibnetdiscover reports them (ibsim numbers a CA's port
+	// GUID after its node GUID).
+	node, port := st.sim.caGUIDs(t, "host0002 mlx5_0")
+	st.guids["host0002 mlx5_0"] = port
 	st.hostRoot = smCopyHost(t, pageFixture)
 	dev := filepath.Join(st.hostRoot, "sys/class/infiniband/mlx5_0")
-	guid := guidSysfs(t, st.guids["host0002 mlx5_0"])
-	smWriteFile(t, filepath.Join(dev, "node_guid"), guid+"\n")
-	smWriteFile(t, filepath.Join(dev, "sys_image_guid"), guid+"\n")
-	smWriteFile(t, filepath.Join(dev, "ports/1/gids/0"), "fe80:0000:0000:0000:"+guid+"\n")
+	smWriteFile(t, filepath.Join(dev, "node_guid"), guidSysfs(t, node)+"\n")
+	smWriteFile(t, filepath.Join(dev, "sys_image_guid"), guidSysfs(t, node)+"\n")
+	smWriteFile(t, filepath.Join(dev, "ports/1/gids/0"), "fe80:0000:0000:0000:"+guidSysfs(t, port)+"\n")
 	smWriteFile(t, filepath.Join(dev, "node_desc"), "host0002 mlx5_0\n")
 	// An empty kernel log: the firmware fatal fault appends to it.
 	smWriteFile(t, filepath.Join(st.hostRoot, "dev", "kmsg"), "")
@@ -405,13 +406,48 @@ func startPageFabric(t *testing.T) simFabric {
 	}
 	dir := t.TempDir()
 	netFile := filepath.Join(dir, "pages.net")
-	writeFile(t, netFile, pageShape.NetFile())
+	writeFile(t, netFile, casFirst(pageShape.NetFile()))
 	f, err := ibsimtest.Start(dir, netFile, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Close)
 	return simFabric{f}
+}
+
+// casFirst puts the CAs' blocks of a net file first: ibsim attaches every
+// client (opensm, the fabric tools, sminfo) to the first node it parsed,
+// and on a CA (host0001) they run as on a host, through port 1, where
+// sminfo -C ibsim0 -P 1 works; on a switch they would use port 0.
+func casFirst(net string) string {
+	var cas, rest []string
+	for _, b := range strings.SplitAfter(net, "\n\n") {
+		if strings.HasPrefix(b, "Ca") {
+			cas = append(cas, b)
+		} else {
+			rest = append(rest, b)
+		}
+	}
+	return strings.Join(cas, "") + strings.Join(rest, "")
+}
+
+// caGUIDs are the node and port GUID (0x...) of the CA with the node
+// description desc, from the real ibnetdiscover's answer on the
+// simulator: the switch port line `[2] "H-0000000000100002"[1](100003) # "host0002 mlx5_0"`.
+func (s simFabric) caGUIDs(t *testing.T, desc string) (node, port string) {
+	t.Helper()
+	cmd := exec.Command("ibnetdiscover")
+	cmd.Env, cmd.Dir = s.Env, t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ibnetdiscover: %v\n%s", err, ibsimtest.Tail(string(out), 2000))
+	}
+	re := regexp.MustCompile(`"H-([0-9a-f]{16})"\[\d+\]\(([0-9a-f]+)\)\s+#\s+"` + regexp.QuoteMeta(desc) + `"`)
+	m := re.FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("ibnetdiscover names no CA port %q:\n%s", desc, ibsimtest.Tail(string(out), 2000))
+	}
+	return "0x" + m[1], "0x" + m[2]
 }
 
 func fileExists(p string) bool {
@@ -596,11 +632,14 @@ var pageFaults = []pageFault{
 		// scraped, well inside 2 minutes on any machine that runs this.
 		inject: func(t *testing.T, st *pageStack) {
 			q := fmt.Sprintf(`rdma_fabric_port_state{guid=%q,port="2"}`, st.guids["leaf002"])
-			for range 3 {
+			for i := range 3 {
 				st.sim.do(t, `Unlink "S-leaf002"[2]`)
 				st.waitQuery(t, "leaf002/2 down", q+" == 1")
 				st.sim.do(t, `ReLink "S-leaf002"[2]`)
 				st.waitQuery(t, "leaf002/2 up", q+" > 1")
+				// ibsim's Unlink leaves LinkDownedCounter alone; a
+				// switch counts each down.
+				st.sim.set(t, "S-leaf002", 2, "LinkDownedCounter", i+1, i+1)
 			}
 		},
 		ends: func(st *pageStack) []string { return []string{"leaf002", st.guids["leaf002"], "host0004"} },
@@ -639,15 +678,42 @@ var pageFaults = []pageFault{
 			}
 			st.waitQuery(t, "sminfo failing", `rdma_sm_sminfo_success == 0`)
 		},
-		ends: func(st *pageStack) []string { return []string{"host0001"} },
+		// The SM's end: the exporter on its host whose sminfo lost it.
+		ends: func(st *pageStack) []string { return []string{st.fabricAddr} },
 	},
 	{
 		name: "congested uplink", class: "congestion",
-		// XmitWait on leaf001's uplink to spine001: 4e9 ticks of 8 bytes
-		// in seconds, far above any share of a link rate.
+		// XmitWait on leaf001's uplink to spine001 rises by 2e9 ticks
+		// every half second until the test ends. The field is 32 bits wide
+		// in ibsim, so near the top it is cleared to 0, as opensm's
+		// PerfMgr clears counters near their maximum: Prometheus takes
+		// that for a reset, and the port loses about 85% of its 4X HDR
+		// rate (XmitWait x 8 bytes) for as long as the test runs.
 		inject: func(t *testing.T, st *pageStack) {
-			st.sim.set(t, "S-leaf001", 3, "PortXmitWait", 4000000000, 4000000000)
-			st.waitQuery(t, "leaf001/3 transmit wait", fmt.Sprintf(`increase(rdma_fabric_port_transmit_wait_total{guid=%q,port="3"}[1h]) > 0`, st.guids["leaf001"]))
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				for v := uint64(2_000_000_000); ; v += 2_000_000_000 {
+					if v > 4_000_000_000 {
+						v = 0
+					}
+					if _, err := st.sim.Do(fmt.Sprintf(`PerformanceSet "S-leaf001"[3] PortCounters.PortXmitWait=%d`, v), 30*time.Second); err != nil {
+						t.Errorf("congestion: %v", err)
+						return
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(500 * time.Millisecond):
+					}
+				}
+			}()
+			t.Cleanup(func() { close(stop); <-done })
+			// The shipped rules measure congestion as a 5-minute rate
+			// (rate() divides by the whole window): wait until that
+			// measure says the port loses more than 15% of its rate,
+			// about a minute of this congestion.
+			st.waitQuery(t, "leaf001/3 losing 15% of its rate to XmitWait", fmt.Sprintf(`instance_guid_port:rdma_fabric_port_transmit_wait:ratio_rate5m{guid=%q,port="3"} > 0.15`, st.guids["leaf001"]))
 		},
 		ends: func(st *pageStack) []string { return []string{"leaf001", st.guids["leaf001"], "spine001"} },
 	},
@@ -759,4 +825,35 @@ func checkPages(t *testing.T, st *pageStack, sc []int, clean, groups map[string]
 	if len(extra) > 0 {
 		t.Errorf("%d group(s) page that name no fault of this scenario:\n  %s", len(extra), strings.Join(extra, "\n  "))
 	}
+}
+
+// smHostOnSim is a copy of pageFixture as host0001, the node umad2sim
+// attaches the fabric exporter and opensm to: its HCA renamed ibsim0 (the
+// one device umad2sim presents), with its umad0 node, so the sm
+// collector's sminfo runs through the simulator and asks opensm.
+func smHostOnSim(t *testing.T) []string {
+	t.Helper()
+	root := smCopyHost(t, pageFixture)
+	class := filepath.Join(root, "sys/class/infiniband")
+	link, err := os.Readlink(filepath.Join(class, "mlx5_0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(class, filepath.Dir(link))
+	if err := os.Rename(filepath.Join(dev, "mlx5_0"), filepath.Join(dev, "ibsim0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(class, "mlx5_0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(filepath.Dir(link), "ibsim0"), filepath.Join(class, "ibsim0")); err != nil {
+		t.Fatal(err)
+	}
+	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/ibdev"), "ibsim0\n")
+	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
+	args := []string{"--path.rootfs=" + root}
+	if cfg := filepath.Join(root, "etc", "rdma_doctor", "rdma_doctor.yml"); fileExists(cfg) {
+		args = append(args, "--config.file="+cfg)
+	}
+	return args
 }

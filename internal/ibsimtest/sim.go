@@ -41,10 +41,13 @@ type Fabric struct {
 	SubnetUp time.Duration
 
 	console *os.File
-	out     *buffer
-	procs   []*Proc
-	sim     *Proc
-	sm      *Proc
+	// consoleMu makes Do one command at a time: a test may drive the
+	// console from several goroutines.
+	consoleMu sync.Mutex
+	out       *buffer
+	procs     []*Proc
+	sim       *Proc
+	sm        *Proc
 }
 
 // Start starts ibsim on netFile (ibnetdiscover's format) in dir, with
@@ -126,6 +129,8 @@ func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabr
 // Do runs a console command and waits for ibsim's next prompt; it returns
 // ibsim's output to it.
 func (f *Fabric) Do(cmd string, timeout time.Duration) (string, error) {
+	f.consoleMu.Lock()
+	defer f.consoleMu.Unlock()
 	before := f.out.String()
 	if _, err := fmt.Fprintln(f.console, cmd); err != nil {
 		return "", err
