@@ -69,7 +69,7 @@ update-golden:
 # default render (needs helm: make tools); make test fails when stale.
 generate:
 	$(GO) test -count=1 ./dashboards -run TestUpToDate -update
-	$(GO) test -count=1 ./alerts -run 'TestRulesUpToDate|TestPrometheusRule|TestInhibitRulesUpToDate' -update
+	$(GO) test -count=1 ./alerts -run 'TestRulesUpToDate|TestPrometheusRule|TestInhibitRulesUpToDate|TestAlertmanagerUpToDate' -update
 	$(GO) test -count=1 ./deploy -run TestChartCopiesUpToDate -update
 	$(GO) test -count=1 ./deploy -run TestChartGolden -update
 

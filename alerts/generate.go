@@ -58,6 +58,7 @@ func Render(c mixin.Config) ([]byte, error) {
 		mixin.Config
 		Window                                          string
 		JobLabels, HostLabels, DeviceLabels, PortLabels string
+		LinkLabels                                      string
 	}{
 		Config:       c,
 		Window:       c.RateWindow.String(),
@@ -65,6 +66,9 @@ func Render(c mixin.Config) ([]byte, error) {
 		HostLabels:   jobLabels + ", instance",
 		DeviceLabels: jobLabels + ", instance, device",
 		PortLabels:   jobLabels + ", instance, device, port",
+		// A link's identity and the names of its two ends
+		// (rdma_fabric_link_info's switch end and remote end).
+		LinkLabels: "link, switch_node, switch_guid, switch_port, remote_node, remote_guid, remote_port",
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, data); err != nil {

@@ -78,6 +78,8 @@ func TestRenderOtherConfig(t *testing.T) {
 		RetransmitsPerSecond: 2.5, CongestionNotificationsPerSecond: 2000,
 		ProbeBandwidthRatio: 0.85, ProbeLatencyLoopbackSeconds: 3e-6, ProbeLatencySwitchSeconds: 8e-6,
 		FabricTransmitWaitRatio: 0.25,
+		FlapDowns:               4, FlapWindow: model.Duration(7 * time.Minute), FlapHold: model.Duration(13 * time.Minute),
+		DropAfter: model.Duration(6 * time.Minute), SwitchFaultLinks: 5,
 	}
 	b, err := Render(c)
 	if err != nil {
@@ -109,6 +111,11 @@ func TestRenderOtherConfig(t *testing.T) {
 		`peer!="loopback", memory!="gpu"} > 8e-06`,
 		`(limit 3 µs in loopback and from GPU memory, 8 µs through a switch)`,
 		`http://{{ $labels.instance }}:9873/diagnose has the evidence and the remedy.`,
+		`increase(rdma_port_state_transitions_total{to="down"}[7m])`,
+		`) >= 4`,
+		`)[13m:1m])`,
+		`for: 6m`,
+		`) >= 5,`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rendered rules lack %q", want)

@@ -27,44 +27,83 @@ var Inhibit []byte
 type inhibition struct {
 	why            string // the comment above the rule
 	source, target string // matchers, Alertmanager syntax
+	// equal are the labels both must share besides the cluster label and
+	// the job; nil is one port of one host (instance, device, port).
+	equal []string
 }
+
+// The fault alerts (group rdma_doctor.faults), and the cable ones among
+// them, as matcher values.
+const (
+	faultAlerts = "RdmaLinkErrors|RdmaLinkDropped|RdmaLinkFlapping|RdmaLinkCongested|RdmaHostNicFault"
+	cableAlerts = "RdmaLinkErrors|RdmaLinkDropped|RdmaLinkFlapping"
+)
 
 // inhibitions are the known overlaps between rdma_doctor's alerts. Adding
 // one: a line here, a case in e2e/alertmanager_test.go, make generate.
 var inhibitions = []inhibition{
 	{"An InfiniBand port that no subnet manager swept stays in INIT: the missing SM is the cause, the port state its symptom.",
-		`alertname="RdmaPortNoSubnetManager"`, `alertname="RdmaPortNotActive"`},
+		`alertname="RdmaPortNoSubnetManager"`, `alertname="RdmaPortNotActive"`, nil},
 	{"The same port seen by the diagnose check that judges SM presence.",
-		`alertname="RdmaPortNoSubnetManager"`, `alertname="RdmaDiagnoseCheckFailing", check="sm.present"`},
+		`alertname="RdmaPortNoSubnetManager"`, `alertname="RdmaDiagnoseCheckFailing", check="sm.present"`, nil},
 	{"A link below its expected rate is also the diagnose check port.rate failing for that port.",
-		`alertname="RdmaPortLinkDegraded"`, `alertname="RdmaDiagnoseCheckFailing", check="port.rate"`},
+		`alertname="RdmaPortLinkDegraded"`, `alertname="RdmaDiagnoseCheckFailing", check="port.rate"`, nil},
+	// One page per fault (issue 36): the fault alerts stand for the
+	// per-counter alerts of the port they were seen on.
+	{"A fault alert seen on a host port stands for that port's per-counter alerts.",
+		`alertname=~"` + faultAlerts + `"`, `alertname=~"RdmaPortSymbolErrors|RdmaPortLinkErrorRecovery|RdmaPortReceiveErrors|RdmaPortLinkDowned|RdmaPortNotActive|RdmaPortFlapping|RdmaPortLinkFlapping|RdmaPortTransmitWait"`, nil},
+	{"A fault alert seen on a switch port stands for that port's per-counter alerts.",
+		`alertname=~"` + faultAlerts + `"`, `alertname=~"RdmaFabricPortErrors|RdmaFabricPortDown|RdmaFabricPortTransmitWait"`, []string{"instance", "guid", "port"}},
+	{"A NIC at fault does not page as a cable: its link's cable alerts, from either end, are its symptoms.",
+		`alertname="RdmaHostNicFault"`, `alertname=~"` + cableAlerts + `"`, []string{"link"}},
+	{"The NIC fault names the firmware, PCIe and devlink evidence these alerts page on alone.",
+		`alertname="RdmaHostNicFault"`, `alertname=~"RdmaKernelFatalEvent|RdmaPcieAerUncorrectable|RdmaDevlinkHealthReporterError"`, []string{"instance", "device"}},
+	{"A switch at fault is one page: the cable alerts of its links, where it is the switch end.",
+		`alertname="RdmaSwitchFault"`, `alertname=~"` + cableAlerts + `"`, []string{"switch_guid"}},
+	{"The same where the scan listed the switch as the link's remote end (an inter-switch link).",
+		`alertname="RdmaSwitchFault"`, `alertname=~"` + cableAlerts + `"`, []string{"remote_guid"}},
+	{"No subnet manager is one page for the fabric: the per-port SM alerts and the INIT ports are its symptoms.",
+		`alertname="RdmaSubnetManagerFault"`, `alertname=~"RdmaPortNoSubnetManager|RdmaSubnetManagerNotMaster|RdmaSubnetManagerHung|RdmaSubnetManagerQueryFailing|RdmaPortNotActive"`, []string{}},
 }
 
 // RenderInhibitRules renders the Alertmanager inhibit rules for c: a
 // top-level inhibit_rules key to merge into alertmanager.yml. Every rule is
 // scoped to one port (the cluster label, job, instance, device and port
-// must be equal), so a fault on one port never mutes another's alerts.
+// must be equal, or the labels the rule names), so a fault on one port
+// never mutes another's alerts.
 func RenderInhibitRules(c mixin.Config) ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	var b strings.Builder
-	b.WriteString(`# Alertmanager inhibit rules for rdma_doctor's alerts, generated from
-# alerts/inhibit.go and the mixin config (make generate; go run
-# ./mixin/generate for another config). Merge the inhibit_rules list into
-# alertmanager.yml (Alertmanager 0.22 or later: matchers syntax). See
-# docs/monitoring.md.
-inhibit_rules:
-`)
-	equal := fmt.Sprintf("[%s, job, instance, device, port]", c.ClusterLabel)
-	for _, in := range inhibitions {
-		fmt.Fprintf(&b, "  # %s\n", in.why)
-		fmt.Fprintf(&b, "  - source_matchers: [%s]\n", quoteMatchers(in.source))
-		fmt.Fprintf(&b, "    target_matchers: [%s]\n", quoteMatchers(in.target))
-		fmt.Fprintf(&b, "    equal: %s\n", equal)
-	}
+	b.WriteString(inhibitHeader)
+	b.WriteString("inhibit_rules:\n")
+	writeInhibitRules(&b, c)
 	return []byte(b.String()), nil
 }
+
+// writeInhibitRules writes the inhibit rules' list items for c.
+func writeInhibitRules(b *strings.Builder, c mixin.Config) {
+	for _, in := range inhibitions {
+		equal := []string{"instance", "device", "port"}
+		if in.equal != nil {
+			equal = in.equal
+		}
+		equal = append([]string{c.ClusterLabel, "job"}, equal...)
+		fmt.Fprintf(b, "  # %s\n", in.why)
+		fmt.Fprintf(b, "  - source_matchers: [%s]\n", quoteMatchers(in.source))
+		fmt.Fprintf(b, "    target_matchers: [%s]\n", quoteMatchers(in.target))
+		fmt.Fprintf(b, "    equal: [%s]\n", strings.Join(equal, ", "))
+	}
+}
+
+// inhibitHeader heads inhibit_rules.yml.
+const inhibitHeader = `# Alertmanager inhibit rules for rdma_doctor's alerts, generated from
+# alerts/inhibit.go and the mixin config (make generate; go run
+# ./mixin/generate for another config). Merge the inhibit_rules list into
+# alertmanager.yml (Alertmanager 0.22 or later: matchers syntax), or start
+# from alerts/alertmanager.yml, which has them. See docs/monitoring.md.
+`
 
 // quoteMatchers turns `a="x", b="y"` into a YAML flow list of single-quoted
 // matcher strings.

@@ -505,6 +505,7 @@ func chartCopies(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{
 		filepath.Join(chartDir, "files", "rdma_doctor.rules.yml"): filepath.Join("..", "alerts", "rdma_doctor.rules.yml"),
+		filepath.Join(chartDir, "files", "alertmanager.yml"):      filepath.Join("..", "alerts", "alertmanager.yml"),
 	}
 	dashboards, err := filepath.Glob(filepath.Join("..", "dashboards", "*.json"))
 	if err != nil || len(dashboards) == 0 {

@@ -172,7 +172,7 @@ func TestPackagesMatchTarball(t *testing.T) {
 	if !strings.Contains(unit, "\nExecStart="+installed+" --config.file="+configPath) {
 		t.Errorf("the unit does not run %s with %s", installed, configPath)
 	}
-	for _, want := range []string{"/usr/share/rdma_doctor/rdma_doctor.rules.yml", "/usr/share/rdma_doctor/dashboards/fleet.json"} {
+	for _, want := range []string{"/usr/share/rdma_doctor/rdma_doctor.rules.yml", "/usr/share/rdma_doctor/alertmanager.yml", "/usr/share/rdma_doctor/dashboards/fleet.json"} {
 		if _, ok := dsts[want]; !ok {
 			t.Errorf("the packages lack %s", want)
 		}

@@ -83,6 +83,23 @@ type Thresholds struct {
 	ProbeBandwidthRatio         float64 `yaml:"probe_bandwidth_ratio"`
 	ProbeLatencyLoopbackSeconds float64 `yaml:"probe_latency_loopback_seconds"`
 	ProbeLatencySwitchSeconds   float64 `yaml:"probe_latency_switch_seconds"`
+	// Flap and drop, judged per link by RdmaLinkFlapping and
+	// RdmaLinkDropped: FlapDowns link downs within FlapWindow are a
+	// flapping link, which stays an incident for FlapHold after the last
+	// window that counted them; a link down for DropAfter is a drop.
+	// NVSentinel's RepeatedNICLinkFlap is 3 link downs in 10 minutes and
+	// its NICPortDrop 4 minutes down; gpud keeps a flap or drop unhealthy
+	// for 10 minutes after the link recovers and calls 4 minutes down a
+	// drop (docs/monitoring.md).
+	FlapDowns  float64        `yaml:"flap_downs"`
+	FlapWindow model.Duration `yaml:"flap_window"`
+	FlapHold   model.Duration `yaml:"flap_hold"`
+	DropAfter  model.Duration `yaml:"drop_after"`
+	// SwitchFaultLinks is how many links of one switch, down or counting
+	// errors at once, are one switch fault (RdmaSwitchFault) rather than
+	// that many cables. [ours]: two bad cables on one switch happen; three
+	// at once point at the switch.
+	SwitchFaultLinks float64 `yaml:"switch_fault_links"`
 }
 
 // Default is the configuration of the files committed in this repository.
@@ -105,6 +122,11 @@ func Default() Config {
 			ProbeBandwidthRatio:              0.9,
 			ProbeLatencyLoopbackSeconds:      2e-6,
 			ProbeLatencySwitchSeconds:        5e-6,
+			FlapDowns:                        3,
+			FlapWindow:                       model.Duration(10 * time.Minute),
+			FlapHold:                         model.Duration(10 * time.Minute),
+			DropAfter:                        model.Duration(4 * time.Minute),
+			SwitchFaultLinks:                 3,
 		},
 	}
 }
@@ -178,9 +200,21 @@ func (c Config) Validate() error {
 		{"congestion_notifications_per_second", t.CongestionNotificationsPerSecond},
 		{"probe_latency_loopback_seconds", t.ProbeLatencyLoopbackSeconds},
 		{"probe_latency_switch_seconds", t.ProbeLatencySwitchSeconds},
+		{"flap_downs", t.FlapDowns},
+		{"switch_fault_links", t.SwitchFaultLinks},
 	} {
 		if !(th.v > 0) {
 			errs = append(errs, fmt.Errorf("thresholds.%s %v: want a positive number", th.name, th.v))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    model.Duration
+	}{
+		{"flap_window", t.FlapWindow}, {"flap_hold", t.FlapHold}, {"drop_after", t.DropAfter},
+	} {
+		if d.v < model.Duration(time.Minute) {
+			errs = append(errs, fmt.Errorf("thresholds.%s %s: want at least 1m (the rules judge it at a 1m step)", d.name, d.v))
 		}
 	}
 	if !(t.FabricTransmitWaitRatio > 0 && t.FabricTransmitWaitRatio <= 1) {

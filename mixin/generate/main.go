@@ -7,7 +7,8 @@
 //
 // writes out/rdma_doctor.rules.yml (Prometheus rules), out/prometheusrule.yaml
 // (the same as a prometheus-operator PrometheusRule), out/inhibit_rules.yml
-// (Alertmanager), out/dashboards/*.json (Grafana provisioning) and
+// (Alertmanager), out/alertmanager.yml (a complete Alertmanager
+// configuration with them), out/dashboards/*.json (Grafana provisioning) and
 // out/dashboards/grafana.com/*.json (for Grafana's import page). Without
 // -config it renders the defaults, which are the files committed in the
 // repository. The config's fields are mixin.Config's YAML names.
@@ -57,7 +58,12 @@ func run(config, out string) error {
 	if err != nil {
 		return err
 	}
+	am, err := alerts.RenderAlertmanager(c)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
+		"alertmanager.yml":      am,
 		"rdma_doctor.rules.yml": rules,
 		"prometheusrule.yaml":   pr,
 		"inhibit_rules.yml":     inhibit,
