@@ -61,7 +61,7 @@ const pageFixture = "sm-opensm"
 // is in fixtures/hosts (h/quiet adds it) the test builds it from
 // pageFixture's recorded tree with the RDMA device and its PCI function
 // removed.
-const noRDMAFixture = "no-rdma"
+const noRDMAFixture = "plain-vm"
 
 // pageStack is one run of the whole pipeline.
 type pageStack struct {
