@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
@@ -44,6 +45,11 @@ func Render(c mixin.Config) ([]byte, error) {
 			// (90 %, 2 µs).
 			"percent": func(v float64) string { return strconv.FormatFloat(v*100, 'g', 4, 64) + " %" },
 			"micros":  func(v float64) string { return strconv.FormatFloat(v*1e6, 'g', 4, 64) + " µs" },
+			// pinnable is the counter label regex of the counters that
+			// cannot be judged when pinned at their maximum
+			// (infiniband.CounterSpec.Pinnable): the one list diagnose
+			// uses too.
+			"pinnable": func() string { return strings.Join(infiniband.PinnableCounters(), "|") },
 		}).
 		Parse(rulesTemplate)
 	if err != nil {

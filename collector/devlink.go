@@ -11,6 +11,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
 type devlinkCollector struct {
@@ -45,7 +46,9 @@ func NewDevlinkCollector(Env) Collector {
 
 func (c *devlinkCollector) Update(ctx context.Context, snap *host.Snapshot, out *sink) error {
 	dl, err := snap.Devlink(ctx)
-	if errors.Is(err, host.ErrNotLive) {
+	if errors.Is(err, host.ErrNotLive) || errors.Is(err, infiniband.ErrNoClass) {
+		// Not the running kernel, or no RDMA on this host: nothing to
+		// ask devlink about, nothing wrong (as the infiniband collector).
 		return nil
 	}
 	if dl == nil {

@@ -115,3 +115,19 @@ func TestDevlinkCollectorNotLive(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A live host without RDMA (plain-vm: no /sys/class/infiniband) has no
+// device to ask devlink about: no series and success 1, as the infiniband
+// collector on the same host (issue 36: a failing devlink collector paged
+// every node without RDMA of a mixed cluster).
+func TestDevlinkCollectorNoRDMA(t *testing.T) {
+	env := hostEnv(t, "../fixtures/hosts/plain-vm", func(o *host.Options) { o.Devlink = devlinkKernel{} })
+	g := gatherOne(t, "devlink", on(env, NewDevlinkCollector(env)))
+	n, err := testutil.GatherAndCount(g, "rdma_devlink_health_reporter_state", "rdma_device_firmware_pending", "rdma_devlink_requests")
+	if err != nil || n != 0 {
+		t.Errorf("%d devlink series on a host without RDMA (%v)", n, err)
+	}
+	if err := testutil.GatherAndCompare(g, strings.NewReader("# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).\n# TYPE rdma_scrape_collector_success gauge\nrdma_scrape_collector_success{collector=\"devlink\"} 1\n"), "rdma_scrape_collector_success"); err != nil {
+		t.Error(err)
+	}
+}

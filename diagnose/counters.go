@@ -21,11 +21,6 @@ type counterCheck struct {
 	names  []string
 	remedy func(t string, d *infiniband.Device, p *infiniband.Port) string
 	action string
-	// pinned makes a counter found at its maximum and not rising to it
-	// within the window "cannot be judged" (skip, no remedy) instead of
-	// "unknown, clear it" (warn): for the 4-bit PMA counters, which
-	// refill 15 events after a clear (see ctr.integrity).
-	pinned bool
 }
 
 func (l *checkList) registerCounterCheck(id, title, doc, remedy string, cc counterCheck) {
@@ -97,7 +92,7 @@ func countersChecks(l *checkList) {
 			"A counter pinned at 15 (its maximum) that did not rise to it within the window cannot be judged: it counts no more, "+
 			"and clearing it only refills it 15 events later, so the finding skips it with the reason instead of asking to clear it.",
 		"Replace the cable or transceiver; check VL and credit configuration of the peer.",
-		counterCheck{pinned: true, names: []string{"local_link_integrity_errors", "excessive_buffer_overrun_errors"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
+		counterCheck{names: []string{"local_link_integrity_errors", "excessive_buffer_overrun_errors"}, remedy: func(t string, d *infiniband.Device, p *infiniband.Port) string {
 			return fmt.Sprintf("physical error thresholds tripped on %s: replace the cable or transceiver; buffer overruns also point at the peer's VL/credit configuration; %s", t, mlx(d, p))
 		}})
 	l.registerCounterCheck("ctr.discards", "Discards and dropped packets",
@@ -271,10 +266,10 @@ func (cc counterCheck) port(d *infiniband.Device, p *infiniband.Port, h *History
 			if spec, known := infiniband.LookupCounter(name); known && spec.Saturated(v, ext) {
 				delta, seen := h.Increase(CounterKey{Device: d.Name, Port: p.Num, Name: name})
 				switch {
-				case cc.pinned && seen && delta.Increase > 0:
+				case spec.Pinnable() && seen && delta.Increase > 0:
 					// It rose to its maximum within the window: the
 					// increase seen is real (a lower bound), judge it.
-				case cc.pinned:
+				case spec.Pinnable():
 					since := "in the only sample"
 					if seen {
 						since = fmt.Sprintf("in every sample of the last %s", span(delta.Span))

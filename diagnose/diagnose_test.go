@@ -567,8 +567,25 @@ func TestDevPresentBusHint(t *testing.T) {
 	cx7 := func(addr, drv string) pci.BusFunction {
 		return pci.BusFunction{Address: addr, Vendor: 0x15b3, Device: 0x1021, Class: 0x020700, Driver: drv}
 	}
+	virtio := pci.BusFunction{Address: "0000:00:03.0", Vendor: 0x1af4, Device: 0x1041, Class: 0x020000, Driver: "virtio-pci"}
+	hfi := pci.BusFunction{Address: "0000:18:00.0", Vendor: 0x8086, Device: 0x24f0, Class: 0x020800}
 	one := ibDev("mlx5_0")
 	one.PCIAddress = "0000:1a:00.0"
+	// No RDMA hardware and no devices expected: not judged, whether the
+	// class is missing or empty.
+	for _, s := range []*Reading{
+		{Host: &fixedHost{classErr: infiniband.ErrNoClass}},
+		{Host: &fixedHost{classErr: infiniband.ErrNoClass, bus: []pci.BusFunction{virtio}}},
+		{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{virtio}}},
+	} {
+		fs, err := checkDevPresent(s, nil, mustParse(t, ""))
+		if err != nil || len(fs) == 0 {
+			t.Fatalf("%v %v", fs, err)
+		}
+		if f := findingOf(t, fs, "host"); f.Severity != Skip || !strings.Contains(f.Evidence, "no RDMA hardware to judge") {
+			t.Errorf("plain host: %+v", f)
+		}
+	}
 	for _, tc := range []struct {
 		name     string
 		snap     *Reading
@@ -576,8 +593,12 @@ func TestDevPresentBusHint(t *testing.T) {
 		observed []string
 		remedy   []string
 	}{
-		{"no class, nothing on the bus", &Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, "",
-			[]string{"no RDMA devices; no Mellanox/NVIDIA (15b3) network function on the PCI bus"}, []string{"passed through"}},
+		{"no class, nothing on the bus, 1 expected", &Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass}}, "diagnose:\n  expected_devices: 1\n",
+			[]string{"no RDMA devices; no RDMA-capable function of any vendor on the PCI bus"}, []string{"passed through"}},
+		{"no class, a virtio NIC, 1 expected", &Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass, bus: []pci.BusFunction{virtio}}}, "diagnose:\n  expected_devices: 1\n",
+			[]string{"(network functions: 0000:00:03.0 (1af4:1041, driver virtio-pci))"}, []string{"passed through"}},
+		{"no class, an Omni-Path HFI without a driver", &Reading{Host: &fixedHost{classErr: infiniband.ErrNoClass, bus: []pci.BusFunction{virtio, hfi}}}, "",
+			[]string{"0000:18:00.0 (8086:24f0, no driver)"}, []string{"load the adapter's RDMA driver"}},
 		{"empty class, function without a driver", &Reading{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "")}}}, "",
 			[]string{"0000:5e:00.0 (15b3:1021, no driver)"}, []string{"modprobe mlx5_core"}},
 		{"mlx5_core without mlx5_ib", &Reading{Host: &fixedHost{class: &infiniband.Class{}, bus: []pci.BusFunction{cx7("0000:5e:00.0", "mlx5_core")}}}, "",

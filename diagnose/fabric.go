@@ -45,7 +45,8 @@ func fabricChecks(l *checkList) {
 			"--collector.fabric.ca-counters): each error counter's increase between the sweeps in the window, with the " +
 			"host's limits (diagnose.thresholds.counters: symbol_error warn above 0, fail above 10, ...). A port whose " +
 			"errors rose is named with the cable's both ends: switch node description, port, GUID and LID, and the " +
-			"peer's. A fixed-width counter pinned at its maximum has stopped counting: warn, unknown (never clean). " +
+			"peer's. A fixed-width counter pinned at its maximum has stopped counting: warn, unknown (never clean), except a 4-bit " +
+			"one pinned at 15 that did not rise to it within the window, which cannot be judged (skip, as ctr.integrity). " +
 			"Ports the latest sweep could not read warn as unknown (never clean). A clean port gets no finding of its own; " +
 			"one pass finding counts them.",
 		Remedy: "Reseat the cable at both ends, clean or replace the optic, replace the cable if errors continue; read both " +
@@ -192,7 +193,7 @@ func sweepSpan(sweeps []*fabric.Sweep) time.Duration {
 // has none read or fewer than two sweeps read them.
 func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config) (Finding, bool) {
 	sev := Pass
-	var observed, evidence, unknown, names []string
+	var observed, evidence, unknown, names, pinned []string
 	judged := 0
 	for id := range fabric.NumCounters {
 		c := fabric.Counters[id]
@@ -201,7 +202,16 @@ func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config
 			continue
 		}
 		name := c.Spec.File
-		if v.Saturated() {
+		if v.Saturated() && c.Spec.Pinnable() {
+			// The host's rule (ctr.integrity): a 4-bit field pinned at
+			// its maximum that did not rise to it within the window
+			// cannot be judged; one that rose to it is judged below.
+			if d, ok := sweepIncrease(st.sweeps, p.GUID, p.Port, id); !ok || d.Increase == 0 {
+				pinned = append(pinned, fmt.Sprintf("%s reads %d, its maximum (%d-bit PortCounters field), and did not rise to it within the window: "+
+					"it counts no more, and clearing it would refill it %d events later, so its increase cannot be judged", name, v.V, v.Bits, v.V))
+				continue
+			}
+		} else if v.Saturated() {
 			names = append(names, name)
 			unknown = append(unknown, fmt.Sprintf("%s is saturated at %d (%d-bit PortCounters field): it has stopped counting, so new errors are invisible", name, v.V, v.Bits))
 			observed = append(observed, name+" unknown (saturated)")
@@ -225,10 +235,15 @@ func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config
 			evidence = append(evidence, e)
 		}
 	}
-	if judged == 0 && len(unknown) == 0 {
+	if judged == 0 && len(unknown) == 0 && len(pinned) == 0 {
 		return Finding{}, false
 	}
 	cable, peer := cableText(st.last.Topology, &p.PortLine)
+	if len(unknown) == 0 && sev == Pass && len(pinned) > 0 {
+		// Not clean either: what cannot be judged says so.
+		return Finding{Severity: Skip, Target: fabricTarget(p.GUID, p.Port), Observed: "cannot be judged (pinned) on " + cable,
+			Evidence: strings.Join(pinned, "; ")}, true
+	}
 	f := Finding{Target: fabricTarget(p.GUID, p.Port), Expected: expectedText(names, cfg)}
 	if len(unknown) > 0 {
 		f.Unknown = true
@@ -241,7 +256,7 @@ func fabricPortErrors(st fabricState, p *fabric.PortCounters, cfg *config.Config
 		return f, true
 	}
 	f.Observed = strings.Join(append(observed, "on "+cable), ", ")
-	f.Evidence = strings.Join(append(unknown, evidence...), "; ")
+	f.Evidence = strings.Join(append(append(unknown, evidence...), pinned...), "; ")
 	var rs []string
 	if len(evidence) > 0 && sev != Pass {
 		rs = append(rs, fmt.Sprintf("errors on the cable %s: reseat it at both ends, clean or replace the optic (either end), "+
@@ -290,14 +305,11 @@ func runFabricLink(s *Reading, _ *History, _ *config.Config) ([]Finding, error) 
 			obs = append(obs, fmt.Sprintf("speed %s (%s per lane)", orText(nonEmpty(l.Speed), "unknown"), l.SpeedText))
 			exp = append(exp, fmt.Sprintf("speed %s (%s per lane): both ends support it", orText(nonEmpty(l.CouldBeSpeedName()), "faster"), l.CouldBeSpeed))
 		}
-		if hint := l.CouldBeLanes(); hint > l.Width {
-			want := min(hint, 4)
-			if l.Width < want {
-				obs = append(obs, fmt.Sprintf("width %dX", l.Width))
-				exp = append(exp, fmt.Sprintf("width %dX: both ends support %s", want, l.CouldBeWidth))
-			} else if len(obs) == 0 {
-				notJudged++
-			}
+		if l.NarrowerThanHint() {
+			obs = append(obs, fmt.Sprintf("width %dX", l.Width))
+			exp = append(exp, fmt.Sprintf("width %dX: both ends support %s", min(l.CouldBeLanes(), 4), l.CouldBeWidth))
+		} else if l.UnjudgedHint() {
+			notJudged++
 		}
 		if len(obs) == 0 {
 			return

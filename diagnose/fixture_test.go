@@ -389,9 +389,64 @@ func TestDevPresentDriverUnloaded(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(root, "sys/bus/pci/devices"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing RDMA-capable left on the bus: the host looks like a plain
+	// server, which is not judged (issue 36), unless the config says
+	// devices must be there.
 	f, _ = finding(evaluateHost(t, root, nil), "dev.present", "host")
-	if !strings.Contains(f.Observed, "no Mellanox/NVIDIA (15b3) network function on the PCI bus") || !strings.Contains(f.Remedy, "passed through") {
+	if f.Severity != Skip || !strings.Contains(f.Evidence, "no RDMA-capable function of any vendor on the PCI bus") {
 		t.Errorf("no card on the bus: %+v", f)
+	}
+	cfg := filepath.Join(root, "etc/rdma_doctor/rdma_doctor.yml")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(b, "diagnose:\n  expected_devices: 2\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = finding(evaluateHost(t, root, nil), "dev.present", "host")
+	if f.Severity != Fail || !strings.Contains(f.Observed, "no RDMA-capable function of any vendor on the PCI bus") ||
+		!strings.Contains(f.Remedy, "passed through") {
+		t.Errorf("no card on the bus, 2 expected: %+v", f)
+	}
+}
+
+// plain-vm is a server without RDMA hardware (a virtio-net NIC, recorded):
+// dev.present skips with the reason, no check fails or warns, and the same
+// tree with one RDMA-capable function that has no RDMA device (an EFA
+// without its driver, ids of efa-aws) fails: driver not loaded.
+func TestDevPresentPlainHost(t *testing.T) {
+	r := evaluateHost(t, filepath.Join(fixtures, "plain-vm"), nil)
+	f, ok := finding(r, "dev.present", "host")
+	if !ok || f.Severity != Skip || f.Remedy != "" ||
+		!strings.Contains(f.Evidence, "no RDMA-capable function of any vendor on the PCI bus (network functions: 0000:00:03.0 (1af4:1041, driver virtio-pci))") {
+		t.Errorf("dev.present on a plain host: %+v", f)
+	}
+	for _, f := range r.Findings {
+		if f.Severity == Fail || f.Severity == Warn {
+			t.Errorf("a plain host has a %s finding: %+v", f.Severity, f)
+		}
+	}
+	if r.Status == Fail || r.Status == Warn {
+		t.Errorf("plain host status %s", r.Status)
+	}
+
+	root := copyTree(t, filepath.Join(fixtures, "plain-vm"))
+	dir := filepath.Join(root, "sys/devices/pci0000:00/0000:00:07.0")
+	for name, v := range map[string]string{"vendor": "0x1d0f", "device": "0xefa0", "class": "0x020000"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../../../devices/pci0000:00/0000:00:07.0", filepath.Join(root, "sys/bus/pci/devices/0000:00:07.0")); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = finding(evaluateHost(t, root, nil), "dev.present", "host")
+	if f.Severity != Fail || !strings.Contains(f.Observed, "0000:00:07.0 (1d0f:efa0, no driver)") || !strings.Contains(f.Remedy, "efa") {
+		t.Errorf("EFA without its driver: %+v", f)
 	}
 }
 
@@ -453,7 +508,7 @@ func TestBusReadOnlyWhenShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := findingOf(t, fs, "host"); f.Severity != Fail || !strings.Contains(f.Observed, "every Mellanox/NVIDIA network function on the PCI bus has its RDMA device") {
+	if f := findingOf(t, fs, "host"); f.Severity != Fail || !strings.Contains(f.Observed, "every RDMA-capable function on the PCI bus has its RDMA device") {
 		t.Errorf("3 expected, 2 present: %+v", f)
 	}
 }

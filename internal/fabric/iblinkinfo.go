@@ -55,8 +55,26 @@ type Link struct {
 	CouldBeWidth, CouldBeSpeed string
 }
 
-// Degraded reports whether iblinkinfo says the link could run faster.
-func (l *Link) Degraded() bool { return l.CouldBeWidth != "" || l.CouldBeSpeed != "" }
+// Degraded reports whether iblinkinfo says the link could run faster or
+// wider, as NarrowerThanHint judges width.
+func (l *Link) Degraded() bool { return l.CouldBeSpeed != "" || l.NarrowerThanHint() }
+
+// NarrowerThanHint reports whether the link trained narrower than its
+// "Could be" width hint says both ends support, counting at most 4X: a 4X
+// link whose only hint is 8X or 12X is not degraded, since 8X and 12X
+// ports are rare in practice and ibsim advertises 12X on every port. The
+// diagnose check fabric.link, rdma_fabric_link_degraded and the
+// RdmaFabricLinksDegraded alert all read this one rule.
+func (l *Link) NarrowerThanHint() bool {
+	return l.CouldBeLanes() > l.Width && l.Width < min(l.CouldBeLanes(), 4)
+}
+
+// UnjudgedHint reports whether the link has a "Could be" hint that
+// NarrowerThanHint does not judge (a 4X link, a hint of 8X or 12X) and no
+// speed hint.
+func (l *Link) UnjudgedHint() bool {
+	return l.CouldBeSpeed == "" && l.CouldBeLanes() > l.Width && !l.NarrowerThanHint()
+}
 
 // Rate is the link's active data rate as the kernel's rate file counts it
 // (4X HDR is 200 Gb/s); ok is false when the speed is unknown.

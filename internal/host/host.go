@@ -267,12 +267,12 @@ func (s *Snapshot) devices() ([]infiniband.Entry, error) {
 	})
 }
 
-// Bus is the Mellanox/NVIDIA network functions of the PCI bus and their
+// Bus is the network functions of the PCI bus, every vendor, and their
 // drivers: why devices are missing. Only a host short of devices asks
 // for it (an SR-IOV host has hundreds of functions).
 func (s *Snapshot) Bus() ([]pci.BusFunction, error) {
 	return s.bus.get(func() ([]pci.BusFunction, error) {
-		return pci.ReadNetworkFunctions(s.h.fs.Sys, pci.MellanoxVendor)
+		return pci.ReadNetworkFunctions(s.h.fs.Sys)
 	})
 }
 

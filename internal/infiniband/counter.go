@@ -6,6 +6,7 @@ package infiniband
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -86,6 +87,27 @@ func LookupCounter(file string) (CounterSpec, bool) {
 		return CounterSpec{}, false
 	}
 	return Counters[i], true
+}
+
+// Pinnable reports whether a counter found at its maximum that did not rise
+// to it within a window cannot be judged: the 4-bit fields
+// (local_link_integrity_errors, excessive_buffer_overrun_errors) fill up on
+// any long-lived link, and clearing them only refills them 15 events later.
+// The diagnose checks skip such a counter with the reason, and the
+// saturation alerts leave it out (alerts: the pinnable template function),
+// so both tell the same story; a rise within the window is judged.
+func (c CounterSpec) Pinnable() bool { return c.Bits == 4 }
+
+// PinnableCounters are the file names of the Pinnable counters, sorted.
+func PinnableCounters() []string {
+	var out []string
+	for _, c := range Counters {
+		if c.Pinnable() {
+			out = append(out, c.File)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Saturated reports whether a PMA counter is pinned at the maximum of its

@@ -16,14 +16,14 @@ import (
 // dgx-h100's bus: the 8 ConnectX-7 (InfiniBand controllers) and the two
 // BlueField-3 functions (Ethernet), no driver links in the fixture.
 func TestReadNetworkFunctionsFixture(t *testing.T) {
-	fns, err := ReadNetworkFunctions(fixtureHost(t, "dgx-h100").Sys, MellanoxVendor)
+	fns, err := ReadNetworkFunctions(fixtureHost(t, "dgx-h100").Sys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	classes := map[uint32]int{}
 	for _, f := range fns {
 		classes[f.Class]++
-		if f.Vendor != MellanoxVendor || f.Driver != "" || !strings.HasPrefix(f.ID(), "15b3:") {
+		if f.Vendor != MellanoxVendor || f.Driver != "" || !strings.HasPrefix(f.ID(), "15b3:") || !f.RDMACapable() {
 			t.Errorf("%+v", f)
 		}
 	}
@@ -33,8 +33,9 @@ func TestReadNetworkFunctionsFixture(t *testing.T) {
 }
 
 // A bus with a ConnectX bound to vfio-pci, one without a driver, a virtio
-// NIC and a Mellanox bridge (both not asked for), and a function whose
-// vendor file is garbage (an error; the rest is still listed).
+// NIC (listed: a network function, not RDMA-capable), a Mellanox bridge
+// (not a network function), and a function whose vendor file is garbage
+// (an error; the rest is still listed).
 func TestReadNetworkFunctions(t *testing.T) {
 	root := t.TempDir()
 	fn := func(addr, vendor, device, class, driver string) {
@@ -69,21 +70,46 @@ func TestReadNetworkFunctions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fns, err := ReadNetworkFunctions(p.Open().Sys, MellanoxVendor)
+	fns, err := ReadNetworkFunctions(p.Open().Sys)
 	var pe *ParseError
 	if !errors.As(err, &pe) || !strings.Contains(pe.Path, "0000:7f:00.0/vendor") {
 		t.Errorf("error %v, want a parse error naming 0000:7f:00.0/vendor", err)
 	}
-	if len(fns) != 2 || fns[0] != (BusFunction{"0000:5e:00.0", 0x15b3, 0x1021, 0x020700, "vfio-pci"}) ||
-		fns[1] != (BusFunction{"0000:5e:00.1", 0x15b3, 0x1021, 0x020700, ""}) {
+	if len(fns) != 3 || fns[0] != (BusFunction{"0000:00:03.0", 0x1af4, 0x1041, 0x020000, "virtio-pci"}) ||
+		fns[1] != (BusFunction{"0000:5e:00.0", 0x15b3, 0x1021, 0x020700, "vfio-pci"}) ||
+		fns[2] != (BusFunction{"0000:5e:00.1", 0x15b3, 0x1021, 0x020700, ""}) {
 		t.Errorf("functions %+v", fns)
 	}
-	if _, err := ReadNetworkFunctions(p.Open().Sys, 0x8086); err == nil {
-		t.Error("the garbage vendor file is an error for any vendor asked")
-	}
 	empty, _ := hostfs.Paths{Rootfs: t.TempDir()}.Resolve()
-	if _, err := ReadNetworkFunctions(empty.Open().Sys, MellanoxVendor); !errors.Is(err, os.ErrNotExist) {
+	if _, err := ReadNetworkFunctions(empty.Open().Sys); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("no bus: %v, want ErrNotExist", err)
+	}
+}
+
+// RDMACapable: RDMA hardware of any vendor by class, vendor or driver;
+// an Ethernet NIC whose RDMA is optional, or a virtio NIC, is not. The
+// ids are those of the fixture hosts (fixtures/README.md) and of this
+// repository's plain VM (fixtures/recorded/lspci-nn-plain-vm-virtio.txt).
+func TestRDMACapable(t *testing.T) {
+	for _, tc := range []struct {
+		f    BusFunction
+		want bool
+	}{
+		{BusFunction{Vendor: 0x15b3, Device: 0x1021, Class: 0x020700}, true},                        // CX-7, InfiniBand class
+		{BusFunction{Vendor: 0x15b3, Device: 0xa2dc, Class: 0x020000, Driver: "vfio-pci"}, true},    // BF-3 Ethernet, held by vfio
+		{BusFunction{Vendor: 0x15b3, Device: 0x1003, Class: 0x028000}, true},                        // ConnectX-3: "Network controller"
+		{BusFunction{Vendor: 0x8086, Device: 0x24f0, Class: 0x020800}, true},                        // Omni-Path HFI: fabric class
+		{BusFunction{Vendor: 0x1d0f, Device: 0xefa0, Class: 0x020000}, true},                        // EFA
+		{BusFunction{Vendor: 0x1077, Device: 0x7322, Class: 0x0c0600}, true},                        // serial-bus InfiniBand class
+		{BusFunction{Vendor: 0x1d0f, Device: 0xec20, Class: 0x020000, Driver: "ena"}, false},        // ENA: Ethernet only
+		{BusFunction{Vendor: 0x1af4, Device: 0x1041, Class: 0x020000, Driver: "virtio-pci"}, false}, // virtio-net
+		{BusFunction{Vendor: 0x14e4, Device: 0x16d6, Class: 0x020000, Driver: "bnxt_en"}, false},    // RoCE optional
+		{BusFunction{Vendor: 0x8086, Device: 0x1593, Class: 0x020000, Driver: "ice"}, false},        // irdma optional
+		{BusFunction{Vendor: 0x1234, Device: 0x0001, Class: 0x020000, Driver: "hfi1"}, true},        // an RDMA-only driver
+	} {
+		if got := tc.f.RDMACapable(); got != tc.want {
+			t.Errorf("%s class %06x driver %q: RDMACapable %v, want %v", tc.f.ID(), tc.f.Class, tc.f.Driver, got, tc.want)
+		}
 	}
 }
 
