@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -27,6 +28,9 @@ func Umad2sim() (string, error) {
 	}
 	return "", errors.New("libumad2sim.so not installed (Debian: apt-get install ibsim-utils)")
 }
+
+// simCount numbers the simulators this process started.
+var simCount atomic.Int64
 
 // Fabric is a running simulator and opensm on it.
 type Fabric struct {
@@ -70,7 +74,10 @@ func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabr
 	}
 	// A simulator of our own: concurrent runs and a developer's ibsim do
 	// not meet.
-	sock := "IBSIM_SOCKNAME=rdma_doctor-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(dir)
+	// A test's temporary directories all end in 001, 002...: the
+	// number of simulators this process started keeps parallel tests'
+	// simulators apart.
+	sock := "IBSIM_SOCKNAME=rdma_doctor-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(simCount.Add(1), 10) + "-" + filepath.Base(dir)
 	f := &Fabric{Dir: dir, out: &buffer{}, Env: append(os.Environ(), sock, "LD_PRELOAD="+lib)}
 	defer func() {
 		if err != nil {
