@@ -398,11 +398,7 @@ func startPageStack(t *testing.T) *pageStack {
 	smWriteFile(t, filepath.Join(dev, "node_desc"), "host0002 mlx5_0\n")
 	// An empty kernel log: the firmware fatal fault appends to it.
 	smWriteFile(t, filepath.Join(st.hostRoot, "dev", "kmsg"), "")
-	hostArgsCopy := []string{"--path.rootfs=" + st.hostRoot, "--collector.kmsg.interval=200ms"}
-	if cfg := filepath.Join(st.hostRoot, "etc", "rdma_doctor", "rdma_doctor.yml"); fileExists(cfg) {
-		hostArgsCopy = append(hostArgsCopy, "--config.file="+cfg)
-	}
-	st.host = start(t, hostArgsCopy...)
+	st.host = start(t, "--path.rootfs="+st.hostRoot, "--config.file="+quickDiagnose(t, st.hostRoot), "--collector.kmsg.interval=200ms")
 	st.quiet = start(t, "--path.rootfs="+noRDMAHost(t))
 
 	dir := t.TempDir()
@@ -554,6 +550,16 @@ func (st *pageStack) ruleRounds(t *testing.T, n int) {
 // been notified to the webhook. It returns the groups that page.
 func (st *pageStack) settle(t *testing.T) map[string]pageGroup {
 	t.Helper()
+	now := st.query(t, "vector(time())")
+	if len(now) != 1 {
+		t.Fatalf("vector(time()) = %v", now)
+	}
+	v, _ := now[0]["value"].([]any)
+	ts, _ := v[0].(float64)
+	// The host's and the fabric exporter's diagnoses judge what they
+	// export now.
+	st.waitQuery(t, "a diagnosis after the fault", fmt.Sprintf(`count(rdma_diagnose_report_timestamp_seconds{instance=~%q} > %f) == 2`,
+		st.host.addr+"|"+st.fabricAddr, ts))
 	st.ruleRounds(t, 2)
 	for deadline := time.Now().Add(pageWait); ; time.Sleep(500 * time.Millisecond) {
 		var prom struct {
@@ -913,9 +919,19 @@ func smHostOnSim(t *testing.T) []string {
 	}
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband_mad/umad0/ibdev"), "ibsim0\n")
 	smWriteFile(t, filepath.Join(root, "dev/infiniband/umad0"), "")
-	args := []string{"--path.rootfs=" + root}
-	if cfg := filepath.Join(root, "etc", "rdma_doctor", "rdma_doctor.yml"); fileExists(cfg) {
-		args = append(args, "--config.file="+cfg)
+	return []string{"--path.rootfs=" + root, "--config.file=" + quickDiagnose(t, root)}
+}
+
+// quickDiagnose writes the config of a copied host (pageFixture has none):
+// a diagnosis every second, so the checks' alerts (RdmaDiagnoseCheckFailing)
+// judge a fault as soon as the other alerts do, and settle can wait for a
+// diagnosis made after the fault.
+func quickDiagnose(t *testing.T, root string) string {
+	t.Helper()
+	cfg := filepath.Join(root, "etc", "rdma_doctor", "rdma_doctor.yml")
+	if fileExists(cfg) {
+		t.Fatalf("%s: %s has a config of its own; quickDiagnose would replace it", pageFixture, cfg)
 	}
-	return args
+	smWriteFile(t, cfg, "diagnose:\n  interval: 1s\n")
+	return cfg
 }
