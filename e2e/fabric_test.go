@@ -85,12 +85,12 @@ func (s simFabric) set(t *testing.T, node string, port int, field string, v, kep
 // the preload; a static Go binary ignores it itself).
 func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffer) {
 	t.Helper()
-	return serveFabricOn(t, s, hostArgs(t, "sm-opensm"), extra...)
+	return serveFabricOn(t, s, hostArgs(t, "sm-opensm"), "1s", extra...)
 }
 
 // serveFabricOn is serveFabric on the host tree that host (hostArgs' flags)
-// names.
-func serveFabricOn(t *testing.T, s simFabric, host []string, extra ...string) (string, *syncBuffer) {
+// names, with a counter sweep every sweep (a duration flag value).
+func serveFabricOn(t *testing.T, s simFabric, host []string, sweep string, extra ...string) (string, *syncBuffer) {
 	t.Helper()
 	bin := binary(t)
 	for attempt := 0; ; attempt++ {
@@ -99,7 +99,7 @@ func serveFabricOn(t *testing.T, s simFabric, host []string, extra ...string) (s
 		args := append(append(append([]string{}, host...), "--web.listen-address="+addr, "--log.level=debug",
 			"--collector.disable-defaults", "--collector.fabric",
 			"--collector.fabric.interval=1s", "--collector.fabric.timeout=30s",
-			"--collector.fabric.counters-interval=1s", "--collector.fabric.counters-timeout=20s"), extra...)
+			"--collector.fabric.counters-interval="+sweep, "--collector.fabric.counters-timeout=20s"), extra...)
 		cmd := exec.Command(bin, args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = s.Env, logs, logs
 		dir := t.TempDir()

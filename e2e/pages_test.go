@@ -64,6 +64,11 @@ const pageFixture = "sm-opensm"
 // removed.
 const noRDMAFixture = "plain-vm"
 
+// pageSweep is the fabric exporter's counter sweep interval: 1 s overruns
+// (RdmaFabricCounterSweepOverrun, a page of its own) when 7 scenarios run
+// on a loaded 2-core machine under -race.
+const pageSweep = "2s"
+
 // pageStack is one run of the whole pipeline.
 type pageStack struct {
 	sim        simFabric
@@ -364,7 +369,7 @@ func startPageStack(t *testing.T) *pageStack {
 	amBin := requireTool(t, "prometheus-alertmanager")
 	st := &pageStack{}
 	st.sim = startPageFabric(t)
-	st.fabricAddr, st.fabricLogs = serveFabricOn(t, st.sim, smHostOnSim(t), "--collector.sm", "--collector.sm.sminfo-interval=1s")
+	st.fabricAddr, st.fabricLogs = serveFabricOn(t, st.sim, smHostOnSim(t), pageSweep, "--collector.sm", "--collector.sm.sminfo-interval=1s")
 	body := metricsWhen(t, st.fabricAddr, st.fabricLogs, "a successful sweep and sminfo", func(b string) bool {
 		v, _ := sample(b, "rdma_fabric_counter_sweep_success")
 		sm, _ := sample(b, `rdma_sm_sminfo_success{device="ibsim0",port="1"}`)
