@@ -86,15 +86,22 @@ func (s simFabric) set(t *testing.T, node string, port int, field string, v, kep
 // the preload; a static Go binary ignores it itself).
 func serveFabric(t *testing.T, s simFabric, extra ...string) (string, *syncBuffer) {
 	t.Helper()
+	return serveFabricOn(t, s, hostArgs(t, "sm-opensm"), "1s", extra...)
+}
+
+// serveFabricOn is serveFabric on the host tree that host (hostArgs' flags)
+// names, with a counter sweep every sweep (a duration flag value).
+func serveFabricOn(t *testing.T, s simFabric, host []string, sweep string, extra ...string) (string, *syncBuffer) {
+	t.Helper()
 	bin := binary(t)
 	for attempt := 0; ; attempt++ {
 		addr := freeAddr(t)
 		logs := &syncBuffer{}
-		args := append(hostArgs(t, "sm-opensm"), "--web.listen-address="+addr, "--log.level=debug",
+		args := append(append([]string{}, host...), "--web.listen-address="+addr, "--log.level=debug",
 			"--collector.disable-defaults", "--collector.fabric")
 		// The short intervals, unless extra sets them (a flag is given once).
 		for _, d := range []string{"--collector.fabric.interval=1s", "--collector.fabric.timeout=30s",
-			"--collector.fabric.counters-interval=1s", "--collector.fabric.counters-timeout=20s"} {
+			"--collector.fabric.counters-interval=" + sweep, "--collector.fabric.counters-timeout=20s"} {
 			name, _, _ := strings.Cut(d, "=")
 			if !slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
 				args = append(args, d)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,6 +29,9 @@ func Umad2sim() (string, error) {
 	return "", errors.New("libumad2sim.so not installed (Debian: apt-get install ibsim-utils)")
 }
 
+// simCount numbers the simulators this process started.
+var simCount atomic.Int64
+
 // Fabric is a running simulator and opensm on it.
 type Fabric struct {
 	// Dir holds the topology file, opensm's files and the processes'
@@ -41,10 +45,13 @@ type Fabric struct {
 	SubnetUp time.Duration
 
 	console *os.File
-	out     *buffer
-	procs   []*Proc
-	sim     *Proc
-	sm      *Proc
+	// consoleMu makes Do one command at a time: a test may drive the
+	// console from several goroutines.
+	consoleMu sync.Mutex
+	out       *buffer
+	procs     []*Proc
+	sim       *Proc
+	sm        *Proc
 	// setup bounds each wait, as Start's.
 	setup  time.Duration
 	smRuns int
@@ -70,7 +77,10 @@ func Start(dir, netFile string, setup time.Duration, simArgs ...string) (_ *Fabr
 	}
 	// A simulator of our own: concurrent runs and a developer's ibsim do
 	// not meet.
-	sock := "IBSIM_SOCKNAME=rdma_doctor-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(dir)
+	// A test's temporary directories all end in 001, 002...: the
+	// number of simulators this process started keeps parallel tests'
+	// simulators apart.
+	sock := "IBSIM_SOCKNAME=rdma_doctor-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(simCount.Add(1), 10) + "-" + filepath.Base(dir)
 	f := &Fabric{Dir: dir, out: &buffer{}, Env: append(os.Environ(), sock, "LD_PRELOAD="+lib), setup: setup}
 	defer func() {
 		if err != nil {
@@ -171,6 +181,8 @@ func (f *Fabric) RestartSM(edit func(guid2lid []byte) []byte, args ...string) er
 // Do runs a console command and waits for ibsim's next prompt; it returns
 // ibsim's output to it.
 func (f *Fabric) Do(cmd string, timeout time.Duration) (string, error) {
+	f.consoleMu.Lock()
+	defer f.consoleMu.Unlock()
 	before := f.out.String()
 	if _, err := fmt.Fprintln(f.console, cmd); err != nil {
 		return "", err
@@ -195,6 +207,17 @@ func (f *Fabric) waitOut(want string, n int, timeout time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// StopSM kills opensm, as a subnet manager that crashed: the fabric
+// keeps its LIDs and routes, nothing answers SubnetManager queries.
+func (f *Fabric) StopSM() error {
+	if f.sm == nil {
+		return errors.New("opensm is not running")
+	}
+	err := f.sm.Stop()
+	f.sm = nil
+	return err
 }
 
 // Close stops opensm and ibsim (their whole process groups).
