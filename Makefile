@@ -41,7 +41,7 @@ test: lint unit
 # go test -json through tools/testsummary: the usual lines, the output of
 # failing tests, and at the end every skipped test with its reason.
 unit:
-	@bash -o pipefail -c '$(GO) test -race -count=1 -json ./... | $(GO) run ./tools/testsummary'
+	@bash -o pipefail -c '$(GO) test -race -count=1 -timeout 60m -json ./... | $(GO) run ./tools/testsummary'
 
 # The loop to run while editing: every package with -short, which skips
 # the long tests (testenv.Long: the images and packages, the simulated

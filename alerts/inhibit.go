@@ -64,7 +64,21 @@ var inhibitions = []inhibition{
 		`alertname="RdmaSwitchFault"`, `alertname=~"` + cableAlerts + `"`, []string{"remote_guid"}},
 	{"No subnet manager is one page for the fabric: the per-port SM alerts and the INIT ports are its symptoms.",
 		`alertname="RdmaSubnetManagerFault"`, `alertname=~"RdmaPortNoSubnetManager|RdmaSubnetManagerNotMaster|RdmaSubnetManagerHung|RdmaSubnetManagerQueryFailing|RdmaPortNotActive"`, []string{}},
+	{"A dead SM blinds the counter sweep (ibqueryerrors asks the SA for its paths): the failing sweep is its symptom.",
+		`alertname="RdmaSubnetManagerFault"`, `alertname="RdmaFabricCounterSweepFailing"`, []string{}},
+	{"The same for the fabric and sm collectors, which fail with it.",
+		`alertname="RdmaSubnetManagerFault"`, `alertname="RdmaDoctorCollectorFailing", collector=~"fabric|sm"`, []string{}},
+	// The diagnose checks that judge what the fault alerts page on: their
+	// findings are in the fault's page and lead /diagnose as its fault
+	// (diagnose/faults.go). Scoped to the cluster, as a fabric check's
+	// target (GUID/port, on the fabric exporter) names no host port.
+	{"While a fault pages, the diagnose checks that judge cables, port counters and states, the kernel log and the SM are in its page, not pages of their own.",
+		`alertname=~"` + faultAlerts + `|RdmaSwitchFault|RdmaSubnetManagerFault"`, `alertname="RdmaDiagnoseCheckFailing", check=~"` + faultChecks + `"`, []string{}},
 }
+
+// faultChecks are the diagnose checks whose findings the fault alerts
+// page on (diagnose's faults group the same findings).
+const faultChecks = `fabric\\.(errors|port_down|congestion|init|link)|ctr\\..+|kernel\\.events|devlink\\.health|sm\\.(present|master)|port\\.(flap|drop|state|phys)`
 
 // RenderInhibitRules renders the Alertmanager inhibit rules for c: a
 // top-level inhibit_rules key to merge into alertmanager.yml. Every rule is

@@ -82,6 +82,8 @@ func TestInhibitRulesNameAlerts(t *testing.T) {
 	for _, a := range []string{"RdmaFabricPortErrors", "RdmaFabricPortDown", "RdmaFabricPortTransmitWait"} {
 		carries[a] = []string{"cluster", "job", "instance", "guid", "port"}
 	}
+	carries["RdmaFabricCounterSweepFailing"] = []string{"cluster", "job", "instance"}
+	carries["RdmaDoctorCollectorFailing"] = []string{"cluster", "job", "instance", "collector"}
 	for _, a := range []string{"RdmaKernelFatalEvent", "RdmaPcieAerUncorrectable", "RdmaDevlinkHealthReporterError"} {
 		carries[a] = []string{"cluster", "job", "instance", "device"}
 	}
