@@ -68,6 +68,8 @@ var inhibitions = []inhibition{
 		`alertname="RdmaSubnetManagerFault"`, `alertname="RdmaFabricCounterSweepFailing"`, []string{}},
 	{"The same for the fabric and sm collectors, which fail with it.",
 		`alertname="RdmaSubnetManagerFault"`, `alertname="RdmaDoctorCollectorFailing", collector=~"fabric|sm"`, []string{}},
+	{"A switch whose every link is cut leaves the scan (iblinkinfo cannot reach it): the scan and the sweep read as failing while its ports are kept unknown, symptoms of the switch fault.",
+		`alertname="RdmaSwitchFault"`, `alertname=~"RdmaFabricScanFailing|RdmaFabricCounterSweepFailing"`, []string{}},
 	// The diagnose checks that judge what the fault alerts page on: their
 	// findings are in the fault's page and lead /diagnose as its fault
 	// (diagnose/faults.go). Scoped to the cluster, as a fabric check's

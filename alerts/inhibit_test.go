@@ -83,6 +83,7 @@ func TestInhibitRulesNameAlerts(t *testing.T) {
 		carries[a] = []string{"cluster", "job", "instance", "guid", "port"}
 	}
 	carries["RdmaFabricCounterSweepFailing"] = []string{"cluster", "job", "instance"}
+	carries["RdmaFabricScanFailing"] = []string{"cluster", "job", "instance"}
 	carries["RdmaDoctorCollectorFailing"] = []string{"cluster", "job", "instance", "collector"}
 	for _, a := range []string{"RdmaKernelFatalEvent", "RdmaPcieAerUncorrectable", "RdmaDevlinkHealthReporterError"} {
 		carries[a] = []string{"cluster", "job", "instance", "device"}
