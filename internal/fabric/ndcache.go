@@ -206,8 +206,8 @@ func (n *ndNode) lineGUID(port int) (uint64, bool) {
 // and the node the fabric was discovered from (libibnetdisc refuses a
 // cache without it). A link to a port left out is written as no link:
 // libibnetdisc before rdma-core 51 refuses a cache with a link to a port
-// it does not hold.
-func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) error {
+// it does not hold. It returns the nodes written.
+func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) ([]*ndNode, error) {
 	var kept []*ndNode
 	ports := 0
 	for _, nd := range c.nodes {
@@ -220,11 +220,11 @@ func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) error {
 	binary.LittleEndian.PutUint32(h[8:], uint32(len(kept)))
 	binary.LittleEndian.PutUint32(h[12:], uint32(ports))
 	if _, err := w.Write(h); err != nil {
-		return err
+		return nil, err
 	}
 	for _, nd := range kept {
 		if _, err := w.Write(nd.raw); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	type key struct {
@@ -247,11 +247,11 @@ func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) error {
 				clear(rec[ndPortRemote+1:])
 			}
 			if _, err := w.Write(rec); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 // byPortGUID returns the node one of whose ports has guid, or nil.

@@ -50,7 +50,7 @@ func TestNDCacheFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := c.filter(&b, func(n *ndNode) bool { return n.guid == leaf1 }); err != nil {
+	if _, err := c.filter(&b, func(n *ndNode) bool { return n.guid == leaf1 }); err != nil {
 		t.Fatal(err)
 	}
 	f, err := parseNDCache(bytes.NewReader(b.Bytes()), MaxNDCache)
@@ -106,7 +106,7 @@ func FuzzParseNDCache(f *testing.F) {
 			return
 		}
 		var out bytes.Buffer
-		if err := c.filter(&out, func(*ndNode) bool { return true }); err != nil {
+		if _, err := c.filter(&out, func(*ndNode) bool { return true }); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := parseNDCache(bytes.NewReader(out.Bytes()), 1<<20); err != nil {

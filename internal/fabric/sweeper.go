@@ -602,16 +602,14 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 		return false, ReasonUnparsable, "ibnetdiscover --cache: " + err.Error()
 	}
 	var buf bytes.Buffer
-	if err := c.filter(&buf, func(n *ndNode) bool {
+	written, err := c.filter(&buf, func(n *ndNode) bool {
 		g, ok := n.lineGUID(1)
 		return ok && (n.typ == ndTypeSwitch || s.cfg.CAs) && s.InShard(g)
-	}); err != nil {
+	})
+	if err != nil {
 		return false, ReasonStart, "writing the fabric cache: " + err.Error()
 	}
-	expect, err := s.coverageOf(buf.Bytes())
-	if err != nil {
-		return false, ReasonUnparsable, "the fabric cache written for ibqueryerrors: " + err.Error()
-	}
+	expect := s.coverageOf(written)
 	file := filepath.Join(s.dir, "fabric.cache")
 	if err := writeFileAtomic(file, buf.Bytes()); err != nil {
 		return false, ReasonStart, fmt.Sprintf("writing the fabric cache: %v (set --collector.fabric.cache-dir to a writable directory)", err)
@@ -633,20 +631,16 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 // nodes of the types it is asked for, and their ports other than port 0.
 type coverage struct{ nodes, ports int }
 
-// coverageOf returns the coverage of the cache file b handed to
-// ibqueryerrors: the summary of a run that read it must say at least as
+// coverageOf returns the coverage of the cache file holding nodes (what
+// filter wrote) handed to ibqueryerrors: the summary of a run that read it must say at least as
 // much. ibqueryerrors counts every node of the asked types, read or not,
 // and for each its ports 1 to N (the node's port count when one
 // all-port query answers, the cached ports otherwise, port 0 too for an
 // enhanced switch port 0), so the cached ports other than port 0 are a
 // floor for both runs, but the two runs' port counts may differ.
-func (s *Sweeper) coverageOf(b []byte) (coverage, error) {
-	c, err := parseNDCache(bytes.NewReader(b), MaxNDCache)
-	if err != nil {
-		return coverage{}, err
-	}
+func (s *Sweeper) coverageOf(nodes []*ndNode) coverage {
 	var cv coverage
-	for _, nd := range c.nodes {
+	for _, nd := range nodes {
 		if nd.typ != ndTypeSwitch && (nd.typ != ndTypeCA || !s.cfg.CAs) {
 			continue // not asked for (--switch, --ca)
 		}
@@ -657,7 +651,7 @@ func (s *Sweeper) coverageOf(b []byte) (coverage, error) {
 			}
 		}
 	}
-	return cv, nil
+	return cv
 }
 
 // checkCoverage reports, as a failure message, a run whose summary says
