@@ -58,8 +58,36 @@ func regularOwn(path string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s: not a regular file (%s), refused", path, fileType(fi.Mode()))
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s: owned by uid %d, not this process's %d, refused", path, st.Uid, os.Geteuid())
+	if !ownedByUs(fi, true) {
+		return fmt.Errorf("%s: owned by uid %d, not this process's %d, refused", path, fi.Sys().(*syscall.Stat_t).Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// ownedByUs reports whether fi belongs to this process's effective user;
+// unknown is what a FileInfo without an owner (not from the OS) counts as.
+func ownedByUs(fi fs.FileInfo, unknown bool) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return unknown
+	}
+	return int(st.Uid) == os.Geteuid()
+}
+
+// safeDir checks that dir is a directory owned by this process's user and
+// writable by no one else.
+func safeDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("the fabric cache directory: %w (set --collector.fabric.cache-dir to a writable directory)", err)
+	}
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("refusing the fabric cache directory %s: not a directory", dir)
+	case !ownedByUs(fi, false):
+		return fmt.Errorf("refusing the fabric cache directory %s: it is not owned by the exporter's user (uid %d), who alone may write the threshold file and the fabric cache", dir, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("refusing the fabric cache directory %s: mode %v lets its group or others replace the threshold file and the fabric cache (chmod go-w it)", dir, fi.Mode().Perm())
 	}
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
@@ -527,25 +526,6 @@ func (s *Sweeper) prepareDir() (Reason, string) {
 		return ReasonStart, err.Error()
 	}
 	return "", ""
-}
-
-// safeDir checks that dir is a directory owned by this process's user and
-// writable by no one else.
-func safeDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("the fabric cache directory: %w (set --collector.fabric.cache-dir to a writable directory)", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return fmt.Errorf("refusing the fabric cache directory %s: not a directory", dir)
-	case !ok || int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("refusing the fabric cache directory %s: it is not owned by the exporter's user (uid %d), who alone may write the threshold file and the fabric cache", dir, os.Geteuid())
-	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("refusing the fabric cache directory %s: mode %v lets its group or others replace the threshold file and the fabric cache (chmod go-w it)", dir, fi.Mode().Perm())
-	}
-	return nil
 }
 
 // writeThresholds writes the threshold file anew before each errors run,
