@@ -49,7 +49,7 @@ func evalRouting(t *testing.T, iblinkinfo, dump string) []Finding {
 	if err := os.WriteFile(tool, []byte("#!/bin/sh\ncat '"+dir+"/out'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rr := fabric.NewRouteReader(fabric.RouteReaderConfig{DumpFTS: tool, Topology: func() *fabric.Fabric { return topo }})
+	rr := fabric.NewRouteReader(fabric.RouteReaderConfig{DumpFTS: tool, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }}})
 	rr.ReadOnce(context.Background())
 	st := rr.Status()
 	e, err := NewEvaluator(&config.Config{}, []string{"fabric.routing"})

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -21,32 +20,17 @@ import (
 // RouteReaderConfig configures the background read of the switches'
 // unicast forwarding tables.
 type RouteReaderConfig struct {
+	// Loop's Interval is how often the topology is checked for a change
+	// that calls for a new read (default 1m: the counter sweep's), its
+	// Timeout bounds one dump_fts run.
+	Loop
 	// DumpFTS is the executable (default "dump_fts"): one run reads every
 	// switch's table, where ibroute reads one switch a process.
 	DumpFTS string
-	// Local are the arguments that pick the local port (-C, -P).
-	Local []string
-	// Interval is how often the topology is checked for a change that
-	// calls for a new read (default 1m: the counter sweep's).
-	Interval time.Duration
 	// MaxAge re-reads the tables at least this often even when the
 	// topology did not change (default 15m): the SM may reroute on its
 	// own (a heavy sweep, a changed routing engine), which no scan sees.
 	MaxAge time.Duration
-	// Timeout bounds one dump_fts run (default 2m).
-	Timeout time.Duration
-	// MaxOutput bounds one run's output (default DefaultSweepMaxOutput).
-	MaxOutput int
-	// Shard and Shards: this reader exports the switches with
-	// ShardOf(guid, Shards) == Shard, as the counter sweep.
-	Shard, Shards int
-	// Topology returns the latest topology scan (nil before one).
-	Topology func() *Fabric
-	// Ready, when set, is closed once Topology has a scan.
-	Ready  <-chan struct{}
-	Logger *slog.Logger
-	Now    func() time.Time
-	Reaper *subprocess.Reaper
 }
 
 // Routes is one read of the forwarding tables of this shard's switches.
@@ -106,30 +90,10 @@ func NewRouteReader(cfg RouteReaderConfig) *RouteReader {
 	if cfg.DumpFTS == "" {
 		cfg.DumpFTS = "dump_fts"
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Minute
-	}
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 15 * time.Minute
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Minute
-	}
-	if cfg.MaxOutput <= 0 {
-		cfg.MaxOutput = DefaultSweepMaxOutput
-	}
-	if cfg.Shards <= 0 {
-		cfg.Shards = 1
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Topology == nil {
-		cfg.Topology = func() *Fabric { return nil }
-	}
+	cfg.defaults()
 	return &RouteReader{cfg: cfg, st: RouteStatus{Failures: map[Reason]uint64{}}}
 }
 

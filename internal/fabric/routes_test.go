@@ -148,7 +148,7 @@ func readerRuns(dir string) int {
 func TestRouteReaderRecorded(t *testing.T) {
 	path, _ := fakeDumpFTS(t, lftFixture(t, "dump_fts.stdout"), "", 0)
 	topo := ibsimTopology(t)
-	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Topology: func() *Fabric { return topo }, Local: []string{"-C", "mlx5_0"}})
+	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }, Local: []string{"-C", "mlx5_0"}}})
 	rr.ReadOnce(context.Background())
 	st := rr.Status()
 	r := st.Last
@@ -167,8 +167,8 @@ func TestRouteReaderRereadsOnChange(t *testing.T) {
 	path, dir := fakeDumpFTS(t, lftFixture(t, "dump_fts.stdout"), "", 0)
 	topo := ibsimTopology(t)
 	now := time.Unix(1000, 0)
-	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Topology: func() *Fabric { return topo },
-		MaxAge: 10 * time.Minute, Now: func() time.Time { return now }})
+	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo },
+		Now: func() time.Time { return now }}, MaxAge: 10 * time.Minute})
 	ctx := context.Background()
 	rr.ReadOnce(ctx)
 	rr.ReadOnce(ctx)
@@ -235,7 +235,7 @@ func TestRouteReaderFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, dir := fakeDumpFTS(t, tc.stdout, tc.stderr, tc.rc)
-			rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Topology: func() *Fabric { return topo }})
+			rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }}})
 			rr.ReadOnce(context.Background())
 			st := rr.Status()
 			r := st.Last
@@ -267,7 +267,7 @@ func TestRouteReaderShards(t *testing.T) {
 	topo := ibsimTopology(t)
 	seen := map[uint64]int{}
 	for shard := range 3 {
-		rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Topology: func() *Fabric { return topo }, Shard: shard, Shards: 3})
+		rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }, Shard: shard, Shards: 3}})
 		rr.ReadOnce(context.Background())
 		r := rr.Status().Last
 		if !r.OK() {
@@ -290,7 +290,7 @@ func TestRouteReaderShards(t *testing.T) {
 func TestRouteReaderBounded(t *testing.T) {
 	path, _ := fakeDumpFTS(t, lftFixture(t, "dump_fts.stdout"), "", 0)
 	topo := ibsimTopology(t)
-	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Topology: func() *Fabric { return topo }, MaxOutput: 1000})
+	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }, MaxOutput: 1000}})
 	rr.ReadOnce(context.Background())
 	r := rr.Status().Last
 	if r.OK() || r.Reason != ReasonOutputTooLarge || len(r.Switches) != 0 || len(r.Unknown) != 6 {

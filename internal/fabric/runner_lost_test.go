@@ -105,7 +105,7 @@ func TestSweepCutSwitchUnknown(t *testing.T) {
 	topo := r.Status().Fabric
 	tools := fabrictest.InstallWith(t, fabrictest.Answers{Cache: iqeFixture("ibsim16-leaf004-cut.cache")})
 	sw := sweepWith(t, SweeperConfig{IBQueryErrors: tools.IBQueryErrors, IBNetDiscover: tools.IBNetDiscover, SMInfo: tools.SMInfo,
-		Dir: t.TempDir(), Topology: func() *Fabric { return topo }})
+		Dir: t.TempDir(), Loop: Loop{Topology: func() *Fabric { return topo }}})
 	if sw.OK() || sw.Unknown != 8 || sw.Failures[ReasonMAD] != 1 {
 		t.Fatalf("sweep: OK %v, %d unknown of %d, failures %v; want leaf004's 8 unknown", sw.OK(), sw.Unknown, len(sw.Ports), sw.Failures)
 	}

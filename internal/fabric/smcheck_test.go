@@ -20,7 +20,7 @@ func smTools(t *testing.T, smRun string) (*Sweeper, string) {
 	tools := fabrictest.InstallWith(t, fabrictest.Answers{SMInfo: smRun})
 	topo := ibsimTopology(t)
 	return NewSweeper(SweeperConfig{IBQueryErrors: tools.IBQueryErrors, IBNetDiscover: tools.IBNetDiscover, SMInfo: tools.SMInfo,
-		Dir: t.TempDir(), Topology: func() *Fabric { return topo }}), tools.Dir
+		Dir: t.TempDir(), Loop: Loop{Topology: func() *Fabric { return topo }}}), tools.Dir
 }
 
 // count is the number of logged runs of tool.

@@ -25,8 +25,68 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
+// Loop is what the fabric's background readers (the counter sweep, the
+// forwarding-table read) share: where they send from, how often and how
+// long they run, how much they read, which shard they cover and the scan
+// they read against.
+type Loop struct {
+	// Local are the arguments that pick the local port the tools send
+	// from (-C, -P), as for iblinkinfo.
+	Local []string
+	// Interval between rounds (default 1m). A round still running when
+	// the next is due makes that one skipped, never stacked.
+	Interval time.Duration
+	// Timeout bounds one round (default 2m): a sweep, its discovery and
+	// ibqueryerrors runs together; a dump_fts run. A run still going then
+	// is killed and what it should have read is unknown.
+	Timeout time.Duration
+	// MaxOutput bounds one run's standard output (default
+	// DefaultSweepMaxOutput); past it the run is killed and what it
+	// should have read is unknown.
+	MaxOutput int
+	// Shard and Shards split the nodes by GUID among Shards readers; this
+	// one covers the nodes with ShardOf(guid, Shards) == Shard. Shards 0
+	// or 1 covers everything.
+	Shard, Shards int
+	// Topology returns the latest topology scan (nil before one): the
+	// rounds read against it instead of discovering the fabric again.
+	Topology func() *Fabric
+	// Ready, when set, is closed once Topology has a scan: Run waits for
+	// it before the first round (Runner.Scanned).
+	Ready  <-chan struct{}
+	Logger *slog.Logger
+	Now    func() time.Time
+	Reaper *subprocess.Reaper
+}
+
+// defaults fills what was left unset.
+func (l *Loop) defaults() {
+	if l.Interval <= 0 {
+		l.Interval = time.Minute
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = 2 * time.Minute
+	}
+	if l.MaxOutput <= 0 {
+		l.MaxOutput = DefaultSweepMaxOutput
+	}
+	if l.Shards <= 0 {
+		l.Shards = 1
+	}
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
+	}
+	if l.Now == nil {
+		l.Now = time.Now
+	}
+	if l.Topology == nil {
+		l.Topology = func() *Fabric { return nil }
+	}
+}
+
 // SweeperConfig configures the background counter sweep.
 type SweeperConfig struct {
+	Loop
 	// IBQueryErrors and IBNetDiscover are the executables (default
 	// "ibqueryerrors" and "ibnetdiscover").
 	IBQueryErrors, IBNetDiscover string
@@ -34,44 +94,17 @@ type SweeperConfig struct {
 	// is read before and after each sweep's runs, and a sweep across a
 	// change of SM is not trusted (smcheck.go).
 	SMInfo string
-	// Local are the arguments that pick the local port the tools send
-	// from (-C, -P), as for iblinkinfo.
-	Local []string
-	// Interval between sweeps (default 1m). A sweep still running when
-	// the next is due makes that one skipped, never stacked.
-	Interval time.Duration
-	// Timeout bounds one sweep, its discovery and ibqueryerrors runs
-	// together (default 2m): a run still going then is killed and the
-	// sweep ends there.
-	Timeout time.Duration
 	// Dir holds the fabric cache and the threshold file (default: a
 	// private directory made under the system's temporary directory on
 	// the first sweep).
 	Dir string
-	// MaxOutput bounds one run's standard output (default
-	// DefaultSweepMaxOutput); past it the run is killed and its ports are
-	// unknown.
-	MaxOutput int
 	// CAs sweeps channel-adapter ports too (off: hosts running
 	// rdma_doctor export their own side from sysfs).
 	CAs bool
-	// Shard and Shards split the nodes by GUID among Shards sweepers; this
-	// one sweeps the nodes with ShardOf(guid, Shards) == Shard. Shards 0
-	// or 1 sweeps everything.
-	Shard, Shards int
-	// Topology returns the latest topology scan (nil before one); the
-	// sweep reuses it instead of discovering the fabric again.
-	Topology func() *Fabric
-	// Ready, when set, is closed once Topology has a scan: Run waits for
-	// it before the first sweep (Runner.Scanned).
-	Ready <-chan struct{}
 	// Done, when set, is called with each sweep before Status returns it
 	// (the collector renders its series then, so that no scrape waits for
 	// that).
-	Done   func(*Sweep)
-	Logger *slog.Logger
-	Now    func() time.Time
-	Reaper *subprocess.Reaper
+	Done func(*Sweep)
 }
 
 // DefaultSweepMaxOutput bounds one run's output: a data counter line is
@@ -122,27 +155,7 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.SMInfo == "" {
 		cfg.SMInfo = "sminfo"
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Minute
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Minute
-	}
-	if cfg.MaxOutput <= 0 {
-		cfg.MaxOutput = DefaultSweepMaxOutput
-	}
-	if cfg.Shards <= 0 {
-		cfg.Shards = 1
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Topology == nil {
-		cfg.Topology = func() *Fabric { return nil }
-	}
+	cfg.defaults()
 	return &Sweeper{cfg: cfg, st: SweepStatus{Failures: map[Reason]uint64{}}, dir: cfg.Dir, wide: map[uint64]bool{}}
 }
 

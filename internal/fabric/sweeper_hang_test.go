@@ -180,7 +180,7 @@ func TestSweepStopsAtFirstTimeout(t *testing.T) {
 // TestSweepOneDeadline: each run gets what is left of the sweep's
 // deadline, never an unbounded 0.
 func TestSweepOneDeadline(t *testing.T) {
-	s := NewSweeper(SweeperConfig{Timeout: time.Hour})
+	s := NewSweeper(SweeperConfig{Loop: Loop{Timeout: time.Hour}})
 	if got := s.timeout(); got != time.Hour {
 		t.Errorf("no sweep running: %v, want the Timeout", got)
 	}

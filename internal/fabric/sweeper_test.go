@@ -317,11 +317,11 @@ func TestSweepCAsAndShards(t *testing.T) {
 func TestSweepSkipsWhenRunning(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 4)
-	s := NewSweeper(SweeperConfig{IBQueryErrors: "true", Topology: func() *Fabric {
+	s := NewSweeper(SweeperConfig{IBQueryErrors: "true", Loop: Loop{Topology: func() *Fabric {
 		entered <- struct{}{}
 		<-release
 		return nil
-	}})
+	}}})
 	ctx := context.Background()
 	s.tick(ctx)
 	<-entered

@@ -77,17 +77,13 @@ var (
 			// Opened before this one (the table's order).
 			scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
 			sw := fabric.NewSweeper(fabric.SweeperConfig{
+				Loop:          fabricLoop(o, scan, env),
 				IBQueryErrors: o.IBQueryErrorsPath, IBNetDiscover: o.IBNetDiscoverPath, SMInfo: o.SMInfoPath,
-				Local: fabric.Args(o.CA, o.Port)[1:], // without iblinkinfo's --line
-				Dir:   o.CacheDir, Interval: o.CountersInterval, Timeout: o.CountersTimeout,
-				CAs: o.CACounters, Shard: o.Shard, Shards: o.Shards,
-				Topology: func() *fabric.Fabric { return scan.latest().Fabric },
-				Ready:    scan.ready,
+				Dir: o.CacheDir, CAs: o.CACounters,
 				Done: func(s *fabric.Sweep) {
 					h.fabricSwept.call(s)
 					published()
 				},
-				Logger: env.logger, Reaper: env.reaper,
 			})
 			return &task[*fabric.SweepStatus]{run: sw.Run, round: sw.SweepOnce, latest: func() *fabric.SweepStatus {
 				st := sw.Status()

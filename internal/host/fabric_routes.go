@@ -21,12 +21,7 @@ var fabricRoutesSource = &Background[*fabric.RouteStatus]{name: "fabric_routes",
 		}
 		scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
 		rr := fabric.NewRouteReader(fabric.RouteReaderConfig{
-			DumpFTS: o.DumpFTSPath, Local: fabric.Args(o.CA, o.Port)[1:],
-			Interval: o.CountersInterval, Timeout: o.CountersTimeout, MaxAge: o.RoutesMaxAge,
-			Shard: o.Shard, Shards: o.Shards,
-			Topology: func() *fabric.Fabric { return scan.latest().Fabric },
-			Ready:    scan.ready,
-			Logger:   env.logger, Reaper: env.reaper,
+			Loop: fabricLoop(o, scan, env), DumpFTS: o.DumpFTSPath, MaxAge: o.RoutesMaxAge,
 		})
 		return &task[*fabric.RouteStatus]{run: rr.Run, round: rr.ReadOnce, latest: func() *fabric.RouteStatus {
 			st := rr.Status()
@@ -38,4 +33,18 @@ var fabricRoutesSource = &Background[*fabric.RouteStatus]{name: "fabric_routes",
 // where none runs (as FabricScan, or --no-collector.fabric.routes).
 func (s *Snapshot) FabricRoutes(ctx context.Context) *fabric.RouteStatus {
 	return latest(ctx, s, fabricRoutesSource)
+}
+
+// fabricLoop is what the counter sweep and the route read share: the
+// local port (iblinkinfo's arguments without --line), the counters
+// interval and timeout, the shard, and the latest scan they read against.
+func fabricLoop(o *FabricOptions, scan *task[*fabric.Status], env runEnv) fabric.Loop {
+	return fabric.Loop{
+		Local:    fabric.Args(o.CA, o.Port)[1:],
+		Interval: o.CountersInterval, Timeout: o.CountersTimeout,
+		Shard: o.Shard, Shards: o.Shards,
+		Topology: func() *fabric.Fabric { return scan.latest().Fabric },
+		Ready:    scan.ready,
+		Logger:   env.logger, Reaper: env.reaper,
+	}
 }
