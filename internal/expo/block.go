@@ -13,11 +13,11 @@ import (
 )
 
 // Block is whole families rendered once and served by every scrape until
-// their source changes: a fabric's per-port and per-link series, 400k at
-// 4000 hosts, which change once a sweep (a minute) and cost 200 ms a
-// scrape to sort, render and compress. A Block keeps each family as a
-// compressed text Segment, not its samples (which were 100 MB of heap at
-// that size): a gzip text scrape splices the segments in (GzipWriter), a
+// their source changes: a fabric's per-port and per-link series, which
+// change once a sweep and are too many to sort, render and compress on
+// every scrape. A Block keeps each family as a compressed text Segment,
+// not its samples, which would hold many times the heap
+// (docs/measurements.md#expo): a gzip text scrape splices the segments in (GzipWriter), a
 // plain text one decompresses them, and a protobuf scrape, or a registry
 // (Expand), gets the samples made again by the function the Block was
 // built from.
@@ -38,9 +38,8 @@ type blockFamily struct {
 	typ  dto.MetricType
 	seg  Segment // the text exposition
 	// pseg is the family as one delimited protobuf MetricFamily: a
-	// protobuf scrape splices or decompresses it as a text one does seg
-	// (issue 35: making the samples again held 86 MB a scrape at 10,800
-	// switch ports).
+	// protobuf scrape splices or decompresses it as a text one does seg,
+	// so that it never makes a fabric's samples again.
 	pseg Segment
 }
 
@@ -130,8 +129,8 @@ func Expand(ms []prometheus.Metric) []prometheus.Metric {
 
 // writeSegment writes a rendered family: spliced into a GzipWriter,
 // decompressed into any other writer through the streamer's one
-// decompressor (reset for each segment: a new one per family was 20
-// allocations of tens of kilobytes a scrape).
+// decompressor, reset for each segment rather than made anew per family:
+// each is tens of kilobytes.
 func (s *streamer) writeSegment(seg *Segment) error {
 	if g, ok := s.w.(*GzipWriter); ok {
 		return g.Splice(seg)

@@ -25,12 +25,11 @@ import (
 // time: a family in these formats is a MetricFamily message's fields,
 // and the text of a message is its fields' texts one after another (in
 // the compact form separated by a space), so the family's header and
-// each of its series are formatted on their own. Through client_golang's
-// registry the whole collection was dto messages first (about 3,200
-// bytes a sample: 380 MB for a fabric's 118k, issue 35), and a Block's
-// families were refused (an ERROR a scrape). Here a Block's family is
-// read from its protobuf segment, a series at a time; the rest is
-// encoded from the samples as WriteProto encodes them.
+// each of its series are formatted on their own, so that a scrape never
+// holds the whole collection as dto messages, which a fabric's size
+// makes hundreds of megabytes (docs/measurements.md#expo). A
+// Block's family is read from its protobuf segment, a series at a time;
+// the rest is encoded from the samples as WriteProto encodes them.
 func WriteDebug(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily, format expfmt.Format) error {
 	compact := false
 	switch format.FormatType() {

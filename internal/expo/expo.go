@@ -6,7 +6,7 @@
 // tests' testutil take them as they are) but that a scrape in the text
 // format writes straight to the response, without client_golang's label
 // pairs, dto conversion and per-family encoding, which cost most of a
-// scrape (2.5 of 3.4 ms on dgx-h100, measured with pprof). The output is
+// scrape (docs/measurements.md#expo). The output is
 // the text format 0.0.4 byte for byte as promhttp writes it: families
 // sorted by name, series by their label values in label-name order. A
 // sample the registry would refuse is left out and counted (Reject); the
@@ -149,8 +149,9 @@ type Family struct {
 // is left out and counted: a wrong number of label values, a type or
 // Desc other than its family's; duplicates are left out when the family
 // is sorted, where they meet, and label values that are not UTF-8 when
-// it is written, by the scan the writing makes anyway (checked here,
-// that scan was a tenth of writing a dgx-h100 exposition).
+// it is written, by the scan the writing makes anyway (a second scan
+// here would cost a visible share of the writing:
+// docs/measurements.md#expo).
 func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
 	fams = map[string]*Family{}
 	// A collector sends a family's samples in runs (a port's counters,
@@ -364,8 +365,8 @@ func (f *Family) sorted() []*Sample {
 	}
 	// Sorted as indexes, ties by position (stable: of equal label values
 	// the first collected is the one kept, as in client_golang): pdqsort moving small integers
-	// instead of slices.SortStableFunc's rotations of pointers, which
-	// were a third of writing a dgx-h100 exposition. Two samples that end
+	// instead of slices.SortStableFunc's rotations of pointers, a large
+	// share of writing an exposition (docs/measurements.md#expo). Two samples that end
 	// side by side were compared with each other, so a tie seen here is
 	// the only sign of duplicates needed.
 	idx := make([]int32, len(f.samples))

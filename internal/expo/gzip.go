@@ -13,9 +13,9 @@ import (
 )
 
 // This file is a gzip writer that can splice in text compressed once
-// beforehand (a Block's families), so a scrape of a fabric's 400k series
-// copies their compressed bytes instead of rendering and compressing 40 MB
-// again. A gzip member is one deflate stream; a deflate stream is a run of
+// beforehand (a Block's families), so a scrape of a fabric's series
+// copies their compressed bytes instead of rendering and compressing
+// tens of megabytes of text again. A gzip member is one deflate stream; a deflate stream is a run of
 // blocks, each of which may start on any byte boundary. A segment is the
 // blocks a fresh compressor made of one family's text, ended by a sync
 // flush (byte-aligned, not final); the writer flushes its own compressor

@@ -43,14 +43,13 @@ const (
 // protobuf exposition (one length-prefixed MetricFamily after another,
 // sorted by name), the same messages promhttp sends for the same
 // samples, encoded straight from the samples: no dto.Metric, label pair
-// or const metric per sample, which made a protobuf scrape allocate 20
-// times what a text one does (dgx-h100: 870 kB against 39 kB), so that
-// 40 concurrent protobuf scrapes held 2 GB. Each family's size is counted
+// or const metric per sample, so that a protobuf scrape holds what a text
+// one does, which concurrent scrapes multiply
+// (docs/measurements.md#expo). Each family's size is counted
 // first and its bytes go through the same bounded buffer as WriteText's,
 // so no family, however large (a fabric's), is built whole in memory. A
 // Block's families were encoded when it was built: they are spliced or
-// decompressed as its text is (a fabric's 118k samples made again for
-// every protobuf scrape held 86 MB a scrape, issue 35).
+// decompressed as its text is, never made into samples again.
 func WriteProto(w io.Writer, fams map[string]*Family, gathered []*dto.MetricFamily) error {
 	return stream(w, fams, gathered,
 		func(w io.Writer, mf *dto.MetricFamily) error {

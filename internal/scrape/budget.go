@@ -15,28 +15,23 @@ import (
 )
 
 // What a scrape allocates to answer, beyond the collection that
-// concurrent scrapes share (TestScrapeMemory, dgx-h100's 1,038 samples):
-// 86 kB in the text format and in protobuf (a 36 kB write buffer, and
-// grouping and sorting at about 48 bytes a sample); through
-// client_golang's registry (names escaped with dots) 2,900 to 3,300 bytes
-// a sample (a dto.Metric, its label pairs and a const metric per sample,
-// then the formatting; 3,276 in a -race run of the whole suite with
-// rdma_port_info's port_guid, over the 3,200 once reserved), hence 3,600. A Block's families (a fabric's) are shared, not
-// made again: a gzip scrape splices them and holds nothing more; any
-// other decompresses them one at a time through one decompressor
-// (inflateCost, TestScrapeMemoryFabric), and the debugging formats
-// decode one series at a time through buffers of their own: 160 kB held
-// by one scrape alone at 10,080 switch ports, but two running at once
-// measured 7.2 MB live and 20 queued for two slots 12.7 MB, the garbage
-// each makes while a collection marks (prototext allocates for every
-// series), hence one at a time (debugScrapes) and 4 MiB (debugCost).
-// A gzip writer, for a scrape that asks for gzip and finds none free, is
-// about 830 kB; a write buffer 64 kB. The exporter's own go_* and
-// promhttp_* series, gathered through client_golang's registry on every
-// scrape, add about 67 kB in text and 90 kB in protobuf (dgx-h100, with
-// and without them, same test), and up to 133 kB in one CI run of
-// TestScrapeMemoryOwnSeries (the runtime's histograms vary with what the
-// process has done), hence 128 KiB reserved.
+// concurrent scrapes share, each figure an upper estimate of what
+// TestScrapeMemory, TestScrapeMemoryFabric and TestScrapeMemoryOwnSeries
+// measure, with a margin (the measurements: docs/measurements.md#scrape):
+// a sample written by expo (text or protobuf: grouping and sorting), a
+// sample through client_golang's registry (a dto.Metric, its label pairs
+// and a const metric each, then the formatting; names escaped with dots
+// take that path), a gzip writer for a scrape that finds none free, the
+// write buffer, the one decompressor that a non-gzip scrape reads a
+// Block's families through (a Block's families are shared, not made
+// again, and a gzip scrape splices them and holds nothing more), a
+// debugging-format scrape, and the exporter's own go_* and promhttp_*
+// series, gathered through client_golang's registry on every scrape
+// (the runtime's histograms vary with what the process has done). The
+// debugging formats decode one series at a time, little for one scrape
+// alone, but prototext allocates for every series and that garbage
+// piles up while a collection marks, so two at once hold many times
+// one's: hence one at a time (debugScrapes) and debugCost.
 const (
 	fastSampleCost = 48
 	slowSampleCost = 3600
@@ -95,8 +90,8 @@ func countOf(metrics [][]prometheus.Metric) counts {
 
 // scrapeCost estimates the memory a scrape holds while it answers: what
 // it holds, not what it writes, so a spliced or streamed Block costs the
-// scrape nothing but the decompressor (issue 35: a gzip scrape of 48,000
-// switch ports was charged 78 MB while it held about 1 MB).
+// scrape nothing but the decompressor: charged by what it writes, a gzip
+// scrape of a large fabric was refused for memory it never held.
 func scrapeCost(c counts, kind formatKind, gzip bool) int64 {
 	cost := int64(bufferCost)
 	switch kind {
@@ -157,11 +152,11 @@ func (m *handler) reserve(w http.ResponseWriter, cost int64) (release func(), ok
 }
 
 // A client must take each rateChunk bytes of an answer within
-// rateWindow, at least 6.4 KiB a second, or it is dropped: a client that
-// asks and never reads held its scrape's slot and memory for the whole
-// write timeout (--scrape.timeout + 30 s), and 15 of them made every
-// other scrape a 503 (issue 35). Prometheus reads a scrape at network
-// speed; 6.4 KiB/s is a modem's.
+// rateWindow, at least 6.4 KiB a second, or it is dropped: otherwise a
+// client that asks and never reads holds its scrape's slot and memory
+// for the whole write timeout (--scrape.timeout + 30 s), and a few of
+// them make every other scrape a 503 (TestScrapeDropsNonReader).
+// Prometheus reads a scrape at network speed; 6.4 KiB/s is a modem's.
 const (
 	rateChunk  = 32 << 10
 	rateWindow = 5 * time.Second
