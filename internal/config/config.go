@@ -63,7 +63,7 @@ type HCATypeRate struct {
 // MaxFileSize bounds the configuration file. The longest real one lists
 // a port per device and a few probe peers: kilobytes. A file past this is
 // not a configuration, and YAML's decoder would spend seconds and hundreds
-// of MB on it (50 MB took 17.6 s and 757 MB).
+// of MB on it (docs/measurements.md#config).
 const MaxFileSize = 1 << 20
 
 // DefaultFile is the config file every command reads when --config.file

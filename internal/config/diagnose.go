@@ -168,7 +168,7 @@ type PortPolicy struct {
 	// Required are ports that must be up; port 0 means every port of the
 	// device.
 	Required []PortRef `yaml:"required"`
-	// All makes every port required (the behaviour before spare ports).
+	// All makes every port required: none is a spare.
 	All bool `yaml:"all"`
 }
 

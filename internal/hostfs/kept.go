@@ -30,7 +30,7 @@ type Attr struct {
 	// reg is Dir's FS's registry, where the Attr is listed until closed.
 	// The host path (the FS's root and name) is not kept: it is needed
 	// to open and in errors only, and a 64-device host has thousands of
-	// Attrs (1.5 MB of paths in a heap profile).
+	// Attrs (docs/measurements.md#hostfs).
 	reg *registry
 	// toEOF reads until end of file: a procfs table (seq_file with many
 	// records) may read short before its end. A sysfs attribute is one
@@ -141,12 +141,12 @@ func (a *Attr) release() {
 }
 
 // MaxKept is the budget of descriptors the process keeps open, over
-// every FS (Attrs and listed directories alike): each pins about 4.5 KiB
-// of kernel memory outside the process's RSS (the open file, and on
-// sysfs the kernfs open file with its seq_file and the page-sized buffer
-// of its first read, kept until close: 2.4 MiB on dgx-h100, issue 30),
-// so the budget is about 18 MiB. A 64-device host keeps about 3,500.
-// Past it, a file is read with open, read and close, the same value at a
+// every FS (Attrs and listed directories alike): each pins a few KiB of
+// kernel memory outside the process's RSS (the open file, and on sysfs
+// the kernfs open file with its seq_file and the page-sized buffer of
+// its first read, kept until close), so the budget bounds that memory
+// while still keeping every file of a 64-device host
+// (docs/measurements.md#hostfs). Past it, a file is read with open, read and close, the same value at a
 // few more system calls. KeptFiles says how many are kept now
 // (rdma_host_kept_descriptors).
 const MaxKept = 4096

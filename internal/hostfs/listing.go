@@ -24,12 +24,11 @@ type Listed struct {
 // List returns the entries of directory name below f, sorted by name,
 // each with its identity: read with getdents and each entry's identity
 // taken with fstatat relative to the directory's descriptor, without
-// following a link. Listing with ReadDir and a stat of each entry instead
-// walked the whole path of each entry and of its link's target: on
-// dgx-h100 about a twentieth of an infiniband scrape (perf). The
-// directory is opened for each List: keeping it open and rewinding it
-// saved no measurable CPU (docs/performance.md, "What each cache
-// saves"). An FS that is not Dir's is listed with its ReadDir, without
+// following a link, since ReadDir and a stat of each entry would walk the
+// whole path of each entry and of its link's target
+// (docs/measurements.md#hostfs). The directory is opened for each List:
+// keeping it open and rewinding it saves no measurable CPU
+// (docs/caches.md). An FS that is not Dir's is listed with its ReadDir, without
 // identities.
 func List(f FS, name string) ([]Listed, error) {
 	d, ok := f.(*dirFS)

@@ -13,8 +13,8 @@ import (
 // SIOCGIFINDEX ioctl per name on one socket: what a scrape needs to tell
 // whether the kernel has a netdev of the sysfs tree under the same name
 // and index. (net.Interfaces dumps every interface over netlink on each
-// call: 4-8 % of a default scrape on a host with a few netdevs, more with
-// hundreds of VFs.) Close releases the socket.
+// call, a cost that grows with every netdev of the host, hundreds of VFs
+// included: docs/measurements.md#netdev.) Close releases the socket.
 type KernelIfindex struct{ fd int }
 
 // NewKernelIfindex opens the socket the lookups use.
@@ -44,7 +44,8 @@ func (k *KernelIfindex) Close() error { return unix.Close(k.fd) }
 
 // Ifindexes is a KernelIfindex opened on first use and kept open by its
 // owner (the host, for the life of the process): a socket opened and
-// closed on every scrape was a fifth of the netdev refresh's CPU. The
+// closed on every scrape is a large part of the netdev refresh's CPU
+// (docs/caches.md). The
 // zero value is ready; safe for concurrent use (the ioctls share the
 // socket). A socket that could not be opened is tried again next time.
 type Ifindexes struct {

@@ -11,8 +11,9 @@ import (
 )
 
 // LogReader reads OpenSM logs across refreshes: the first read of a log
-// parses its last LogTail bytes, later ones only the lines added since
-// (a busy SM's 1 MiB tail cost 30 ms of CPU per parse). A rotated or
+// parses its last LogTail bytes, later ones only the lines added since:
+// a busy SM's whole tail is too costly to parse at every refresh
+// (docs/measurements.md#opensm). A rotated or
 // truncated log, or one that grew by more than LogTail, is parsed afresh
 // from its tail. Its zero value is ready; it is safe for concurrent use.
 type LogReader struct {

@@ -396,8 +396,8 @@ type reading struct {
 // state alone decides) and link_downed (absent when it cannot be read).
 func (p *watched) read() (r reading) {
 	// 64 bytes: hostfs.Attr allocates a 4 KiB buffer for anything smaller,
-	// which was 74 KB a round on the DGX host (BenchmarkPortwatchRound).
-	// The longest value, "6: Link Error Recovery\n", is 23.
+	// three per port every round (BenchmarkPortwatchRound counts the
+	// bytes; docs/measurements.md#portwatch). The longest value, "6: Link Error Recovery\n", is 23.
 	var buf [64]byte
 	b, err := p.state.Read(buf[:0])
 	if err == nil {

@@ -13,10 +13,9 @@
 // /proc/stat whole for its btime line (on a large host the kernel sums
 // every IRQ over every CPU to print that file), reads /proc/self/limits,
 // and opens, reads and closes /proc/self/stat and /proc/self/net/netstat
-// (client_golang v1.25.0, procfs v0.22.0). That was 12% of a dgx-h100
-// scrape's CPU (pprof); BenchmarkCollect measures one gather of each
-// here, where /proc/stat is short (2 CPUs: 90 µs and 134 allocations
-// against 390-420 µs and 573). Here the start time is computed once (it
+// (client_golang v1.25.0, procfs v0.22.0): a large part of a scrape's
+// CPU for values that do not change (docs/measurements.md#procself;
+// BenchmarkCollect measures one gather of each). Here the start time is computed once (it
 // does not change), the limits come from getrlimit, and stat and netstat
 // are kept open and re-read in place (hostfs.Attr).
 //

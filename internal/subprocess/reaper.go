@@ -34,7 +34,7 @@ import (
 // The contract: in a process with a Reaper, every program is started
 // through it (Spec.Reaper, Reaper.Start). A child that was not is taken
 // for an orphan and killed. A nil *Reaper does nothing: orphans go to
-// init, as before.
+// init.
 //
 // When a run ends the Reaper reads /proc/<pid>/stat of every process (a
 // few thousand small reads on a busy host, bounded by the pid space) and
