@@ -210,8 +210,8 @@ func readmeFabric(p func(string, ...any), sec string) error {
 	}
 	tables := parseTables(sec)
 	t, ok := findTable(tables, "hosts (switches, switch ports)", "rdma_doctor sweep: CPU, wall", "cached scrape: median (max), CPU", "RSS, peak")
-	// Since issue 38 the ratio is the sweep's with the route read
-	// amortised; pages from before have the sweep's alone.
+	// A page with the route read gives the sweep's ratio with the read
+	// amortised; a page without one, the sweep's alone.
 	ratioCol, numCol, what := "sweep CPU with routes amortised / treydock scrape CPU", "sweep interval with routes: amortised, with a read", "rdma_doctor sweep CPU, route read amortised / treydock scrape CPU"
 	if t.col(ratioCol, 0) < 0 {
 		ratioCol, numCol, what = "sweep CPU / treydock scrape CPU", "rdma_doctor sweep: CPU, wall", "rdma_doctor sweep CPU / treydock scrape CPU"

@@ -411,7 +411,7 @@ func writeSBSFloors(p func(string, ...any), s *sideBySide) {
 }
 
 // keptKernelBytes is the kernel memory one file held open on sysfs pins
-// (issue 30's estimate, hostfs.MaxKept): about 4.5 KiB.
+// (issue 30's estimate, docs/measurements.md#hostfs).
 const keptKernelBytes = 4.5 * 1024
 
 // writeSBSMemory says where each exporter's resident memory lies.

@@ -22,7 +22,7 @@ const (
 )
 
 // docs/architecture.md's performance summary (tools/perfreport -readme,
-// from docs/performance.md; README.md carried it before).
+// from docs/performance.md).
 const (
 	ReadmePerfBegin = "<!-- perfreport:begin (generated from docs/performance.md by make bench and make bench-fabric; edits between these lines are lost) -->"
 	ReadmePerfEnd   = "<!-- perfreport:end -->"

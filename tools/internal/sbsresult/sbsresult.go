@@ -43,8 +43,8 @@ type Memory struct {
 	// OpenFiles is the files the exporter holds open after the scrapes
 	// (its /proc/PID/fd entries that are files: not sockets, pipes,
 	// anonymous inodes or devices), such as rdma_doctor's kept
-	// descriptors. On sysfs each pins about 4.5 KiB of kernel memory
-	// that VmRSS does not show (hostfs.MaxKept).
+	// descriptors. On sysfs each pins kernel memory that VmRSS does not
+	// show (hostfs.MaxKept, docs/measurements.md#hostfs).
 	OpenFiles int `json:"open_files"`
 }
 
