@@ -22,10 +22,11 @@ var htmlAnchor = regexp.MustCompile(`<a id="([^"]+)"></a>`)
 
 // TestCodeDocLinks: a comment keeps the reason for the code and sends the
 // reader to a page of docs/ for the figures behind it (issue 39: comments
-// say why, not history), so every docs/<page>.md or docs/<page>.md#<section>
-// that Go source names must exist, the section as one of the page's
-// headings or explicit anchors (<a id="cable">): a page renamed or a heading reworded would leave the comment
-// pointing nowhere.
+// say why, not history), so every docs/<page>.md or
+// docs/<page>.md#<section> that Go source names must exist, the section
+// as one of the page's headings or explicit anchors (<a id="cable">): a
+// page renamed or a heading reworded would leave the comment pointing
+// nowhere.
 func TestCodeDocLinks(t *testing.T) {
 	root := repoRoot(t)
 	anchors := map[string]map[string]bool{}

@@ -17,10 +17,10 @@ import (
 // change once a sweep and are too many to sort, render and compress on
 // every scrape. A Block keeps each family as a compressed text Segment,
 // not its samples, which would hold many times the heap
-// (docs/measurements.md#expo): a gzip text scrape splices the segments in (GzipWriter), a
-// plain text one decompresses them, and a protobuf scrape, or a registry
-// (Expand), gets the samples made again by the function the Block was
-// built from.
+// (docs/measurements.md#expo): a gzip text scrape splices the segments in
+// (GzipWriter), a plain text one decompresses them, and a protobuf
+// scrape, or a registry (Expand), gets the samples made again by the
+// function the Block was built from.
 //
 // A Block travels among a collector's metrics as a prometheus.Metric so
 // that it goes where they go; only Group, Expand and Aggregator.Collect

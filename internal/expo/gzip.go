@@ -14,15 +14,15 @@ import (
 
 // This file is a gzip writer that can splice in text compressed once
 // beforehand (a Block's families), so a scrape of a fabric's series
-// copies their compressed bytes instead of rendering and compressing
-// tens of megabytes of text again. A gzip member is one deflate stream; a deflate stream is a run of
-// blocks, each of which may start on any byte boundary. A segment is the
-// blocks a fresh compressor made of one family's text, ended by a sync
-// flush (byte-aligned, not final); the writer flushes its own compressor
-// the same way, copies the segment, and starts its compressor afresh, so
-// that nothing it writes later refers back across the segment. The gzip
-// trailer's CRC-32 is combined from the parts' (crc32Combine), so the
-// segment's text is not kept.
+// copies their compressed bytes instead of rendering and compressing tens
+// of megabytes of text again. A gzip member is one deflate stream; a
+// deflate stream is a run of blocks, each of which may start on any byte
+// boundary. A segment is the blocks a fresh compressor made of one
+// family's text, ended by a sync flush (byte-aligned, not final); the
+// writer flushes its own compressor the same way, copies the segment, and
+// starts its compressor afresh, so that nothing it writes later refers
+// back across the segment. The gzip trailer's CRC-32 is combined from the
+// parts' (crc32Combine), so the segment's text is not kept.
 
 // Segment is text compressed into non-final deflate blocks.
 type Segment struct {

@@ -140,15 +140,15 @@ func (a *Attr) release() {
 	}
 }
 
-// MaxKept is the budget of descriptors the process keeps open, over
-// every FS (Attrs and listed directories alike): each pins a few KiB of
-// kernel memory outside the process's RSS (the open file, and on sysfs
-// the kernfs open file with its seq_file and the page-sized buffer of
-// its first read, kept until close), so the budget bounds that memory
-// while still keeping every file of a 64-device host
-// (docs/measurements.md#hostfs). Past it, a file is read with open, read and close, the same value at a
-// few more system calls. KeptFiles says how many are kept now
-// (rdma_host_kept_descriptors).
+// MaxKept is the budget of descriptors the process keeps open, over every
+// FS (Attrs and listed directories alike): each pins a few KiB of kernel
+// memory outside the process's RSS (the open file, and on sysfs the
+// kernfs open file with its seq_file and the page-sized buffer of its
+// first read, kept until close), so the budget bounds that memory while
+// still keeping every file of a 64-device host
+// (docs/measurements.md#hostfs). Past it, a file is read with open, read
+// and close, the same value at a few more system calls. KeptFiles says
+// how many are kept now (rdma_host_kept_descriptors).
 const MaxKept = 4096
 
 // keptMax is the budget: MaxKept, or a quarter of the soft RLIMIT_NOFILE

@@ -107,12 +107,13 @@ func (d *dirFS) ReadStats() ReadStats { return d.reads.stats(mono()) }
 // SetStuckAfter implements Guarded.
 func (d *dirFS) SetStuckAfter(after time.Duration) { d.reads.setStuckAfter(after) }
 
-// registry is the set of paths with a read in flight, and the Attrs
-// whose reads guard themselves. A read by path (ReadFile, ReadDir,
-// ReadLink, ReadTail) costs a lock, a map insert and a delete; an Attr
-// read, a scrape's hundreds of counters, costs two atomic adds on the
-// Attr and no shared lock, since a lock and a map per read would be a
-// visible share of a scrape (docs/measurements.md#hostfs), and the Attrs are looked at only when the stats are asked.
+// registry is the set of paths with a read in flight, and the Attrs whose
+// reads guard themselves. A read by path (ReadFile, ReadDir, ReadLink,
+// ReadTail) costs a lock, a map insert and a delete; an Attr read, a
+// scrape's hundreds of counters, costs two atomic adds on the Attr and no
+// shared lock, since a lock and a map per read would be a visible share
+// of a scrape (docs/measurements.md#hostfs), and the Attrs are looked at
+// only when the stats are asked.
 type registry struct {
 	mu         sync.Mutex
 	stuckAfter atomic.Int64 // a time.Duration

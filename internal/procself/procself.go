@@ -13,11 +13,11 @@
 // /proc/stat whole for its btime line (on a large host the kernel sums
 // every IRQ over every CPU to print that file), reads /proc/self/limits,
 // and opens, reads and closes /proc/self/stat and /proc/self/net/netstat
-// (client_golang v1.25.0, procfs v0.22.0): a large part of a scrape's
-// CPU for values that do not change (docs/measurements.md#procself;
-// BenchmarkCollect measures one gather of each). Here the start time is computed once (it
-// does not change), the limits come from getrlimit, and stat and netstat
-// are kept open and re-read in place (hostfs.Attr).
+// (client_golang v1.25.0, procfs v0.22.0): a large part of a scrape's CPU
+// for values that do not change (docs/measurements.md#procself;
+// BenchmarkCollect measures one gather of each). Here the start time is
+// computed once (it does not change), the limits come from getrlimit, and
+// stat and netstat are kept open and re-read in place (hostfs.Attr).
 //
 // Upstream: reading the start time once and keeping it was proposed in
 // https://github.com/prometheus/client_golang/issues/289 (closed; the

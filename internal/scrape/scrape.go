@@ -330,18 +330,19 @@ func (m *handler) writeFast(out io.Writer, metrics [][]prometheus.Metric, write 
 	return err
 }
 
-// gzipWriters are reused: a gzip.Writer's compressor state is hundreds
-// of kilobytes, a scrape's largest allocation if made anew. A channel rather than a sync.Pool, which the garbage
-// collector empties every other cycle (every few scrapes here): it keeps
-// as many writers as scrapes usually run at once (one per Prometheus),
-// and a burst beyond that makes its own. BestSpeed: at the default
-// level compression is half of a scrape's CPU, and level 1 costs about a
-// third less for a slightly larger response. klauspost/compress's gzip
-// instead of compress/gzip (only its flate and gzip packages are linked,
-// not its zstd): the same format and size at level 1 in less than half
-// the time (docs/measurements.md#scrape). expo's
-// writer frames that compressor's deflate as gzip itself, so that it can
-// splice in a Block's families compressed once (a fabric's).
+// gzipWriters are reused: a gzip.Writer's compressor state is hundreds of
+// kilobytes, a scrape's largest allocation if made anew. A channel rather
+// than a sync.Pool, which the garbage collector empties every other cycle
+// (every few scrapes here): it keeps as many writers as scrapes usually
+// run at once (one per Prometheus), and a burst beyond that makes its
+// own. BestSpeed: at the default level compression is half of a scrape's
+// CPU, and level 1 costs about a third less for a slightly larger
+// response. klauspost/compress's gzip instead of compress/gzip (only its
+// flate and gzip packages are linked, not its zstd): the same format and
+// size at level 1 in less than half the time
+// (docs/measurements.md#scrape). expo's writer frames that compressor's
+// deflate as gzip itself, so that it can splice in a Block's families
+// compressed once (a fabric's).
 var gzipWriters = make(chan *expo.GzipWriter, 2)
 
 func getGzip() *expo.GzipWriter {
