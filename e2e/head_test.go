@@ -19,8 +19,8 @@ import (
 // and headers with no body, over HTTP/1.1 and over HTTP/2 (TLS with h2
 // from the web config), for the text format (plain and gzip) and
 // protobuf, and logs no error: a HEAD has no body, so a write to it fails
-// over HTTP/2, and each failed write used to be an ERROR line (about 110
-// per scrape).
+// over HTTP/2, and logging each failed write would be an ERROR line
+// per write (about 110 per scrape).
 func TestHeadMetrics(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, pool := selfSigned(t, dir)

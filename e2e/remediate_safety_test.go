@@ -420,7 +420,7 @@ func leaveStateDirs(t *testing.T, root string) {
 }
 
 // TestRemediateSafetyFIFOJournal: a FIFO in place of the journal (a
-// rollback used to block on it forever) is refused at once by rollback,
+// blocking open would hang rollback forever) is refused at once by rollback,
 // rollback --force and apply, with one line naming it, and left alone.
 func TestRemediateSafetyFIFOJournal(t *testing.T) {
 	_, root := copyFixture(t, "numa-remote")

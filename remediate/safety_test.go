@@ -320,7 +320,7 @@ func TestRemediateSafetyForceSalvages(t *testing.T) {
 
 // What --force cannot make safe is refused with it too, and the journal
 // is kept: another version, an invalid entry, a journal that is a
-// symbolic link or a FIFO (which no longer blocks the read).
+// symbolic link or a FIFO (opened without blocking the read).
 func TestRemediateSafetyForceStillRefuses(t *testing.T) {
 	for name, make := range map[string]func(root, p string) error{
 		"other version": func(_, p string) error {

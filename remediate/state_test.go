@@ -44,8 +44,8 @@ func governorChanges(t *testing.T, root string, w Writer) []Change {
 // A symbolic link at var, var/lib or var/lib/rdma_doctor (issue 29, item
 // 2): apply and rollback refuse before anything is opened through it; a
 // remediate.lock and a journal where it points are left exactly as they
-// were (they used to be truncated, overwritten and deleted), and so is
-// the tree.
+// were (following the link would truncate, overwrite and delete them),
+// and so is the tree.
 func TestRemediateStateDirSymlinkRefused(t *testing.T) {
 	for _, link := range []string{"var", "var/lib", StateDir} {
 		t.Run(strings.ReplaceAll(link, "/", "_"), func(t *testing.T) {
@@ -205,7 +205,7 @@ func TestRemediateTempNameCollision(t *testing.T) {
 }
 
 // An apply killed at each step of making the state directories (issue
-// 29, item 2: it used to leave a var/ that rollback never removed):
+// 29, item 2: no var/ left behind that rollback never removes):
 // after one rollback the tree is as before, modes and owners included,
 // with none, var, or var/lib there before. The last round is an apply
 // that is not killed.

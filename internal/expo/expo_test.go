@@ -150,8 +150,8 @@ func TestSortedLargeFamily(t *testing.T) {
 }
 
 // A family is sorted whatever order its samples arrive in, scrape after
-// scrape (an order kept from the last scrape was tried first until
-// measured to save nothing: docs/caches.md).
+// scrape (an order kept from the last scrape saves nothing measurable:
+// docs/caches.md).
 func TestSortedAnyArrival(t *testing.T) {
 	d := NewDesc("rdma_port_hw_counter_total", "hw.", "device", "port", "counter")
 	arrival := func(devs []int) []*Sample {

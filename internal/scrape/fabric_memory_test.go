@@ -143,10 +143,11 @@ func (w *heldWriter) Write(p []byte) (int, error) {
 // concurrent clients of each format, gzip or not, hold no more than the
 // budget reserved for the scrapes running (its peak), which stays within
 // --web.max-requests-memory's default, and every scrape writes the whole
-// answer, the fabric's series included. Before (issue 35): a protobuf
-// scrape made the fabric's samples again, 86 MB held against 5.7 MB
-// reserved; the debugging formats were reserved 3,200 bytes a fabric
-// sample (380 MB), so one alone was served, without the fabric series.
+// answer, the fabric's series included. It catches what issue 35 found:
+// a protobuf scrape that makes the fabric's samples again holds 86 MB
+// against 5.7 MB reserved, and debugging formats reserved 3,200 bytes a
+// fabric sample (380 MB) are served one alone, without the fabric
+// series.
 func TestScrapeMemoryFabric(t *testing.T) {
 	testenv.Long(t, "10,080 switch ports")
 	const limit = 256 << 20 // --web.max-requests-memory's default

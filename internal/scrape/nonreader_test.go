@@ -54,9 +54,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // client, none of them reading, a Prometheus scrape (delimited protobuf,
 // gzip) is answered whole. The budget is 64 MiB, what 256 MiB is to a
 // fabric of about 48,000 switch ports; the minimum transfer rate is off,
-// so the non-readers hold their scrapes throughout. Before (issue 35),
-// the 15 were reserved 5.7 MB each for the fabric's samples they never
-// made, and the debugging client 380 MB: the scrape got 503.
+// so the non-readers hold their scrapes throughout. Reserving the 15
+// 5.7 MB each for fabric samples they never make, and the debugging
+// client 380 MB (issue 35), would answer the scrape 503.
 func TestScrapeBesideNonReaders(t *testing.T) {
 	m, _ := fabricHandler(t, 64<<20)
 	m.minRate = 0
@@ -90,8 +90,9 @@ func TestScrapeBesideNonReaders(t *testing.T) {
 // TestScrapeDropsNonReader: a client that asks and never reads is
 // dropped once it takes less than the minimum transfer rate (here a
 // chunk per 100 ms), and its scrape's slot and memory are released while
-// its connection stays open. Before (issue 35) it held them for the
-// whole write timeout (40 s by default; none here: forever).
+// its connection stays open. Without the minimum rate it would hold
+// them for the whole write timeout (40 s by default; none here:
+// forever; issue 35).
 func TestScrapeDropsNonReader(t *testing.T) {
 	m, _ := fabricHandler(t, 256<<20)
 	m.minRate = rateChunk * 10
