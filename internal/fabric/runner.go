@@ -217,7 +217,7 @@ func (r *Runner) RunOnce(ctx context.Context) {
 // without one port line is no fabric (an empty fabric still has the
 // local port). RunOnce exports a partial scan's fabric all the same.
 func exitZeroLies(stderr []byte, fab *Fabric) error {
-	if line := errorLine(stderr); line != "" {
+	if line := ErrorLine(stderr); line != "" {
 		return fmt.Errorf("iblinkinfo exited 0 but reported an error: %s", line)
 	}
 	if fab == nil || fab.Ports == 0 {

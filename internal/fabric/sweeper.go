@@ -59,8 +59,8 @@ type Loop struct {
 	Reaper *subprocess.Reaper
 }
 
-// defaults fills what was left unset.
-func (l *Loop) defaults() {
+// Defaults fills what was left unset.
+func (l *Loop) Defaults() {
 	if l.Interval <= 0 {
 		l.Interval = time.Minute
 	}
@@ -155,7 +155,7 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.SMInfo == "" {
 		cfg.SMInfo = "sminfo"
 	}
-	cfg.defaults()
+	cfg.Defaults()
 	return &Sweeper{cfg: cfg, st: SweepStatus{Failures: map[Reason]uint64{}}, dir: cfg.Dir, wide: map[uint64]bool{}}
 }
 
@@ -576,13 +576,13 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 		Stdout: func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err },
 	})
 	if err != nil {
-		return false, classify(err), "ibnetdiscover --cache: " + err.Error()
+		return false, Classify(err), "ibnetdiscover --cache: " + err.Error()
 	}
 	f, err := openRegular(disc)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		msg := "ibnetdiscover --cache wrote no cache"
-		if line := errorLine(res.Stderr); line != "" {
+		if line := ErrorLine(res.Stderr); line != "" {
 			msg += ": " + line
 		}
 		return false, ReasonMAD, msg
@@ -614,7 +614,7 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 			delete(s.wide, g)
 		}
 	}
-	if line := errorLine(res.Stderr); line != "" {
+	if line := ErrorLine(res.Stderr); line != "" {
 		return true, ReasonMAD, "ibnetdiscover --cache: " + line
 	}
 	return true, "", ""
@@ -757,7 +757,7 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
 		// ibqueryerrors exits 1 when it found errors or failed MADs:
 		// that run still reached its summary.
-		run.reason, run.msg = classify(err), what+": "+err.Error()
+		run.reason, run.msg = Classify(err), what+": "+err.Error()
 		return run
 	}
 	run.fails = fails
@@ -939,8 +939,8 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 	return u
 }
 
-// classify maps a subprocess error to a Reason.
-func classify(err error) Reason {
+// Classify maps a fabric tool's run error to a Reason.
+func Classify(err error) Reason {
 	var exit *subprocess.ExitError
 	var pathErr *fs.PathError
 	switch {
@@ -952,17 +952,17 @@ func classify(err error) Reason {
 		return ReasonMAD
 	case errors.Is(err, subprocess.ErrNotFound), errors.As(err, &pathErr):
 		return ReasonStart
-	case errors.Is(err, errUnparsable):
+	case errors.Is(err, ErrUnparsable):
 		return ReasonUnparsable
 	}
 	return ReasonMAD
 }
 
-// errorLine returns the first line of standard error that reports a
+// ErrorLine returns the first line of standard error that reports a
 // failure: libibmad prints its warnings and errors as "ibwarn: ",
 // "iberror: " and "ibpanic: "; umad2sim's "sim_connect: attached as
 // client" notice is not one.
-func errorLine(stderr []byte) string {
+func ErrorLine(stderr []byte) string {
 	for line := range bytes.SplitSeq(stderr, []byte("\n")) {
 		l := bytes.TrimSpace(line)
 		if len(l) == 0 || bytes.Contains(l, []byte("sim_connect: attached")) {
