@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 )
 
@@ -20,7 +21,7 @@ import (
 // (host.Snapshot.FabricRoutes) for the fabric collector.
 type fabricRoutes struct {
 	mu        sync.Mutex
-	blockFor  *fabric.Routes
+	blockFor  *routes.Tables
 	block     *expo.Block
 	portRoute *expo.Desc
 
@@ -72,7 +73,7 @@ func (c *fabricRoutes) update(ctx context.Context, snap *host.Snapshot, out *sin
 // portBlock renders rdma_fabric_port_routes once per read: every port of
 // each read switch (0 where no channel adapter is routed out of it), as
 // the scan lists them, and any port the table names that the scan did not.
-func (c *fabricRoutes) portBlock(r *fabric.Routes) *expo.Block {
+func (c *fabricRoutes) portBlock(r *routes.Tables) *expo.Block {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.block == nil || c.blockFor != r {
@@ -82,7 +83,7 @@ func (c *fabricRoutes) portBlock(r *fabric.Routes) *expo.Block {
 	return c.block
 }
 
-func (c *fabricRoutes) portMetrics(r *fabric.Routes) []prometheus.Metric {
+func (c *fabricRoutes) portMetrics(r *routes.Tables) []prometheus.Metric {
 	counts := r.PortRoutes()
 	var out []prometheus.Metric
 	done := map[fabric.PortKey]bool{}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 )
 
 // The blast radius of a switch port: whose traffic crosses its link, from
@@ -49,7 +50,7 @@ type BlastRadius struct {
 
 // blastIndex answers blast radii from one route read.
 type blastIndex struct {
-	r *fabric.Routes
+	r *routes.Tables
 	// names are the channel adapters' node descriptions by LID, from
 	// the scan the tables were read for.
 	names map[int]string
@@ -81,7 +82,7 @@ func (b *blastIndex) routedOut(guid uint64, port int) HostList {
 	seen := map[uint64]bool{}
 	var names []string
 	for _, e := range sw.Entries {
-		if e.Kind != fabric.KindCA || e.Port != port {
+		if e.Kind != routes.KindCA || e.Port != port {
 			continue
 		}
 		key := e.PortGUID

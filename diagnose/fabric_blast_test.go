@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
@@ -33,7 +34,7 @@ const (
 )
 
 // lftRoutes reads dump with a dump_fts that prints it, for topo.
-func lftRoutes(t *testing.T, topo *fabric.Fabric, dump string) *fabric.RouteStatus {
+func lftRoutes(t *testing.T, topo *fabric.Fabric, dump string) *routes.Status {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "out"), []byte(dump), 0o644); err != nil {
@@ -43,7 +44,7 @@ func lftRoutes(t *testing.T, topo *fabric.Fabric, dump string) *fabric.RouteStat
 	if err := os.WriteFile(tool, []byte("#!/bin/sh\ncat '"+dir+"/out'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rr := fabric.NewRouteReader(fabric.RouteReaderConfig{DumpFTS: tool, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }}})
+	rr := routes.NewReader(routes.Config{DumpFTS: tool, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }}})
 	rr.ReadOnce(context.Background())
 	st := rr.Status()
 	return &st
@@ -75,7 +76,7 @@ func zeroSweep(start time.Time, topo *fabric.Fabric) *fabric.Sweep {
 
 // evalBlast runs the fabric checks over the sweeps with the route read st
 // (nil: no reader), and returns the report.
-func evalBlast(t *testing.T, st *fabric.RouteStatus, sweeps ...*fabric.Sweep) *Report {
+func evalBlast(t *testing.T, st *routes.Status, sweeps ...*fabric.Sweep) *Report {
 	t.Helper()
 	e, err := NewEvaluator(&config.Config{}, []string{"fabric.*"})
 	if err != nil {

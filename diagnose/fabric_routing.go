@@ -11,17 +11,18 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
 // routesHost is a Host that reads the switches' forwarding tables (the
 // server's hostView); other Hosts read none.
 type routesHost interface {
-	FabricRoutes() *fabric.RouteStatus
+	FabricRoutes() *routes.Status
 }
 
 // routeStatus is the forwarding-table reader's state; nil where none runs.
-func (s *Reading) routeStatus() *fabric.RouteStatus {
+func (s *Reading) routeStatus() *routes.Status {
 	if rh, ok := s.Host.(routesHost); ok && s.Host != nil {
 		return rh.FabricRoutes()
 	}
@@ -91,7 +92,7 @@ func runFabricRouting(s *Reading, _ *History, _ *config.Config) ([]Finding, erro
 		bad := map[int][]string{} // port -> destinations routed out of it while it is down or absent
 		for _, e := range sw.Entries {
 			ca := caByLID[e.LID]
-			if e.Kind != fabric.KindCA && ca == nil {
+			if e.Kind != routes.KindCA && ca == nil {
 				continue
 			}
 			routed[e.LID] = true
@@ -198,7 +199,7 @@ func directHosts(topo *fabric.Fabric, ports map[fabric.PortKey]*fabric.PortLine,
 // unbalanced returns a warning for each group of interchangeable ACTIVE
 // switch-facing ports of one switch whose channel-adapter routes differ
 // by more than one (check_lft_balance: max > min + 1).
-func unbalanced(g uint64, name string, sw *fabric.SwitchLFT, ports map[fabric.PortKey]*fabric.PortLine, peers map[fabric.PortKey]fabric.End, hostsOf map[uint64]uint64) []Finding {
+func unbalanced(g uint64, name string, sw *routes.SwitchLFT, ports map[fabric.PortKey]*fabric.PortLine, peers map[fabric.PortKey]fabric.End, hostsOf map[uint64]uint64) []Finding {
 	counts := sw.CARoutes()
 	groups := map[uint64][]int{}
 	for k, p := range ports {

@@ -13,16 +13,17 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 )
 
 // routesHostFor is a fixed host whose forwarding-table reader read dump
 // (a dump_fts output) for the scan iblinkinfo.
 type routedHost struct {
 	*fixedHost
-	routes *fabric.RouteStatus
+	routes *routes.Status
 }
 
-func (h routedHost) FabricRoutes() *fabric.RouteStatus { return h.routes }
+func (h routedHost) FabricRoutes() *routes.Status { return h.routes }
 
 func recordedLFT(t *testing.T, name string) string {
 	t.Helper()
@@ -49,7 +50,7 @@ func evalRouting(t *testing.T, iblinkinfo, dump string) []Finding {
 	if err := os.WriteFile(tool, []byte("#!/bin/sh\ncat '"+dir+"/out'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rr := fabric.NewRouteReader(fabric.RouteReaderConfig{DumpFTS: tool, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }}})
+	rr := routes.NewReader(routes.Config{DumpFTS: tool, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }}})
 	rr.ReadOnce(context.Background())
 	st := rr.Status()
 	e, err := NewEvaluator(&config.Config{}, []string{"fabric.routing"})

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
@@ -109,7 +110,7 @@ type hostView struct {
 	sm    kept[*sm.Status]
 	sweep kept[*fabric.SweepStatus]
 	// routes: the forwarding-table reader's state (fabric_routing.go).
-	routes kept[*fabric.RouteStatus]
+	routes kept[*routes.Status]
 }
 
 func newHostView(ctx context.Context, hs *host.Snapshot) *hostView {
@@ -249,8 +250,8 @@ func (v *hostView) FabricSweep() *fabric.SweepStatus {
 
 // FabricRoutes is the forwarding-table reader's state (routesHost); nil
 // where none runs.
-func (v *hostView) FabricRoutes() *fabric.RouteStatus {
-	st, _ := v.routes.get(func() (*fabric.RouteStatus, error) { return v.hs.FabricRoutes(v.ctx), nil })
+func (v *hostView) FabricRoutes() *routes.Status {
+	st, _ := v.routes.get(func() (*routes.Status, error) { return v.hs.FabricRoutes(v.ctx), nil })
 	return st
 }
 

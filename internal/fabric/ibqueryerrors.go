@@ -41,9 +41,11 @@ import (
 // buffer.
 const maxIQELine = 8 << 10
 
-// errUnparsable is output the parser gave up on (a line past maxIQELine):
-// classify makes it ReasonUnparsable.
-var errUnparsable = errors.New("reading ibqueryerrors output")
+// ErrUnparsable is output a parser gave up on (a line past its bound):
+// Classify makes it ReasonUnparsable. The forwarding-table reader
+// (internal/fabric/routes) wraps it too, so one classification serves
+// every tool the fabric runs.
+var ErrUnparsable = errors.New("reading ibqueryerrors output")
 
 // iqeLine is one port line.
 type iqeLine struct {
@@ -97,7 +99,7 @@ func parseIBQueryErrors(r io.Reader, got func(*iqeLine)) (sum iqeSummary, junk i
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return sum, junk, fmt.Errorf("%w: %w", errUnparsable, err)
+		return sum, junk, fmt.Errorf("%w: %w", ErrUnparsable, err)
 	}
 	return sum, junk, nil
 }
@@ -282,7 +284,7 @@ func parseIQEStderr(stderr []byte) (fails []iqeFailure, unattributed int, fatal 
 			cacheFailed = true
 		}
 		if fatal == "" {
-			fatal = errorLine(l) // "" for umad2sim's attach notice
+			fatal = ErrorLine(l) // "" for umad2sim's attach notice
 		}
 	}
 	return fails, unattributed, fatal, cacheFailed

@@ -52,15 +52,14 @@ type RunnerConfig struct {
 // scans at the default interval; past it the switch is taken as removed.
 const DefaultKeepLost = 30 * time.Minute
 
-// DefaultMaxOutput is the default cap on one scan's output: 64 MiB. A
-// fabric of 40,000 links, each printed from both ends with node
-// descriptions of the maximum 64 bytes, is about 22 MB of --line output
-// (TestDefaultMaxOutputFitsLargeFabric), so the cap leaves three times
-// that. It bounds memory too: a scan of nothing but distinct links,
-// killed at the cap, peaked at about 370 MiB of RSS
-// (e2e TestIblinkinfoEndlessOutput), where 1 GB of links had reached
-// 4.4 GB. The fabric collector is off by default and meant for one host
-// per fabric; a smaller cap can be set in RunnerConfig.
+// DefaultMaxOutput is the default cap on one scan's output. It leaves
+// about three times the --line output of a 40,000-link fabric with the
+// longest node descriptions (TestDefaultMaxOutputFitsLargeFabric), so a
+// real fabric fits; and since the parse keeps a record per link, it also
+// bounds what a runaway iblinkinfo can make the exporter hold
+// (docs/subnet-manager.md, "Fabric", has the figures). The fabric
+// collector is off by default and meant for one host per fabric; a
+// smaller cap can be set in RunnerConfig.
 const DefaultMaxOutput = 64 << 20
 
 // Status is the latest scan result.
@@ -217,7 +216,7 @@ func (r *Runner) RunOnce(ctx context.Context) {
 // without one port line is no fabric (an empty fabric still has the
 // local port). RunOnce exports a partial scan's fabric all the same.
 func exitZeroLies(stderr []byte, fab *Fabric) error {
-	if line := errorLine(stderr); line != "" {
+	if line := ErrorLine(stderr); line != "" {
 		return fmt.Errorf("iblinkinfo exited 0 but reported an error: %s", line)
 	}
 	if fab == nil || fab.Ports == 0 {

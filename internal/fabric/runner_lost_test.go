@@ -14,13 +14,13 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 )
 
-// TestRunnerKeepsCutSwitch is issue 35 item 12: iblinkinfo (recorded on
-// ibsim, testdata README) prints nothing of leaf004 once every link of it
-// is cut, and exits 0. The scan is not clean (success 0, counted), and
-// leaf004's eight ports stay, Stale (the sweep marks them unknown), for
-// KeepLost from the first scan that missed it; then it is forgotten and
-// the scans are clean again. On the old main the scan was a success and
-// leaf004's ports were gone.
+// TestRunnerKeepsCutSwitch: iblinkinfo (recorded on ibsim, testdata
+// README) prints nothing of leaf004 once every link of it is cut, and
+// exits 0. The scan is not clean (success 0, counted), and leaf004's eight
+// ports stay, Stale (the sweep marks them unknown), for KeepLost from the
+// first scan that missed it; then it is forgotten and the scans are clean
+// again. A scan taken at its word would read clean with leaf004's ports
+// gone: a cut switch would look like a removed one.
 func TestRunnerKeepsCutSwitch(t *testing.T) {
 	dir := t.TempDir()
 	cut := filepath.Join(dir, "cut")

@@ -50,10 +50,10 @@ func (s *Sweeper) querySM(ctx context.Context) (sm.Info, Reason, string) {
 	})
 	if err != nil {
 		msg := "sminfo: " + err.Error()
-		if line := errorLine(res.Stderr); line != "" {
+		if line := ErrorLine(res.Stderr); line != "" {
 			msg += ": " + line
 		}
-		return info, classify(err), msg
+		return info, Classify(err), msg
 	}
 	if info.State != sm.StateMaster {
 		return info, ReasonSMChanged, fmt.Sprintf("sminfo: the SM at LID %d is %s, not master: its LIDs may still change", info.LID, info.State)

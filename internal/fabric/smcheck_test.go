@@ -59,12 +59,12 @@ func allUnknown(t *testing.T, sw *Sweep, r Reason) {
 	}
 }
 
-// TestSweepSMChangedDuringSweep is issue 35 item 1: the master SM changes
-// between the sminfo before a sweep's runs and the one after (here
-// another SM takes over: recorded on ibsim), so the LIDs the runs queried
-// may name other nodes. Not one value is exported; every port is unknown
-// for sm_changed, and the next sweep discovers the cache again and reads.
-// On the old main the sweep exported every value as read.
+// TestSweepSMChangedDuringSweep: the master SM changes between the
+// sminfo before a sweep's runs and the one after (here another SM takes
+// over: recorded on ibsim), so the LIDs the runs queried may name other
+// nodes. Not one value is exported; every port is unknown for
+// sm_changed, and the next sweep discovers the cache again and reads.
+// Exported as read, one node's counters could carry another's labels.
 func TestSweepSMChangedDuringSweep(t *testing.T) {
 	s, dir := smTools(t, `if [ $N -le 1 ]; then cat `+fabrictest.SMInfo("master")+`; else cat `+fabrictest.SMInfo("failover")+`; fi`)
 	allUnknown(t, sweepAgain(t, s), ReasonSMChanged)

@@ -13,7 +13,7 @@ import (
 // This file is the typed result of a counter sweep: what the fabric
 // collector exports per switch port and what diagnose's fabric.* checks
 // judge. The sweep itself (ibnetdiscover's cache, ibqueryerrors runs) is
-// in ndcache.go, ibqueryerrors.go and sweeper.go; nothing here sends a
+// in package ndcache, ibqueryerrors.go and sweeper.go; nothing here sends a
 // MAD.
 
 // PortLine is one port line of a topology scan: every port iblinkinfo printed,

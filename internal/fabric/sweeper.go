@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/ndcache"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
@@ -59,8 +60,8 @@ type Loop struct {
 	Reaper *subprocess.Reaper
 }
 
-// defaults fills what was left unset.
-func (l *Loop) defaults() {
+// Defaults fills what was left unset.
+func (l *Loop) Defaults() {
 	if l.Interval <= 0 {
 		l.Interval = time.Minute
 	}
@@ -127,7 +128,7 @@ type Sweeper struct {
 	// nodes or LIDs change.
 	dir       string
 	ownDir    bool // made by the sweeper: removed when Run returns
-	cache     *ndCache
+	cache     *ndcache.Cache
 	cacheFile string
 	cacheFor  uint64 // topology fingerprint the cache was discovered for
 	// expect is what a run against cacheFile must say it checked.
@@ -155,7 +156,7 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.SMInfo == "" {
 		cfg.SMInfo = "sminfo"
 	}
-	cfg.defaults()
+	cfg.Defaults()
 	return &Sweeper{cfg: cfg, st: SweepStatus{Failures: map[Reason]uint64{}}, dir: cfg.Dir, wide: map[uint64]bool{}}
 }
 
@@ -576,28 +577,28 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 		Stdout: func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err },
 	})
 	if err != nil {
-		return false, classify(err), "ibnetdiscover --cache: " + err.Error()
+		return false, Classify(err), "ibnetdiscover --cache: " + err.Error()
 	}
 	f, err := openRegular(disc)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		msg := "ibnetdiscover --cache wrote no cache"
-		if line := errorLine(res.Stderr); line != "" {
+		if line := ErrorLine(res.Stderr); line != "" {
 			msg += ": " + line
 		}
 		return false, ReasonMAD, msg
 	case err != nil:
 		return false, ReasonStart, "ibnetdiscover --cache: " + err.Error()
 	}
-	c, err := parseNDCache(f, MaxNDCache)
+	c, err := ndcache.Parse(f, ndcache.MaxBytes)
 	f.Close()
 	if err != nil {
 		return false, ReasonUnparsable, "ibnetdiscover --cache: " + err.Error()
 	}
 	var buf bytes.Buffer
-	written, err := c.filter(&buf, func(n *ndNode) bool {
-		g, ok := n.lineGUID(1)
-		return ok && (n.typ == ndTypeSwitch || s.cfg.CAs) && s.InShard(g)
+	written, err := c.Filter(&buf, func(n *ndcache.Node) bool {
+		g, ok := n.LineGUID(1)
+		return ok && (n.Type == ndcache.TypeSwitch || s.cfg.CAs) && s.InShard(g)
 	})
 	if err != nil {
 		return false, ReasonStart, "writing the fabric cache: " + err.Error()
@@ -610,11 +611,11 @@ func (s *Sweeper) ensureCache(ctx context.Context, topo *Fabric) (ok bool, r Rea
 	s.cache, s.cacheFile, s.cacheFor, s.expect = c, file, fp, expect
 	// What is remembered of nodes stays bounded by the fabric's.
 	for g := range s.wide {
-		if c.byGUID[g] == nil {
+		if c.ByGUID(g) == nil {
 			delete(s.wide, g)
 		}
 	}
-	if line := errorLine(res.Stderr); line != "" {
+	if line := ErrorLine(res.Stderr); line != "" {
 		return true, ReasonMAD, "ibnetdiscover --cache: " + line
 	}
 	return true, "", ""
@@ -631,15 +632,15 @@ type coverage struct{ nodes, ports int }
 // all-port query answers, the cached ports otherwise, port 0 too for an
 // enhanced switch port 0), so the cached ports other than port 0 are a
 // floor for both runs, but the two runs' port counts may differ.
-func (s *Sweeper) coverageOf(nodes []*ndNode) coverage {
+func (s *Sweeper) coverageOf(nodes []*ndcache.Node) coverage {
 	var cv coverage
 	for _, nd := range nodes {
-		if nd.typ != ndTypeSwitch && (nd.typ != ndTypeCA || !s.cfg.CAs) {
+		if nd.Type != ndcache.TypeSwitch && (nd.Type != ndcache.TypeCA || !s.cfg.CAs) {
 			continue // not asked for (--switch, --ca)
 		}
 		cv.nodes++
-		for _, p := range nd.ports {
-			if p.num > 0 {
+		for _, p := range nd.Ports {
+			if p.Num > 0 {
 				cv.ports++
 			}
 		}
@@ -757,7 +758,7 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
 		// ibqueryerrors exits 1 when it found errors or failed MADs:
 		// that run still reached its summary.
-		run.reason, run.msg = classify(err), what+": "+err.Error()
+		run.reason, run.msg = Classify(err), what+": "+err.Error()
 		return run
 	}
 	run.fails = fails
@@ -799,7 +800,7 @@ func (s *Sweeper) runIQE(ctx context.Context, data bool) *iqeRun {
 // node of the cache.
 func (s *Sweeper) unplaced(fails []iqeFailure) (lid int, ok bool) {
 	for _, f := range fails {
-		if s.cache.byLID[f.lid] == nil {
+		if s.cache.ByLID(f.lid) == nil {
 			return f.lid, true
 		}
 	}
@@ -809,14 +810,14 @@ func (s *Sweeper) unplaced(fails []iqeFailure) (lid int, ok bool) {
 // failures indexes the queries a run named as failed by node and port
 // (one map lookup a port, whatever the number of failures).
 type failures struct {
-	nodes map[*ndNode]bool
-	ports map[*ndNode]map[int]bool
+	nodes map[*ndcache.Node]bool
+	ports map[*ndcache.Node]map[int]bool
 }
 
-func (run *iqeRun) failures(c *ndCache) failures {
-	f := failures{nodes: map[*ndNode]bool{}, ports: map[*ndNode]map[int]bool{}}
+func (run *iqeRun) failures(c *ndcache.Cache) failures {
+	f := failures{nodes: map[*ndcache.Node]bool{}, ports: map[*ndcache.Node]map[int]bool{}}
 	for _, x := range run.fails {
-		nd := c.byLID[x.lid]
+		nd := c.ByLID(x.lid)
 		switch {
 		case nd == nil:
 		case x.node:
@@ -832,7 +833,7 @@ func (run *iqeRun) failures(c *ndCache) failures {
 }
 
 // failed reports whether a query for port num of node failed.
-func (f failures) failed(nd *ndNode, num int) bool { return f.nodes[nd] || f.ports[nd][num] }
+func (f failures) failed(nd *ndcache.Node, num int) bool { return f.nodes[nd] || f.ports[nd][num] }
 
 // unread counts the ports apply left unknown because of what the runs
 // printed for them (each cause is one failure of the sweep).
@@ -853,8 +854,8 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 	for _, l := range errs.lines {
 		for id := range NumCounters {
 			if l.seen[id] && l.wide[id] && Counters[id].Error {
-				if nd := c.byPortGUID(l.guid); nd != nil {
-					s.wide[nd.guid] = true
+				if nd := c.ByPortGUID(l.guid); nd != nil {
+					s.wide[nd.GUID] = true
 				}
 			}
 		}
@@ -862,7 +863,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 	errFails, dataFails := errs.failures(c), data.failures(c)
 	for i := range sw.Ports {
 		p := &sw.Ports[i]
-		nd := c.byPortGUID(p.GUID)
+		nd := c.ByPortGUID(p.GUID)
 		reason := Reason("")
 		var dl *iqeLine
 		ek := PortKey{GUID: p.GUID, Port: p.Port}
@@ -879,7 +880,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 		case errFails.failed(nd, p.Port) || dataFails.failed(nd, p.Port):
 			reason = ReasonMAD
 		default:
-			dk = PortKey{GUID: nd.guid, Port: p.Port}
+			dk = PortKey{GUID: nd.GUID, Port: p.Port}
 			dl = data.lines[dk]
 			if dl == nil {
 				reason = ReasonUnparsable
@@ -913,7 +914,7 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 				// the width the node's PMA prints its errors in.
 				fixed := fixedBits(CounterID(id))
 				v := Value{Bits: fixed, Present: true}
-				if s.wide[nd.guid] {
+				if s.wide[nd.GUID] {
 					v.Bits = 64
 				}
 				if el != nil && el.seen[id] {
@@ -939,8 +940,8 @@ func (s *Sweeper) apply(sw *Sweep, errs, data *iqeRun) (u unread) {
 	return u
 }
 
-// classify maps a subprocess error to a Reason.
-func classify(err error) Reason {
+// Classify maps a fabric tool's run error to a Reason.
+func Classify(err error) Reason {
 	var exit *subprocess.ExitError
 	var pathErr *fs.PathError
 	switch {
@@ -952,17 +953,17 @@ func classify(err error) Reason {
 		return ReasonMAD
 	case errors.Is(err, subprocess.ErrNotFound), errors.As(err, &pathErr):
 		return ReasonStart
-	case errors.Is(err, errUnparsable):
+	case errors.Is(err, ErrUnparsable):
 		return ReasonUnparsable
 	}
 	return ReasonMAD
 }
 
-// errorLine returns the first line of standard error that reports a
+// ErrorLine returns the first line of standard error that reports a
 // failure: libibmad prints its warnings and errors as "ibwarn: ",
 // "iberror: " and "ibpanic: "; umad2sim's "sim_connect: attached as
 // client" notice is not one.
-func errorLine(stderr []byte) string {
+func ErrorLine(stderr []byte) string {
 	for line := range bytes.SplitSeq(stderr, []byte("\n")) {
 		l := bytes.TrimSpace(line)
 		if len(l) == 0 || bytes.Contains(l, []byte("sim_connect: attached")) {

@@ -54,9 +54,9 @@ func iqeRuns(t *testing.T, dir string) int {
 }
 
 // TestSweepRefusesPlantedDiscoveredCache: a FIFO where ibnetdiscover
-// wrote its cache wedged the sweep for ever on main (the open blocked
-// for a writer, past every timeout); a symlink there was followed. Both
-// are refused at once: every port unknown, start_failed counted.
+// writes its cache would wedge a plain open for ever (it blocks for a
+// writer, past every timeout), and a symlink there would be followed.
+// Both are refused at once: every port unknown, start_failed counted.
 func TestSweepRefusesPlantedDiscoveredCache(t *testing.T) {
 	for _, c := range []struct{ name, action string }{
 		{"FIFO", "mkfifo"},
@@ -80,9 +80,9 @@ func TestSweepRefusesPlantedDiscoveredCache(t *testing.T) {
 
 // TestSweepRefusesPlantedInputs: a FIFO or a symlink planted at
 // fabric.cache or thresholds after a good sweep is refused before any
-// tool runs (on main ibqueryerrors was handed it and blocked until its
-// timeout, twice); the sweep after that discovers and writes them afresh
-// and reads every port.
+// tool runs (handed to ibqueryerrors, it would block each run until its
+// timeout); the sweep after that discovers and writes them afresh and
+// reads every port.
 func TestSweepRefusesPlantedInputs(t *testing.T) {
 	for _, name := range []string{"fabric.cache", "thresholds"} {
 		for _, kind := range []string{"FIFO", "symlink"} {
@@ -163,8 +163,8 @@ func TestOpenRegular(t *testing.T) {
 }
 
 // TestSweepStopsAtFirstTimeout: a hung errors run ends the sweep; the
-// data run is not started to time out after it (on main it was, and the
-// last sweep stayed published for two timeouts).
+// data run is not started to time out after it, which would keep the
+// last sweep published for two timeouts.
 func TestSweepStopsAtFirstTimeout(t *testing.T) {
 	cfg, dir := fakeTools(t, "exec sleep 1000", "")
 	cfg.Timeout = 300 * time.Millisecond
@@ -195,9 +195,9 @@ func TestSweepOneDeadline(t *testing.T) {
 }
 
 // TestSweepOverrun: a tick that finds the sweep still running makes the
-// published sweep's ports unknown (on main the last sweep kept success 1
-// until the hung one ended); the age of the running sweep is in the
-// status; once it ends, its own result replaces the stand-in.
+// published sweep's ports unknown (the last sweep must not keep success 1
+// while a hung one runs); the age of the running sweep is in the status;
+// once it ends, its own result replaces the stand-in.
 func TestSweepOverrun(t *testing.T) {
 	hold := filepath.Join(t.TempDir(), "hold")
 	cfg, _ := fakeTools(t, `while [ -e `+hold+` ]; do sleep 0.05; done; cat `+iqeFixture("ibsim16-errors.stdout")+`; exit 1`, "")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/ndcache"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 )
@@ -290,14 +291,14 @@ func TestSweepCAsAndShards(t *testing.T) {
 				t.Fatalf("%d caches handed to ibqueryerrors, want 2", len(loaded))
 			}
 			b, _ := os.ReadFile(loaded[0])
-			c, err := parseNDCache(bytes.NewReader(b), MaxNDCache)
+			c, err := ndcache.Parse(bytes.NewReader(b), ndcache.MaxBytes)
 			if err != nil {
 				t.Fatalf("shard %d/%d cache: %v", i, n, err)
 			}
-			for _, nd := range c.nodes {
-				g, _ := nd.lineGUID(1)
-				if nd.guid != c.from && ShardOf(g, n) != i {
-					t.Errorf("shard %d/%d's cache holds node 0x%x of shard %d", i, n, nd.guid, ShardOf(g, n))
+			for _, nd := range c.Nodes {
+				g, _ := nd.LineGUID(1)
+				if nd.GUID != c.From && ShardOf(g, n) != i {
+					t.Errorf("shard %d/%d's cache holds node 0x%x of shard %d", i, n, nd.GUID, ShardOf(g, n))
 				}
 			}
 		}

@@ -7,23 +7,24 @@ import (
 	"context"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 )
 
 // fabricRoutesSource reads the switches' forwarding tables (dump_fts) over
 // the latest scan, checked every CountersInterval and read again when the
 // scan's nodes, LIDs or port states change or RoutesMaxAge passes; run
 // only by a loop, as the sweep.
-var fabricRoutesSource = &Background[*fabric.RouteStatus]{name: "fabric_routes",
-	open: func(h *Host, env runEnv, published func()) *task[*fabric.RouteStatus] {
+var fabricRoutesSource = &Background[*routes.Status]{name: "fabric_routes",
+	open: func(h *Host, env runEnv, published func()) *task[*routes.Status] {
 		o := h.opts.Fabric
 		if o == nil || !o.Routes {
 			return nil
 		}
 		scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
-		rr := fabric.NewRouteReader(fabric.RouteReaderConfig{
+		rr := routes.NewReader(routes.Config{
 			Loop: fabricLoop(o, scan, env), DumpFTS: o.DumpFTSPath, MaxAge: o.RoutesMaxAge,
 		})
-		return &task[*fabric.RouteStatus]{run: rr.Run, round: rr.ReadOnce, latest: func() *fabric.RouteStatus {
+		return &task[*routes.Status]{run: rr.Run, round: rr.ReadOnce, latest: func() *routes.Status {
 			st := rr.Status()
 			return &st
 		}}
@@ -31,7 +32,7 @@ var fabricRoutesSource = &Background[*fabric.RouteStatus]{name: "fabric_routes",
 
 // FabricRoutes is the forwarding-table reader's state (background): nil
 // where none runs (as FabricScan, or --no-collector.fabric.routes).
-func (s *Snapshot) FabricRoutes(ctx context.Context) *fabric.RouteStatus {
+func (s *Snapshot) FabricRoutes(ctx context.Context) *routes.Status {
 	return latest(ctx, s, fabricRoutesSource)
 }
 

@@ -1,7 +1,13 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package fabric
+// Package ndcache reads and filters libibnetdisc's fabric cache, the file
+// `ibnetdiscover --cache FILE` writes and `ibqueryerrors --load-cache FILE`
+// reads (rdma-core libibnetdisc/ibnetdisc_cache.c, format version 1, little
+// endian). The counter sweep discovers the fabric into it once per
+// topology and then reads counters against it with no discovery MADs; a
+// shard keeps only its own nodes, so its ibqueryerrors queries only those.
+package ndcache
 
 import (
 	"bytes"
@@ -10,13 +16,6 @@ import (
 	"fmt"
 	"io"
 )
-
-// This file reads and filters libibnetdisc's fabric cache, the file
-// `ibnetdiscover --cache FILE` writes and `ibqueryerrors --load-cache FILE`
-// reads (rdma-core libibnetdisc/ibnetdisc_cache.c, format version 1, little
-// endian). The sweep discovers the fabric into it once per topology and
-// then reads counters against it with no discovery MADs; a shard keeps
-// only its own nodes, so its ibqueryerrors queries only those.
 
 const (
 	ndMagic      = 0x8FE7832B
@@ -40,59 +39,59 @@ const (
 	ndPortNodeGUID = 13 + ndSMPData
 	ndPortRemote   = ndPortNodeGUID + 8 // flag, then GUID and port number
 	// Node types (IB_NODE_CA, IB_NODE_SWITCH).
-	ndTypeCA     = 1
-	ndTypeSwitch = 2
+	TypeCA     = 1
+	TypeSwitch = 2
 )
 
-// MaxNDCache bounds the cache file a sweep reads: a node is about 250
+// MaxBytes bounds the cache file a sweep reads: a node is about 250
 // bytes and a port 95, so 64 MiB is far past the largest fabric
 // InfiniBand addresses (48k unicast LIDs).
-const MaxNDCache = 64 << 20
+const MaxBytes = 64 << 20
 
-// ndPort is one port of a cached node.
-type ndPort struct {
-	guid uint64
-	num  int
-	lid  int
+// Port is one port of a cached node.
+type Port struct {
+	GUID uint64
+	Num  int
+	LID  int
 	raw  []byte
 }
 
-// ndNode is one cached node.
-type ndNode struct {
-	guid   uint64
-	typ    byte
-	smaLID int // a switch's port 0 LID
-	desc   string
-	ports  []ndPort
+// Node is one cached node.
+type Node struct {
+	GUID   uint64
+	Type   byte
+	SMALID int // a switch's port 0 LID
+	Desc   string
+	Ports  []Port
 	raw    []byte // the node record with its port keys
 }
 
 // port returns the cached port num of the node, or nil.
-func (n *ndNode) port(num int) *ndPort {
-	for i := range n.ports {
-		if n.ports[i].num == num {
-			return &n.ports[i]
+func (n *Node) Port(num int) *Port {
+	for i := range n.Ports {
+		if n.Ports[i].Num == num {
+			return &n.Ports[i]
 		}
 	}
 	return nil
 }
 
-// ndCache is a parsed fabric cache.
-type ndCache struct {
+// Cache is a parsed fabric cache.
+type Cache struct {
 	header []byte
-	from   uint64
-	nodes  []*ndNode
-	byGUID map[uint64]*ndNode
+	From   uint64
+	Nodes  []*Node
+	byGUID map[uint64]*Node
 	// byLID maps every LID a node's PMA answers on (ibqueryerrors names
 	// a failed query by it) to the node.
-	byLID map[int]*ndNode
+	byLID map[int]*Node
 	// byPort maps port GUIDs (what the scan and the error lines name) to
 	// their nodes.
-	byPort map[uint64]*ndNode
+	byPort map[uint64]*Node
 }
 
-// parseNDCache reads a fabric cache of at most max bytes.
-func parseNDCache(r io.Reader, max int) (*ndCache, error) {
+// Parse reads a fabric cache of at most max bytes.
+func Parse(r io.Reader, max int) (*Cache, error) {
 	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading fabric cache: %w", err)
@@ -111,7 +110,7 @@ func parseNDCache(r io.Reader, max int) (*ndCache, error) {
 		return nil, fmt.Errorf("fabric cache: version %d, not %d", v, ndVersion)
 	}
 	nodeCount, portCount := int(be.Uint32(b[8:])), int(be.Uint32(b[12:]))
-	c := &ndCache{header: b[:ndHeaderLen], from: be.Uint64(b[16:]), byGUID: map[uint64]*ndNode{}, byLID: map[int]*ndNode{}, byPort: map[uint64]*ndNode{}}
+	c := &Cache{header: b[:ndHeaderLen], From: be.Uint64(b[16:]), byGUID: map[uint64]*Node{}, byLID: map[int]*Node{}, byPort: map[uint64]*Node{}}
 	// Each count is checked against the bytes left before anything is
 	// allocated for it.
 	rest := b[ndHeaderLen:]
@@ -129,18 +128,18 @@ func parseNDCache(r io.Reader, max int) (*ndCache, error) {
 		}
 		rec := rest[:n]
 		rest = rest[n:]
-		nd := &ndNode{
-			guid:   be.Uint64(rec[ndNodeGUID:]),
-			typ:    rec[ndNodeType],
-			smaLID: int(be.Uint16(rec[ndNodeSMALID:])),
-			desc:   string(bytes.TrimRight(cString(rec[ndNodeDesc:ndNodeDesc+ndSMPData]), " ")),
+		nd := &Node{
+			GUID:   be.Uint64(rec[ndNodeGUID:]),
+			Type:   rec[ndNodeType],
+			SMALID: int(be.Uint16(rec[ndNodeSMALID:])),
+			Desc:   string(bytes.TrimRight(cString(rec[ndNodeDesc:ndNodeDesc+ndSMPData]), " ")),
 			raw:    rec,
 		}
-		if c.byGUID[nd.guid] != nil {
-			return nil, fmt.Errorf("fabric cache: node %#x twice", nd.guid)
+		if c.byGUID[nd.GUID] != nil {
+			return nil, fmt.Errorf("fabric cache: node %#x twice", nd.GUID)
 		}
-		c.nodes = append(c.nodes, nd)
-		c.byGUID[nd.guid] = nd
+		c.Nodes = append(c.Nodes, nd)
+		c.byGUID[nd.GUID] = nd
 	}
 	for i := range portCount {
 		if len(rest) < ndPortLen {
@@ -152,29 +151,29 @@ func parseNDCache(r io.Reader, max int) (*ndCache, error) {
 		if nd == nil {
 			return nil, fmt.Errorf("fabric cache: port %d names node %#x, which is not in the file", i, be.Uint64(rec[ndPortNodeGUID:]))
 		}
-		nd.ports = append(nd.ports, ndPort{
-			guid: be.Uint64(rec[ndPortGUID:]),
-			num:  int(rec[ndPortNum]),
-			lid:  int(be.Uint16(rec[ndPortBaseLID:])),
+		nd.Ports = append(nd.Ports, Port{
+			GUID: be.Uint64(rec[ndPortGUID:]),
+			Num:  int(rec[ndPortNum]),
+			LID:  int(be.Uint16(rec[ndPortBaseLID:])),
 			raw:  rec,
 		})
 	}
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("fabric cache: %d bytes after the last port", len(rest))
 	}
-	if c.byGUID[c.from] == nil {
-		return nil, fmt.Errorf("fabric cache: the node it was discovered from (%#x) is not in it", c.from)
+	if c.byGUID[c.From] == nil {
+		return nil, fmt.Errorf("fabric cache: the node it was discovered from (%#x) is not in it", c.From)
 	}
 	// The LIDs a node's PMA answers on, which ibqueryerrors names a
 	// failed query by: a switch's port 0 LID, each CA port's own.
-	for _, nd := range c.nodes {
-		if nd.typ == ndTypeSwitch {
-			c.byLID[nd.smaLID] = nd
+	for _, nd := range c.Nodes {
+		if nd.Type == TypeSwitch {
+			c.byLID[nd.SMALID] = nd
 		}
-		for _, p := range nd.ports {
-			c.byPort[p.guid] = nd
-			if nd.typ != ndTypeSwitch && p.lid > 0 {
-				c.byLID[p.lid] = nd
+		for _, p := range nd.Ports {
+			c.byPort[p.GUID] = nd
+			if nd.Type != TypeSwitch && p.LID > 0 {
+				c.byLID[p.LID] = nd
 			}
 		}
 	}
@@ -192,12 +191,12 @@ func cString(b []byte) []byte {
 // lineGUID is the GUID the topology scan and ibqueryerrors' error lines
 // print for a node's ports: the port GUID (a switch's is the same on all
 // of its ports).
-func (n *ndNode) lineGUID(port int) (uint64, bool) {
-	if p := n.port(port); p != nil {
-		return p.guid, true
+func (n *Node) LineGUID(port int) (uint64, bool) {
+	if p := n.Port(port); p != nil {
+		return p.GUID, true
 	}
-	if n.typ == ndTypeSwitch && len(n.ports) > 0 {
-		return n.ports[0].guid, true
+	if n.Type == TypeSwitch && len(n.Ports) > 0 {
+		return n.Ports[0].GUID, true
 	}
 	return 0, false
 }
@@ -207,13 +206,13 @@ func (n *ndNode) lineGUID(port int) (uint64, bool) {
 // cache without it). A link to a port left out is written as no link:
 // libibnetdisc before rdma-core 51 refuses a cache with a link to a port
 // it does not hold. It returns the nodes written.
-func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) ([]*ndNode, error) {
-	var kept []*ndNode
+func (c *Cache) Filter(w io.Writer, keep func(*Node) bool) ([]*Node, error) {
+	var kept []*Node
 	ports := 0
-	for _, nd := range c.nodes {
-		if nd.guid == c.from || keep(nd) {
+	for _, nd := range c.Nodes {
+		if nd.GUID == c.From || keep(nd) {
 			kept = append(kept, nd)
-			ports += len(nd.ports)
+			ports += len(nd.Ports)
 		}
 	}
 	h := append([]byte{}, c.header...)
@@ -233,14 +232,14 @@ func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) ([]*ndNode, error
 	}
 	in := make(map[key]bool, ports)
 	for _, nd := range kept {
-		for _, p := range nd.ports {
-			in[key{p.guid, byte(p.num)}] = true
+		for _, p := range nd.Ports {
+			in[key{p.GUID, byte(p.Num)}] = true
 		}
 	}
 	le := binary.LittleEndian
 	rec := make([]byte, ndPortLen)
 	for _, nd := range kept {
-		for _, p := range nd.ports {
+		for _, p := range nd.Ports {
 			copy(rec, p.raw)
 			if rec[ndPortRemote] != 0 && !in[key{le.Uint64(rec[ndPortRemote+1:]), rec[ndPortRemote+9]}] {
 				rec[ndPortRemote] = 0
@@ -255,4 +254,10 @@ func (c *ndCache) filter(w io.Writer, keep func(*ndNode) bool) ([]*ndNode, error
 }
 
 // byPortGUID returns the node one of whose ports has guid, or nil.
-func (c *ndCache) byPortGUID(guid uint64) *ndNode { return c.byPort[guid] }
+func (c *Cache) ByPortGUID(guid uint64) *Node { return c.byPort[guid] }
+
+// ByGUID returns the node of node GUID guid, or nil.
+func (c *Cache) ByGUID(guid uint64) *Node { return c.byGUID[guid] }
+
+// ByLID returns the node whose PMA answers on lid, or nil.
+func (c *Cache) ByLID(lid int) *Node { return c.byLID[lid] }

@@ -1,7 +1,11 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package fabric
+// Package routes reads the switches' unicast forwarding tables (dump_fts)
+// in the background, against the latest topology scan of package fabric,
+// and again only when that topology changes or the tables grow old: the
+// route checks and the per-port route counts read its Status.
+package routes
 
 import (
 	"context"
@@ -14,16 +18,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
 )
 
-// RouteReaderConfig configures the background read of the switches'
+// Config configures the background read of the switches'
 // unicast forwarding tables.
-type RouteReaderConfig struct {
+type Config struct {
 	// Loop's Interval is how often the topology is checked for a change
 	// that calls for a new read (default 1m: the counter sweep's), its
 	// Timeout bounds one dump_fts run.
-	Loop
+	fabric.Loop
 	// DumpFTS is the executable (default "dump_fts"): one run reads every
 	// switch's table, where ibroute reads one switch a process.
 	DumpFTS string
@@ -33,13 +38,13 @@ type RouteReaderConfig struct {
 	MaxAge time.Duration
 }
 
-// Routes is one read of the forwarding tables of this shard's switches.
-type Routes struct {
+// Tables is one read of the forwarding tables of this shard's switches.
+type Tables struct {
 	Start    time.Time
 	Duration time.Duration
 	// Topology is the scan the read was made for: its switches are the
 	// ones read, and its port states judge the routes.
-	Topology *Fabric
+	Topology *fabric.Fabric
 	// Switches holds the whole tables read, by the switch's GUID as
 	// iblinkinfo prints it; Unknown the shard's switches of Topology
 	// whose table was not read whole (their routes are unknown, never
@@ -48,33 +53,33 @@ type Routes struct {
 	Unknown  []uint64
 	// Reason and Err say why the read failed or left switches unknown
 	// ("" and nil for a whole read).
-	Reason Reason
+	Reason fabric.Reason
 	Err    error
 	// tables identifies the tables read (tablesHash).
 	tables uint64
 }
 
 // OK reports whether every switch of the shard was read.
-func (r *Routes) OK() bool { return r.Err == nil && len(r.Unknown) == 0 }
+func (r *Tables) OK() bool { return r.Err == nil && len(r.Unknown) == 0 }
 
-// RouteStatus is the reader's state.
-type RouteStatus struct {
+// Status is the reader's state.
+type Status struct {
 	// Last is the latest read; nil before one.
-	Last *Routes
+	Last *Tables
 	// Reads counts dump_fts runs; Failures the runs that failed or left
 	// switches unknown, by reason.
 	Reads       uint64
-	Failures    map[Reason]uint64
+	Failures    map[fabric.Reason]uint64
 	LastSuccess time.Time
 }
 
-// RouteReader reads the forwarding tables in the background, again only
+// Reader reads the forwarding tables in the background, again only
 // when the topology's nodes, LIDs or port states change, or MaxAge has
 // passed; Status never waits for a read.
-type RouteReader struct {
-	cfg RouteReaderConfig
+type Reader struct {
+	cfg Config
 	mu  sync.Mutex
-	st  RouteStatus
+	st  Status
 	// readFor is the routing fingerprint of the latest read's topology.
 	readFor uint64
 	// settled is set once two whole reads in a row for readFor printed
@@ -85,21 +90,21 @@ type RouteReader struct {
 	lastErr string
 }
 
-// NewRouteReader returns a reader; call Run to start it.
-func NewRouteReader(cfg RouteReaderConfig) *RouteReader {
+// NewReader returns a reader; call Run to start it.
+func NewReader(cfg Config) *Reader {
 	if cfg.DumpFTS == "" {
 		cfg.DumpFTS = "dump_fts"
 	}
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 15 * time.Minute
 	}
-	cfg.defaults()
-	return &RouteReader{cfg: cfg, st: RouteStatus{Failures: map[Reason]uint64{}}}
+	cfg.Defaults()
+	return &Reader{cfg: cfg, st: Status{Failures: map[fabric.Reason]uint64{}}}
 }
 
 // Run checks the topology now and every Interval until ctx ends, and
 // reads the tables when they may have changed.
-func (rr *RouteReader) Run(ctx context.Context) {
+func (rr *Reader) Run(ctx context.Context) {
 	if rr.cfg.Ready != nil {
 		select {
 		case <-ctx.Done():
@@ -112,11 +117,11 @@ func (rr *RouteReader) Run(ctx context.Context) {
 
 // Status returns the latest state; the Routes it points to is never
 // modified.
-func (rr *RouteReader) Status() RouteStatus {
+func (rr *Reader) Status() Status {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	st := rr.st
-	st.Failures = make(map[Reason]uint64, len(rr.st.Failures))
+	st.Failures = make(map[fabric.Reason]uint64, len(rr.st.Failures))
 	for r, n := range rr.st.Failures {
 		st.Failures[r] = n
 	}
@@ -128,7 +133,7 @@ func (rr *RouteReader) Status() RouteStatus {
 // going down or up makes the SM route again; a port disabled with
 // ibportstate may keep its logical state and lose only the physical one,
 // as ibsim's does).
-func routingFingerprint(topo *Fabric) uint64 {
+func routingFingerprint(topo *fabric.Fabric) uint64 {
 	h := fnv.New64a()
 	var b [18]byte
 	for _, p := range topo.PortLines {
@@ -145,7 +150,7 @@ func routingFingerprint(topo *Fabric) uint64 {
 
 // ReadOnce reads the tables if the topology changed since the latest read,
 // that read failed, or it is older than MaxAge.
-func (rr *RouteReader) ReadOnce(ctx context.Context) {
+func (rr *Reader) ReadOnce(ctx context.Context) {
 	topo := rr.cfg.Topology()
 	if topo == nil {
 		return
@@ -195,11 +200,11 @@ func (rr *RouteReader) ReadOnce(ctx context.Context) {
 
 // shardSwitches returns this shard's switches of topo (by the GUID
 // iblinkinfo prints) and whether each was reached by the scan.
-func (rr *RouteReader) shardSwitches(topo *Fabric) []uint64 {
+func (rr *Reader) shardSwitches(topo *fabric.Fabric) []uint64 {
 	var out []uint64
 	seen := map[uint64]bool{}
 	for _, p := range topo.PortLines {
-		if !p.Switch || seen[p.GUID] || ShardOf(p.GUID, rr.cfg.Shards) != rr.cfg.Shard {
+		if !p.Switch || seen[p.GUID] || fabric.ShardOf(p.GUID, rr.cfg.Shards) != rr.cfg.Shard {
 			continue
 		}
 		seen[p.GUID] = true
@@ -212,8 +217,8 @@ func (rr *RouteReader) shardSwitches(topo *Fabric) []uint64 {
 // shard's reader runs dump_fts over the whole fabric (it has no switch
 // filter, and one process is cheaper than an ibroute per switch); a
 // switch whose block is missing or cut short is unknown.
-func (rr *RouteReader) read(ctx context.Context, topo *Fabric) *Routes {
-	r := &Routes{Start: rr.cfg.Now(), Topology: topo, Switches: map[uint64]*SwitchLFT{}}
+func (rr *Reader) read(ctx context.Context, topo *fabric.Fabric) *Tables {
+	r := &Tables{Start: rr.cfg.Now(), Topology: topo, Switches: map[uint64]*SwitchLFT{}}
 	began := time.Now()
 	defer func() { r.Duration = time.Since(began) }()
 	want := rr.shardSwitches(topo)
@@ -227,35 +232,35 @@ func (rr *RouteReader) read(ctx context.Context, topo *Fabric) *Routes {
 			return perr
 		},
 	})
-	fail := func(reason Reason, e error) {
+	fail := func(reason fabric.Reason, e error) {
 		if r.Err == nil {
 			r.Reason, r.Err = reason, e
 		}
 	}
 	switch {
 	case err != nil:
-		fail(classify(err), fmt.Errorf("dump_fts: %w", err))
-	case errorLine(res.Stderr) != "":
-		fail(ReasonMAD, errors.New("dump_fts: "+errorLine(res.Stderr)))
+		fail(fabric.Classify(err), fmt.Errorf("dump_fts: %w", err))
+	case fabric.ErrorLine(res.Stderr) != "":
+		fail(fabric.ReasonMAD, errors.New("dump_fts: "+fabric.ErrorLine(res.Stderr)))
 	}
-	if d != nil && r.Reason != ReasonTimeout && r.Reason != ReasonOutputTooLarge {
+	if d != nil && r.Reason != fabric.ReasonTimeout && r.Reason != fabric.ReasonOutputTooLarge {
 		// Whole blocks of a run that failed later are whole tables; a run
 		// killed mid-way may have printed a block the switch's own count
 		// line ends, but nothing past it is trusted.
 		for _, s := range d.Switches {
-			if ShardOf(s.GUID, rr.cfg.Shards) == rr.cfg.Shard {
+			if fabric.ShardOf(s.GUID, rr.cfg.Shards) == rr.cfg.Shard {
 				if r.Switches[s.GUID] != nil {
 					// Two tables for one GUID: which is the switch's
 					// cannot be told.
 					delete(r.Switches, s.GUID)
-					fail(ReasonUnparsable, fmt.Errorf("dump_fts: two tables for switch 0x%016x", s.GUID))
+					fail(fabric.ReasonUnparsable, fmt.Errorf("dump_fts: two tables for switch 0x%016x", s.GUID))
 					continue
 				}
 				r.Switches[s.GUID] = s
 			}
 		}
 		if d.Broken > 0 {
-			fail(ReasonUnparsable, fmt.Errorf("dump_fts: %d tables cut short or with lines not in its format", d.Broken))
+			fail(fabric.ReasonUnparsable, fmt.Errorf("dump_fts: %d tables cut short or with lines not in its format", d.Broken))
 		}
 	}
 	for _, g := range want {
@@ -264,7 +269,7 @@ func (rr *RouteReader) read(ctx context.Context, topo *Fabric) *Routes {
 		}
 	}
 	if len(r.Unknown) > 0 && r.Err == nil {
-		fail(ReasonMAD, fmt.Errorf("dump_fts: no forwarding table printed for %d switches of the scan (first 0x%016x)", len(r.Unknown), r.Unknown[0]))
+		fail(fabric.ReasonMAD, fmt.Errorf("dump_fts: no forwarding table printed for %d switches of the scan (first 0x%016x)", len(r.Unknown), r.Unknown[0]))
 	}
 	r.tables = tablesHash(r.Switches)
 	return r
@@ -293,11 +298,11 @@ func tablesHash(sw map[uint64]*SwitchLFT) uint64 {
 
 // PortRoutes returns how many channel-adapter LIDs each read switch port
 // forwards, by port; switches of Unknown are absent.
-func (r *Routes) PortRoutes() map[PortKey]int {
-	out := map[PortKey]int{}
+func (r *Tables) PortRoutes() map[fabric.PortKey]int {
+	out := map[fabric.PortKey]int{}
 	for g, s := range r.Switches {
 		for port, n := range s.CARoutes() {
-			out[PortKey{GUID: g, Port: port}] = n
+			out[fabric.PortKey{GUID: g, Port: port}] = n
 		}
 	}
 	return out

@@ -1,7 +1,7 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package fabric
+package routes
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 )
 
 // dump_fts (infiniband-diags; dump_lfts.sh is a wrapper around it) prints
@@ -154,7 +156,7 @@ func parseLFTs(r io.Reader) (*lftDump, error) {
 	}
 	flush()
 	if err := sc.Err(); err != nil {
-		return d, fmt.Errorf("%w: %w", errUnparsable, err)
+		return d, fmt.Errorf("%w: %w", fabric.ErrUnparsable, err)
 	}
 	return d, nil
 }

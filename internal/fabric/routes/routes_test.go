@@ -1,9 +1,10 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package fabric
+package routes
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,16 +12,44 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 )
 
-// lftFixture is a recording in testdata/lft (README.md there).
+// lftFixture is a recording in internal/fabric/testdata/lft (README.md
+// there): the fabric's recordings stay in one folder with one README, and
+// diagnose's routing tests read the same files.
 func lftFixture(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "lft", name))
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "lft", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// The recorded ibsim fabric's switches (testdata/lft/iblinkinfo.stdout,
+// the same GUIDs as testdata/ibqueryerrors/ibsim16-iblinkinfo.stdout).
+const (
+	spine1 = 0x0000000000200000
+	spine2 = 0x0000000000200001
+	leaf1  = 0x0000000000200002
+	leaf4  = 0x0000000000200005
+)
+
+// ibsimTopology is the scan of the recorded fabric.
+func ibsimTopology(t *testing.T) *fabric.Fabric {
+	t.Helper()
+	b, err := os.ReadFile(fabrictest.Recording("ibsim16-iblinkinfo.stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fabric.Parse(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func parseLFTString(t *testing.T, s string) *lftDump {
@@ -148,7 +177,7 @@ func readerRuns(dir string) int {
 func TestRouteReaderRecorded(t *testing.T) {
 	path, _ := fakeDumpFTS(t, lftFixture(t, "dump_fts.stdout"), "", 0)
 	topo := ibsimTopology(t)
-	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }, Local: []string{"-C", "mlx5_0"}}})
+	rr := NewReader(Config{DumpFTS: path, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }, Local: []string{"-C", "mlx5_0"}}})
 	rr.ReadOnce(context.Background())
 	st := rr.Status()
 	r := st.Last
@@ -156,7 +185,7 @@ func TestRouteReaderRecorded(t *testing.T) {
 		t.Fatalf("read %+v, status %+v", r, st)
 	}
 	pr := r.PortRoutes()
-	if pr[PortKey{GUID: spine1, Port: 3}] != 4 || pr[PortKey{GUID: leaf1, Port: 5}]+pr[PortKey{GUID: leaf1, Port: 6}] != 12 {
+	if pr[fabric.PortKey{GUID: spine1, Port: 3}] != 4 || pr[fabric.PortKey{GUID: leaf1, Port: 5}]+pr[fabric.PortKey{GUID: leaf1, Port: 6}] != 12 {
 		t.Errorf("port routes %v", pr)
 	}
 }
@@ -167,7 +196,7 @@ func TestRouteReaderRereadsOnChange(t *testing.T) {
 	path, dir := fakeDumpFTS(t, lftFixture(t, "dump_fts.stdout"), "", 0)
 	topo := ibsimTopology(t)
 	now := time.Unix(1000, 0)
-	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo },
+	rr := NewReader(Config{DumpFTS: path, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo },
 		Now: func() time.Time { return now }}, MaxAge: 10 * time.Minute})
 	ctx := context.Background()
 	rr.ReadOnce(ctx)
@@ -178,7 +207,7 @@ func TestRouteReaderRereadsOnChange(t *testing.T) {
 	}
 	// A port goes down: the SM reroutes, the tables are read again.
 	down := *topo
-	down.PortLines = append([]PortLine{}, topo.PortLines...)
+	down.PortLines = append([]fabric.PortLine{}, topo.PortLines...)
 	for i := range down.PortLines {
 		if down.PortLines[i].GUID == leaf1 && down.PortLines[i].Port == 5 {
 			down.PortLines[i].State = 1
@@ -202,7 +231,7 @@ func TestRouteReaderRereadsOnChange(t *testing.T) {
 	if n := readerRuns(dir); n != 5 {
 		t.Fatalf("%d runs after the SM rerouted, want 5", n)
 	}
-	if got := rr.Status().Last.PortRoutes()[PortKey{GUID: spine2, Port: 2}]; got != 5 {
+	if got := rr.Status().Last.PortRoutes()[fabric.PortKey{GUID: spine2, Port: 2}]; got != 5 {
 		t.Errorf("spine002 port 2 routes %d after the reroute, want 5", got)
 	}
 	now = now.Add(11 * time.Minute)
@@ -226,16 +255,16 @@ func TestRouteReaderFailures(t *testing.T) {
 		name, stdout, stderr string
 		rc                   int
 		read                 int
-		reason               Reason
+		reason               fabric.Reason
 	}{
-		{"error exit", "", "ibwarn: [1] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1)\n", 255, 0, ReasonMAD},
-		{"cut short", strings.Join(strings.SplitAfter(full, "\n")[:40], ""), "", 0, 1, ReasonUnparsable},
-		{"one switch silent", full[strings.Index(full[1:], "Unicast lids")+1:], "", 0, 5, ReasonMAD},
-		{"stderr error, exit 0", full, "ibwarn: [1] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1)\n", 0, 6, ReasonMAD},
+		{"error exit", "", "ibwarn: [1] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1)\n", 255, 0, fabric.ReasonMAD},
+		{"cut short", strings.Join(strings.SplitAfter(full, "\n")[:40], ""), "", 0, 1, fabric.ReasonUnparsable},
+		{"one switch silent", full[strings.Index(full[1:], "Unicast lids")+1:], "", 0, 5, fabric.ReasonMAD},
+		{"stderr error, exit 0", full, "ibwarn: [1] mad_rpc: _do_madrpc failed; dport (DR path slid 0; dlid 0; 0,1)\n", 0, 6, fabric.ReasonMAD},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, dir := fakeDumpFTS(t, tc.stdout, tc.stderr, tc.rc)
-			rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }}})
+			rr := NewReader(Config{DumpFTS: path, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }}})
 			rr.ReadOnce(context.Background())
 			st := rr.Status()
 			r := st.Last
@@ -267,15 +296,15 @@ func TestRouteReaderShards(t *testing.T) {
 	topo := ibsimTopology(t)
 	seen := map[uint64]int{}
 	for shard := range 3 {
-		rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }, Shard: shard, Shards: 3}})
+		rr := NewReader(Config{DumpFTS: path, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }, Shard: shard, Shards: 3}})
 		rr.ReadOnce(context.Background())
 		r := rr.Status().Last
 		if !r.OK() {
 			t.Fatalf("shard %d: %v", shard, r.Err)
 		}
 		for g := range r.Switches {
-			if ShardOf(g, 3) != shard {
-				t.Errorf("shard %d holds %#x of shard %d", shard, g, ShardOf(g, 3))
+			if fabric.ShardOf(g, 3) != shard {
+				t.Errorf("shard %d holds %#x of shard %d", shard, g, fabric.ShardOf(g, 3))
 			}
 			seen[g]++
 		}
@@ -290,10 +319,10 @@ func TestRouteReaderShards(t *testing.T) {
 func TestRouteReaderBounded(t *testing.T) {
 	path, _ := fakeDumpFTS(t, lftFixture(t, "dump_fts.stdout"), "", 0)
 	topo := ibsimTopology(t)
-	rr := NewRouteReader(RouteReaderConfig{DumpFTS: path, Loop: Loop{Topology: func() *Fabric { return topo }, MaxOutput: 1000}})
+	rr := NewReader(Config{DumpFTS: path, Loop: fabric.Loop{Topology: func() *fabric.Fabric { return topo }, MaxOutput: 1000}})
 	rr.ReadOnce(context.Background())
 	r := rr.Status().Last
-	if r.OK() || r.Reason != ReasonOutputTooLarge || len(r.Switches) != 0 || len(r.Unknown) != 6 {
+	if r.OK() || r.Reason != fabric.ReasonOutputTooLarge || len(r.Switches) != 0 || len(r.Unknown) != 6 {
 		t.Fatalf("read %+v", r)
 	}
 }
@@ -305,7 +334,7 @@ func TestRoutingFingerprintPhysState(t *testing.T) {
 	topo := ibsimTopology(t)
 	before := routingFingerprint(topo)
 	changed := *topo
-	changed.PortLines = append([]PortLine{}, topo.PortLines...)
+	changed.PortLines = append([]fabric.PortLine{}, topo.PortLines...)
 	for i := range changed.PortLines {
 		if changed.PortLines[i].GUID == leaf1 && changed.PortLines[i].Port == 6 {
 			changed.PortLines[i].PhysState = 3 // Disabled
