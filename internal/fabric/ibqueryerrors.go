@@ -45,7 +45,7 @@ const maxIQELine = 8 << 10
 // Classify makes it ReasonUnparsable. The forwarding-table reader
 // (internal/fabric/routes) wraps it too, so one classification serves
 // every tool the fabric runs.
-var ErrUnparsable = errors.New("reading ibqueryerrors output")
+var ErrUnparsable = errors.New("reading the tool's output")
 
 // iqeLine is one port line.
 type iqeLine struct {
