@@ -18,6 +18,12 @@ type devlinkCollector struct {
 	state, errs, recovers, pending, fwInfo, requests, skipped *expo.Desc
 }
 
+func devlinkSpec() Spec {
+	return Spec{Name: "devlink", Default: true,
+		Help: "devlink health reporters of each RDMA device's PCI function (mlx5 fw, fw_fatal, tx, rx, vnic: state, errors, recoveries) and its firmware versions running and stored (burned, not activated); live /sys only, no privileges; one reporter dump per scrape, one INFO_GET per device on the slow interval",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewDevlinkCollector(env), nil }}
+}
+
 // NewDevlinkCollector builds the devlink collector: health reporters and
 // firmware versions of the kept RDMA devices from the running kernel
 // (main sets the connection only for the live /sys).

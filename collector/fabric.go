@@ -7,9 +7,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
@@ -50,6 +52,136 @@ type FabricCollector struct {
 	malformed                                       *expo.Desc
 	linkInfo, linkRate, linkState, linkDegraded     *expo.Desc
 	linkCouldBe                                     *expo.Desc
+}
+
+func fabricSpec() Spec {
+	return Spec{Name: "fabric", Default: false,
+		Help: "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Fabric
+			app.Flag("collector.fabric.iblinkinfo-path",
+				"iblinkinfo executable (infiniband-diags), run as 'iblinkinfo --line' without a shell in the background.").
+				Default("iblinkinfo").StringVar(&o.Path)
+			app.Flag("collector.fabric.interval", "Interval between fabric scans (each sends MADs to every port of the fabric).").Default("5m").DurationVar(&o.Interval)
+			app.Flag("collector.fabric.timeout", "Timeout of one fabric scan; its process group is killed after it.").Default("2m").DurationVar(&o.Timeout)
+			app.Flag("collector.fabric.ca", "Local RDMA device iblinkinfo sends from (-C; default: iblinkinfo's choice).").PlaceHolder("DEVICE").StringVar(&o.CA)
+			app.Flag("collector.fabric.port", "Local port iblinkinfo sends from (-P; 0: iblinkinfo's choice).").Default("0").IntVar(&o.Port)
+			app.Flag("collector.fabric.degraded-only",
+				"Export per-link series only for links that are degraded or not ACTIVE (the fabric-wide counts cover the rest); for very large fabrics.").BoolVar(&o.DegradedOnly)
+			app.Flag("collector.fabric.counters",
+				"Sweep every switch port's PMA counters in the background with two ibqueryerrors runs against a fabric cache that ibnetdiscover writes when the fabric's nodes change (never resets counters).").
+				Default("true").BoolVar(&o.Counters)
+			app.Flag("collector.fabric.ibqueryerrors-path", "ibqueryerrors executable (infiniband-diags), run without a shell.").
+				Default("ibqueryerrors").StringVar(&o.IBQueryErrorsPath)
+			app.Flag("collector.fabric.ibnetdiscover-path", "ibnetdiscover executable (infiniband-diags), run without a shell to write the fabric cache the sweeps read against.").
+				Default("ibnetdiscover").StringVar(&o.IBNetDiscoverPath)
+			app.Flag("collector.fabric.sminfo-path", "sminfo executable (infiniband-diags), run without a shell before and after each counter sweep: a sweep across a change of master SM (its LIDs may name other nodes) is unknown, and the fabric cache is discovered again.").
+				Default("sminfo").StringVar(&o.SMInfoPath)
+			app.Flag("collector.fabric.cache-dir", "Writable directory for the fabric cache and threshold file of the counter sweep (default: a private directory under $TMPDIR).").
+				PlaceHolder("DIR").StringVar(&o.CacheDir)
+			app.Flag("collector.fabric.counters-interval",
+				"Interval between counter sweeps; a sweep still running when the next is due makes that one skipped (counted), never stacked.").
+				Default("1m").DurationVar(&o.CountersInterval)
+			app.Flag("collector.fabric.counters-timeout", "Deadline of one counter sweep, its ibnetdiscover and ibqueryerrors runs together: a run still going then is killed with its process group, the sweep ends there and its ports are unknown.").
+				Default("2m").DurationVar(&o.CountersTimeout)
+			app.Flag("collector.fabric.routes",
+				"Read every swept switch's unicast forwarding table in the background with one dump_fts run (rdma_fabric_port_routes, the fabric.routing check), again when the scan's nodes, LIDs or port states change.").
+				Default("true").BoolVar(&o.Routes)
+			app.Flag("collector.fabric.dump-fts-path", "dump_fts executable (infiniband-diags; what dump_lfts.sh runs), run without a shell.").
+				Default("dump_fts").StringVar(&o.DumpFTSPath)
+			app.Flag("collector.fabric.routes-max-age", "Read the forwarding tables again at least this often even when the scan shows no change (the SM may reroute on its own).").
+				Default("15m").DurationVar(&o.RoutesMaxAge)
+			app.Flag("collector.fabric.ca-counters",
+				"Sweep channel-adapter ports too (hosts running rdma_doctor export their own side from sysfs).").BoolVar(&o.CACounters)
+			app.Flag("collector.fabric.shard",
+				"I/N: sweep and export only the nodes whose GUID falls in shard I of N, so N exporters split the fabric and their union covers each switch exactly once.").
+				Default("0/1").StringVar(&o.ShardSpec)
+			app.Flag("collector.fabric.port-series",
+				"Per-port counter series: all; errors (no data and packet counters); erroring-ports (counters only for ports with errors). State and unknown series stay for every port.").
+				Default(PortSeriesAll).EnumVar(&o.PortSeries, PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts)
+			app.Flag("collector.fabric.node-name-map",
+				"infiniband-diags node name map (lines of 0xGUID \"name\", as ibnetdiscover, iblinkinfo and ibqueryerrors take it): its names replace the node descriptions in every fabric series' node labels and in the fabric findings. Read once at start-up: a changed file needs a restart.").
+				PlaceHolder("FILE").StringVar(&o.NodeNameMap)
+		},
+		New: func(env Env, f *Flags) (Collector, error) {
+			opts, err := f.Fabric.validated()
+			if err != nil {
+				return nil, err
+			}
+			return NewFabricCollector(env, opts), nil
+		}}
+}
+
+// FabricOptions are the fabric flags: the scan and sweep the host runs
+// (host.Options.Fabric, its Shard and Shards parsed from ShardSpec), and
+// how the fabric collector renders them.
+type FabricOptions struct {
+	host.FabricOptions
+	DegradedOnly bool
+	// ShardSpec is "I/N", parsed into Shard and Shards.
+	ShardSpec string
+	// PortSeries trims the per-port series (PortSeries*).
+	PortSeries string
+	// NodeNameMap is the node name map file, read into
+	// host.FabricOptions.Names by HostFabric.
+	NodeNameMap string
+}
+
+// The values of --collector.fabric.port-series.
+const (
+	// PortSeriesAll: every counter of every swept port.
+	PortSeriesAll = "all"
+	// PortSeriesErrors: error counters and XmitWait (no data and packet
+	// counters) of every swept port.
+	PortSeriesErrors = "errors"
+	// PortSeriesErroringPorts: counters only for ports with a non-zero
+	// error counter or a saturated field; the others keep their state and
+	// unknown series.
+	PortSeriesErroringPorts = "erroring-ports"
+)
+
+// validated checks and completes the fabric options.
+func (o FabricOptions) validated() (FabricOptions, error) {
+	i, n, err := ParseShard(o.ShardSpec)
+	if err != nil {
+		return o, err
+	}
+	o.Shard, o.Shards = i, n
+	switch o.PortSeries {
+	case PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts:
+	default:
+		return o, fmt.Errorf("--collector.fabric.port-series must be %s, %s or %s, not %q", PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts, o.PortSeries)
+	}
+	return o, nil
+}
+
+// ParseShard parses --collector.fabric.shard's "I/N" (0 <= I < N).
+func ParseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--collector.fabric.shard %q: want I/N with 0 <= I < N (e.g. 0/2 and 1/2 for two exporters)", s)
+	}
+	return i, n, nil
+}
+
+// HostFabric is the fabric scan and sweep the flags ask of the host: nil,
+// neither run, with the fabric collector off.
+func (f *Flags) HostFabric() (*host.FabricOptions, error) {
+	if !f.Enabled("fabric") {
+		return nil, nil
+	}
+	o, err := f.Fabric.validated()
+	if err != nil {
+		return nil, err
+	}
+	if o.NodeNameMap != "" {
+		if o.Names, err = fabric.LoadNameMap(o.NodeNameMap); err != nil {
+			return nil, fmt.Errorf("--collector.fabric.node-name-map: %w", err)
+		}
+	}
+	return &o.FabricOptions, nil
 }
 
 // NewFabricCollector builds the fabric collector over env's host, whose

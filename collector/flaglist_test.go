@@ -22,8 +22,8 @@ func flagList() string {
 	AddFlags(app)
 	var lines []string
 	for _, fl := range app.Model().Flags {
-		if fl.Name == "help" {
-			continue
+		if !strings.HasPrefix(fl.Name, "collector.") {
+			continue // kingpin's own
 		}
 		lines = append(lines, fmt.Sprintf("--%s %q %q %s", fl.Name, fl.Default, fl.PlaceHolder, fl.Help))
 	}
@@ -48,5 +48,34 @@ func TestFlagList(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("collector flags differ from %s:\ngot:\n%s\nwant:\n%s", flagListPath, got, want)
+	}
+}
+
+// TestFlagsLiveWithTheirCollector: each collector declares its own flags,
+// and only flags named after it (collector.NAME.*), so a flag is found
+// beside the collector it configures, as in node_exporter.
+func TestFlagsLiveWithTheirCollector(t *testing.T) {
+	owned := 0
+	for _, s := range Table {
+		if s.Flags == nil {
+			continue
+		}
+		app := kingpin.New("test", "")
+		s.Flags(app, &Flags{})
+		for _, fl := range app.Model().Flags {
+			if !strings.HasPrefix(fl.Name, "collector.") {
+				continue // kingpin's own
+			}
+			owned++
+			if !strings.HasPrefix(fl.Name, "collector."+s.Name+".") {
+				t.Errorf("collector %s declares --%s, not named collector.%s.*", s.Name, fl.Name, s.Name)
+			}
+		}
+	}
+	// Every flag but --collector.disable-defaults and the
+	// --collector.NAME switches belongs to one collector.
+	all := strings.Count(flagList(), "\n")
+	if owned != all-1-len(Table) {
+		t.Errorf("collectors declare %d flags, AddFlags %d (less disable-defaults and %d switches)", owned, all, len(Table))
 	}
 }

@@ -33,6 +33,12 @@ const (
 	gpuDirectDMABuf  = "dmabuf"
 )
 
+func gpuSpec() Spec {
+	return Spec{Name: "gpu", Default: true,
+		Help: "GPUs of the PCI bus, their PCI relation to every RDMA device (nvidia-smi topo -m) and GPUDirect RDMA readiness; nothing on a host without GPUs",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }}
+}
+
 // NewGPUCollector builds the gpu collector. Its data is the snapshot's
 // slow GPU source; a host without GPUs exports nothing from it.
 func NewGPUCollector(Env) Collector {

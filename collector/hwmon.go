@@ -16,6 +16,12 @@ type hwmonCollector struct {
 	temp, crit, highest *expo.Desc
 }
 
+func hwmonSpec() Spec {
+	return Spec{Name: "hwmon", Default: true,
+		Help: "temperature sensors of each RDMA device's adapter from the kernel's hwmon class (mlx5 ASIC and module, Linux 6.6+), read on the slow interval: each read is a firmware command",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewHwmonCollector(env), nil }}
+}
+
 // NewHwmonCollector builds the hwmon collector: the temperature sensors
 // the kernel's hwmon class registers on each kept RDMA device's PCI
 // function, from the snapshot's slow source (each read is a firmware

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -26,6 +28,30 @@ type infinibandCollector struct {
 	// hasSM is the subnet manager family's sysfs part: it is derived from
 	// the state, phys_state, sm_lid and link_layer read here (sm.go).
 	hasSM *expo.Desc
+}
+
+func infinibandSpec() Spec {
+	return Spec{Name: "infiniband", Default: true,
+		Help: "devices, ports, link rate and width, PMA counters and hw_counters from /sys/class/infiniband",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Infiniband
+			app.Flag("collector.infiniband.device-include",
+				"Regexp of RDMA devices to read (default: all). Mutually exclusive with device-exclude.").PlaceHolder("REGEXP").StringVar(&o.DeviceInclude)
+			app.Flag("collector.infiniband.device-exclude",
+				"Regexp of RDMA devices never to read (restricted ConnectX-7 functions flood the kernel log when read). Mutually exclusive with device-include.").PlaceHolder("REGEXP").StringVar(&o.DeviceExclude)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewInfinibandCollector(env), nil }}
+}
+
+// InfinibandOptions select the RDMA devices every source reads, not only
+// this collector (host.DeviceFilter).
+type InfinibandOptions struct {
+	DeviceInclude, DeviceExclude string
+}
+
+// Devices is the device filter the flags give.
+func (o InfinibandOptions) Devices() (host.DeviceFilter, error) {
+	return host.NewDeviceFilter(o.DeviceInclude, o.DeviceExclude)
 }
 
 // NewInfinibandCollector builds the infiniband collector.

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -22,6 +24,22 @@ type irqCollector struct {
 
 	// out is the samples of the last placement (a slow source).
 	out rendered[*irq.Snapshot]
+}
+
+func irqSpec() Spec {
+	return Spec{Name: "irq", Default: true,
+		Help: "completion IRQs of each RDMA device, where they may and do run against the device's NUMA-local CPUs, and whether irqbalance runs",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			app.Flag("collector.irq.per-irq",
+				"Also export one series per RDMA IRQ (rdma_device_irq_info, rdma_device_irq_interrupts_total, rdma_device_irq_off_node): tens to hundreds per device.").BoolVar(&f.IRQ.PerIRQ)
+		},
+		New: func(env Env, f *Flags) (Collector, error) { return NewIRQCollector(env, f.IRQ.PerIRQ), nil }}
+}
+
+// IRQOptions are the irq collector's flags.
+type IRQOptions struct {
+	// PerIRQ adds one series per RDMA IRQ.
+	PerIRQ bool
 }
 
 // NewIRQCollector builds the irq collector; perIRQ adds the per-IRQ series.

@@ -6,6 +6,9 @@ package collector
 import (
 	"context"
 	"errors"
+	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -26,6 +29,29 @@ type jobsCollector struct {
 	device, pod, running, unknown *expo.Desc
 	out                           rendered[*jobs.Snapshot]
 	pods                          rendered[*podres.Snapshot]
+}
+
+func jobsSpec() Spec {
+	return Spec{Name: "jobs", Default: false,
+		Help: "which Slurm job holds which RDMA device, from the cgroup tree: the job cgroup's rdma.current, else its processes' open /dev/infiniband/uverbs* (needs to read other users' /proc/PID/fd: CAP_SYS_PTRACE, or root); one series per job per device",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Jobs
+			app.Flag("collector.jobs.max-jobs",
+				"Jobs read on one host; those past it are counted in rdma_jobs_unknown and have no rdma_job_device_info series.").
+				Default(strconv.Itoa(jobs.DefaultOptions.MaxJobs)).IntVar(&o.MaxJobs)
+			app.Flag("collector.jobs.pods",
+				"Also ask the kubelet which Kubernetes pods hold which RDMA device (its pod-resources API, /var/lib/kubelet/pod-resources/kubelet.sock below --path.rootfs; needs read-write access to the socket): rdma_pod_device_info, one series per pod per device, at most max-jobs pods.").
+				BoolVar(&o.Pods)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewJobsCollector(env), nil }}
+}
+
+// JobsOptions are the jobs collector's flags: the bounds of the host's
+// jobs read (host.Options.Jobs), and whether the kubelet's pod-resources
+// API is asked which pods hold which device (host.Options.PodResources).
+type JobsOptions struct {
+	jobs.Options
+	Pods bool
 }
 
 // NewJobsCollector builds the jobs collector.

@@ -5,6 +5,9 @@ package collector
 
 import (
 	"context"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -19,6 +22,24 @@ type kmsgCollector struct {
 	reading                                         *expo.Desc
 	records, bytes, lost, overruns, unparsable, ovf *expo.Desc
 	evicted, duplicates, resets                     *expo.Desc
+}
+
+func kmsgSpec() Spec {
+	return Spec{Name: "kmsg", Default: true,
+		Help: "kernel log events of the RDMA drivers (firmware health, command timeouts, power, temperature, modules, transmit timeouts, link downs, PCIe errors) read from /dev/kmsg below --path.rootfs by the server; needs CAP_SYSLOG where kernel.dmesg_restrict=1",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			app.Flag("collector.kmsg.interval",
+				"How often the kernel log reader drains a regular file or FIFO in place of /dev/kmsg (fixture trees); the kernel's own log is waited on through the runtime's poller, not polled.").
+				Default("250ms").DurationVar(&f.Kmsg.Interval)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewKmsgCollector(env), nil }}
+}
+
+// KmsgOptions are the kmsg collector's flags.
+type KmsgOptions struct {
+	// Interval is how often the kernel log reader drains a regular file
+	// or FIFO in place of /dev/kmsg (the kernel's log is waited on).
+	Interval time.Duration
 }
 
 // NewKmsgCollector builds the kmsg collector; the reader is the host's

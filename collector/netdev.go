@@ -7,7 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -22,6 +25,56 @@ type netdevCollector struct {
 	link, extState, downEvents, fecCorrected, fecUncorrectable   *expo.Desc
 	carrierChanges, carrierUp, carrierDown                       *expo.Desc
 	mod                                                          moduleDescs
+}
+
+func netdevSpec() Spec {
+	return Spec{Name: "netdev", Default: true,
+		Help: "IPoIB and RoCE netdevs of RDMA ports from /sys/class/net (mode, MTU, state, pkey children, GID types), RDMA character devices, and ethtool driver information and statistics",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Netdev
+			app.Flag("collector.netdev.ethtool",
+				"Query each RDMA netdev with the ethtool ioctl (driver, firmware, speed, statistics). Only netdevs the running kernel has under the same name and ifindex as the sysfs tree are queried.").
+				Default("true").BoolVar(&o.Ethtool)
+			app.Flag("collector.netdev.ethtool-stats",
+				"Anchored regexp of the ethtool statistics exported as rdma_netdev_ethtool_stat_total (default: mlx5 physical-layer errors, discards, pause and FEC counters). Empty exports none.").
+				Default(netdev.DefaultStats).StringVar(&o.EthtoolStats)
+			app.Flag("collector.netdev.module-eeprom",
+				"Read each RoCE netdev's transceiver memory (ethtool netlink MODULE_EEPROM_GET, Linux 5.13+; SFF-8472, SFF-8636, CMIS) for rdma_netdev_module_*: temperature, voltage, per-lane Rx power, Tx bias and Tx power. Off by default: each page is a firmware access, and the kernel allows it only with CAP_NET_ADMIN. Read on the slow interval, only for netdevs of RDMA ports the device filter keeps, and only with --collector.netdev.ethtool.").
+				BoolVar(&o.ModuleEEPROM)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewNetdevCollector(env), nil }}
+}
+
+// NetdevOptions are the netdev collector's flags: the ethtool query the
+// host runs for it.
+type NetdevOptions struct {
+	// Ethtool queries each RDMA netdev with the ethtool ioctl; EthtoolStats
+	// selects the statistics exported.
+	Ethtool      bool
+	EthtoolStats string
+	// ModuleEEPROM reads each RoCE netdev's transceiver memory (needs
+	// Ethtool and CAP_NET_ADMIN).
+	ModuleEEPROM bool
+}
+
+// EthtoolQuery is the ethtool query the flags ask for; nil for none.
+func (o NetdevOptions) EthtoolQuery() (*netdev.Ethtool, error) {
+	if !o.Ethtool {
+		if o.ModuleEEPROM {
+			// The module memory is read through the ethtool query: asked
+			// for without it, it would silently be nothing.
+			return nil, errors.New("--collector.netdev.module-eeprom needs --collector.netdev.ethtool (on by default; --no-collector.netdev.ethtool turns it off)")
+		}
+		return nil, nil
+	}
+	var stats *regexp.Regexp
+	if o.EthtoolStats != "" {
+		var err error
+		if stats, err = host.CompileAnchored("--collector.netdev.ethtool-stats", o.EthtoolStats); err != nil {
+			return nil, err
+		}
+	}
+	return &netdev.Ethtool{Stats: stats, ModuleEEPROM: o.ModuleEEPROM}, nil
 }
 
 // NewNetdevCollector builds the netdev collector; the ethtool query and

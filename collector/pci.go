@@ -38,6 +38,12 @@ func keyOf(devs []pci.Device) pciKey {
 	return pciKey{&devs[0], len(devs)}
 }
 
+func pciSpec() Spec {
+	return Spec{Name: "pci", Default: true,
+		Help: "NUMA node, local CPUs and PCIe link of each RDMA device's PCI function",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewPCICollector(env), nil }}
+}
+
 // NewPCICollector builds the pci collector. Its data is the snapshot's
 // slow PCI source: an excluded device is not read, and the irq collector
 // and diagnose share the read.

@@ -6,6 +6,9 @@ package collector
 import (
 	"context"
 	"strconv"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -17,6 +20,24 @@ import (
 type portwatchCollector struct {
 	transitions, downSeconds, changed *expo.Desc
 	rounds, busy                      *expo.Desc
+}
+
+func portwatchSpec() Spec {
+	return Spec{Name: "portwatch", Default: true,
+		Help: "port states read by the server at each scrape, at each link notification of the live kernel and from link_downed (every --collector.portwatch.interval too when set): transitions, time down, flaps between two scrapes",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			app.Flag("collector.portwatch.interval",
+				"Interval of port state rounds nobody asked for (three reads per port: state, phys_state, link_downed); 0, the default, runs rounds at each scrape and link notification only, so an idle host costs no wake-ups (see docs/device-health.md for the flaps each way catches).").
+				Default("0s").DurationVar(&f.Portwatch.Interval)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewPortwatchCollector(env), nil }}
+}
+
+// PortwatchOptions are the portwatch collector's flags.
+type PortwatchOptions struct {
+	// Interval is the port state sampler's period, 0 for none (rounds
+	// on demand only).
+	Interval time.Duration
 }
 
 // NewPortwatchCollector builds the portwatch collector; the sampler is the

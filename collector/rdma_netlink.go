@@ -6,8 +6,11 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -20,6 +23,52 @@ type rdmaNetlinkCollector struct {
 	procObjects, procUnnamed, procCapped, dumpTruncated *expo.Desc
 	qpMode, qpCounters, qpCounterQPs, qpTypeCounter     *expo.Desc
 	qpTruncated                                         *expo.Desc
+}
+
+func rdmaNetlinkSpec() Spec {
+	return Spec{Name: "rdma_netlink", Default: true,
+		Help: "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked); opt-in per-process totals and QP counters (docs/rdma-netlink.md)",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.RDMANetlink
+			app.Flag("collector.rdma_netlink.process-resources",
+				"Also export rdma_resource_process_objects: each device's qp, cq, mr, pd and ctx objects by owning process name (/proc/PID/comm; kernel owners as [module]), never by PID. Five dumps per device per scrape; on mlx5 each QP dumped costs the kernel one firmware command.").
+				BoolVar(&o.ProcessResources)
+			app.Flag("collector.rdma_netlink.max-processes",
+				"Process names per device in rdma_resource_process_objects (those with the most objects); the rest are summed as process=\"other\" and rdma_resource_process_capped says so.").
+				Default(strconv.Itoa(rdmanl.DefaultMaxProcesses)).IntVar(&o.MaxProcesses)
+			app.Flag("collector.rdma_netlink.max-objects",
+				"Objects (resource objects and QP counters) read per scrape; reaching it abandons the dump under way and skips the rest, and rdma_resource_dump_truncated says which.").
+				Default(strconv.Itoa(rdmanl.DefaultMaxObjects)).IntVar(&o.MaxObjects)
+			app.Flag("collector.rdma_netlink.qp-counters",
+				"Also export each port's QP counter mode (rdma statistic qp mode) and its bound QP counters; their values only per QP type, in auto mode by type alone (never per process). Two requests per port per scrape.").
+				BoolVar(&o.QPCounters)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewRDMANetlinkCollector(env), nil }}
+}
+
+// RDMANetlinkOptions are the rdma_netlink collector's opt-in reads.
+type RDMANetlinkOptions struct {
+	// ProcessResources dumps every qp, cq, mr, pd and ctx object and
+	// counts them by process name, at most MaxProcesses a device, at most
+	// MaxObjects objects a scrape.
+	ProcessResources bool
+	MaxProcesses     int
+	MaxObjects       int
+	// QPCounters reads each port's QP counter mode and bound counters.
+	QPCounters bool
+}
+
+// Query is the RDMA netlink query the flags ask for.
+func (o RDMANetlinkOptions) Query() (rdmanl.Options, error) {
+	if o.MaxProcesses < 1 {
+		return rdmanl.Options{}, fmt.Errorf("--collector.rdma_netlink.max-processes must be at least 1, not %d", o.MaxProcesses)
+	}
+	if o.MaxObjects < 1 {
+		return rdmanl.Options{}, fmt.Errorf("--collector.rdma_netlink.max-objects must be at least 1, not %d", o.MaxObjects)
+	}
+	return rdmanl.Options{Stats: true, Status: true, Resources: true,
+		ProcessResources: o.ProcessResources, MaxProcesses: o.MaxProcesses, MaxObjects: o.MaxObjects,
+		QPCounters: o.QPCounters}, nil
 }
 
 // NewRDMANetlinkCollector builds the rdma_netlink collector. Its requests

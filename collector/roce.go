@@ -19,6 +19,12 @@ type roceCollector struct {
 	pfc, pfcFrames, trustDSCP, prioTC, pause, kernel *expo.Desc
 }
 
+func roceSpec() Spec {
+	return Spec{Name: "roce", Default: true,
+		Help: "RoCE lossless configuration per RoCE netdev: ECN per priority, CNP priority and default RoCE ToS from sysfs and configfs; PFC, ETS, trust mode and global pause from DCB netlink and ethtool (live /sys only; no privileges)",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewRoCECollector(env), nil }}
+}
+
 // NewRoCECollector builds the roce collector: the lossless configuration
 // of each RoCE netdev.
 func NewRoCECollector(Env) Collector {

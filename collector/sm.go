@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
@@ -24,6 +26,41 @@ type SMCollector struct {
 	confInfo, confPrio, confSweep, confLMC, confBad *expo.Desc
 	defaults                                        *expo.Desc
 	logSubnetUp, logState, logErrors                *expo.Desc
+}
+
+func smSpec() Spec {
+	return Spec{Name: "sm", Default: true,
+		Help: "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.SM
+			app.Flag("collector.sm.sminfo-path",
+				"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device (/sys/class/infiniband_mad/umadN and /dev/infiniband/umadN below --path.rootfs).").
+				Default("sminfo").StringVar(&o.SminfoPath)
+			app.Flag("collector.sm.sminfo-interval", "Interval between sminfo runs.").Default("1m").DurationVar(&o.Interval)
+			app.Flag("collector.sm.sminfo-timeout", "Timeout of one sminfo run; its process group is killed after it.").Default("10s").DurationVar(&o.Timeout)
+			app.Flag("collector.sm.opensm-config",
+				"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
+				PlaceHolder("PATH").StringVar(&o.OpenSMConfig)
+		},
+		New: func(Env, *Flags) (Collector, error) { return NewSMCollector(), nil }}
+}
+
+// SMOptions are the sm collector's flags: the sminfo runs the host makes
+// for it (host.Options.SM), and the opensm.conf to read instead of the
+// search (host.Options.OpenSMConfig).
+type SMOptions struct {
+	host.SMOptions
+	OpenSMConfig string
+}
+
+// HostSM is the sminfo runs the flags ask of the host: nil, never run,
+// with the sm collector off.
+func (f *Flags) HostSM() *host.SMOptions {
+	if !f.Enabled("sm") {
+		return nil
+	}
+	o := f.SM.SMOptions
+	return &o
 }
 
 // NewSMCollector builds the sm collector. sminfo is the host's

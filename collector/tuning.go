@@ -8,6 +8,9 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -29,6 +32,46 @@ type tuningCollector struct {
 
 	// out is the samples of the last read (a slow source).
 	out rendered[*tuning.Snapshot]
+}
+
+func tuningSpec() Spec {
+	return Spec{Name: "tuning", Default: true,
+		Help: "host tuning from /proc and /sys: hugepages, sysctls, CPU governors, transparent hugepages, kernel, SELinux, RDMA modules, memlock limits, rdma cgroup limits",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Tuning
+			app.Flag("collector.tuning.modules",
+				"Comma-separated kernel modules reported by rdma_host_module_loaded (1 loaded, 0 not).").
+				Default(strings.Join(tuning.DefaultModules, ",")).StringVar(&o.Modules)
+			app.Flag("collector.tuning.cgroup-limits",
+				"Export rdma_host_cgroup_rdma_limit, one series per cgroup with a finite rdma.max: per job step or pod on a Slurm or Kubernetes node, so off by default (diagnose's cgroup.rdma judges them either way).").
+				BoolVar(&o.CgroupLimits)
+		},
+		New: func(env Env, f *Flags) (Collector, error) {
+			c := NewTuningCollector(env, f.Tuning.modules())
+			c.(*tuningCollector).cgroups = f.Tuning.CgroupLimits
+			return c, nil
+		}}
+}
+
+// TuningOptions are the tuning collector's flags.
+type TuningOptions struct {
+	// Modules are the modules rdma_host_module_loaded reports
+	// (comma-separated).
+	Modules string
+	// CgroupLimits exports rdma_host_cgroup_rdma_limit: one series per
+	// cgroup, which on a Slurm or Kubernetes node means per job or pod.
+	CgroupLimits bool
+}
+
+// modules are the module names of --collector.tuning.modules.
+func (o TuningOptions) modules() []string {
+	var mods []string
+	for _, m := range strings.Split(o.Modules, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			mods = append(mods, m)
+		}
+	}
+	return mods
 }
 
 // NewTuningCollector builds the tuning collector; modules are the module
