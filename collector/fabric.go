@@ -213,8 +213,8 @@ func NewFabricCollector(env Env, opts FabricOptions) *FabricCollector {
 		linkDegraded: desc("rdma_fabric_link_degraded", "1 when iblinkinfo says the link could run wider or faster: both ends support more than it trained at.", ll...),
 		linkCouldBe:  desc("rdma_fabric_link_could_be_info", "What iblinkinfo says a degraded link could run at (empty when only the other one is below); always 1.", with("width", "speed")...),
 
-		portState:        desc("rdma_fabric_port_state", "Logical state of a switch port from the latest fabric scan, as the host's rdma_port_state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE. Every port, down ones included.", pl...),
-		portPhys:         desc("rdma_fabric_port_physical_state", "Physical state of a switch port from the latest fabric scan, as the host's rdma_port_physical_state: 2 Polling, 3 Disabled, 5 LinkUp, ...", pl...),
+		portState:        desc("rdma_fabric_port_state", "Logical state of a switch port from the latest fabric scan: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.", pl...),
+		portPhys:         desc("rdma_fabric_port_physical_state", "Physical state of a switch port from the latest fabric scan, as rdma_port_physical_state (5 LinkUp).", pl...),
 		nodeInfo:         desc("rdma_fabric_node_info", "A swept node: its node description and type (switch or ca); always 1.", "guid", "node", "node_type"),
 		portUnknown:      desc("rdma_fabric_port_counters_unknown", "1 when the latest counter sweep could not read this port: its counter series are absent for that sweep, never zeros.", pl...),
 		portSaturated:    desc("rdma_fabric_port_counter_saturated", "1 when a fixed-width PMA counter of the port is pinned at its maximum and has stopped counting.", "guid", "port", "counter"),
@@ -225,11 +225,11 @@ func NewFabricCollector(env Env, opts FabricOptions) *FabricCollector {
 		sweepUnknown:     desc("rdma_fabric_counter_sweep_ports_unknown", "Ports the latest counter sweep could not read."),
 		sweepRuns:        desc("rdma_fabric_counter_sweep_runs_total", "Counter sweeps completed."),
 		sweepFailures:    desc("rdma_fabric_counter_sweep_failures_total", "Sweep tool runs (ibnetdiscover, ibqueryerrors) that failed or left ports unknown, by reason.", "reason"),
-		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running (sweeps never stack); from the first skip until that sweep ends, every port reads unknown."),
-		sweepRunning:     desc("rdma_fabric_counter_sweep_in_progress_seconds", "How long the counter sweep now running has run; 0 when none runs. Past the sweep interval its ports read unknown; past --collector.fabric.counters-timeout it is killed."),
+		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running; its ports read unknown until it ends."),
+		sweepRunning:     desc("rdma_fabric_counter_sweep_in_progress_seconds", "Seconds the counter sweep now running has run; 0 when none runs."),
 	}
 	for id, ctr := range fabric.Counters {
-		c.portCounters[id] = desc("rdma_fabric_port_"+ctr.Spec.Metric, ctr.Spec.Help+" Switch side, from the port's PMA ("+ctr.Field+").", pl...)
+		c.portCounters[id] = desc("rdma_fabric_port_"+ctr.Spec.Metric, strings.TrimSuffix(ctr.Spec.Help, ".")+", switch side (PMA "+ctr.Field+").", pl...)
 	}
 	// The series are rendered as each sweep ends: the sweep's cost, not
 	// the next scrape's.

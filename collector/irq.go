@@ -54,7 +54,7 @@ func NewIRQCollector(_ Env, perIRQ bool) Collector {
 		offNode: desc("rdma_device_irqs_off_node",
 			"Completion IRQs allowed (smp_affinity_list) on at least one CPU outside the device's local_cpulist.", dl...),
 		cpus: desc("rdma_device_irq_cpus",
-			"Distinct CPUs the completion IRQs are delivered to (effective_affinity_list, else smp_affinity_list); 1 means all on one CPU.", dl...),
+			"Distinct CPUs the device's completion IRQs are delivered to; 1 means all on one CPU.", dl...),
 		irqbalance: desc("rdma_host_irqbalance_running",
 			"1 when an irqbalance process runs in this PID namespace (it rewrites IRQ affinity, undoing manual pinning)."),
 		irqInfo: desc("rdma_device_irq_info", "One RDMA IRQ: action name, kind (completion, control, subfunction, other) and affinity lists; always 1.",

@@ -58,13 +58,13 @@ type JobsOptions struct {
 func NewJobsCollector(Env) Collector {
 	return &jobsCollector{
 		device: desc("rdma_job_device_info",
-			"A running job holds the RDMA device (a verbs context: its cgroup's rdma.current charges the device, or one of its processes holds the device's /dev/infiniband/uverbsN open); always 1. One series per job per device; job_id is the scheduler's numeric id.", "device", "job_id", "scheduler"),
+			"A running job holds the RDMA device (its cgroup's rdma.current or an open uverbs device); always 1.", "device", "job_id", "scheduler"),
 		pod: desc("rdma_pod_device_info",
-			"A Kubernetes pod holds the RDMA device: the kubelet's pod-resources API lists a device id of one of its containers that is the device's PCI address or name (--collector.jobs.pods); always 1. One series per pod per device.", "device", "namespace", "pod"),
+			"A Kubernetes pod holds the RDMA device, as the kubelet's pod-resources API lists it; always 1.", "device", "namespace", "pod"),
 		running: desc("rdma_jobs",
-			"Jobs the scheduler runs on this host (slurm: its cgroups; kubernetes: the pods the kubelet lists), those whose devices are unknown included.", "scheduler"),
+			"Jobs the scheduler runs on this host, those whose devices are unknown included.", "scheduler"),
 		unknown: desc("rdma_jobs_unknown",
-			"Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.", "scheduler"),
+			"Jobs whose RDMA devices are not completely known (unreadable, or past a bound); their device series are a lower bound.", "scheduler"),
 	}
 }
 

@@ -46,13 +46,13 @@ func NewPortwatchCollector(Env) Collector {
 	pl := []string{"device", "port"}
 	return &portwatchCollector{
 		transitions: desc("rdma_port_state_transitions_total",
-			"Changes of the port's logical state seen by the port sampler since rdma_doctor started (down-up cycles between two reads told by link_downed included), by the state entered (down, init, armed, active, active_defer, other).",
+			"Changes of the port's logical state seen since the exporter started, by the state entered.",
 			"device", "port", "to"),
 		downSeconds: desc("rdma_port_down_seconds_total",
-			"Seconds the port was not ACTIVE after it had been ACTIVE once, as the port sampler saw it (a spare port that never came up does not count).", pl...),
+			"Seconds the port was not ACTIVE after it had been ACTIVE once.", pl...),
 		changed: desc("rdma_port_state_changed_timestamp_seconds",
 			"When the port sampler last saw the port's logical state change (its first read counts).", pl...),
-		rounds: desc("rdma_port_sampler_rounds_total", "Rounds of the port state sampler (at each scrape and link notification, and every --collector.portwatch.interval when set)."),
+		rounds: desc("rdma_port_sampler_rounds_total", "Rounds of the port state sampler (each scrape, link notification and --collector.portwatch.interval)."),
 		busy:   desc("rdma_port_sampler_busy_seconds_total", "Time the port state sampler spent reading, its own cost."),
 	}
 }
