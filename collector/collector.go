@@ -128,8 +128,8 @@ var (
 	errorsDesc       = expo.NewDesc("rdma_scrape_collector_errors", "Read and parse errors a collector met in this scrape; their series are left out.", "collector")
 	refusedAttrsDesc = expo.NewDesc("rdma_scrape_collector_refused_attributes",
 		"Attributes the driver refused on an earlier read (EINVAL, EACCES, EOPNOTSUPP) and that are not asked again.", "collector")
-	stuckDesc      = expo.NewDesc("rdma_host_reads_stuck", "Host files whose read has not returned for 2 s or more (a wedged driver or firmware); skipped until it returns.")
-	keptDesc       = expo.NewDesc("rdma_host_kept_descriptors", "Host files kept open and re-read in place; past the cap of 4096 files are opened on each read.")
+	stuckDesc      = expo.NewDesc("rdma_host_reads_stuck", "Host files whose read has not returned for "+hostfs.DefaultStuckAfter.String()+" or more (a wedged driver or firmware).")
+	keptDesc       = expo.NewDesc("rdma_host_kept_descriptors", "Host files kept open and re-read in place (a bounded number; the rest are opened on each read).")
 	refusedDesc    = expo.NewDesc("rdma_host_reads_refused_total", "Reads skipped because an earlier read of the same file is stuck; their series are left out.")
 	suppressedDesc = expo.NewDesc("rdma_scrape_error_logs_suppressed_total",
 		"Collector errors logged at debug level only, because the same message was logged at warning level before.")
