@@ -123,17 +123,17 @@ func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, col
 func (a *Aggregator) Names() []string { return a.names }
 
 var (
-	successDesc      = expo.NewDesc("rdma_scrape_collector_success", "rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).", "collector")
-	durationDesc     = expo.NewDesc("rdma_scrape_collector_duration_seconds", "rdma_doctor: duration of a collector scrape.", "collector")
-	errorsDesc       = expo.NewDesc("rdma_scrape_collector_errors", "rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.", "collector")
+	successDesc      = expo.NewDesc("rdma_scrape_collector_success", "Whether a collector succeeded (1) or met errors or its deadline (0).", "collector")
+	durationDesc     = expo.NewDesc("rdma_scrape_collector_duration_seconds", "Duration of a collector's scrape in seconds.", "collector")
+	errorsDesc       = expo.NewDesc("rdma_scrape_collector_errors", "Read and parse errors a collector met in this scrape; their series are left out.", "collector")
 	refusedAttrsDesc = expo.NewDesc("rdma_scrape_collector_refused_attributes",
-		"rdma_doctor: attributes the driver refused on an earlier read (EINVAL, EACCES, EOPNOTSUPP: a restricted function, a counter the firmware lacks) and that are not asked again; their series are absent and, after the scrape that met them first, they are not errors.", "collector")
-	stuckDesc      = expo.NewDesc("rdma_host_reads_stuck", "rdma_doctor: host files whose read has not returned for 2 s or more (a wedged driver or firmware); each holds one thread, and the file is skipped until its read returns.")
-	keptDesc       = expo.NewDesc("rdma_host_kept_descriptors", "rdma_doctor: host files kept open and re-read in place (one pread a read instead of open, read and close), at most hostfs.MaxKept (4096); past it files are read with open, read and close. On sysfs each pins about 4.5 KiB of kernel memory that no RSS figure shows.")
-	refusedDesc    = expo.NewDesc("rdma_host_reads_refused_total", "rdma_doctor: reads skipped because an earlier read of the same file is stuck; their series are left out.")
+		"Attributes the driver refused on an earlier read (EINVAL, EACCES, EOPNOTSUPP) and that are not asked again.", "collector")
+	stuckDesc      = expo.NewDesc("rdma_host_reads_stuck", "Host files whose read has not returned for "+hostfs.DefaultStuckAfter.String()+" or more (a wedged driver or firmware).")
+	keptDesc       = expo.NewDesc("rdma_host_kept_descriptors", "Host files kept open and re-read in place (a bounded number; the rest are opened on each read).")
+	refusedDesc    = expo.NewDesc("rdma_host_reads_refused_total", "Reads skipped because an earlier read of the same file is stuck; their series are left out.")
 	suppressedDesc = expo.NewDesc("rdma_scrape_error_logs_suppressed_total",
-		"rdma_doctor: collector errors logged at debug level only, because the same message was logged at warning level before (each distinct error is logged once).")
-	liveDesc = expo.NewDesc("rdma_host_live_kernel", "rdma_doctor: 1 when the tree read is the running kernel's and the live-kernel sources (rdma_netlink, devlink, RoCE PFC/trust/pause) are asked, 0 when they are off; reason says why (--host.live).", "reason")
+		"Collector errors logged at debug level only, because the same message was logged at warning level before.")
+	liveDesc = expo.NewDesc("rdma_host_live_kernel", "1 when the tree read is the running kernel's and the live-kernel sources are asked; reason says why (--host.live).", "reason")
 	ageDesc  = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the host state a scrape served, by source: a slow source's cached reading (refreshed every diagnose.interval), or the latest result a background source (sminfo, fabric_scan, fabric_sweep) published; live sources are read on every scrape and are not listed.", "source")
 )
 

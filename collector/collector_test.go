@@ -60,12 +60,12 @@ func TestAggregator(t *testing.T) {
 # HELP rdma_fake fake
 # TYPE rdma_fake gauge
 rdma_fake 7
-# HELP rdma_scrape_collector_errors rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.
+# HELP rdma_scrape_collector_errors Read and parse errors a collector met in this scrape; their series are left out.
 # TYPE rdma_scrape_collector_errors gauge
 rdma_scrape_collector_errors{collector="fake_hung"} 1
 rdma_scrape_collector_errors{collector="fake_ok"} 0
 rdma_scrape_collector_errors{collector="fake_partial"} 2
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
 # TYPE rdma_scrape_collector_success gauge
 rdma_scrape_collector_success{collector="fake_hung"} 0
 rdma_scrape_collector_success{collector="fake_ok"} 1
@@ -100,11 +100,11 @@ func TestRefusedAttributesAreNoErrors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Bind(context.Background()))
 	want := `
-# HELP rdma_scrape_collector_refused_attributes rdma_doctor: attributes the driver refused on an earlier read (EINVAL, EACCES, EOPNOTSUPP: a restricted function, a counter the firmware lacks) and that are not asked again; their series are absent and, after the scrape that met them first, they are not errors.
+# HELP rdma_scrape_collector_refused_attributes Attributes the driver refused on an earlier read (EINVAL, EACCES, EOPNOTSUPP) and that are not asked again.
 # TYPE rdma_scrape_collector_refused_attributes gauge
 rdma_scrape_collector_refused_attributes{collector="first"} 0
 rdma_scrape_collector_refused_attributes{collector="remembered"} 2
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
 # TYPE rdma_scrape_collector_success gauge
 rdma_scrape_collector_success{collector="first"} 0
 rdma_scrape_collector_success{collector="remembered"} 1

@@ -18,6 +18,12 @@ type devlinkCollector struct {
 	state, errs, recovers, pending, fwInfo, requests, skipped *expo.Desc
 }
 
+func devlinkSpec() Spec {
+	return Spec{Name: "devlink", Default: true,
+		Help: "devlink health reporters of each RDMA device's PCI function (mlx5 fw, fw_fatal, tx, rx, vnic: state, errors, recoveries) and its firmware versions running and stored (burned, not activated); live /sys only, no privileges; one reporter dump per scrape, one INFO_GET per device on the slow interval",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewDevlinkCollector(env), nil }}
+}
+
 // NewDevlinkCollector builds the devlink collector: health reporters and
 // firmware versions of the kept RDMA devices from the running kernel
 // (main sets the connection only for the live /sys).
@@ -25,22 +31,22 @@ func NewDevlinkCollector(Env) Collector {
 	l := []string{"device", "reporter"}
 	return &devlinkCollector{
 		state: desc("rdma_devlink_health_reporter_state",
-			"1 when the devlink health reporter of the RDMA device's PCI function is healthy, 0 in error (devlink health show: mlx5 fw, fw_fatal, tx, rx, vnic); a port reporter counts for its device.", l...),
+			"1 when the device's devlink health reporter is healthy, 0 in error (mlx5 fw, fw_fatal, tx, rx, vnic).", l...),
 		errs: desc("rdma_devlink_health_reporter_errors_total",
 			"Errors the driver reported to the health reporter since it was registered (driver load).", l...),
 		recovers: desc("rdma_devlink_health_reporter_recovers_total",
-			"Successful recoveries of the health reporter since it was registered; errors growing faster than recoveries is a device that does not recover.", l...),
+			"Successful recoveries of the health reporter since it was registered.", l...),
 		pending: desc("rdma_device_firmware_pending",
-			"1 when the firmware component's stored (flashed) version differs from the running one: burned but not activated (mlxfwreset or reboot), 0 when they match (devlink dev info); absent when the driver reports no stored version or a failed query.",
+			"1 when the firmware component's stored version differs from the running one (burned, not activated), 0 when equal.",
 			"device", "component"),
 		fwInfo: desc("rdma_device_firmware_version_info",
-			"Running and stored version of each firmware component from devlink dev info (stored empty when the driver reports none), value 1.",
+			"Running and stored version of each firmware component from devlink dev info; always 1.",
 			"device", "component", "running", "stored"),
 		requests: desc("rdma_devlink_requests",
-			"devlink netlink requests by query (health: one dump per scrape; info: one per device per slow refresh) and outcome (ok, unsupported, no_devlink, denied, no_device, truncated, error): why series are absent.",
+			"devlink netlink requests by query and outcome (ok, unsupported, denied, error, ...): why series are absent.",
 			"query", "status"),
 		skipped: desc("rdma_devlink_skipped_values",
-			"Health reporters and firmware versions left out of the series because a name or value is not a bounded label value (a driver's free text).", "query"),
+			"Health reporters and firmware versions left out because a name or value is not a bounded label value.", "query"),
 	}
 }
 

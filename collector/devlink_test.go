@@ -81,7 +81,7 @@ func TestDevlinkCollector(t *testing.T) {
 	env := hostEnv(t, "../fixtures/hosts/numa-remote", func(o *host.Options) { o.Devlink = devlinkKernel{} })
 	g := gatherOne(t, "devlink", on(env, NewDevlinkCollector(env)))
 	want := `
-# HELP rdma_device_firmware_pending 1 when the firmware component's stored (flashed) version differs from the running one: burned but not activated (mlxfwreset or reboot), 0 when they match (devlink dev info); absent when the driver reports no stored version or a failed query.
+# HELP rdma_device_firmware_pending 1 when the firmware component's stored version differs from the running one (burned, not activated), 0 when equal.
 # TYPE rdma_device_firmware_pending gauge
 rdma_device_firmware_pending{component="fw.version",device="mlx5_0"} 0
 rdma_device_firmware_pending{component="fw.version",device="mlx5_1"} 1
@@ -89,7 +89,7 @@ rdma_device_firmware_pending{component="fw.version",device="mlx5_1"} 1
 # TYPE rdma_devlink_health_reporter_errors_total counter
 rdma_devlink_health_reporter_errors_total{device="mlx5_0",reporter="fw"} 0
 rdma_devlink_health_reporter_errors_total{device="mlx5_1",reporter="tx"} 3
-# HELP rdma_devlink_health_reporter_state 1 when the devlink health reporter of the RDMA device's PCI function is healthy, 0 in error (devlink health show: mlx5 fw, fw_fatal, tx, rx, vnic); a port reporter counts for its device.
+# HELP rdma_devlink_health_reporter_state 1 when the device's devlink health reporter is healthy, 0 in error (mlx5 fw, fw_fatal, tx, rx, vnic).
 # TYPE rdma_devlink_health_reporter_state gauge
 rdma_devlink_health_reporter_state{device="mlx5_0",reporter="fw"} 1
 rdma_devlink_health_reporter_state{device="mlx5_1",reporter="tx"} 0
@@ -111,7 +111,7 @@ func TestDevlinkCollectorNotLive(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Errorf("%d devlink series on a fixture tree (%v)", n, err)
 	}
-	if err := testutil.GatherAndCompare(g, strings.NewReader("# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).\n# TYPE rdma_scrape_collector_success gauge\nrdma_scrape_collector_success{collector=\"devlink\"} 1\n"), "rdma_scrape_collector_success"); err != nil {
+	if err := testutil.GatherAndCompare(g, strings.NewReader("# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).\n# TYPE rdma_scrape_collector_success gauge\nrdma_scrape_collector_success{collector=\"devlink\"} 1\n"), "rdma_scrape_collector_success"); err != nil {
 		t.Error(err)
 	}
 }
@@ -127,7 +127,7 @@ func TestDevlinkCollectorNoRDMA(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Errorf("%d devlink series on a host without RDMA (%v)", n, err)
 	}
-	if err := testutil.GatherAndCompare(g, strings.NewReader("# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).\n# TYPE rdma_scrape_collector_success gauge\nrdma_scrape_collector_success{collector=\"devlink\"} 1\n"), "rdma_scrape_collector_success"); err != nil {
+	if err := testutil.GatherAndCompare(g, strings.NewReader("# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).\n# TYPE rdma_scrape_collector_success gauge\nrdma_scrape_collector_success{collector=\"devlink\"} 1\n"), "rdma_scrape_collector_success"); err != nil {
 		t.Error(err)
 	}
 }

@@ -36,7 +36,7 @@ func NewDiagnoseStatus(latest func() *diagnose.Report) prometheus.Collector {
 			"Latest diagnose result per check and target: 0 pass, 1 warn, 2 fail (skipped checks are absent).",
 			"check", "target"),
 		reportTS: desc("rdma_diagnose_report_timestamp_seconds",
-			"When the sample behind the latest diagnose report was taken; time() minus it is how stale /diagnose and rdma_diagnose_status are (absent before the first report)."),
+			"When the sample behind the latest diagnose report was taken, in seconds since the epoch."),
 	}
 }
 

@@ -45,7 +45,7 @@ rdma_diagnose_status{check="port.rate",target="mlx5_1/1"} 2
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "rdma_diagnose_status"); err != nil {
 		t.Error(err)
 	}
-	wantTS := fmt.Sprintf(`# HELP rdma_diagnose_report_timestamp_seconds When the sample behind the latest diagnose report was taken; time() minus it is how stale /diagnose and rdma_diagnose_status are (absent before the first report).
+	wantTS := fmt.Sprintf(`# HELP rdma_diagnose_report_timestamp_seconds When the sample behind the latest diagnose report was taken, in seconds since the epoch.
 # TYPE rdma_diagnose_report_timestamp_seconds gauge
 rdma_diagnose_report_timestamp_seconds %g
 `, float64(rep.Time.UnixNano())/1e9)

@@ -7,9 +7,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
@@ -52,6 +54,136 @@ type FabricCollector struct {
 	linkCouldBe                                     *expo.Desc
 }
 
+func fabricSpec() Spec {
+	return Spec{Name: "fabric", Default: false,
+		Help: "every link of the InfiniBand fabric from iblinkinfo (background; for the SM host or any host with umad access)",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Fabric
+			app.Flag("collector.fabric.iblinkinfo-path",
+				"iblinkinfo executable (infiniband-diags), run as 'iblinkinfo --line' without a shell in the background.").
+				Default("iblinkinfo").StringVar(&o.Path)
+			app.Flag("collector.fabric.interval", "Interval between fabric scans (each sends MADs to every port of the fabric).").Default("5m").DurationVar(&o.Interval)
+			app.Flag("collector.fabric.timeout", "Timeout of one fabric scan; its process group is killed after it.").Default("2m").DurationVar(&o.Timeout)
+			app.Flag("collector.fabric.ca", "Local RDMA device iblinkinfo sends from (-C; default: iblinkinfo's choice).").PlaceHolder("DEVICE").StringVar(&o.CA)
+			app.Flag("collector.fabric.port", "Local port iblinkinfo sends from (-P; 0: iblinkinfo's choice).").Default("0").IntVar(&o.Port)
+			app.Flag("collector.fabric.degraded-only",
+				"Export per-link series only for links that are degraded or not ACTIVE (the fabric-wide counts cover the rest); for very large fabrics.").BoolVar(&o.DegradedOnly)
+			app.Flag("collector.fabric.counters",
+				"Sweep every switch port's PMA counters in the background with two ibqueryerrors runs against a fabric cache that ibnetdiscover writes when the fabric's nodes change (never resets counters).").
+				Default("true").BoolVar(&o.Counters)
+			app.Flag("collector.fabric.ibqueryerrors-path", "ibqueryerrors executable (infiniband-diags), run without a shell.").
+				Default("ibqueryerrors").StringVar(&o.IBQueryErrorsPath)
+			app.Flag("collector.fabric.ibnetdiscover-path", "ibnetdiscover executable (infiniband-diags), run without a shell to write the fabric cache the sweeps read against.").
+				Default("ibnetdiscover").StringVar(&o.IBNetDiscoverPath)
+			app.Flag("collector.fabric.sminfo-path", "sminfo executable (infiniband-diags), run without a shell before and after each counter sweep: a sweep across a change of master SM (its LIDs may name other nodes) is unknown, and the fabric cache is discovered again.").
+				Default("sminfo").StringVar(&o.SMInfoPath)
+			app.Flag("collector.fabric.cache-dir", "Writable directory for the fabric cache and threshold file of the counter sweep (default: a private directory under $TMPDIR).").
+				PlaceHolder("DIR").StringVar(&o.CacheDir)
+			app.Flag("collector.fabric.counters-interval",
+				"Interval between counter sweeps; a sweep still running when the next is due makes that one skipped (counted), never stacked.").
+				Default("1m").DurationVar(&o.CountersInterval)
+			app.Flag("collector.fabric.counters-timeout", "Deadline of one counter sweep, its ibnetdiscover and ibqueryerrors runs together: a run still going then is killed with its process group, the sweep ends there and its ports are unknown.").
+				Default("2m").DurationVar(&o.CountersTimeout)
+			app.Flag("collector.fabric.routes",
+				"Read every swept switch's unicast forwarding table in the background with one dump_fts run (rdma_fabric_port_routes, the fabric.routing check), again when the scan's nodes, LIDs or port states change.").
+				Default("true").BoolVar(&o.Routes)
+			app.Flag("collector.fabric.dump-fts-path", "dump_fts executable (infiniband-diags; what dump_lfts.sh runs), run without a shell.").
+				Default("dump_fts").StringVar(&o.DumpFTSPath)
+			app.Flag("collector.fabric.routes-max-age", "Read the forwarding tables again at least this often even when the scan shows no change (the SM may reroute on its own).").
+				Default("15m").DurationVar(&o.RoutesMaxAge)
+			app.Flag("collector.fabric.ca-counters",
+				"Sweep channel-adapter ports too (hosts running rdma_doctor export their own side from sysfs).").BoolVar(&o.CACounters)
+			app.Flag("collector.fabric.shard",
+				"I/N: sweep and export only the nodes whose GUID falls in shard I of N, so N exporters split the fabric and their union covers each switch exactly once.").
+				Default("0/1").StringVar(&o.ShardSpec)
+			app.Flag("collector.fabric.port-series",
+				"Per-port counter series: all; errors (no data and packet counters); erroring-ports (counters only for ports with errors). State and unknown series stay for every port.").
+				Default(PortSeriesAll).EnumVar(&o.PortSeries, PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts)
+			app.Flag("collector.fabric.node-name-map",
+				"infiniband-diags node name map (lines of 0xGUID \"name\", as ibnetdiscover, iblinkinfo and ibqueryerrors take it): its names replace the node descriptions in every fabric series' node labels and in the fabric findings. Read once at start-up: a changed file needs a restart.").
+				PlaceHolder("FILE").StringVar(&o.NodeNameMap)
+		},
+		New: func(env Env, f *Flags) (Collector, error) {
+			opts, err := f.Fabric.validated()
+			if err != nil {
+				return nil, err
+			}
+			return NewFabricCollector(env, opts), nil
+		}}
+}
+
+// FabricOptions are the fabric flags: the scan and sweep the host runs
+// (host.Options.Fabric, its Shard and Shards parsed from ShardSpec), and
+// how the fabric collector renders them.
+type FabricOptions struct {
+	host.FabricOptions
+	DegradedOnly bool
+	// ShardSpec is "I/N", parsed into Shard and Shards.
+	ShardSpec string
+	// PortSeries trims the per-port series (PortSeries*).
+	PortSeries string
+	// NodeNameMap is the node name map file, read into
+	// host.FabricOptions.Names by HostFabric.
+	NodeNameMap string
+}
+
+// The values of --collector.fabric.port-series.
+const (
+	// PortSeriesAll: every counter of every swept port.
+	PortSeriesAll = "all"
+	// PortSeriesErrors: error counters and XmitWait (no data and packet
+	// counters) of every swept port.
+	PortSeriesErrors = "errors"
+	// PortSeriesErroringPorts: counters only for ports with a non-zero
+	// error counter or a saturated field; the others keep their state and
+	// unknown series.
+	PortSeriesErroringPorts = "erroring-ports"
+)
+
+// validated checks and completes the fabric options.
+func (o FabricOptions) validated() (FabricOptions, error) {
+	i, n, err := ParseShard(o.ShardSpec)
+	if err != nil {
+		return o, err
+	}
+	o.Shard, o.Shards = i, n
+	switch o.PortSeries {
+	case PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts:
+	default:
+		return o, fmt.Errorf("--collector.fabric.port-series must be %s, %s or %s, not %q", PortSeriesAll, PortSeriesErrors, PortSeriesErroringPorts, o.PortSeries)
+	}
+	return o, nil
+}
+
+// ParseShard parses --collector.fabric.shard's "I/N" (0 <= I < N).
+func ParseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--collector.fabric.shard %q: want I/N with 0 <= I < N (e.g. 0/2 and 1/2 for two exporters)", s)
+	}
+	return i, n, nil
+}
+
+// HostFabric is the fabric scan and sweep the flags ask of the host: nil,
+// neither run, with the fabric collector off.
+func (f *Flags) HostFabric() (*host.FabricOptions, error) {
+	if !f.Enabled("fabric") {
+		return nil, nil
+	}
+	o, err := f.Fabric.validated()
+	if err != nil {
+		return nil, err
+	}
+	if o.NodeNameMap != "" {
+		if o.Names, err = fabric.LoadNameMap(o.NodeNameMap); err != nil {
+			return nil, fmt.Errorf("--collector.fabric.node-name-map: %w", err)
+		}
+	}
+	return &o.FabricOptions, nil
+}
+
 // NewFabricCollector builds the fabric collector over env's host, whose
 // options run the scan and the sweep; opts are how it renders them
 // (their shard and CA counters must be the host's).
@@ -81,8 +213,8 @@ func NewFabricCollector(env Env, opts FabricOptions) *FabricCollector {
 		linkDegraded: desc("rdma_fabric_link_degraded", "1 when iblinkinfo says the link could run wider or faster: both ends support more than it trained at.", ll...),
 		linkCouldBe:  desc("rdma_fabric_link_could_be_info", "What iblinkinfo says a degraded link could run at (empty when only the other one is below); always 1.", with("width", "speed")...),
 
-		portState:        desc("rdma_fabric_port_state", "Logical state of a switch port from the latest fabric scan, as the host's rdma_port_state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE. Every port, down ones included.", pl...),
-		portPhys:         desc("rdma_fabric_port_physical_state", "Physical state of a switch port from the latest fabric scan, as the host's rdma_port_physical_state: 2 Polling, 3 Disabled, 5 LinkUp, ...", pl...),
+		portState:        desc("rdma_fabric_port_state", "Logical state of a switch port from the latest fabric scan: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.", pl...),
+		portPhys:         desc("rdma_fabric_port_physical_state", "Physical state of a switch port from the latest fabric scan, as rdma_port_physical_state (5 LinkUp).", pl...),
 		nodeInfo:         desc("rdma_fabric_node_info", "A swept node: its node description and type (switch or ca); always 1.", "guid", "node", "node_type"),
 		portUnknown:      desc("rdma_fabric_port_counters_unknown", "1 when the latest counter sweep could not read this port: its counter series are absent for that sweep, never zeros.", pl...),
 		portSaturated:    desc("rdma_fabric_port_counter_saturated", "1 when a fixed-width PMA counter of the port is pinned at its maximum and has stopped counting.", "guid", "port", "counter"),
@@ -93,11 +225,11 @@ func NewFabricCollector(env Env, opts FabricOptions) *FabricCollector {
 		sweepUnknown:     desc("rdma_fabric_counter_sweep_ports_unknown", "Ports the latest counter sweep could not read."),
 		sweepRuns:        desc("rdma_fabric_counter_sweep_runs_total", "Counter sweeps completed."),
 		sweepFailures:    desc("rdma_fabric_counter_sweep_failures_total", "Sweep tool runs (ibnetdiscover, ibqueryerrors) that failed or left ports unknown, by reason.", "reason"),
-		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running (sweeps never stack); from the first skip until that sweep ends, every port reads unknown."),
-		sweepRunning:     desc("rdma_fabric_counter_sweep_in_progress_seconds", "How long the counter sweep now running has run; 0 when none runs. Past the sweep interval its ports read unknown; past --collector.fabric.counters-timeout it is killed."),
+		sweepSkipped:     desc("rdma_fabric_counter_sweep_skipped_total", "Counter sweeps skipped because the previous one was still running; its ports read unknown until it ends."),
+		sweepRunning:     desc("rdma_fabric_counter_sweep_in_progress_seconds", "Seconds the counter sweep now running has run; 0 when none runs."),
 	}
 	for id, ctr := range fabric.Counters {
-		c.portCounters[id] = desc("rdma_fabric_port_"+ctr.Spec.Metric, ctr.Spec.Help+" Switch side, from the port's PMA ("+ctr.Field+").", pl...)
+		c.portCounters[id] = desc("rdma_fabric_port_"+ctr.Spec.Metric, strings.TrimSuffix(ctr.Spec.Help, ".")+", switch side (PMA "+ctr.Field+").", pl...)
 	}
 	// The series are rendered as each sweep ends: the sweep's cost, not
 	// the next scrape's.

@@ -30,13 +30,13 @@ type fabricRoutes struct {
 
 func newFabricRoutes() *fabricRoutes {
 	return &fabricRoutes{
-		portRoute:   desc("rdma_fabric_port_routes", "Channel-adapter LIDs the switch's unicast forwarding table sends out of this port (dump_fts); absent when the switch's table could not be read.", "guid", "port"),
+		portRoute:   desc("rdma_fabric_port_routes", "Channel-adapter LIDs the switch's unicast forwarding table sends out of this port (dump_fts).", "guid", "port"),
 		success:     desc("rdma_fabric_routes_read_success", "1 when the latest forwarding-table read (dump_fts) read every switch of this shard whole."),
 		duration:    desc("rdma_fabric_routes_read_duration_seconds", "Duration of the latest forwarding-table read."),
 		lastSuccess: desc("rdma_fabric_routes_read_last_success_timestamp_seconds", "Start of the latest forwarding-table read that read every switch; with time() its age."),
 		switches:    desc("rdma_fabric_routes_switches", "Switches of this shard whose forwarding table the latest read read whole."),
 		unknown:     desc("rdma_fabric_routes_switches_unknown", "Switches of this shard whose forwarding table the latest read could not read: their route series are absent."),
-		reads:       desc("rdma_fabric_routes_reads_total", "Forwarding-table reads run (again only when the scan's nodes, LIDs or port states change, or --collector.fabric.routes-max-age passes)."),
+		reads:       desc("rdma_fabric_routes_reads_total", "Forwarding-table reads run (after a change in the scan, or every --collector.fabric.routes-max-age)."),
 		failures:    desc("rdma_fabric_routes_read_failures_total", "Forwarding-table reads that failed or left switches unknown, by reason.", "reason"),
 	}
 }

@@ -44,16 +44,16 @@ func TestDisableDefaults(t *testing.T) {
 // the query off is a start-up error, not a silent nothing.
 func TestModuleEEPROMNeedsEthtool(t *testing.T) {
 	f := DefaultFlags()
-	f.ModuleEEPROM = true
-	if et, err := f.EthtoolQuery(); err != nil || et == nil || !et.ModuleEEPROM {
+	f.Netdev.ModuleEEPROM = true
+	if et, err := f.Netdev.EthtoolQuery(); err != nil || et == nil || !et.ModuleEEPROM {
 		t.Errorf("with the ethtool query on: %+v, %v", et, err)
 	}
-	f.Ethtool = false
-	if _, err := f.EthtoolQuery(); err == nil || !strings.Contains(err.Error(), "--collector.netdev.ethtool") {
+	f.Netdev.Ethtool = false
+	if _, err := f.Netdev.EthtoolQuery(); err == nil || !strings.Contains(err.Error(), "--collector.netdev.ethtool") {
 		t.Errorf("with the ethtool query off: %v, want an error naming --collector.netdev.ethtool", err)
 	}
-	f.ModuleEEPROM = false
-	if et, err := f.EthtoolQuery(); err != nil || et != nil {
+	f.Netdev.ModuleEEPROM = false
+	if et, err := f.Netdev.EthtoolQuery(); err != nil || et != nil {
 		t.Errorf("both off: %+v, %v", et, err)
 	}
 }

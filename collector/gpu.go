@@ -33,6 +33,12 @@ const (
 	gpuDirectDMABuf  = "dmabuf"
 )
 
+func gpuSpec() Spec {
+	return Spec{Name: "gpu", Default: true,
+		Help: "GPUs of the PCI bus, their PCI relation to every RDMA device (nvidia-smi topo -m) and GPUDirect RDMA readiness; nothing on a host without GPUs",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewGPUCollector(env), nil }}
+}
+
 // NewGPUCollector builds the gpu collector. Its data is the snapshot's
 // slow GPU source; a host without GPUs exports nothing from it.
 func NewGPUCollector(Env) Collector {
@@ -42,25 +48,25 @@ func NewGPUCollector(Env) Collector {
 			"gpu", "pci_address", "device_id", "numa_node", "driver"),
 		speed:    desc("rdma_gpu_pcie_link_speed_gts", "Current PCIe link speed of the GPU per lane in GT/s (current_link_speed).", gl...),
 		width:    desc("rdma_gpu_pcie_link_width_lanes", "Current PCIe link width of the GPU in lanes (current_link_width).", gl...),
-		degraded: desc("rdma_gpu_pcie_link_degraded", "1 when the GPU's PCIe link trained narrower than the GPU supports. Its speed is not judged: an idle GPU lowers its link speed to save power (2.5 GT/s in P8) and raises it under load.", gl...),
-		affinity: desc("rdma_gpu_device_affinity", "PCI relation between a GPU and an RDMA device as nvidia-smi topo -m names it (link: PIX one switch, PXB several, PHB host bridge, NODE same NUMA node, SYS across nodes), from the sysfs PCI paths; always 1.",
+		degraded: desc("rdma_gpu_pcie_link_degraded", "1 when the GPU's PCIe link trained narrower than the GPU supports (its speed is not judged: idle GPUs slow it).", gl...),
+		affinity: desc("rdma_gpu_device_affinity", "PCI relation between a GPU and an RDMA device as nvidia-smi topo -m names it (PIX, PXB, PHB, NODE, SYS); always 1.",
 			"gpu", "device", "link"),
-		ready: desc("rdma_gpudirect_ready", "1 when a GPUDirect RDMA path is ready: peermem (nvidia_peermem or nv_peer_mem registered with ib_core), dmabuf (NVIDIA open kernel module, kernel 5.12+ with CONFIG_PCI_P2PDMA); absent when it cannot be told.",
+		ready: desc("rdma_gpudirect_ready", "1 when a GPUDirect RDMA path (peermem, dmabuf) is ready, 0 when not; absent when it cannot be told.",
 			"path"),
 		module: desc("rdma_gpu_kernel_module_info", "The loaded NVIDIA kernel module (/proc/driver/nvidia/version): kind open or proprietary, and version; always 1.",
 			"kind", "version"),
-		pathDegraded: desc("rdma_gpu_pcie_path_degraded", "1 when a PCIe link between the GPU and its root port trained slower or narrower than both its ends support; absent when a link's state is unknown and none is degraded.", gl...),
+		pathDegraded: desc("rdma_gpu_pcie_path_degraded", "1 when a PCIe link between the GPU and its root port trained slower or narrower than both its ends support.", gl...),
 		aer: desc("rdma_gpu_pcie_aer_errors_total", "PCIe AER errors the GPU recorded, by kind (correctable, nonfatal, fatal: the TOTAL_ERR_* lines of aer_dev_*).",
 			"gpu", "kind"),
 		rootAER: desc("rdma_gpu_pcie_root_port_aer_messages_total", "AER error messages the root port above the GPU received from anything below it, by kind (aer_rootport_total_err_*).",
 			"gpu", "kind"),
-		acsRedirect: desc("rdma_pci_acs_redirect_enabled", "1 when a bridge between a GPU and its nearest HCA redirects peer-to-peer requests or completions to the root complex, or blocks them (ACS control ReqRedir, CmpltRedir or EgressCtrl on); 0 when it does not or has no ACS; absent when the config space is not readable (needs root).",
+		acsRedirect: desc("rdma_pci_acs_redirect_enabled", "1 when a bridge between a GPU and its nearest HCA redirects or blocks peer-to-peer traffic (ACS), 0 when not.",
 			"pci_address"),
-		acsControl: desc("rdma_pci_acs_control_register", "The ACS control register (extended capability 0x000d, +6) of a bridge between a GPU and its nearest HCA: bit 0 SrcValid, 1 TransBlk, 2 ReqRedir, 3 CmpltRedir, 4 UpstreamFwd, 5 EgressCtrl, 6 DirectTrans.",
+		acsControl: desc("rdma_pci_acs_control_register", "ACS control register of a bridge between a GPU and its nearest HCA (bit 2 ReqRedir, 3 CmpltRedir, 5 EgressCtrl).",
 			"pci_address"),
-		ats: desc("rdma_pci_ats_enabled", "1 when Address Translation Services (extended capability 0x000f) is enabled on a GPU, an HCA or a bridge between them; absent without the capability or the privilege to read it.",
+		ats: desc("rdma_pci_ats_enabled", "1 when Address Translation Services is enabled on a GPU, an HCA or a bridge between them.",
 			"pci_address"),
-		iommu: desc("rdma_pci_iommu_domain_info", "IOMMU default domain of a GPU or HCA of a GPU-HCA pair (/sys/kernel/iommu_groups/<n>/type: identity, DMA, DMA-FQ; none without an IOMMU group); always 1.",
+		iommu: desc("rdma_pci_iommu_domain_info", "IOMMU default domain type of a GPU or HCA of a GPU-HCA pair (identity, DMA, DMA-FQ, none); always 1.",
 			"pci_address", "type"),
 	}
 }

@@ -16,6 +16,12 @@ type hwmonCollector struct {
 	temp, crit, highest *expo.Desc
 }
 
+func hwmonSpec() Spec {
+	return Spec{Name: "hwmon", Default: true,
+		Help: "temperature sensors of each RDMA device's adapter from the kernel's hwmon class (mlx5 ASIC and module, Linux 6.6+), read on the slow interval: each read is a firmware command",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewHwmonCollector(env), nil }}
+}
+
 // NewHwmonCollector builds the hwmon collector: the temperature sensors
 // the kernel's hwmon class registers on each kept RDMA device's PCI
 // function, from the snapshot's slow source (each read is a firmware
@@ -24,9 +30,9 @@ func NewHwmonCollector(Env) Collector {
 	l := []string{"device", "sensor"}
 	return &hwmonCollector{
 		temp: desc("rdma_device_temperature_celsius",
-			"Temperature of a sensor of the RDMA device's adapter (hwmon temp*_input: mlx5 asic, Module0 for a plugged module, sensor<N> on firmware that names none); read every slow refresh; absent when the sensor has no reading.", l...),
+			"Temperature of a sensor of the RDMA device's adapter in degrees Celsius (hwmon: mlx5 asic, Module0).", l...),
 		crit: desc("rdma_device_temperature_crit_celsius",
-			"Critical threshold of the sensor (hwmon temp*_crit; mlx5: the firmware's warning-event threshold, 10 °C below the ASIC's shutdown temperature).", l...),
+			"Critical temperature threshold of the sensor in degrees Celsius (hwmon temp*_crit).", l...),
 		highest: desc("rdma_device_temperature_highest_celsius",
 			"Highest temperature the sensor saw since the driver loaded or the history was reset (hwmon temp*_highest).", l...),
 	}

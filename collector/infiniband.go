@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -28,6 +30,30 @@ type infinibandCollector struct {
 	hasSM *expo.Desc
 }
 
+func infinibandSpec() Spec {
+	return Spec{Name: "infiniband", Default: true,
+		Help: "devices, ports, link rate and width, PMA counters and hw_counters from /sys/class/infiniband",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Infiniband
+			app.Flag("collector.infiniband.device-include",
+				"Regexp of RDMA devices to read (default: all). Mutually exclusive with device-exclude.").PlaceHolder("REGEXP").StringVar(&o.DeviceInclude)
+			app.Flag("collector.infiniband.device-exclude",
+				"Regexp of RDMA devices never to read (restricted ConnectX-7 functions flood the kernel log when read). Mutually exclusive with device-include.").PlaceHolder("REGEXP").StringVar(&o.DeviceExclude)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewInfinibandCollector(env), nil }}
+}
+
+// InfinibandOptions select the RDMA devices every source reads, not only
+// this collector (host.DeviceFilter).
+type InfinibandOptions struct {
+	DeviceInclude, DeviceExclude string
+}
+
+// Devices is the device filter the flags give.
+func (o InfinibandOptions) Devices() (host.DeviceFilter, error) {
+	return host.NewDeviceFilter(o.DeviceInclude, o.DeviceExclude)
+}
+
 // NewInfinibandCollector builds the infiniband collector.
 func NewInfinibandCollector(env Env) Collector {
 	pl := []string{"device", "port"}
@@ -37,10 +63,10 @@ func NewInfinibandCollector(env Env) Collector {
 			[]string{"device", "hca_type", "board_id", "fw_ver", "hw_rev", "node_guid", "sys_image_guid", "node_type"}...),
 		nodeDesc:        desc("rdma_device_node_description_info", "RDMA device node description (node_desc); always 1.", []string{"device", "node_desc"}...),
 		hwCounterDevice: desc("rdma_device_hw_counter_total", "Device-level driver hardware counter (hw_counters/).", []string{"device", "counter"}...),
-		portInfo: desc("rdma_port_info", "RDMA port attributes; always 1. speed and width come from the rate file; on Ethernet ports they are the driver's translation of the link mode. port_guid is an InfiniBand port's GUID (GID 0's low half, ibstat's Port GUID), the guid the fabric's link table gives this end; empty on other ports.",
+		portInfo: desc("rdma_port_info", "RDMA port attributes (link layer, speed, width, port GUID); always 1.",
 			[]string{"device", "port", "link_layer", "netdev", "speed", "width", "port_guid"}...),
 		state:     desc("rdma_port_state", "Port logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.", pl...),
-		physState: desc("rdma_port_physical_state", "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.", pl...),
+		physState: desc("rdma_port_physical_state", "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 Training, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.", pl...),
 		rate:      desc("rdma_port_rate_bytes_per_second", "Active link rate.", pl...),
 		width:     desc("rdma_port_link_width_lanes", "Active link width in lanes.", pl...),
 		expected:  desc("rdma_port_expected_rate_bytes_per_second", "Rate the port is expected to run at, from the config file or the board_id table; absent when unknown.", pl...),
@@ -57,7 +83,7 @@ func NewInfinibandCollector(env Env) Collector {
 		saturated: desc("rdma_port_counter_saturated", "1 when a fixed-width PMA counter is pinned at its maximum and has stopped counting.",
 			[]string{"device", "port", "counter"}...),
 		counters: map[string]*expo.Desc{},
-		hasSM:    desc("rdma_sm_port_has_sm", "1 when a subnet manager has swept this InfiniBand port (ARMED or ACTIVE with a non-zero SM LID), 0 when the link is up but the port is stuck in INIT or knows no SM LID. Absent on RoCE/iWARP ports (no SM) and on ports whose link is not up.", pl...),
+		hasSM:    desc("rdma_sm_port_has_sm", "1 when a subnet manager has swept this InfiniBand port, 0 when its link is up but it knows no SM.", pl...),
 	}
 	for _, s := range infiniband.Counters {
 		c.counters[s.File] = desc("rdma_port_"+s.Metric, s.Help, pl...)

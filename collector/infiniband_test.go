@@ -75,7 +75,7 @@ rdma_port_link_degraded{device="mlx5_7",port="1"} 0
 rdma_port_link_degraded{device="mlx5_8",port="1"} 0
 rdma_port_link_degraded{device="mlx5_9",port="1"} 0
 rdma_port_link_degraded{device="mlx5_bond_0",port="1"} 0
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
 # TYPE rdma_scrape_collector_success gauge
 rdma_scrape_collector_success{collector="infiniband"} 1
 `

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
@@ -24,6 +26,22 @@ type irqCollector struct {
 	out rendered[*irq.Snapshot]
 }
 
+func irqSpec() Spec {
+	return Spec{Name: "irq", Default: true,
+		Help: "completion IRQs of each RDMA device, where they may and do run against the device's NUMA-local CPUs, and whether irqbalance runs",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			app.Flag("collector.irq.per-irq",
+				"Also export one series per RDMA IRQ (rdma_device_irq_info, rdma_device_irq_interrupts_total, rdma_device_irq_off_node): tens to hundreds per device.").BoolVar(&f.IRQ.PerIRQ)
+		},
+		New: func(env Env, f *Flags) (Collector, error) { return NewIRQCollector(env, f.IRQ.PerIRQ), nil }}
+}
+
+// IRQOptions are the irq collector's flags.
+type IRQOptions struct {
+	// PerIRQ adds one series per RDMA IRQ.
+	PerIRQ bool
+}
+
 // NewIRQCollector builds the irq collector; perIRQ adds the per-IRQ series.
 // It is a thin layer over irq.Read, whose snapshot the placement checks
 // judge the same way.
@@ -36,7 +54,7 @@ func NewIRQCollector(_ Env, perIRQ bool) Collector {
 		offNode: desc("rdma_device_irqs_off_node",
 			"Completion IRQs allowed (smp_affinity_list) on at least one CPU outside the device's local_cpulist.", dl...),
 		cpus: desc("rdma_device_irq_cpus",
-			"Distinct CPUs the completion IRQs are delivered to (effective_affinity_list, else smp_affinity_list); 1 means all on one CPU.", dl...),
+			"Distinct CPUs the device's completion IRQs are delivered to; 1 means all on one CPU.", dl...),
 		irqbalance: desc("rdma_host_irqbalance_running",
 			"1 when an irqbalance process runs in this PID namespace (it rewrites IRQ affinity, undoing manual pinning)."),
 		irqInfo: desc("rdma_device_irq_info", "One RDMA IRQ: action name, kind (completion, control, subfunction, other) and affinity lists; always 1.",

@@ -6,6 +6,9 @@ package collector
 import (
 	"context"
 	"errors"
+	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -28,17 +31,40 @@ type jobsCollector struct {
 	pods                          rendered[*podres.Snapshot]
 }
 
+func jobsSpec() Spec {
+	return Spec{Name: "jobs", Default: false,
+		Help: "which Slurm job holds which RDMA device, from the cgroup tree: the job cgroup's rdma.current, else its processes' open /dev/infiniband/uverbs* (needs to read other users' /proc/PID/fd: CAP_SYS_PTRACE, or root); one series per job per device",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Jobs
+			app.Flag("collector.jobs.max-jobs",
+				"Jobs read on one host; those past it are counted in rdma_jobs_unknown and have no rdma_job_device_info series.").
+				Default(strconv.Itoa(jobs.DefaultOptions.MaxJobs)).IntVar(&o.MaxJobs)
+			app.Flag("collector.jobs.pods",
+				"Also ask the kubelet which Kubernetes pods hold which RDMA device (its pod-resources API, /var/lib/kubelet/pod-resources/kubelet.sock below --path.rootfs; needs read-write access to the socket): rdma_pod_device_info, one series per pod per device, at most max-jobs pods.").
+				BoolVar(&o.Pods)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewJobsCollector(env), nil }}
+}
+
+// JobsOptions are the jobs collector's flags: the bounds of the host's
+// jobs read (host.Options.Jobs), and whether the kubelet's pod-resources
+// API is asked which pods hold which device (host.Options.PodResources).
+type JobsOptions struct {
+	jobs.Options
+	Pods bool
+}
+
 // NewJobsCollector builds the jobs collector.
 func NewJobsCollector(Env) Collector {
 	return &jobsCollector{
 		device: desc("rdma_job_device_info",
-			"A running job holds the RDMA device (a verbs context: its cgroup's rdma.current charges the device, or one of its processes holds the device's /dev/infiniband/uverbsN open); always 1. One series per job per device; job_id is the scheduler's numeric id.", "device", "job_id", "scheduler"),
+			"A running job holds the RDMA device (its cgroup's rdma.current or an open uverbs device); always 1.", "device", "job_id", "scheduler"),
 		pod: desc("rdma_pod_device_info",
-			"A Kubernetes pod holds the RDMA device: the kubelet's pod-resources API lists a device id of one of its containers that is the device's PCI address or name (--collector.jobs.pods); always 1. One series per pod per device.", "device", "namespace", "pod"),
+			"A Kubernetes pod holds the RDMA device, as the kubelet's pod-resources API lists it; always 1.", "device", "namespace", "pod"),
 		running: desc("rdma_jobs",
-			"Jobs the scheduler runs on this host (slurm: its cgroups; kubernetes: the pods the kubelet lists), those whose devices are unknown included.", "scheduler"),
+			"Jobs the scheduler runs on this host, those whose devices are unknown included.", "scheduler"),
 		unknown: desc("rdma_jobs_unknown",
-			"Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.", "scheduler"),
+			"Jobs whose RDMA devices are not completely known (unreadable, or past a bound); their device series are a lower bound.", "scheduler"),
 	}
 }
 

@@ -39,13 +39,13 @@ func slurmHost(t *testing.T) string {
 func TestJobsCollector(t *testing.T) {
 	env := hostEnv(t, slurmHost(t))
 	g := gatherOne(t, "jobs", on(env, NewJobsCollector(env)))
-	want := `# HELP rdma_job_device_info A running job holds the RDMA device (a verbs context: its cgroup's rdma.current charges the device, or one of its processes holds the device's /dev/infiniband/uverbsN open); always 1. One series per job per device; job_id is the scheduler's numeric id.
+	want := `# HELP rdma_job_device_info A running job holds the RDMA device (its cgroup's rdma.current or an open uverbs device); always 1.
 # TYPE rdma_job_device_info gauge
 rdma_job_device_info{device="mlx5_0",job_id="4",scheduler="slurm"} 1
-# HELP rdma_jobs Jobs the scheduler runs on this host (slurm: its cgroups; kubernetes: the pods the kubelet lists), those whose devices are unknown included.
+# HELP rdma_jobs Jobs the scheduler runs on this host, those whose devices are unknown included.
 # TYPE rdma_jobs gauge
 rdma_jobs{scheduler="slurm"} 1
-# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
+# HELP rdma_jobs_unknown Jobs whose RDMA devices are not completely known (unreadable, or past a bound); their device series are a lower bound.
 # TYPE rdma_jobs_unknown gauge
 rdma_jobs_unknown{scheduler="slurm"} 0
 `
@@ -64,10 +64,10 @@ func TestJobsCollectorUnknown(t *testing.T) {
 		o.FS = &fs
 	})
 	g := gatherOne(t, "jobs", on(env, NewJobsCollector(env)))
-	want := `# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
+	want := `# HELP rdma_jobs_unknown Jobs whose RDMA devices are not completely known (unreadable, or past a bound); their device series are a lower bound.
 # TYPE rdma_jobs_unknown gauge
 rdma_jobs_unknown{scheduler="slurm"} 1
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
 # TYPE rdma_scrape_collector_success gauge
 rdma_scrape_collector_success{collector="jobs"} 0
 `
@@ -94,14 +94,14 @@ func podsHost(t *testing.T, code string) Env {
 func TestJobsCollectorPods(t *testing.T) {
 	env := podsHost(t, "0")
 	g := gatherOne(t, "jobs", on(env, NewJobsCollector(env)))
-	want := `# HELP rdma_pod_device_info A Kubernetes pod holds the RDMA device: the kubelet's pod-resources API lists a device id of one of its containers that is the device's PCI address or name (--collector.jobs.pods); always 1. One series per pod per device.
+	want := `# HELP rdma_pod_device_info A Kubernetes pod holds the RDMA device, as the kubelet's pod-resources API lists it; always 1.
 # TYPE rdma_pod_device_info gauge
 rdma_pod_device_info{device="mlx5_0",namespace="default",pod="nccl-test-worker-0"} 1
-# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
+# HELP rdma_jobs_unknown Jobs whose RDMA devices are not completely known (unreadable, or past a bound); their device series are a lower bound.
 # TYPE rdma_jobs_unknown gauge
 rdma_jobs_unknown{scheduler="kubernetes"} 0
 rdma_jobs_unknown{scheduler="slurm"} 0
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
 # TYPE rdma_scrape_collector_success gauge
 rdma_scrape_collector_success{collector="jobs"} 1
 `
@@ -118,10 +118,10 @@ rdma_scrape_collector_success{collector="jobs"} 1
 func TestJobsCollectorPodsFail(t *testing.T) {
 	env := podsHost(t, "7")
 	g := gatherOne(t, "jobs", on(env, NewJobsCollector(env)))
-	want := `# HELP rdma_jobs_unknown Jobs whose RDMA devices are not (completely) known: a file unreadable, a bound reached (--collector.jobs.max-jobs, processes, descriptors), an id or pod name that is not one. Their rdma_job_device_info or rdma_pod_device_info series are a lower bound or absent.
+	want := `# HELP rdma_jobs_unknown Jobs whose RDMA devices are not completely known (unreadable, or past a bound); their device series are a lower bound.
 # TYPE rdma_jobs_unknown gauge
 rdma_jobs_unknown{scheduler="slurm"} 0
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
 # TYPE rdma_scrape_collector_success gauge
 rdma_scrape_collector_success{collector="jobs"} 0
 `

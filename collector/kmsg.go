@@ -5,6 +5,9 @@ package collector
 
 import (
 	"context"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -21,30 +24,48 @@ type kmsgCollector struct {
 	evicted, duplicates, resets                     *expo.Desc
 }
 
+func kmsgSpec() Spec {
+	return Spec{Name: "kmsg", Default: true,
+		Help: "kernel log events of the RDMA drivers (firmware health, command timeouts, power, temperature, modules, transmit timeouts, link downs, PCIe errors) read from /dev/kmsg below --path.rootfs by the server; needs CAP_SYSLOG where kernel.dmesg_restrict=1",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			app.Flag("collector.kmsg.interval",
+				"How often the kernel log reader drains a regular file or FIFO in place of /dev/kmsg (fixture trees); the kernel's own log is waited on through the runtime's poller, not polled.").
+				Default("250ms").DurationVar(&f.Kmsg.Interval)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewKmsgCollector(env), nil }}
+}
+
+// KmsgOptions are the kmsg collector's flags.
+type KmsgOptions struct {
+	// Interval is how often the kernel log reader drains a regular file
+	// or FIFO in place of /dev/kmsg (the kernel's log is waited on).
+	Interval time.Duration
+}
+
 // NewKmsgCollector builds the kmsg collector; the reader is the host's
 // (Host.WatchKernelLog), started by the server.
 func NewKmsgCollector(Env) Collector {
 	el := []string{"device", "event", "severity"}
 	return &kmsgCollector{
 		events: desc("rdma_kernel_events_total",
-			"Kernel log messages of an RDMA driver that mean trouble, logged since rdma_doctor started, by device (\"\" when the message names no RDMA device), event (the matcher table's names) and severity (fatal, warning, info). Every fatal event of every device is exported, 0 included.", el...),
+			"RDMA driver kernel log messages that mean trouble since the exporter started, by device, event and severity.", el...),
 		history: desc("rdma_kernel_events_history",
-			"The same messages found in the kernel's ring buffer when rdma_doctor started (history since boot, or since the ring wrapped): not counted in rdma_kernel_events_total, so a restart never looks like new events.", el...),
+			"The same kernel log messages found in the ring buffer when the exporter started (not counted as new events).", el...),
 		reading: desc("rdma_kernel_log_reading",
-			"Whether the kernel log (/dev/kmsg below --path.rootfs) is read (1), or not (0) and why: reason permission (kernel.dmesg_restrict=1 and no CAP_SYSLOG; retried every 5 minutes), absent (no /dev/kmsg, as in a container without /dev; not retried), not_kmsg (something other than the kernel log, character device 1:11, is there: refused, never read) or error.", "reason"),
+			"Whether the kernel log (/dev/kmsg) is read (1) or not (0); reason says why not.", "reason"),
 		records:    desc("rdma_kernel_log_records_total", "Kernel log records read, ring-buffer history included."),
 		bytes:      desc("rdma_kernel_log_read_bytes_total", "Bytes of kernel log records read."),
 		lost:       desc("rdma_kernel_log_lost_records_total", "Kernel log records overwritten in the ring buffer before rdma_doctor read them (gaps in the sequence numbers)."),
 		overruns:   desc("rdma_kernel_log_overruns_total", "Reads of /dev/kmsg answered EPIPE: the reader fell behind the ring buffer."),
 		unparsable: desc("rdma_kernel_log_unparsable_records_total", "Records or lines that are not /dev/kmsg records (left out)."),
 		ovf: desc("rdma_kernel_log_unattributed_events_total",
-			"Events counted under device \"\" because every slot of the reader's bound of distinct message subjects was taken by subjects as important (an RDMA device's message takes the slot of a subject that is not one: rdma_kernel_log_evicted_subjects_total)."),
+			"Events counted under device \"\" because every slot of the bound on distinct message subjects was taken."),
 		evicted: desc("rdma_kernel_log_evicted_subjects_total",
-			"Message subjects (PCI functions, netdevs) that gave their slot up to a message about one of the host's RDMA devices when every slot was taken; their counts continue under device \"\"."),
+			"Message subjects that gave their slot up to a message about one of the host's RDMA devices."),
 		duplicates: desc("rdma_kernel_log_duplicate_records_total",
 			"Kernel log records skipped because their sequence number was read already (a reopen reads the ring buffer again)."),
 		resets: desc("rdma_kernel_log_sequence_resets_total",
-			"Jumps of the kernel log's sequence number that no ring buffer explains (backwards, or by 2^32 or more: a rewritten file in place of /dev/kmsg); counting goes on from the new number."),
+			"Jumps of the kernel log's sequence number that no ring buffer explains; counting goes on from the new number."),
 	}
 }
 

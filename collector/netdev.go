@@ -7,7 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -24,32 +27,82 @@ type netdevCollector struct {
 	mod                                                          moduleDescs
 }
 
+func netdevSpec() Spec {
+	return Spec{Name: "netdev", Default: true,
+		Help: "IPoIB and RoCE netdevs of RDMA ports from /sys/class/net (mode, MTU, state, pkey children, GID types), RDMA character devices, and ethtool driver information and statistics",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Netdev
+			app.Flag("collector.netdev.ethtool",
+				"Query each RDMA netdev with the ethtool ioctl (driver, firmware, speed, statistics). Only netdevs the running kernel has under the same name and ifindex as the sysfs tree are queried.").
+				Default("true").BoolVar(&o.Ethtool)
+			app.Flag("collector.netdev.ethtool-stats",
+				"Anchored regexp of the ethtool statistics exported as rdma_netdev_ethtool_stat_total (default: mlx5 physical-layer errors, discards, pause and FEC counters). Empty exports none.").
+				Default(netdev.DefaultStats).StringVar(&o.EthtoolStats)
+			app.Flag("collector.netdev.module-eeprom",
+				"Read each RoCE netdev's transceiver memory (ethtool netlink MODULE_EEPROM_GET, Linux 5.13+; SFF-8472, SFF-8636, CMIS) for rdma_netdev_module_*: temperature, voltage, per-lane Rx power, Tx bias and Tx power. Off by default: each page is a firmware access, and the kernel allows it only with CAP_NET_ADMIN. Read on the slow interval, only for netdevs of RDMA ports the device filter keeps, and only with --collector.netdev.ethtool.").
+				BoolVar(&o.ModuleEEPROM)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewNetdevCollector(env), nil }}
+}
+
+// NetdevOptions are the netdev collector's flags: the ethtool query the
+// host runs for it.
+type NetdevOptions struct {
+	// Ethtool queries each RDMA netdev with the ethtool ioctl; EthtoolStats
+	// selects the statistics exported.
+	Ethtool      bool
+	EthtoolStats string
+	// ModuleEEPROM reads each RoCE netdev's transceiver memory (needs
+	// Ethtool and CAP_NET_ADMIN).
+	ModuleEEPROM bool
+}
+
+// EthtoolQuery is the ethtool query the flags ask for; nil for none.
+func (o NetdevOptions) EthtoolQuery() (*netdev.Ethtool, error) {
+	if !o.Ethtool {
+		if o.ModuleEEPROM {
+			// The module memory is read through the ethtool query: asked
+			// for without it, it would silently be nothing.
+			return nil, errors.New("--collector.netdev.module-eeprom needs --collector.netdev.ethtool (on by default; --no-collector.netdev.ethtool turns it off)")
+		}
+		return nil, nil
+	}
+	var stats *regexp.Regexp
+	if o.EthtoolStats != "" {
+		var err error
+		if stats, err = host.CompileAnchored("--collector.netdev.ethtool-stats", o.EthtoolStats); err != nil {
+			return nil, err
+		}
+	}
+	return &netdev.Ethtool{Stats: stats, ModuleEEPROM: o.ModuleEEPROM}, nil
+}
+
 // NewNetdevCollector builds the netdev collector; the ethtool query and
 // the device filter are the host's options.
 func NewNetdevCollector(Env) Collector {
 	c := &netdevCollector{
-		info:               desc("rdma_netdev_info", "A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.", "netdev", "kind", "device", "port", "pci_address"),
+		info:               desc("rdma_netdev_info", "A netdev carrying IPoIB, RoCE or iWARP and the RDMA device and port it belongs to; always 1.", "netdev", "kind", "device", "port", "pci_address"),
 		mtu:                desc("rdma_netdev_mtu_bytes", "Netdev MTU.", "netdev"),
 		up:                 desc("rdma_netdev_up", "1 when the netdev's operstate is up.", "netdev"),
 		carrier:            desc("rdma_netdev_carrier", "Netdev carrier (1 link detected); absent while the interface is down.", "netdev"),
-		carrierChanges:     desc("rdma_netdev_carrier_changes_total", "Carrier transitions (up or down) the kernel counted since the netdev was registered (carrier_changes); a flap between two scrapes shows here.", "netdev"),
+		carrierChanges:     desc("rdma_netdev_carrier_changes_total", "Carrier transitions (up or down) the kernel counted since the netdev was registered.", "netdev"),
 		carrierUp:          desc("rdma_netdev_carrier_up_total", "Carrier up transitions since the netdev was registered (carrier_up_count, Linux 4.16+); absent on older kernels.", "netdev"),
 		carrierDown:        desc("rdma_netdev_carrier_down_total", "Carrier down transitions since the netdev was registered (carrier_down_count, Linux 4.16+); absent on older kernels.", "netdev"),
 		ipv6Disabled:       desc("rdma_netdev_ipv6_disabled", "1 when IPv6 is disabled on the netdev (net.ipv6.conf.<if>.disable_ipv6); a site policy, not a requirement.", "netdev"),
 		ipoibInfo:          desc("rdma_netdev_ipoib_info", "IPoIB interface attributes: partition key, and the parent of a pkey child interface (empty for a parent); always 1.", "netdev", "pkey", "parent"),
 		connected:          desc("rdma_netdev_ipoib_connected_mode", "1 when the IPoIB interface runs connected mode, 0 datagram.", "netdev"),
 		connectedSupported: desc("rdma_netdev_ipoib_connected_mode_supported", "1 when the IPoIB interface can run connected mode (IPOIB_FLAGS_RC in its hardware address); 0 on enhanced IPoIB.", "netdev"),
-		enhanced:           desc("rdma_netdev_ipoib_enhanced", "1 on enhanced IPoIB (mlx5, ConnectX-4 or later): connected mode does not exist, datagram with MTU 4092 on a 4K fabric is correct.", "netdev"),
+		enhanced:           desc("rdma_netdev_ipoib_enhanced", "1 on enhanced IPoIB (mlx5, ConnectX-4 or later), where connected mode does not exist.", "netdev"),
 		roceGIDs:           desc("rdma_netdev_roce_gids", "GID table entries of the RDMA port naming this netdev, by GID type (RoCE v1, RoCE v2).", "netdev", "device", "port", "gid_type"),
 		ethtoolInfo:        desc("rdma_netdev_ethtool_info", "Driver information from the ethtool ioctl; always 1.", "netdev", "driver", "driver_version", "firmware_version", "bus_info"),
 		speed:              desc("rdma_netdev_speed_bytes_per_second", "Link speed from the ethtool ioctl; absent when the driver does not know it.", "netdev"),
 		ethtoolStat:        desc("rdma_netdev_ethtool_stat_total", "An ethtool statistic selected by --collector.netdev.ethtool-stats.", "netdev", "stat"),
 		link:               desc("rdma_netdev_link_detected", "Link detected as ethtool netlink reports it (LINKSTATE_GET): 1 up, 0 down; absent when the driver cannot tell.", "netdev"),
-		extState:           desc("rdma_netdev_link_ext_state", "Why the link is down as the driver reports it (ethtool link extended state and substate: no_cable, cable_issue, bad_signal_integrity, overheat, ...); always 1, absent while the link is up or where the driver does not say.", "netdev", "state", "substate"),
+		extState:           desc("rdma_netdev_link_ext_state", "Why the link is down as the driver reports it (ethtool link extended state and substate); always 1.", "netdev", "state", "substate"),
 		downEvents:         desc("rdma_netdev_link_down_events_total", "Link-down events the driver counted since it loaded (ethtool netlink EXT_DOWN_CNT, Linux 6.8+).", "netdev"),
 		fecCorrected:       desc("rdma_netdev_fec_corrected_blocks_total", "FEC blocks corrected (ethtool netlink FEC statistics); absent where the driver has none.", "netdev"),
 		fecUncorrectable:   desc("rdma_netdev_fec_uncorrectable_blocks_total", "FEC blocks that could not be corrected: frames lost on the wire.", "netdev"),
-		prioStat:           desc("rdma_netdev_priority_stat_total", "A per-priority ethtool statistic selected by --collector.netdev.ethtool-stats, split by direction and priority (rx_prio3_pause is direction rx, priority 3, stat pause).", "netdev", "direction", "priority", "stat"),
+		prioStat:           desc("rdma_netdev_priority_stat_total", "A per-priority ethtool statistic selected by --collector.netdev.ethtool-stats, by direction and priority.", "netdev", "direction", "priority", "stat"),
 		mod:                newModuleDescs(),
 		charDevice:         desc("rdma_device_char_device_info", "A /dev/infiniband character device of an RDMA device (uverbs, umad, issm); always 1.", "device", "path"),
 	}

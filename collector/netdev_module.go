@@ -21,14 +21,14 @@ type moduleDescs struct {
 
 func newModuleDescs() moduleDescs {
 	return moduleDescs{
-		readable:             desc("rdma_netdev_module_eeprom_readable", "1 when the transceiver memory of the RoCE netdev's port was read, 0 when not (fully) and why: reason permission (no CAP_NET_ADMIN), unsupported (kernel before 5.13 or a driver without module access), io_error (no module in the cage, or it does not answer), unknown_identifier, error. Only with --collector.netdev.module-eeprom.", "netdev", "reason"),
-		info:                 desc("rdma_netdev_module_info", "The transceiver of the RoCE netdev's port: identifier (SFF-8024: sfp, qsfp_plus, qsfp28, qsfp_dd, osfp, ...), memory map (sff8472, sff8636, cmis), vendor and part number (empty when not printable ASCII), and why it has no monitors (monitors_absent: no_ddm, externally_calibrated, copper, flat_memory, not_ready; empty when it has); always 1.", "netdev", "identifier", "spec", "vendor", "part_number", "monitors_absent"),
+		readable:             desc("rdma_netdev_module_eeprom_readable", "1 when the transceiver memory of the RoCE netdev's port was read, 0 when not; reason says why not.", "netdev", "reason"),
+		info:                 desc("rdma_netdev_module_info", "The transceiver of the RoCE netdev's port: identifier, memory map, vendor, part number and missing monitors; always 1.", "netdev", "identifier", "spec", "vendor", "part_number", "monitors_absent"),
 		temperature:          desc("rdma_netdev_module_temperature_celsius", "Transceiver temperature from its memory (read on the slow interval); absent where the module does not monitor it.", "netdev"),
 		voltage:              desc("rdma_netdev_module_voltage_volts", "Transceiver supply voltage from its memory; absent where the module does not monitor it.", "netdev"),
-		rxPower:              desc("rdma_netdev_module_rx_power_watts", "Received optical power of a media lane (1-8) from the transceiver memory; absent where the module does not monitor it (copper cables, AECs).", "netdev", "lane"),
+		rxPower:              desc("rdma_netdev_module_rx_power_watts", "Received optical power of a media lane (1-8) in watts, from the transceiver memory.", "netdev", "lane"),
 		txBias:               desc("rdma_netdev_module_tx_bias_amperes", "Laser bias current of a media lane from the transceiver memory.", "netdev", "lane"),
 		txPower:              desc("rdma_netdev_module_tx_power_watts", "Transmitted optical power of a media lane from the transceiver memory; absent where the module does not monitor it.", "netdev", "lane"),
-		temperatureThreshold: desc("rdma_netdev_module_temperature_threshold_celsius", "The transceiver's own temperature limits (threshold high_alarm, high_warning, low_warning, low_alarm: SFF-8472 A2h, SFF-8636 page 03h, CMIS page 02h).", "netdev", "threshold"),
+		temperatureThreshold: desc("rdma_netdev_module_temperature_threshold_celsius", "The transceiver's own temperature alarm and warning limits in degrees Celsius.", "netdev", "threshold"),
 		rxPowerThreshold:     desc("rdma_netdev_module_rx_power_threshold_watts", "The transceiver's own received power limits (threshold high_alarm, high_warning, low_warning, low_alarm).", "netdev", "threshold"),
 	}
 }

@@ -28,7 +28,7 @@ func netdevOn(t *testing.T, host string, with ...func(*rdmahost.Options)) Collec
 func TestNetdevIPoIBEnhanced(t *testing.T) {
 	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced"))
 	want := `
-# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.
+# HELP rdma_netdev_info A netdev carrying IPoIB, RoCE or iWARP and the RDMA device and port it belongs to; always 1.
 # TYPE rdma_netdev_info gauge
 rdma_netdev_info{device="mlx5_0",kind="ipoib",netdev="ib0",pci_address="0000:17:00.0",port="1"} 1
 rdma_netdev_info{device="mlx5_0",kind="ipoib",netdev="ib0.8001",pci_address="0000:17:00.0",port="1"} 1
@@ -40,7 +40,7 @@ rdma_netdev_ipoib_connected_mode{netdev="ib0.8001"} 0
 # TYPE rdma_netdev_ipoib_connected_mode_supported gauge
 rdma_netdev_ipoib_connected_mode_supported{netdev="ib0"} 0
 rdma_netdev_ipoib_connected_mode_supported{netdev="ib0.8001"} 0
-# HELP rdma_netdev_ipoib_enhanced 1 on enhanced IPoIB (mlx5, ConnectX-4 or later): connected mode does not exist, datagram with MTU 4092 on a 4K fabric is correct.
+# HELP rdma_netdev_ipoib_enhanced 1 on enhanced IPoIB (mlx5, ConnectX-4 or later), where connected mode does not exist.
 # TYPE rdma_netdev_ipoib_enhanced gauge
 rdma_netdev_ipoib_enhanced{netdev="ib0"} 1
 rdma_netdev_ipoib_enhanced{netdev="ib0.8001"} 1
@@ -89,7 +89,7 @@ rdma_netdev_roce_gids{device="mlx5_1",gid_type="RoCE v2",netdev="enp59s0f1np1",p
 # TYPE rdma_netdev_ipoib_connected_mode gauge
 rdma_netdev_ipoib_connected_mode{netdev="ib0"} 0
 rdma_netdev_ipoib_connected_mode{netdev="ib1"} 1
-# HELP rdma_netdev_ipoib_enhanced 1 on enhanced IPoIB (mlx5, ConnectX-4 or later): connected mode does not exist, datagram with MTU 4092 on a 4K fabric is correct.
+# HELP rdma_netdev_ipoib_enhanced 1 on enhanced IPoIB (mlx5, ConnectX-4 or later), where connected mode does not exist.
 # TYPE rdma_netdev_ipoib_enhanced gauge
 rdma_netdev_ipoib_enhanced{netdev="ib0"} 0
 rdma_netdev_ipoib_enhanced{netdev="ib1"} 0
@@ -120,11 +120,11 @@ rdma_netdev_carrier{netdev="ibp26s0"} 1
 # HELP rdma_netdev_ipoib_connected_mode 1 when the IPoIB interface runs connected mode, 0 datagram.
 # TYPE rdma_netdev_ipoib_connected_mode gauge
 rdma_netdev_ipoib_connected_mode{netdev="ibp26s0"} 0
-# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.
+# HELP rdma_netdev_info A netdev carrying IPoIB, RoCE or iWARP and the RDMA device and port it belongs to; always 1.
 # TYPE rdma_netdev_info gauge
 rdma_netdev_info{device="",kind="ipoib",netdev="ibbad0",pci_address="",port=""} 1
 rdma_netdev_info{device="mlx5_0",kind="ipoib",netdev="ibp26s0",pci_address="0000:1a:00.0",port="1"} 1
-# HELP rdma_scrape_collector_errors rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.
+# HELP rdma_scrape_collector_errors Read and parse errors a collector met in this scrape; their series are left out.
 # TYPE rdma_scrape_collector_errors gauge
 rdma_scrape_collector_errors{collector="netdev"} 4
 `
@@ -138,7 +138,7 @@ rdma_scrape_collector_errors{collector="netdev"} 4
 func TestNetdevExclude(t *testing.T) {
 	g := gatherOne(t, "netdev", netdevOn(t, "ipoib-enhanced", excluding(t, "mlx5_0")))
 	want := `
-# HELP rdma_netdev_info A netdev carrying IPoIB (kind ipoib), RoCE (kind roce) or iWARP (kind iwarp) and the RDMA device and port it belongs to (empty when unmapped); always 1.
+# HELP rdma_netdev_info A netdev carrying IPoIB, RoCE or iWARP and the RDMA device and port it belongs to; always 1.
 # TYPE rdma_netdev_info gauge
 rdma_netdev_info{device="",kind="ipoib",netdev="ib0",pci_address="0000:17:00.0",port=""} 1
 rdma_netdev_info{device="",kind="ipoib",netdev="ib0.8001",pci_address="0000:17:00.0",port=""} 1
@@ -187,7 +187,7 @@ func TestNetdevCarrierCounters(t *testing.T) {
 	g := gatherOne(t, "netdev", on(env, NewNetdevCollector(env)))
 	names := []string{"rdma_netdev_carrier_changes_total", "rdma_netdev_carrier_up_total", "rdma_netdev_carrier_down_total"}
 	head := `
-# HELP rdma_netdev_carrier_changes_total Carrier transitions (up or down) the kernel counted since the netdev was registered (carrier_changes); a flap between two scrapes shows here.
+# HELP rdma_netdev_carrier_changes_total Carrier transitions (up or down) the kernel counted since the netdev was registered.
 # TYPE rdma_netdev_carrier_changes_total counter
 rdma_netdev_carrier_changes_total{netdev="enp59s0f0np0"} %s
 rdma_netdev_carrier_changes_total{netdev="enp59s0f1np1"} 1

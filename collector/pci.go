@@ -38,6 +38,12 @@ func keyOf(devs []pci.Device) pciKey {
 	return pciKey{&devs[0], len(devs)}
 }
 
+func pciSpec() Spec {
+	return Spec{Name: "pci", Default: true,
+		Help: "NUMA node, local CPUs and PCIe link of each RDMA device's PCI function",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewPCICollector(env), nil }}
+}
+
 // NewPCICollector builds the pci collector. Its data is the snapshot's
 // slow PCI source: an excluded device is not read, and the irq collector
 // and diagnose share the read.
@@ -52,10 +58,10 @@ func NewPCICollector(Env) Collector {
 		maxSpeed:     desc("rdma_device_pcie_link_max_speed_gts", "Highest PCIe link speed the function supports, in GT/s (max_link_speed).", dl...),
 		maxWidth:     desc("rdma_device_pcie_link_max_width_lanes", "Widest PCIe link the function supports, in lanes (max_link_width).", dl...),
 		degraded:     desc("rdma_device_pcie_link_degraded", "1 when the PCIe link trained slower or narrower than the function supports (a card in a lesser slot included).", dl...),
-		pathDegraded: desc("rdma_device_pcie_path_degraded", "1 when a PCIe link between the RDMA device's function and its root port (its own, or a switch's uplink) trained slower or narrower than both its ends support; absent when a link's state is unknown and none is degraded.", dl...),
-		aer: desc("rdma_device_pcie_aer_errors_total", "PCIe AER errors the RDMA device's function recorded, by kind (correctable, nonfatal, fatal: the TOTAL_ERR_* lines of aer_dev_*).",
+		pathDegraded: desc("rdma_device_pcie_path_degraded", "1 when a PCIe link between the RDMA device and its root port trained slower or narrower than both its ends support.", dl...),
+		aer: desc("rdma_device_pcie_aer_errors_total", "PCIe AER errors the RDMA device's function recorded, by kind (correctable, nonfatal, fatal).",
 			"device", "kind"),
-		rootAER: desc("rdma_device_pcie_root_port_aer_messages_total", "AER error messages the root port above the RDMA device received from anything below it, by kind (aer_rootport_total_err_*).",
+		rootAER: desc("rdma_device_pcie_root_port_aer_messages_total", "AER error messages the root port above the RDMA device received from below it, by kind.",
 			"device", "kind"),
 		// Both need the config space past its 64-byte header: root only.
 		maxPayload:     desc("rdma_device_pcie_max_payload_bytes", "Max_Payload_Size the RDMA device's function may send (PCIe DevCtl, as lspci's MaxPayload); absent without root.", dl...),

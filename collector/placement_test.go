@@ -24,7 +24,7 @@ const fixtureHosts = "../fixtures/hosts/"
 func TestPlacementNUMARemote(t *testing.T) {
 	env := hostEnv(t, fixtureHosts+"numa-remote")
 	want := `
-# HELP rdma_device_irq_cpus Distinct CPUs the completion IRQs are delivered to (effective_affinity_list, else smp_affinity_list); 1 means all on one CPU.
+# HELP rdma_device_irq_cpus Distinct CPUs the device's completion IRQs are delivered to; 1 means all on one CPU.
 # TYPE rdma_device_irq_cpus gauge
 rdma_device_irq_cpus{device="mlx5_0"} 16
 rdma_device_irq_cpus{device="mlx5_1"} 1
@@ -39,7 +39,7 @@ rdma_device_irqs_off_node{device="mlx5_1"} 16
 # HELP rdma_host_irqbalance_running 1 when an irqbalance process runs in this PID namespace (it rewrites IRQ affinity, undoing manual pinning).
 # TYPE rdma_host_irqbalance_running gauge
 rdma_host_irqbalance_running 1
-# HELP rdma_scrape_collector_errors rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.
+# HELP rdma_scrape_collector_errors Read and parse errors a collector met in this scrape; their series are left out.
 # TYPE rdma_scrape_collector_errors gauge
 rdma_scrape_collector_errors{collector="irq"} 0
 `

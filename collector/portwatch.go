@@ -6,6 +6,9 @@ package collector
 import (
 	"context"
 	"strconv"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -19,19 +22,37 @@ type portwatchCollector struct {
 	rounds, busy                      *expo.Desc
 }
 
+func portwatchSpec() Spec {
+	return Spec{Name: "portwatch", Default: true,
+		Help: "port states read by the server at each scrape, at each link notification of the live kernel and from link_downed (every --collector.portwatch.interval too when set): transitions, time down, flaps between two scrapes",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			app.Flag("collector.portwatch.interval",
+				"Interval of port state rounds nobody asked for (three reads per port: state, phys_state, link_downed); 0, the default, runs rounds at each scrape and link notification only, so an idle host costs no wake-ups (see docs/device-health.md for the flaps each way catches).").
+				Default("0s").DurationVar(&f.Portwatch.Interval)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewPortwatchCollector(env), nil }}
+}
+
+// PortwatchOptions are the portwatch collector's flags.
+type PortwatchOptions struct {
+	// Interval is the port state sampler's period, 0 for none (rounds
+	// on demand only).
+	Interval time.Duration
+}
+
 // NewPortwatchCollector builds the portwatch collector; the sampler is the
 // host's (Host.WatchPorts), started by the server.
 func NewPortwatchCollector(Env) Collector {
 	pl := []string{"device", "port"}
 	return &portwatchCollector{
 		transitions: desc("rdma_port_state_transitions_total",
-			"Changes of the port's logical state seen by the port sampler since rdma_doctor started (down-up cycles between two reads told by link_downed included), by the state entered (down, init, armed, active, active_defer, other).",
+			"Changes of the port's logical state seen since the exporter started, by the state entered.",
 			"device", "port", "to"),
 		downSeconds: desc("rdma_port_down_seconds_total",
-			"Seconds the port was not ACTIVE after it had been ACTIVE once, as the port sampler saw it (a spare port that never came up does not count).", pl...),
+			"Seconds the port was not ACTIVE after it had been ACTIVE once.", pl...),
 		changed: desc("rdma_port_state_changed_timestamp_seconds",
 			"When the port sampler last saw the port's logical state change (its first read counts).", pl...),
-		rounds: desc("rdma_port_sampler_rounds_total", "Rounds of the port state sampler (at each scrape and link notification, and every --collector.portwatch.interval when set)."),
+		rounds: desc("rdma_port_sampler_rounds_total", "Rounds of the port state sampler (each scrape, link notification and --collector.portwatch.interval)."),
 		busy:   desc("rdma_port_sampler_busy_seconds_total", "Time the port state sampler spent reading, its own cost."),
 	}
 }

@@ -6,8 +6,11 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -22,33 +25,79 @@ type rdmaNetlinkCollector struct {
 	qpTruncated                                         *expo.Desc
 }
 
+func rdmaNetlinkSpec() Spec {
+	return Spec{Name: "rdma_netlink", Default: true,
+		Help: "RDMA netlink (live /sys only; no privileges): optional hardware counters and whether each is enabled, resource totals per device (one request per port and two dumps per scrape; excluded devices are never asked); opt-in per-process totals and QP counters (docs/rdma-netlink.md)",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.RDMANetlink
+			app.Flag("collector.rdma_netlink.process-resources",
+				"Also export rdma_resource_process_objects: each device's qp, cq, mr, pd and ctx objects by owning process name (/proc/PID/comm; kernel owners as [module]), never by PID. Five dumps per device per scrape; on mlx5 each QP dumped costs the kernel one firmware command.").
+				BoolVar(&o.ProcessResources)
+			app.Flag("collector.rdma_netlink.max-processes",
+				"Process names per device in rdma_resource_process_objects (those with the most objects); the rest are summed as process=\"other\" and rdma_resource_process_capped says so.").
+				Default(strconv.Itoa(rdmanl.DefaultMaxProcesses)).IntVar(&o.MaxProcesses)
+			app.Flag("collector.rdma_netlink.max-objects",
+				"Objects (resource objects and QP counters) read per scrape; reaching it abandons the dump under way and skips the rest, and rdma_resource_dump_truncated says which.").
+				Default(strconv.Itoa(rdmanl.DefaultMaxObjects)).IntVar(&o.MaxObjects)
+			app.Flag("collector.rdma_netlink.qp-counters",
+				"Also export each port's QP counter mode (rdma statistic qp mode) and its bound QP counters; their values only per QP type, in auto mode by type alone (never per process). Two requests per port per scrape.").
+				BoolVar(&o.QPCounters)
+		},
+		New: func(env Env, _ *Flags) (Collector, error) { return NewRDMANetlinkCollector(env), nil }}
+}
+
+// RDMANetlinkOptions are the rdma_netlink collector's opt-in reads.
+type RDMANetlinkOptions struct {
+	// ProcessResources dumps every qp, cq, mr, pd and ctx object and
+	// counts them by process name, at most MaxProcesses a device, at most
+	// MaxObjects objects a scrape.
+	ProcessResources bool
+	MaxProcesses     int
+	MaxObjects       int
+	// QPCounters reads each port's QP counter mode and bound counters.
+	QPCounters bool
+}
+
+// Query is the RDMA netlink query the flags ask for.
+func (o RDMANetlinkOptions) Query() (rdmanl.Options, error) {
+	if o.MaxProcesses < 1 {
+		return rdmanl.Options{}, fmt.Errorf("--collector.rdma_netlink.max-processes must be at least 1, not %d", o.MaxProcesses)
+	}
+	if o.MaxObjects < 1 {
+		return rdmanl.Options{}, fmt.Errorf("--collector.rdma_netlink.max-objects must be at least 1, not %d", o.MaxObjects)
+	}
+	return rdmanl.Options{Stats: true, Status: true, Resources: true,
+		ProcessResources: o.ProcessResources, MaxProcesses: o.MaxProcesses, MaxObjects: o.MaxObjects,
+		QPCounters: o.QPCounters}, nil
+}
+
 // NewRDMANetlinkCollector builds the rdma_netlink collector. Its requests
 // are the host's options (main sets them only for the live /sys).
 func NewRDMANetlinkCollector(Env) Collector {
 	return &rdmaNetlinkCollector{
 		optional: desc("rdma_port_optional_counter_total",
-			"An optional hardware counter of an RDMA port (rdma statistic show: counters sysfs hw_counters does not have, such as mlx5's cc_rx_ce_pkts, cc_rx_cnp_pkts, cc_tx_cnp_pkts), from RDMA netlink; present only while enabled.",
+			"An optional hardware counter of an RDMA port from RDMA netlink (such as mlx5's cc_rx_ce_pkts), while enabled.",
 			"device", "port", "counter"),
 		enabled: desc("rdma_optional_counter_enabled",
-			"1 when an optional hardware counter the port supports is enabled (rdma statistic mode supported; RDMA_NLDEV_CMD_STAT_GET_STATUS, Linux 5.18+), 0 when not; enabling replaces the whole set and a reboot forgets it.",
+			"1 when an optional hardware counter the port supports is enabled, 0 when not.",
 			"device", "port", "counter"),
 		resources: desc("rdma_device_resources",
-			"Resources of an RDMA device now allocated, by type (rdma resource show: pd, cq, qp, cm_id, mr, ctx, srq), from RDMA netlink; a total that only grows is a leak.",
+			"Resources of an RDMA device now allocated, by type (pd, cq, qp, cm_id, mr, ctx, srq).",
 			"device", "resource"),
 		procObjects: desc("rdma_resource_process_objects",
-			"Objects of an RDMA device by type (qp, cq, mr, pd, ctx) and owning process: the name in /proc/PID/comm (never a PID), a kernel owner as [module] (e.g. [ib_core]), past --collector.rdma_netlink.max-processes the rest as other. Opt-in (--collector.rdma_netlink.process-resources): five dumps per device per scrape, one object per entry; on mlx5 each QP dumped costs the kernel a firmware command.",
+			"Objects of an RDMA device by type and owning process name (never a PID).",
 			"device", "type", "process"),
 		procUnnamed: desc("rdma_resource_process_unnamed_objects",
-			"Objects of an RDMA device by type whose process could not be named: the kernel gave no PID (the task exited, or it is in another PID namespace) or PID/comm could not be read (exited since, or --path.procfs is another PID namespace's /proc).",
+			"Objects of an RDMA device by type whose owning process could not be named.",
 			"device", "type"),
 		procCapped: desc("rdma_resource_process_capped",
-			"1 when an RDMA device had more owning processes than --collector.rdma_netlink.max-processes: those with fewer objects are summed as process=\"other\".",
+			"1 when an RDMA device had more owning processes than --collector.rdma_netlink.max-processes.",
 			"device"),
 		dumpTruncated: desc("rdma_resource_dump_truncated",
-			"1 when --collector.rdma_netlink.max-objects was reached during or before a device's dump of that type (the per-process counts undercount), 0 when the dump was read whole.",
+			"1 when --collector.rdma_netlink.max-objects cut a device's dump of that type short, 0 when read whole.",
 			"device", "type"),
 		qpMode: desc("rdma_port_qp_counter_mode",
-			"1 for an RDMA port's QP counter mode (rdma statistic qp mode): none (no QP counters), auto (the kernel binds QPs by criteria: type, pid, type,pid) or manual. Opt-in (--collector.rdma_netlink.qp-counters).",
+			"1 for an RDMA port's QP counter mode (none, auto or manual) and its criteria.",
 			"device", "port", "mode", "criteria"),
 		qpCounters: desc("rdma_port_qp_counters",
 			"QP counters bound on an RDMA port now (rdma statistic qp show), in auto or manual mode.",
@@ -57,13 +106,13 @@ func NewRDMANetlinkCollector(Env) Collector {
 			"QPs bound to a QP counter on an RDMA port now.",
 			"device", "port"),
 		qpTruncated: desc("rdma_port_qp_counter_dump_truncated",
-			"1 when --collector.rdma_netlink.max-objects was reached during or before a port's QP counter dump: its rdma_port_qp_counters, rdma_port_qp_counter_qps and rdma_port_qp_type_counter_total are absent; 0 when read whole.",
+			"1 when --collector.rdma_netlink.max-objects cut a port's QP counter dump short, 0 when read whole.",
 			"device", "port"),
 		qpTypeCounter: desc("rdma_port_qp_type_counter_total",
-			"A hardware counter of an RDMA port's QPs of one type (RC, UD, ...), from the auto-mode QP counters when the mode is auto by QP type alone: absent in per-PID and manual mode (a counter per process or per the operator's binding, not exported per counter). Resets when the type's last QP goes and its counter is freed.",
+			"A hardware counter of an RDMA port's QPs of one type (RC, UD, ...), in auto mode by QP type.",
 			"device", "port", "qp_type", "counter"),
 		requests: desc("rdma_netlink_requests",
-			"RDMA netlink requests of this scrape by query and outcome (ok, unsupported, no_netlink, denied, no_device, truncated, error): why series are absent.",
+			"RDMA netlink requests of this scrape by query and outcome (ok, unsupported, denied, error, ...).",
 			"query", "status"),
 	}
 }

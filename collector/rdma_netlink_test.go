@@ -86,16 +86,16 @@ func TestRDMANetlinkOptIn(t *testing.T) {
 
 func TestRDMANetlinkFlags(t *testing.T) {
 	f := DefaultFlags()
-	o, err := f.RDMANetlinkQuery()
+	o, err := f.RDMANetlink.Query()
 	if err != nil || o.ProcessResources || o.QPCounters || o.MaxProcesses != rdmanl.DefaultMaxProcesses || o.MaxObjects != rdmanl.DefaultMaxObjects {
 		t.Errorf("defaults %+v %v", o, err)
 	}
 	f.RDMANetlink.MaxProcesses = 0
-	if _, err := f.RDMANetlinkQuery(); err == nil || !strings.Contains(err.Error(), "max-processes") {
+	if _, err := f.RDMANetlink.Query(); err == nil || !strings.Contains(err.Error(), "max-processes") {
 		t.Errorf("max-processes 0: %v", err)
 	}
 	f.RDMANetlink.MaxProcesses, f.RDMANetlink.MaxObjects = 1, -1
-	if _, err := f.RDMANetlinkQuery(); err == nil || !strings.Contains(err.Error(), "max-objects") {
+	if _, err := f.RDMANetlink.Query(); err == nil || !strings.Contains(err.Error(), "max-objects") {
 		t.Errorf("max-objects -1: %v", err)
 	}
 }

@@ -19,24 +19,30 @@ type roceCollector struct {
 	pfc, pfcFrames, trustDSCP, prioTC, pause, kernel *expo.Desc
 }
 
+func roceSpec() Spec {
+	return Spec{Name: "roce", Default: true,
+		Help: "RoCE lossless configuration per RoCE netdev: ECN per priority, CNP priority and default RoCE ToS from sysfs and configfs; PFC, ETS, trust mode and global pause from DCB netlink and ethtool (live /sys only; no privileges)",
+		New:  func(env Env, _ *Flags) (Collector, error) { return NewRoCECollector(env), nil }}
+}
+
 // NewRoCECollector builds the roce collector: the lossless configuration
 // of each RoCE netdev.
 func NewRoCECollector(Env) Collector {
 	return &roceCollector{
 		ecn: desc("rdma_roce_ecn_enabled",
-			"1 when ECN is enabled for a priority at a notification (roce_np) or reaction (roce_rp) point (/sys/class/net/<if>/ecn/<point>/enable/<p>, MLNX_OFED and DOCA kernels).",
+			"1 when ECN is enabled for a priority at a notification (roce_np) or reaction (roce_rp) point.",
 			"netdev", "point", "priority"),
 		cnpPrio: desc("rdma_roce_cnp_priority", "802.1p priority of the CNPs the notification point sends (ecn/roce_np/cnp_802p_prio).", "netdev"),
 		cnpDSCP: desc("rdma_roce_cnp_dscp", "DSCP of the CNPs the notification point sends (ecn/roce_np/cnp_dscp).", "netdev"),
 		tos: desc("rdma_roce_default_tos",
-			"RDMA-CM default RoCE ToS of a port (/sys/kernel/config/rdma_cm/<dev>/ports/<n>/default_roce_tos); absent when the configfs directory was not created (ToS 0).",
+			"RDMA-CM default RoCE ToS of a port from configfs; absent when the directory was not created (ToS 0).",
 			"device", "port"),
 		pfc: desc("rdma_roce_pfc_enabled", "1 when PFC (IEEE 802.1Qbb) is enabled on a priority, from DCB netlink (live host only).", "netdev", "priority"),
 		pfcFrames: desc("rdma_roce_pfc_frames_total",
-			"PFC pause frames per priority from DCB netlink: direction tx sent (requests), rx received (indications) (live host only).",
+			"PFC pause frames per priority and direction (tx sent, rx received), from DCB netlink.",
 			"netdev", "direction", "priority"),
 		trustDSCP: desc("rdma_roce_trust_dscp",
-			"1 when the DCB application table maps DSCP values (trust dscp), 0 when it does not (trust pcp), from DCB netlink (live host only).", "netdev"),
+			"1 when the DCB application table maps DSCP values (trust dscp), 0 when not (trust pcp).", "netdev"),
 		prioTC: desc("rdma_roce_priority_traffic_class", "ETS traffic class of a priority, from DCB netlink (live host only).", "netdev", "priority"),
 		pause: desc("rdma_roce_global_pause_enabled",
 			"1 when global (802.3x) pause is on in a direction (ETHTOOL_GPAUSEPARAM, live host only); with PFC it should be off.",

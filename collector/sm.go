@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/sm"
@@ -26,14 +28,48 @@ type SMCollector struct {
 	logSubnetUp, logState, logErrors                *expo.Desc
 }
 
+func smSpec() Spec {
+	return Spec{Name: "sm", Default: true,
+		Help: "subnet manager: sminfo answers (background, needs umad access) and the local OpenSM process and configuration",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.SM
+			app.Flag("collector.sm.sminfo-path",
+				"sminfo executable (infiniband-diags), run without a shell in the background on each ACTIVE InfiniBand port that has a umad device (/sys/class/infiniband_mad/umadN and /dev/infiniband/umadN below --path.rootfs).").
+				Default("sminfo").StringVar(&o.SminfoPath)
+			app.Flag("collector.sm.sminfo-interval", "Interval between sminfo runs.").Default("1m").DurationVar(&o.Interval)
+			app.Flag("collector.sm.sminfo-timeout", "Timeout of one sminfo run; its process group is killed after it.").Default("10s").DurationVar(&o.Timeout)
+			app.Flag("collector.sm.opensm-config",
+				"opensm.conf to read (a host path, below --path.rootfs) instead of the file a running opensm names with -F or the distributions' locations.").
+				PlaceHolder("PATH").StringVar(&o.OpenSMConfig)
+		},
+		New: func(Env, *Flags) (Collector, error) { return NewSMCollector(), nil }}
+}
+
+// SMOptions are the sm collector's flags: the sminfo runs the host makes
+// for it (host.Options.SM), and the opensm.conf to read instead of the
+// search (host.Options.OpenSMConfig).
+type SMOptions struct {
+	host.SMOptions
+	OpenSMConfig string
+}
+
+// HostSM is the sminfo runs the flags ask of the host: nil, never run,
+// with the sm collector off.
+func (f *Flags) HostSM() *host.SMOptions {
+	if !f.Enabled("sm") {
+		return nil
+	}
+	o := f.SM.SMOptions
+	return &o
+}
+
 // NewSMCollector builds the sm collector. sminfo is the host's
 // background source (host.Snapshot.SMStatus), run where the host's
 // options ask for it.
 func NewSMCollector() *SMCollector {
 	pl := []string{"device", "port"}
 	c := &SMCollector{
-		success: desc("rdma_sm_sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM answered, unusable output); "+
-			"absent while sminfo cannot run on this host (not installed, no access to /dev/infiniband/umad*), which rdma_sm_sminfo_failures_total still counts.", pl...),
+		success:     desc("rdma_sm_sminfo_success", "1 when the latest sminfo run through this port got an answer, 0 when it failed.", pl...),
 		runs:        desc("rdma_sm_sminfo_runs_total", "sminfo runs through this port.", pl...),
 		failures:    desc("rdma_sm_sminfo_failures_total", "Failed sminfo runs through this port.", pl...),
 		duration:    desc("rdma_sm_sminfo_duration_seconds", "Duration of the latest sminfo run.", pl...),
@@ -44,12 +80,12 @@ func NewSMCollector() *SMCollector {
 		priority:  desc("rdma_sm_priority", "Priority of the subnet manager sminfo reached, 0-15 (latest answer).", pl...),
 		state:     desc("rdma_sm_state", "State of the subnet manager sminfo reached: 0 NOTACTIVE, 1 DISCOVERING, 2 STANDBY, 3 MASTER (latest answer).", pl...),
 		activity:  desc("rdma_sm_activity_count", "SMInfo ActCount of the subnet manager sminfo reached (latest answer); a working master increments it.", pl...),
-		stalled:   desc("rdma_sm_activity_stalled", "1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).", pl...),
+		stalled:   desc("rdma_sm_activity_stalled", "1 when the same SM answered twice in a row without its activity count rising.", pl...),
 		running:   desc("rdma_sm_opensm_running", "1 when an opensm process runs on this host (comm \"opensm\" under --path.procfs)."),
 		processes: desc("rdma_sm_opensm_processes", "Number of opensm processes (Debian runs one per port)."),
-		process: desc("rdma_sm_opensm_process_info", "A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given. No PID label: a restart must not make a new series.",
+		process: desc("rdma_sm_opensm_process_info", "A running opensm and the options on its command line (-g, -p, -F); always 1.",
 			"guid", "priority", "config_file"),
-		confInfo: desc("rdma_sm_opensm_config_info", "The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.",
+		confInfo: desc("rdma_sm_opensm_config_info", "The opensm.conf read, with its guid, subnet_prefix and routing_engine (never a *_key); always 1.",
 			"path", "guid", "subnet_prefix", "routing_engine"),
 		confPrio:  desc("rdma_sm_opensm_config_sm_priority", "sm_priority in opensm.conf (0-15; highest wins, a tie goes to the lower GUID).", "path"),
 		confSweep: desc("rdma_sm_opensm_config_sweep_interval_seconds", "sweep_interval in opensm.conf (0 disables sweeping).", "path"),
@@ -58,10 +94,10 @@ func NewSMCollector() *SMCollector {
 		defaults: desc("rdma_sm_opensm_defaults_info", "The init scripts' variables (/etc/sysconfig/opensm GUIDS and PRIORITY, /etc/default/opensm PORTS); always 1.",
 			"path", "guids", "priority", "ports"),
 		logSubnetUp: desc("rdma_sm_opensm_log_subnet_up_timestamp_seconds",
-			"When the running opensm last logged SUBNET UP (a heavy sweep finished), in its log as read so far (the last 1 MiB at the first read, then the lines added); opensm writes local time without a year.", "path"),
+			"When the running opensm last logged SUBNET UP, in seconds since the epoch.", "path"),
 		logState: desc("rdma_sm_opensm_log_state_info", "The SM state of the last \"Entering <STATE> state\" line in the running opensm's log; always 1.", "path", "state"),
 		logErrors: desc("rdma_sm_opensm_log_error_lines",
-			"Numbered error lines (\"ERR xxxx:\") in the running opensm's log as read so far: the last 1 MiB at the first read, then the lines added; from 0 again when the log is rotated (traps are not counted).", "path"),
+			"Numbered error lines (\"ERR xxxx:\") in the running opensm's log read so far; 0 again after a rotation.", "path"),
 	}
 	return c
 }

@@ -33,7 +33,7 @@ func TestPortHasSMFromInfinibandCollector(t *testing.T) {
 	for _, tt := range tests {
 		var want string
 		if tt.want != "" {
-			want = "# HELP rdma_sm_port_has_sm 1 when a subnet manager has swept this InfiniBand port (ARMED or ACTIVE with a non-zero SM LID), 0 when the link is up but the port is stuck in INIT or knows no SM LID. Absent on RoCE/iWARP ports (no SM) and on ports whose link is not up.\n" +
+			want = "# HELP rdma_sm_port_has_sm 1 when a subnet manager has swept this InfiniBand port, 0 when its link is up but it knows no SM.\n" +
 				"# TYPE rdma_sm_port_has_sm gauge\n" + tt.want + "\n"
 		}
 		if err := testutil.GatherAndCompare(gatherHost(t, tt.host, &config.Config{}), strings.NewReader(want), "rdma_sm_port_has_sm"); err != nil {
@@ -46,7 +46,7 @@ func TestSMLocalOpenSM(t *testing.T) {
 	env := hostEnv(t, "../fixtures/hosts/sm-opensm", sminfo("/nonexistent"))
 	c := on(env, NewSMCollector())
 	want := `
-# HELP rdma_sm_opensm_config_info The opensm.conf read, with its guid, subnet_prefix and routing_engine (minhop when unset); always 1. Secret options (*_key) are never exported.
+# HELP rdma_sm_opensm_config_info The opensm.conf read, with its guid, subnet_prefix and routing_engine (never a *_key); always 1.
 # TYPE rdma_sm_opensm_config_info gauge
 rdma_sm_opensm_config_info{guid="0x946dae0300cdf100",path="/etc/rdma/opensm.conf",routing_engine="updn",subnet_prefix="0xfe80000000000000"} 1
 # HELP rdma_sm_opensm_config_sm_priority sm_priority in opensm.conf (0-15; highest wins, a tie goes to the lower GUID).
@@ -55,7 +55,7 @@ rdma_sm_opensm_config_sm_priority{path="/etc/rdma/opensm.conf"} 14
 # HELP rdma_sm_opensm_config_sweep_interval_seconds sweep_interval in opensm.conf (0 disables sweeping).
 # TYPE rdma_sm_opensm_config_sweep_interval_seconds gauge
 rdma_sm_opensm_config_sweep_interval_seconds{path="/etc/rdma/opensm.conf"} 15
-# HELP rdma_sm_opensm_process_info A running opensm and the options on its command line (-g, -p, -F); always 1. Empty when not given. No PID label: a restart must not make a new series.
+# HELP rdma_sm_opensm_process_info A running opensm and the options on its command line (-g, -p, -F); always 1.
 # TYPE rdma_sm_opensm_process_info gauge
 rdma_sm_opensm_process_info{config_file="/etc/rdma/opensm.conf",guid="0x946dae0300cdf100",priority="14"} 1
 # HELP rdma_sm_opensm_running 1 when an opensm process runs on this host (comm "opensm" under --path.procfs).
@@ -135,10 +135,10 @@ rdma_sm_state{device="mlx5_0",port="1"} 3
 # HELP rdma_sm_activity_count SMInfo ActCount of the subnet manager sminfo reached (latest answer); a working master increments it.
 # TYPE rdma_sm_activity_count gauge
 rdma_sm_activity_count{device="mlx5_0",port="1"} 411
-# HELP rdma_sm_activity_stalled 1 when the same SM answered twice in a row and its activity count had not risen: it answers but does not work (or sweeping is disabled).
+# HELP rdma_sm_activity_stalled 1 when the same SM answered twice in a row without its activity count rising.
 # TYPE rdma_sm_activity_stalled gauge
 rdma_sm_activity_stalled{device="mlx5_0",port="1"} 0
-# HELP rdma_sm_sminfo_success 1 when the latest sminfo run through this port got an answer, 0 when it failed (timeout, no SM answered, unusable output); absent while sminfo cannot run on this host (not installed, no access to /dev/infiniband/umad*), which rdma_sm_sminfo_failures_total still counts.
+# HELP rdma_sm_sminfo_success 1 when the latest sminfo run through this port got an answer, 0 when it failed.
 # TYPE rdma_sm_sminfo_success gauge
 rdma_sm_sminfo_success{device="mlx5_0",port="1"} 1
 `
@@ -232,13 +232,13 @@ func TestSMOpenSMLog(t *testing.T) {
 	})
 	c := on(env, NewSMCollector())
 	want := `
-# HELP rdma_sm_opensm_log_error_lines Numbered error lines ("ERR xxxx:") in the running opensm's log as read so far: the last 1 MiB at the first read, then the lines added; from 0 again when the log is rotated (traps are not counted).
+# HELP rdma_sm_opensm_log_error_lines Numbered error lines ("ERR xxxx:") in the running opensm's log read so far; 0 again after a rotation.
 # TYPE rdma_sm_opensm_log_error_lines gauge
 rdma_sm_opensm_log_error_lines{path="/var/log/opensm.log"} 1
 # HELP rdma_sm_opensm_log_state_info The SM state of the last "Entering <STATE> state" line in the running opensm's log; always 1.
 # TYPE rdma_sm_opensm_log_state_info gauge
 rdma_sm_opensm_log_state_info{path="/var/log/opensm.log",state="MASTER"} 1
-# HELP rdma_sm_opensm_log_subnet_up_timestamp_seconds When the running opensm last logged SUBNET UP (a heavy sweep finished), in its log as read so far (the last 1 MiB at the first read, then the lines added); opensm writes local time without a year.
+# HELP rdma_sm_opensm_log_subnet_up_timestamp_seconds When the running opensm last logged SUBNET UP, in seconds since the epoch.
 # TYPE rdma_sm_opensm_log_subnet_up_timestamp_seconds gauge
 rdma_sm_opensm_log_subnet_up_timestamp_seconds{path="/var/log/opensm.log"} 1.796056751408113e+09
 `
@@ -277,7 +277,7 @@ func TestSMSminfoFailureIsCollectorError(t *testing.T) {
 			// Each gather runs a round: no loop runs.
 			env := hostEnv(t, root, sminfo(tc.path))
 			g := gatherOne(t, "sm", on(env, NewSMCollector()))
-			want := "# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).\n" +
+			want := "# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).\n" +
 				"# TYPE rdma_scrape_collector_success gauge\n" +
 				"rdma_scrape_collector_success{collector=\"sm\"} " + strconv.FormatFloat(tc.collector, 'g', -1, 64) + "\n"
 			if err := testutil.GatherAndCompare(g, strings.NewReader(want), "rdma_scrape_collector_success"); err != nil {

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -31,6 +34,46 @@ type tuningCollector struct {
 	out rendered[*tuning.Snapshot]
 }
 
+func tuningSpec() Spec {
+	return Spec{Name: "tuning", Default: true,
+		Help: "host tuning from /proc and /sys: hugepages, sysctls, CPU governors, transparent hugepages, kernel, SELinux, RDMA modules, memlock limits, rdma cgroup limits",
+		Flags: func(app *kingpin.Application, f *Flags) {
+			o := &f.Tuning
+			app.Flag("collector.tuning.modules",
+				"Comma-separated kernel modules reported by rdma_host_module_loaded (1 loaded, 0 not).").
+				Default(strings.Join(tuning.DefaultModules, ",")).StringVar(&o.Modules)
+			app.Flag("collector.tuning.cgroup-limits",
+				"Export rdma_host_cgroup_rdma_limit, one series per cgroup with a finite rdma.max: per job step or pod on a Slurm or Kubernetes node, so off by default (diagnose's cgroup.rdma judges them either way).").
+				BoolVar(&o.CgroupLimits)
+		},
+		New: func(env Env, f *Flags) (Collector, error) {
+			c := NewTuningCollector(env, f.Tuning.modules())
+			c.(*tuningCollector).cgroups = f.Tuning.CgroupLimits
+			return c, nil
+		}}
+}
+
+// TuningOptions are the tuning collector's flags.
+type TuningOptions struct {
+	// Modules are the modules rdma_host_module_loaded reports
+	// (comma-separated).
+	Modules string
+	// CgroupLimits exports rdma_host_cgroup_rdma_limit: one series per
+	// cgroup, which on a Slurm or Kubernetes node means per job or pod.
+	CgroupLimits bool
+}
+
+// modules are the module names of --collector.tuning.modules.
+func (o TuningOptions) modules() []string {
+	var mods []string
+	for _, m := range strings.Split(o.Modules, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			mods = append(mods, m)
+		}
+	}
+	return mods
+}
+
 // NewTuningCollector builds the tuning collector; modules are the module
 // names reported loaded or not.
 func NewTuningCollector(env Env, modules []string) Collector {
@@ -42,13 +85,13 @@ func NewTuningCollector(env Env, modules []string) Collector {
 		hugepagesFree:     desc("rdma_host_hugepages_free", "Hugepages of this size not in use (free_hugepages).", "size_bytes"),
 		nodeHugepages:     desc("rdma_host_node_hugepages", "Hugepages of this size allocated on a NUMA node.", "node", "size_bytes"),
 		nodeHugepagesFree: desc("rdma_host_node_hugepages_free", "Free hugepages of this size on a NUMA node.", "node", "size_bytes"),
-		sysctl:            desc("rdma_host_sysctl", "Value of a /proc/sys setting (vm.max_map_count, vm.nr_hugepages, net.core.rmem_max, ...); net.core.* affect sockets and IPoIB, not verbs.", "name"),
+		sysctl:            desc("rdma_host_sysctl", "Value of a /proc/sys setting (vm.max_map_count, vm.nr_hugepages, net.core.rmem_max, ...).", "name"),
 		governor:          desc("rdma_host_cpu_governor_cpus", "Online CPUs running a cpufreq governor; absent without cpufreq (VMs).", "governor"),
 		thp:               desc("rdma_host_transparent_hugepages", "Selected transparent hugepage mode (setting enabled or defrag); always 1.", "setting", "mode"),
 		kernel:            desc("rdma_host_kernel_info", "Running kernel release; always 1.", "release"),
 		selinux:           desc("rdma_host_selinux_info", "SELinux mode (enforcing, permissive, disabled); informational, rdma_doctor never changes it; always 1.", "mode"),
 		module:            desc("rdma_host_module_loaded", "1 when the kernel module is in /proc/modules, 0 when not (built-in drivers never are).", "module"),
-		memlock:           desc("rdma_host_memlock_limit_bytes", "RLIMIT_MEMLOCK (ulimit -l) of rdma_doctor itself (process=\"self\") or of the lowest-limited running process of a configured name; +Inf when unlimited.", "process", "limit"),
+		memlock:           desc("rdma_host_memlock_limit_bytes", "RLIMIT_MEMLOCK of the exporter (process=\"self\") or of a configured process in bytes; +Inf when unlimited.", "process", "limit"),
 		memlockProcs:      desc("rdma_host_memlock_processes", "Running processes of a name configured in tuning.memlock_processes.", "process"),
 		cgroupRDMA:        desc("rdma_host_cgroup_rdma_limit", "A finite limit in a cgroup v2 rdma.max (entries that are all max are left out); +Inf for max.", "cgroup", "device", "resource"),
 	}

@@ -39,7 +39,7 @@ func TestTuningDGX(t *testing.T) {
 	}
 	g := gatherOne(t, "tuning", tuningOn(t, "dgx-h100", cfg))
 	want := `
-# HELP rdma_host_memlock_limit_bytes RLIMIT_MEMLOCK (ulimit -l) of rdma_doctor itself (process="self") or of the lowest-limited running process of a configured name; +Inf when unlimited.
+# HELP rdma_host_memlock_limit_bytes RLIMIT_MEMLOCK of the exporter (process="self") or of a configured process in bytes; +Inf when unlimited.
 # TYPE rdma_host_memlock_limit_bytes gauge
 rdma_host_memlock_limit_bytes{limit="hard",process="self"} 8.388608e+06
 rdma_host_memlock_limit_bytes{limit="hard",process="slurmd"} +Inf
@@ -100,11 +100,11 @@ rdma_host_node_hugepages_free{node="0",size_bytes="1073741824"} 4
 rdma_host_node_hugepages_free{node="0",size_bytes="2097152"} 0
 rdma_host_node_hugepages_free{node="1",size_bytes="1073741824"} 8
 rdma_host_node_hugepages_free{node="1",size_bytes="2097152"} 0
-# HELP rdma_host_memlock_limit_bytes RLIMIT_MEMLOCK (ulimit -l) of rdma_doctor itself (process="self") or of the lowest-limited running process of a configured name; +Inf when unlimited.
+# HELP rdma_host_memlock_limit_bytes RLIMIT_MEMLOCK of the exporter (process="self") or of a configured process in bytes; +Inf when unlimited.
 # TYPE rdma_host_memlock_limit_bytes gauge
 rdma_host_memlock_limit_bytes{limit="hard",process="self"} 65536
 rdma_host_memlock_limit_bytes{limit="soft",process="self"} 65536
-# HELP rdma_host_sysctl Value of a /proc/sys setting (vm.max_map_count, vm.nr_hugepages, net.core.rmem_max, ...); net.core.* affect sockets and IPoIB, not verbs.
+# HELP rdma_host_sysctl Value of a /proc/sys setting (vm.max_map_count, vm.nr_hugepages, net.core.rmem_max, ...).
 # TYPE rdma_host_sysctl gauge
 rdma_host_sysctl{name="kernel.numa_balancing"} 1
 rdma_host_sysctl{name="net.core.netdev_max_backlog"} 250000
@@ -129,10 +129,10 @@ rdma_host_sysctl{name="vm.nr_hugepages"} 0
 func TestTuningBroken(t *testing.T) {
 	g := gatherOne(t, "tuning", tuningOn(t, "broken", nil))
 	want := `
-# HELP rdma_scrape_collector_errors rdma_doctor: read and parse errors a collector met in this scrape; their series are left out.
+# HELP rdma_scrape_collector_errors Read and parse errors a collector met in this scrape; their series are left out.
 # TYPE rdma_scrape_collector_errors gauge
 rdma_scrape_collector_errors{collector="tuning"} 10
-# HELP rdma_scrape_collector_success rdma_doctor: whether a collector succeeded (1) or met errors or its deadline (0).
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
 # TYPE rdma_scrape_collector_success gauge
 rdma_scrape_collector_success{collector="tuning"} 0
 # HELP rdma_host_transparent_hugepages Selected transparent hugepage mode (setting enabled or defrag); always 1.

@@ -155,7 +155,7 @@ func TestMemoryLabel(t *testing.T) {
 	s.Record(bw(MemoryGPU, 22.6825e9))
 	s.Record(bw("", 45e9))
 	want := `
-# HELP rdma_probe_bandwidth_ratio rdma_doctor: average bandwidth of the last successful probe run over the local port's active rate at that time (the guide wants >= 0.9).
+# HELP rdma_probe_bandwidth_ratio Average bandwidth of the last successful probe run over the local port's active rate.
 # TYPE rdma_probe_bandwidth_ratio gauge
 rdma_probe_bandwidth_ratio{device="mlx5_4",memory="gpu",peer="loopback",port="1",test="ib_write_bw"} 0.45365
 rdma_probe_bandwidth_ratio{device="mlx5_4",memory="host",peer="loopback",port="1",test="ib_write_bw"} 0.9

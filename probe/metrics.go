@@ -23,25 +23,25 @@ func desc(name, help string, extra ...string) *prometheus.Desc {
 
 var (
 	successDesc = desc("success",
-		"rdma_doctor: whether the latest probe run succeeded (1) or failed (0).")
+		"Whether the latest probe run succeeded (1) or failed (0).")
 	lastRunDesc = desc("last_run_timestamp_seconds",
-		"rdma_doctor: when the latest probe run finished, in seconds since the epoch.")
+		"When the latest probe run finished, in seconds since the epoch.")
 	lastSuccessDesc = desc("last_success_timestamp_seconds",
-		"rdma_doctor: when the latest successful probe run finished; the value series are from that run.")
+		"When the latest successful probe run finished, in seconds since the epoch.")
 	durationDesc = desc("duration_seconds",
-		"rdma_doctor: wall time of the latest probe run, server and client setup included.")
+		"Wall time of the latest probe run in seconds, setup included.")
 	latencyDesc = desc("latency_seconds",
-		"rdma_doctor: latency of the last successful probe run (perftest: half round trip for send/write, full round trip for read).", "stat")
+		"Latency of the last successful probe run in seconds (perftest's half or full round trip).", "stat")
 	bandwidthDesc = desc("bandwidth_bytes_per_second",
-		"rdma_doctor: bandwidth of the last successful probe run; stat peak is absent when perftest did not measure it.", "stat")
+		"Bandwidth of the last successful probe run in bytes per second.", "stat")
 	messageRateDesc = desc("messages_per_second",
-		"rdma_doctor: message rate of the last successful bandwidth probe run.")
+		"Message rate of the last successful bandwidth probe run.")
 	ratioDesc = desc("bandwidth_ratio",
-		"rdma_doctor: average bandwidth of the last successful probe run over the local port's active rate at that time (the guide wants >= 0.9).")
+		"Average bandwidth of the last successful probe run over the local port's active rate.")
 	runsDesc = desc("runs_total",
-		"rdma_doctor: probe runs since start.")
+		"Probe runs since start.")
 	failuresDesc = desc("failures_total",
-		"rdma_doctor: failed probe runs since start, by reason (perftest error kind or responder refusal).", "reason")
+		"Failed probe runs since start, by reason.", "reason")
 )
 
 // Collector exports a Reader's entries. Its Collect also marks the scrape

@@ -214,10 +214,10 @@ func TestStoreKeepsLastGood(t *testing.T) {
 
 	c := &Collector{Store: s}
 	want := `
-# HELP rdma_probe_success rdma_doctor: whether the latest probe run succeeded (1) or failed (0).
+# HELP rdma_probe_success Whether the latest probe run succeeded (1) or failed (0).
 # TYPE rdma_probe_success gauge
 rdma_probe_success{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 0
-# HELP rdma_probe_latency_seconds rdma_doctor: latency of the last successful probe run (perftest: half round trip for send/write, full round trip for read).
+# HELP rdma_probe_latency_seconds Latency of the last successful probe run in seconds (perftest's half or full round trip).
 # TYPE rdma_probe_latency_seconds gauge
 rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="avg",test="ib_write_lat"} 1.3e-06
 rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="max",test="ib_write_lat"} 5e-06
@@ -225,19 +225,19 @@ rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat
 rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="p99",test="ib_write_lat"} 2e-06
 rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="p999",test="ib_write_lat"} 4e-06
 rdma_probe_latency_seconds{device="mlx5_0",memory="host",peer="n2",port="1",stat="typical",test="ib_write_lat"} 1.2e-06
-# HELP rdma_probe_last_run_timestamp_seconds rdma_doctor: when the latest probe run finished, in seconds since the epoch.
+# HELP rdma_probe_last_run_timestamp_seconds When the latest probe run finished, in seconds since the epoch.
 # TYPE rdma_probe_last_run_timestamp_seconds gauge
 rdma_probe_last_run_timestamp_seconds{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 1.700000062e+09
-# HELP rdma_probe_last_success_timestamp_seconds rdma_doctor: when the latest successful probe run finished; the value series are from that run.
+# HELP rdma_probe_last_success_timestamp_seconds When the latest successful probe run finished, in seconds since the epoch.
 # TYPE rdma_probe_last_success_timestamp_seconds gauge
 rdma_probe_last_success_timestamp_seconds{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 1.700000001e+09
-# HELP rdma_probe_duration_seconds rdma_doctor: wall time of the latest probe run, server and client setup included.
+# HELP rdma_probe_duration_seconds Wall time of the latest probe run in seconds, setup included.
 # TYPE rdma_probe_duration_seconds gauge
 rdma_probe_duration_seconds{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 2
-# HELP rdma_probe_runs_total rdma_doctor: probe runs since start.
+# HELP rdma_probe_runs_total Probe runs since start.
 # TYPE rdma_probe_runs_total counter
 rdma_probe_runs_total{device="mlx5_0",memory="host",peer="n2",port="1",test="ib_write_lat"} 3
-# HELP rdma_probe_failures_total rdma_doctor: failed probe runs since start, by reason (perftest error kind or responder refusal).
+# HELP rdma_probe_failures_total Failed probe runs since start, by reason.
 # TYPE rdma_probe_failures_total counter
 rdma_probe_failures_total{device="mlx5_0",memory="host",peer="n2",port="1",reason="retry_exceeded",test="ib_write_lat"} 2
 `
@@ -253,13 +253,13 @@ rdma_probe_failures_total{device="mlx5_0",memory="host",peer="n2",port="1",reaso
 	s.Record(Result{Peer: "loopback", Test: "ib_write_bw", Device: "mlx5_1", Port: 1, Start: t0, Success: true, PortRate: 50e9,
 		Bandwidth: &Bandwidth{Average: 45e9, MessagesPerSecond: 7e5}})
 	want = `
-# HELP rdma_probe_bandwidth_bytes_per_second rdma_doctor: bandwidth of the last successful probe run; stat peak is absent when perftest did not measure it.
+# HELP rdma_probe_bandwidth_bytes_per_second Bandwidth of the last successful probe run in bytes per second.
 # TYPE rdma_probe_bandwidth_bytes_per_second gauge
 rdma_probe_bandwidth_bytes_per_second{device="mlx5_1",memory="host",peer="loopback",port="1",stat="average",test="ib_write_bw"} 4.5e+10
-# HELP rdma_probe_bandwidth_ratio rdma_doctor: average bandwidth of the last successful probe run over the local port's active rate at that time (the guide wants >= 0.9).
+# HELP rdma_probe_bandwidth_ratio Average bandwidth of the last successful probe run over the local port's active rate.
 # TYPE rdma_probe_bandwidth_ratio gauge
 rdma_probe_bandwidth_ratio{device="mlx5_1",memory="host",peer="loopback",port="1",test="ib_write_bw"} 0.9
-# HELP rdma_probe_messages_per_second rdma_doctor: message rate of the last successful bandwidth probe run.
+# HELP rdma_probe_messages_per_second Message rate of the last successful bandwidth probe run.
 # TYPE rdma_probe_messages_per_second gauge
 rdma_probe_messages_per_second{device="mlx5_1",memory="host",peer="loopback",port="1",test="ib_write_bw"} 700000
 `

@@ -205,11 +205,11 @@ func run(args []string) int {
 // the tree (--host.live), and how long slow host state is reused (the
 // diagnose interval, so the sampler finds it fresh).
 func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *collector.Flags) (host.Options, error) {
-	devices, err := f.Devices()
+	devices, err := f.Infiniband.Devices()
 	if err != nil {
 		return host.Options{}, err
 	}
-	et, err := f.EthtoolQuery()
+	et, err := f.Netdev.EthtoolQuery()
 	if err != nil {
 		return host.Options{}, err
 	}
@@ -217,9 +217,9 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		Paths:        paths,
 		Devices:      devices,
 		Tuning:       tuningOptions(cfg),
-		Jobs:         f.Jobs,
+		Jobs:         f.Jobs.Options,
 		PodResources: podResources(paths, f),
-		OpenSMConfig: f.OpenSMConfig,
+		OpenSMConfig: f.SM.OpenSMConfig,
 		SM:           f.HostSM(),
 		Ethtool:      et,
 		SlowRefresh:  cfg.Diagnose.SampleInterval(),
@@ -244,7 +244,7 @@ func hostOptions(paths hostfs.Paths, live host.LiveMode, cfg *config.Config, f *
 		return host.Options{}, err
 	}
 	if f.Enabled("rdma_netlink") {
-		if opts.RDMANetlink, err = f.RDMANetlinkQuery(); err != nil {
+		if opts.RDMANetlink, err = f.RDMANetlink.Query(); err != nil {
 			return host.Options{}, err
 		}
 	}
@@ -264,7 +264,7 @@ func tuningOptions(cfg *config.Config) tuning.Options {
 // podResources is the kubelet socket the jobs collector asks, empty
 // without --collector.jobs.pods.
 func podResources(paths hostfs.Paths, f *collector.Flags) string {
-	if !f.JobsPods {
+	if !f.Jobs.Pods {
 		return ""
 	}
 	return filepath.Join(paths.Rootfs, podres.SocketPath)

@@ -172,7 +172,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.O
 	}
 	a.Host.Start(ctx, a.Logger, a.Reaper)
 	if a.Collectors.Enabled("portwatch") {
-		iv := a.Collectors.PortWatchInterval
+		iv := a.Collectors.Portwatch.Interval
 		if iv != 0 && iv < 100*time.Millisecond {
 			return nil, fmt.Errorf("--collector.portwatch.interval=%v: want 0 (rounds on scrapes and link events only) or 100ms or more, such as 1s", iv)
 		}
@@ -182,7 +182,7 @@ func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.O
 		}
 	}
 	if a.Collectors.Enabled("kmsg") {
-		iv := a.Collectors.KmsgInterval
+		iv := a.Collectors.Kmsg.Interval
 		if iv < 10*time.Millisecond || iv > time.Minute {
 			return nil, fmt.Errorf("--collector.kmsg.interval=%v: want 10ms to 1m, such as 250ms", iv)
 		}

@@ -16,17 +16,17 @@ import (
 // path writes it without a registry.
 func BuildInfo(program string) prometheus.Collector {
 	d := expo.NewDesc(program+"_build_info",
-		"A metric with a constant '1' value labeled by version, revision, branch, goversion from which "+program+" was built, and the goos and goarch for the build.",
+		"The version, revision, branch, Go version, OS and architecture "+program+" was built from; always 1.",
 		"version", "revision", "branch", "goversion", "goos", "goarch", "tags")
 	return metricList{expo.Gauge(d, 1, version.Version, version.GetRevision(), version.Branch, version.GoVersion, version.GoOS, version.GoArch, version.GetTags())}
 }
 
 var labelLimitedDesc = expo.NewDesc("rdma_label_values_limited_total",
-	"rdma_doctor: host text values the label policy (internal/names) limited, each time one was read, by reason: cut (free text such as node_desc longer than 128 bytes or not UTF-8, served shortened), refused (a driver-chosen name such as a counter file that is not a name of at most 64 bytes: its series is absent), over_cap (a device's or port's names in one family past 512, such as counter files: their series are absent).",
+	"Host text values the label policy cut or refused, by reason (cut, refused, over_cap).",
 	"reason")
 
 var expositionRejectedDesc = expo.NewDesc("rdma_exposition_rejected_samples_total",
-	"rdma_doctor: samples left out of /metrics because client_golang's registry would refuse them (a collector bug, logged once), each time a scrape met one, by reason: label_count (more or fewer label values than label names), invalid_utf8 (a label value), type_clash (a sample of another type, or another help or label names, than its family's first), duplicate (the label values of an earlier sample of the family, which is kept). The registry would fail the whole scrape.",
+	"Samples left out of /metrics that the client library's registry would refuse, by reason.",
 	"reason")
 
 // expoRejections exports what the exposition left out (expo.Rejected).
