@@ -151,8 +151,8 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 	}
 	p("A protobuf scrape (what Prometheus asks for first with native histograms\n")
 	p("on) is written straight from the samples as the text one is, at the same\n")
-	p("memory; through client_golang's registry, as before issue 29 and still for\n")
-	p("the protobuf debugging formats, it cost 35 to 50 times as much, which\n")
+	p("memory; through client_golang's registry (still the path of the protobuf\n")
+	p("debugging formats) it costs 35 to 50 times as much, which\n")
 	p("concurrent scrapes multiply (`--web.max-requests-memory` bounds their sum;\n")
 	p("internal/scrape TestScrapeMemory, SECURITY.md).\n\n")
 
