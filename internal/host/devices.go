@@ -15,16 +15,16 @@ import (
 
 // The slow sources that follow the class's devices (pciRead).
 var (
-	pciSource = &Source[pciRead]{name: "pci", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (pciRead, error) {
+	pciSource = register(&Source[pciRead]{name: "pci", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (pciRead, error) {
 		return s.readPCI(ctx)
-	}}
-	placementSource = &Source[*irq.Snapshot]{name: "irq", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (*irq.Snapshot, error) {
+	}})
+	placementSource = register(&Source[*irq.Snapshot]{name: "irq", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (*irq.Snapshot, error) {
 		r, err := get(ctx, s, pciSource)
 		if err != nil {
 			return nil, err
 		}
 		return irq.ReadWith(ctx, s.h.fs, r.devs)
-	}}
+	}})
 )
 
 // PCI is the PCI function of every RDMA device (slow, but read again at
@@ -97,7 +97,11 @@ func (s *Snapshot) checkDevices() {
 		if s.h.slowT <= 0 {
 			return // read on every snapshot anyway
 		}
-		last, ok := cacheOf(s.h, pciSource).peek()
+		c, err := cacheOf(s.h, pciSource)
+		if err != nil {
+			return
+		}
+		last, ok := c.peek()
 		if !ok || last.entries == nil {
 			return
 		}

@@ -37,7 +37,7 @@ type DevlinkDevice struct {
 // devlinkSource is the firmware versions of the kept devices' PCI
 // functions (slow: see Devlink). Only Devlink reads it, once it has
 // found the conn and the class.
-var devlinkSource = &Source[*devlink.Snapshot]{name: "devlink", read: func(ctx context.Context, s *Snapshot) (*devlink.Snapshot, error) {
+var devlinkSource = register(&Source[*devlink.Snapshot]{name: "devlink", read: func(ctx context.Context, s *Snapshot) (*devlink.Snapshot, error) {
 	c := s.h.opts.Devlink
 	if c == nil {
 		return nil, ErrNotLive
@@ -48,7 +48,7 @@ var devlinkSource = &Source[*devlink.Snapshot]{name: "devlink", read: func(ctx c
 	}
 	_, _, handles := devlinkFunctions(class)
 	return devlink.Read(ctx, c, devlink.Options{Handles: handles, Info: true}), nil
-}}
+}})
 
 // devlinkFunctions is a device entry for each of the class's devices with
 // a PCI function, the entries of each function, and the functions in

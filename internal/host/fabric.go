@@ -53,7 +53,7 @@ type FabricOptions struct {
 // scan every CountersInterval, from the first scan that gave a fabric.
 // No snapshot runs them on demand: the CLI reads neither.
 var (
-	fabricScanSource = &Background[*fabric.Status]{name: "fabric_scan",
+	fabricScanSource = register(&Background[*fabric.Status]{name: "fabric_scan",
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.Status] {
 			o := h.opts.Fabric
 			if o == nil {
@@ -67,8 +67,8 @@ var (
 				st := r.Status()
 				return &st
 			}}
-		}}
-	fabricSweepSource = &Background[*fabric.SweepStatus]{name: "fabric_sweep",
+		}})
+	fabricSweepSource = register(&Background[*fabric.SweepStatus]{name: "fabric_sweep",
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.SweepStatus] {
 			o := h.opts.Fabric
 			if o == nil || !o.Counters {
@@ -89,19 +89,19 @@ var (
 				st := sw.Status()
 				return &st
 			}}
-		}}
+		}})
 )
 
 // FabricScan is the latest iblinkinfo scan (background): nil where no
 // scan runs (the fabric collector off, or no loop: the CLI).
 func (s *Snapshot) FabricScan(ctx context.Context) *fabric.Status {
-	return latest(ctx, s, fabricScanSource)
+	return published(ctx, s, fabricScanSource)
 }
 
 // FabricSweep is the counter sweep's state (background): nil where no
 // sweep runs (as FabricScan, or --no-collector.fabric.counters).
 func (s *Snapshot) FabricSweep(ctx context.Context) *fabric.SweepStatus {
-	return latest(ctx, s, fabricSweepSource)
+	return published(ctx, s, fabricSweepSource)
 }
 
 // OnFabricSweep adds fn to what each counter sweep calls before it is

@@ -11,12 +11,12 @@ import (
 
 // netdevSource is the slow part of the netdevs: which they are, their
 // kind, port, GID types and IPoIB settings.
-var netdevSource = &Source[*netdev.Snapshot]{name: "netdev", read: func(ctx context.Context, s *Snapshot) (*netdev.Snapshot, error) {
+var netdevSource = register(&Source[*netdev.Snapshot]{name: "netdev", read: func(ctx context.Context, s *Snapshot) (*netdev.Snapshot, error) {
 	// The ports and their link layers are the class's: read once.
 	class, _ := s.Class(ctx)
 	return netdev.Read(ctx, s.h.fs, netdev.Options{Keep: s.h.Keep, Mapper: s.h.opts.Mapper,
 		Ethtool: s.h.opts.Ethtool, CharDevices: true, Class: class, Ifindexes: &s.h.ifindexes})
-}}
+}})
 
 // Netdevs are the IPoIB and RoCE netdevs of the RDMA ports: which they
 // are, their kind, port, GID types and IPoIB settings are slow; operstate,

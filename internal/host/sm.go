@@ -24,7 +24,7 @@ type SMOptions struct {
 // umad device: in the background every Interval where a loop runs (the
 // server), else one round per snapshot (the CLI's diagnose, so that two
 // samples --interval apart show a stalled SM).
-var smInfoSource = &Background[*sm.Status]{name: "sminfo", onDemand: true,
+var smInfoSource = register(&Background[*sm.Status]{name: "sminfo", onDemand: true,
 	open: func(h *Host, env runEnv, published func()) *task[*sm.Status] {
 		o := h.opts.SM
 		if o == nil {
@@ -43,13 +43,13 @@ var smInfoSource = &Background[*sm.Status]{name: "sminfo", onDemand: true,
 			st := r.Status()
 			return &st
 		}}
-	}}
+	}})
 
 // SMStatus is the latest sminfo round (background): nil where sminfo is
 // not run (--no-collector.sm); Rounds 0 before the first round ends.
 // Without a loop (Start) it runs one round for this snapshot.
 func (s *Snapshot) SMStatus(ctx context.Context) *sm.Status {
-	return latest(ctx, s, smInfoSource)
+	return published(ctx, s, smInfoSource)
 }
 
 // AwaitSMInfo waits until the sminfo loop has published its first round,
