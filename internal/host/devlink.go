@@ -5,6 +5,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
@@ -110,3 +111,18 @@ func (s *Snapshot) Devlink(ctx context.Context) (*Devlink, error) {
 		return out, nil
 	})
 }
+
+// NeedDevlink judges a Devlink reading: asked only of the live kernel,
+// and a kernel may have no devlink family at all.
+var NeedDevlink = &Need[*Devlink]{name: "devlink", why: func(d *Devlink, err error) string {
+	if d == nil {
+		if errors.Is(err, ErrNotLive) {
+			return "devlink is asked only of the running kernel (this tree is not the live /sys) and only with the devlink collector on"
+		}
+		return "cannot read devlink: " + errText(err)
+	}
+	if d.Health != nil && d.Health.Outcomes[devlink.QueryHealth][devlink.StatusNoDevlink] > 0 {
+		return "this kernel has no devlink family (CONFIG_NET_DEVLINK)"
+	}
+	return ""
+}}

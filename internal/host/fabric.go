@@ -104,6 +104,18 @@ func (s *Snapshot) FabricSweep(ctx context.Context) *fabric.SweepStatus {
 	return published(ctx, s, fabricSweepSource)
 }
 
+// NeedFabricSweep judges a FabricSweep reading, nil where no sweep runs.
+var NeedFabricSweep = &Need[*fabric.SweepStatus]{name: "fabric", why: func(st *fabric.SweepStatus, _ error) string {
+	switch {
+	case st == nil:
+		return "the fabric checks read the fabric collector's counter sweep: they run in rdma_doctor serve on the host " +
+			"that scans the fabric, with --collector.fabric on (and not --no-collector.fabric.counters)"
+	case st.Last == nil:
+		return "no fabric counter sweep has completed yet (the first starts after the first iblinkinfo scan)"
+	}
+	return ""
+}}
+
 // OnFabricSweep adds fn to what each counter sweep calls before it is
 // published: the fabric collector renders the sweep's series then, so
 // that no scrape waits for that. Call it before Start.

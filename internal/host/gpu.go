@@ -23,3 +23,6 @@ var gpuSource = register(&Source[*gpu.Snapshot]{name: "gpu", read: func(ctx cont
 func (s *Snapshot) GPUs(ctx context.Context) (*gpu.Snapshot, error) {
 	return get(ctx, s, gpuSource)
 }
+
+// NeedGPUs judges a GPUs reading.
+var NeedGPUs = cannotRead[gpu.Snapshot]("gpu", "the GPUs")

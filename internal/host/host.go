@@ -293,6 +293,19 @@ func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
 	})
 }
 
+// NeedClass judges a Class reading: no RDMA core, unreadable, not read.
+var NeedClass = &Need[*infiniband.Class]{name: "infiniband", why: func(c *infiniband.Class, err error) string {
+	switch {
+	case c != nil:
+		return ""
+	case errors.Is(err, infiniband.ErrNoClass):
+		return "no RDMA devices: " + err.Error()
+	case err != nil:
+		return "cannot read /sys/class/infiniband: " + err.Error()
+	}
+	return "/sys/class/infiniband was not read"
+}}
+
 // Bus is the network functions of the PCI bus, every vendor, and their
 // drivers: why devices are missing. Only a host short of devices asks
 // for it (an SR-IOV host has hundreds of functions).
@@ -311,6 +324,16 @@ func (s *Snapshot) PortHistory() ([]portwatch.History, bool) {
 	return h, err == nil
 }
 
+// NeedPortHistory judges whether a port state sampler runs (a
+// PortHistory's second result).
+var NeedPortHistory = &Need[bool]{name: "portwatch", why: func(watched bool, _ error) string {
+	if !watched {
+		return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
+			"it is off with --no-collector.portwatch"
+	}
+	return ""
+}}
+
 // KernelLog is the kernel log reader's report, mapped to the class's
 // devices by the snapshot's first call; false when none runs (the CLI,
 // --no-collector.kmsg).
@@ -323,6 +346,19 @@ func (s *Snapshot) KernelLog(ctx context.Context) (*KernelLog, bool) {
 	})
 	return l, err == nil
 }
+
+// NeedKernelLog judges a KernelLog reading, nil where no reader runs.
+var NeedKernelLog = &Need[*KernelLog]{name: "kmsg", why: func(l *KernelLog, _ error) string {
+	switch {
+	case l == nil:
+		return "needs the kernel log reader of rdma_doctor serve (events are counted from when it starts); " +
+			"it is off with --no-collector.kmsg"
+	case !l.Status.Reading:
+		return "cannot read the kernel log (" + l.Status.Reason + "): " + errText(l.Status.Err) +
+			"; reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1"
+	}
+	return ""
+}}
 
 // errNotWatched is a watcher's reading where none runs.
 var errNotWatched = errors.New("no watcher runs")

@@ -24,3 +24,6 @@ var hwmonSource = register(&Source[*hwmon.Snapshot]{name: "hwmon", read: func(ct
 func (s *Snapshot) Temperatures(ctx context.Context) (*hwmon.Snapshot, error) {
 	return get(ctx, s, hwmonSource)
 }
+
+// NeedTemperatures judges a Temperatures reading.
+var NeedTemperatures = cannotRead[hwmon.Snapshot]("hwmon", "the temperature sensors")

@@ -30,3 +30,17 @@ func (s *Snapshot) Netdevs(ctx context.Context) (*netdev.Snapshot, error) {
 		return netdev.Refresh(ctx, s.h.netFS, base, s.h.opts.Ethtool, &s.h.ifindexes)
 	})
 }
+
+// NeedNetdevs judges a Netdevs reading; NeedModule whether the netdev
+// read asks for the transceiver memory (Options.Ethtool.ModuleEEPROM):
+// without it every netdev's Module is nil by design, not unreadable.
+var (
+	NeedNetdevs = cannotRead[netdev.Snapshot]("netdev", "the netdevs")
+	NeedModule  = &Need[bool]{name: "module", why: func(asked bool, _ error) string {
+		if !asked {
+			return "the transceiver memory is read only with --collector.netdev.module-eeprom (each page is a firmware " +
+				"access; it needs CAP_NET_ADMIN)"
+		}
+		return ""
+	}}
+)

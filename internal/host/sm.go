@@ -52,6 +52,19 @@ func (s *Snapshot) SMStatus(ctx context.Context) *sm.Status {
 	return published(ctx, s, smInfoSource)
 }
 
+// NeedSM judges an SMStatus reading, nil where sminfo is not run.
+var NeedSM = &Need[*sm.Status]{name: "sm", why: func(st *sm.Status, _ error) string {
+	switch {
+	case st == nil:
+		return "sminfo is not run: the sm collector is disabled (--no-collector.sm) or absent"
+	case st.TargetsErr != nil:
+		return "sminfo cannot run: " + st.TargetsErr.Error()
+	case st.Rounds == 0:
+		return "sminfo has not completed a run yet"
+	}
+	return ""
+}}
+
 // AwaitSMInfo waits until the sminfo loop has published its first round,
 // ctx ends or max passes, so a first report can judge the SM (no umad:
 // at once; a healthy SM: fast). It returns at once where no loop runs.

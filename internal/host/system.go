@@ -42,6 +42,12 @@ func (s *Snapshot) OpenSM(ctx context.Context) (*opensm.State, error) {
 	return get(ctx, s, openSMSource)
 }
 
+// NeedTuning and NeedOpenSM judge a Tuning and an OpenSM reading.
+var (
+	NeedTuning = cannotRead[tuning.Snapshot]("tuning", "the host tuning state")
+	NeedOpenSM = cannotRead[opensm.State]("opensm", "the local OpenSM state")
+)
+
 // Topology is the host's NUMA nodes and online CPUs (slow).
 func (s *Snapshot) Topology(ctx context.Context) *pci.Topology {
 	t, _ := get(ctx, s, topologySource)
