@@ -187,10 +187,7 @@ func (h *Host) Keep(name string) bool { return h.opts.Devices.Keep(name) }
 // at most once, live sources now, slow ones from the shared cache, and
 // every later call returns that first reading (Snapshot).
 func (h *Host) Snapshot() *Snapshot {
-	s := &Snapshot{h: h, Time: h.now(), pins: make([]once[any], len(h.slots))}
-	s.devices = sync.OnceValues(h.ib.List)
-	s.bus = sync.OnceValues(func() ([]pci.BusFunction, error) { return pci.ReadNetworkFunctions(h.fs.Sys) })
-	return s
+	return &Snapshot{h: h, Time: h.now(), pins: make([]once[any], len(h.slots))}
 }
 
 // SnapshotReusing is Snapshot, but the class may be one read up to maxAge
@@ -252,11 +249,10 @@ type Snapshot struct {
 	// pins is each registered source's reading (sources.go), by its
 	// Host's slot: taken on first use, returned after.
 	pins []once[any]
-	// devices lists the class directory's kept devices and their
-	// identities, once, for the class read and the device check.
-	devices func() ([]infiniband.Entry, error)
-	// bus is Bus, read on its first call.
-	bus func() ([]pci.BusFunction, error)
+	// listing is the class directory's kept devices and their
+	// identities, listed once for the class read and the device check.
+	listing once[[]infiniband.Entry]
+	bus     once[[]pci.BusFunction]
 
 	// The live sources, read by the snapshot itself.
 	class     once[*infiniband.Class]
@@ -309,7 +305,13 @@ var NeedClass = &Need[*infiniband.Class]{name: "infiniband", why: func(c *infini
 // Bus is the network functions of the PCI bus, every vendor, and their
 // drivers: why devices are missing. Only a host short of devices asks
 // for it (an SR-IOV host has hundreds of functions).
-func (s *Snapshot) Bus() ([]pci.BusFunction, error) { return s.bus() }
+func (s *Snapshot) Bus() ([]pci.BusFunction, error) {
+	return s.bus.get(func() ([]pci.BusFunction, error) { return pci.ReadNetworkFunctions(s.h.fs.Sys) })
+}
+
+// devices lists the class directory's kept devices with the identities of
+// their entries, once per snapshot.
+func (s *Snapshot) devices() ([]infiniband.Entry, error) { return s.listing.get(s.h.ib.List) }
 
 // PortHistory is what the server's port state sampler saw of every
 // port, refreshed by the snapshot's first call; false where none runs
