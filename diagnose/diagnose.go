@@ -16,7 +16,8 @@
 // counters.go, ...). A check whose data no collector reads yet is
 // registered with Pending set and no Run: it reports skip with that
 // reason, and wiring the data in later means a method on Host (read in
-// hostView), a Source with its reason in unavailable, and writing Run.
+// hostView), a Source binding the host source's Need (reading.go), and
+// writing Run.
 // diagnose judges and renders reports; rdma_diagnose_status, its metric,
 // is rendered with the other metrics (collector.NewDiagnoseStatus).
 package diagnose

@@ -57,7 +57,7 @@ func checksTable() string {
 	for _, c := range Checks() {
 		reads := make([]string, len(c.Reads))
 		for i, r := range c.Reads {
-			reads[i] = string(r)
+			reads[i] = r.String()
 		}
 		status := "implemented"
 		if c.Run == nil {

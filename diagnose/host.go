@@ -83,61 +83,21 @@ type Host interface {
 	ModulesAsked() bool
 }
 
-// hostView is the Host of a host.Snapshot: each source is read through
-// it on first use, and the slow ones kept, so every call returns the same
-// reading (the host's slow sources come from a cache that may refresh
-// between two calls; its live ones are read once per host.Snapshot). ctx bounds the reads: Reader.Read reads every source before it
-// returns, so none runs after the sample's deadline.
+// hostView is the Host of a host.Snapshot, which pins every reading it
+// hands out (live, slow and background sources alike), so every call
+// returns the same reading. ctx bounds the reads: Reader.Read reads every
+// source before it returns, so none runs after the sample's deadline.
 type hostView struct {
 	ctx context.Context
 	hs  *host.Snapshot
-
-	// The slow sources, which the host's cache may refresh between two
-	// calls. The class, netdevs, RoCE and devlink need no copy here:
-	// host.Snapshot reads each once and returns that reading after.
-	placement    kept[*irq.Snapshot]
-	topology     kept[*pci.Topology]
-	tuning       kept[*tuning.Snapshot]
-	openSM       kept[*opensm.State]
-	gpus         kept[*gpu.Snapshot]
-	temperatures kept[*hwmon.Snapshot]
-	// bus is kept for readAll's "not read" (nil, no error).
-	bus       kept[[]pci.BusFunction]
-	ports     kept[watched[[]portwatch.History]]
-	kernelLog kept[watched[*host.KernelLog]]
-	// The background sources, whose loops may publish between two calls
-	// (and sminfo's round, where none runs, is the sample's).
-	sm    kept[*sm.Status]
-	sweep kept[*fabric.SweepStatus]
-	// routes: the forwarding-table reader's state (fabric_routing.go).
-	routes kept[*routes.Status]
+	// walkBus is set by readAll for a host short of devices: only then
+	// is the PCI bus read (Bus), so a check asking for it on a host with
+	// all its devices gets nil and no error, and walks nothing.
+	walkBus bool
 }
 
 func newHostView(ctx context.Context, hs *host.Snapshot) *hostView {
 	return &hostView{ctx: ctx, hs: hs}
-}
-
-// kept is one source's reading, read once.
-type kept[T any] struct {
-	once sync.Once
-	v    T
-	err  error
-}
-
-func (k *kept[T]) get(read func() (T, error)) (T, error) {
-	k.once.Do(func() { k.v, k.err = read() })
-	return k.v, k.err
-}
-
-// of is get of a host.Snapshot accessor, read under ctx.
-func (k *kept[T]) of(ctx context.Context, read func(context.Context) (T, error)) (T, error) {
-	return k.get(func() (T, error) { return read(ctx) })
-}
-
-// watched is the reading of a server-side watcher and whether one runs.
-type watched[T any] struct {
-	v  T
-	ok bool
 }
 
 // readAll reads every source now: the slow ones (process scans) in the
@@ -164,11 +124,8 @@ func (v *hostView) readAll(expectedDevices int, beside func()) {
 	v.KernelLog()
 	_, _ = v.Devlink()
 	if have := deviceCount(class); have == 0 || have < expectedDevices {
+		v.walkBus = true
 		_, _ = v.Bus()
-	} else {
-		// Not short: the bus stays unread (nil, no error), and a check
-		// asking for it later must not walk it either.
-		_, _ = v.bus.get(func() ([]pci.BusFunction, error) { return nil, nil })
 	}
 	v.SM()
 	v.FabricSweep()
@@ -182,16 +139,15 @@ func (v *hostView) Class() (*infiniband.Class, error) {
 }
 
 func (v *hostView) Placement() (*irq.Snapshot, error) {
-	return v.placement.of(v.ctx, v.hs.Placement)
+	return v.hs.Placement(v.ctx)
 }
 
 func (v *hostView) Topology() *pci.Topology {
-	t, _ := v.topology.get(func() (*pci.Topology, error) { return v.hs.Topology(v.ctx), nil })
-	return t
+	return v.hs.Topology(v.ctx)
 }
 
 func (v *hostView) Tuning() (*tuning.Snapshot, error) {
-	return v.tuning.of(v.ctx, v.hs.Tuning)
+	return v.hs.Tuning(v.ctx)
 }
 
 func (v *hostView) Netdevs() (*netdev.Snapshot, error) {
@@ -199,11 +155,11 @@ func (v *hostView) Netdevs() (*netdev.Snapshot, error) {
 }
 
 func (v *hostView) OpenSM() (*opensm.State, error) {
-	return v.openSM.of(v.ctx, v.hs.OpenSM)
+	return v.hs.OpenSM(v.ctx)
 }
 
 func (v *hostView) GPUs() (*gpu.Snapshot, error) {
-	return v.gpus.of(v.ctx, v.hs.GPUs)
+	return v.hs.GPUs(v.ctx)
 }
 
 func (v *hostView) RoCE() (*roce.Snapshot, error) {
@@ -215,44 +171,36 @@ func (v *hostView) Devlink() (*host.Devlink, error) {
 }
 
 func (v *hostView) Temperatures() (*hwmon.Snapshot, error) {
-	return v.temperatures.of(v.ctx, v.hs.Temperatures)
+	return v.hs.Temperatures(v.ctx)
 }
 
 func (v *hostView) Bus() ([]pci.BusFunction, error) {
-	return v.bus.get(v.hs.Bus)
+	if !v.walkBus {
+		return nil, nil
+	}
+	return v.hs.Bus()
 }
 
 func (v *hostView) PortHistory() ([]portwatch.History, bool) {
-	w, _ := v.ports.get(func() (watched[[]portwatch.History], error) {
-		h, ok := v.hs.PortHistory()
-		return watched[[]portwatch.History]{h, ok}, nil
-	})
-	return w.v, w.ok
+	return v.hs.PortHistory()
 }
 
 func (v *hostView) KernelLog() (*host.KernelLog, bool) {
-	w, _ := v.kernelLog.get(func() (watched[*host.KernelLog], error) {
-		l, ok := v.hs.KernelLog(v.ctx)
-		return watched[*host.KernelLog]{l, ok}, nil
-	})
-	return w.v, w.ok
+	return v.hs.KernelLog(v.ctx)
 }
 
 func (v *hostView) SM() *sm.Status {
-	st, _ := v.sm.get(func() (*sm.Status, error) { return v.hs.SMStatus(v.ctx), nil })
-	return st
+	return v.hs.SMStatus(v.ctx)
 }
 
 func (v *hostView) FabricSweep() *fabric.SweepStatus {
-	st, _ := v.sweep.get(func() (*fabric.SweepStatus, error) { return v.hs.FabricSweep(v.ctx), nil })
-	return st
+	return v.hs.FabricSweep(v.ctx)
 }
 
 // FabricRoutes is the forwarding-table reader's state (routesHost); nil
 // where none runs.
 func (v *hostView) FabricRoutes() *routes.Status {
-	st, _ := v.routes.get(func() (*routes.Status, error) { return v.hs.FabricRoutes(v.ctx), nil })
-	return st
+	return v.hs.FabricRoutes(v.ctx)
 }
 
 func (v *hostView) WasActive(device string, port int) bool {

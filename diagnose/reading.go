@@ -5,12 +5,9 @@ package diagnose
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
+	"encoding/json"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -26,71 +23,88 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
-// Source is a data source a check reads.
-type Source string
+// Source is a data source a check reads: the name a report lists it by,
+// and why a reading cannot use it. The host's sources bring both from the
+// host package (host.Need, declared beside each source's accessor), bound
+// here to the Host method that reads them; the engine adds the verbs
+// probe and the counter history.
+type Source struct {
+	name string
+	// unavailable says why the reading cannot use the source, or "".
+	unavailable func(*Reading) string
+}
 
-// Data sources. Each names the package that reads it; a source whose
-// package does not exist yet has its checks registered as pending.
-const (
-	// SourceInfiniband: internal/infiniband.Read (/sys/class/infiniband).
-	SourceInfiniband Source = "infiniband"
-	// SourceHistory: two or more counter samples (delta checks).
-	SourceHistory Source = "history"
-	// SourcePCI: internal/pci through internal/irq.Read (numa_node,
-	// local_cpulist, PCIe link) and pci.ReadTopology.
-	SourcePCI Source = "pci"
-	// SourceIRQ: internal/irq.Read (/proc/interrupts, affinities,
-	// irqbalance).
-	SourceIRQ Source = "irq"
-	// SourceSM: internal/sm through host.Snapshot.SMStatus (sminfo, the
-	// host's background source).
-	SourceSM Source = "sm"
-	// SourceOpenSM: internal/opensm.Read (a local opensm process, its
-	// configuration; secrets are never kept).
-	SourceOpenSM Source = "opensm"
-	// SourceProbe: the server's scheduled verbs probe (ProbeResults, from
-	// probe's results store).
-	SourceProbe Source = "probe"
-	// SourceTuning: internal/tuning.Read (hugepages, sysctls, governors,
-	// memlock limits, modules, kernel release).
-	SourceTuning Source = "tuning"
-	// SourceNetdev: internal/netdev.Read (IPoIB mode/MTU/operstate/IPv6,
-	// RoCE GID types), without ethtool: the checks judge the rootfs only.
-	SourceNetdev Source = "netdev"
-	// SourcePortWatch: internal/portwatch, the server's port state
-	// sampler (transitions between two samples).
-	SourcePortWatch Source = "portwatch"
-	// SourceKmsg: internal/kmsg through host.Snapshot.KernelLog, the
-	// server's kernel log reader.
-	SourceKmsg Source = "kmsg"
-	// SourceGPU: internal/gpu.Read (the GPUs of the PCI bus, their PCI
-	// relation to the RDMA devices, GPUDirect RDMA prerequisites).
-	SourceGPU Source = "gpu"
-	// SourceDevlink: internal/devlink through host.Snapshot.Devlink (the
-	// running kernel's health reporters and firmware versions).
-	SourceDevlink Source = "devlink"
-	// SourceRoCE: internal/roce.Read (ECN, CNP priority and default ToS
-	// from the tree; PFC, trust and global pause from the live kernel).
-	SourceRoCE Source = "roce"
-	// SourceHwmon: internal/hwmon through host.Snapshot.Temperatures (the
-	// RDMA devices' temperature sensors, on the slow interval).
-	SourceHwmon Source = "hwmon"
-	// SourceModule: the transceiver memory of the RoCE netdevs
-	// (internal/sff through netdev.Netdev.Module), read only with
-	// --collector.netdev.module-eeprom.
-	SourceModule Source = "module"
-	// SourceFabric: internal/fabric's counter sweep through
-	// host.Snapshot.FabricSweep (the host's background source in
-	// rdma_doctor serve, on the host that scans the fabric); the checks
-	// never send MADs of their own.
-	SourceFabric Source = "fabric"
+// String is the source's name.
+func (src Source) String() string { return src.name }
+
+// MarshalJSON writes the name, as a report's "reads" lists it.
+func (src Source) MarshalJSON() ([]byte, error) { return json.Marshal(src.name) }
+
+// UnmarshalJSON reads a report's name back. The Source it makes judges
+// nothing: no collector reads its data here.
+func (src *Source) UnmarshalJSON(b []byte) error {
+	*src = Source{}
+	return json.Unmarshal(b, &src.name)
+}
+
+// need is a host source's Source: its Need judges what read returns
+// (T's zero and no error where nothing was read).
+func need[T any](n *host.Need[T], read func(Host) (T, error)) Source {
+	return Source{name: n.Name(), unavailable: func(s *Reading) string {
+		v, err := get(s, read)
+		return n.Unavailable(v, err)
+	}}
+}
+
+// judged is a Source whose checks judge its absence themselves.
+func judged(name string) Source {
+	return Source{name: name, unavailable: func(*Reading) string { return "" }}
+}
+
+// The sources the checks read.
+var (
+	SourceInfiniband = need(host.NeedClass, Host.Class)
+	SourcePCI        = need(host.NeedPCI, Host.Placement)
+	SourceIRQ        = need(host.NeedIRQ, Host.Placement)
+	SourceOpenSM     = need(host.NeedOpenSM, Host.OpenSM)
+	SourceTuning     = need(host.NeedTuning, Host.Tuning)
+	SourceNetdev     = need(host.NeedNetdevs, Host.Netdevs)
+	SourceGPU        = need(host.NeedGPUs, Host.GPUs)
+	SourceDevlink    = need(host.NeedDevlink, Host.Devlink)
+	SourceRoCE       = need(host.NeedRoCE, Host.RoCE)
+	SourceHwmon      = need(host.NeedTemperatures, Host.Temperatures)
+	SourceSM         = need(host.NeedSM, errorless(Host.SM))
+	SourceFabric     = need(host.NeedFabricSweep, errorless(Host.FabricSweep))
+	SourceModule     = need(host.NeedModule, errorless(Host.ModulesAsked))
+	SourcePortWatch  = need(host.NeedPortHistory, func(h Host) (bool, error) {
+		_, watched := h.PortHistory()
+		return watched, nil
+	})
+	SourceKmsg = need(host.NeedKernelLog, func(h Host) (*host.KernelLog, error) {
+		if l, watched := h.KernelLog(); watched {
+			return l, nil
+		}
+		return nil, nil
+	})
+	// SourceProbe: the probe checks say NoProbeResults themselves, as an
+	// empty store and no store read the same.
+	SourceProbe = judged("probe")
+	// SourceHistory: delta checks judge what one sample can tell (a
+	// saturated counter) and skip the rest themselves with
+	// NeedTwoSamples.
+	SourceHistory = judged("history")
 )
+
+// errorless is a Host method whose reading has no error.
+func errorless[T any](read func(Host) T) func(Host) (T, error) {
+	return func(h Host) (T, error) { return read(h), nil }
+}
 
 // Reading is one sample of a host as the checks judge it: when it was
 // taken, the host's sources read through Host (sminfo and the fabric
 // sweep among them), and what the server adds (the verbs probe, the
 // expected topology). It copies no source: a new one is a method on Host
-// and its read in hostView, a Source, and its reason in unavailable.
+// and its read in hostView, and a Source binding its host.Need.
 type Reading struct {
 	Time     time.Time
 	Hostname string
@@ -185,148 +199,15 @@ func (s *Reading) wasActive(device string, port int) bool {
 
 // unavailable says why a source cannot be used, or "".
 func (s *Reading) unavailable(src Source) string {
-	switch src {
-	case SourceInfiniband:
-		if ib, err := get(s, Host.Class); ib == nil {
-			if errors.Is(err, infiniband.ErrNoClass) {
-				return "no RDMA devices: " + err.Error()
-			}
-			if err != nil {
-				return "cannot read /sys/class/infiniband: " + err.Error()
-			}
-			return "/sys/class/infiniband was not read"
-		}
-	case SourcePCI:
-		if p, err := get(s, Host.Placement); p == nil {
-			return placementReason(err)
-		}
-	case SourceIRQ:
-		p, err := get(s, Host.Placement)
-		if p == nil {
-			return placementReason(err)
-		}
-		if p.Interrupts == nil {
-			return "cannot read /proc/interrupts: " + errorsText(p.Errors)
-		}
-	case SourceSM:
-		st := s.smStatus()
-		if st == nil {
-			return "sminfo is not run: the sm collector is disabled (--no-collector.sm) or absent"
-		}
-		if st.TargetsErr != nil {
-			return "sminfo cannot run: " + st.TargetsErr.Error()
-		}
-		if st.Rounds == 0 {
-			return "sminfo has not completed a run yet"
-		}
-	case SourceOpenSM:
-		if o, err := get(s, Host.OpenSM); o == nil {
-			return "cannot read the local OpenSM state: " + errText(err)
-		}
-	case SourceTuning:
-		if t, err := get(s, Host.Tuning); t == nil {
-			return "cannot read the host tuning state: " + errText(err)
-		}
-	case SourceNetdev:
-		if n, err := get(s, Host.Netdevs); n == nil {
-			return "cannot read the netdevs: " + errText(err)
-		}
-	case SourcePortWatch:
-		if _, watched := s.portHistory(); !watched {
-			return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
-				"it is off with --no-collector.portwatch"
-		}
-	case SourceKmsg:
-		l, watched := s.kernelLog()
-		if !watched {
-			return "needs the kernel log reader of rdma_doctor serve (events are counted from when it starts); " +
-				"it is off with --no-collector.kmsg"
-		}
-		if !l.Status.Reading {
-			return "cannot read the kernel log (" + l.Status.Reason + "): " + errText(l.Status.Err) +
-				"; reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1"
-		}
-	case SourceRoCE:
-		if r, err := get(s, Host.RoCE); r == nil {
-			return "cannot read the RoCE lossless state: " + errText(err)
-		}
-	case SourceDevlink:
-		d, err := get(s, Host.Devlink)
-		if d == nil {
-			if errors.Is(err, host.ErrNotLive) {
-				return "devlink is asked only of the running kernel (this tree is not the live /sys) and only with the devlink collector on"
-			}
-			return "cannot read devlink: " + errText(err)
-		}
-		if d.Health != nil && d.Health.Outcomes[devlink.QueryHealth][devlink.StatusNoDevlink] > 0 {
-			return "this kernel has no devlink family (CONFIG_NET_DEVLINK)"
-		}
-	case SourceHwmon:
-		if h, err := get(s, Host.Temperatures); h == nil {
-			return "cannot read the temperature sensors: " + errText(err)
-		}
-	case SourceModule:
-		if s.Host == nil || !s.Host.ModulesAsked() {
-			return "the transceiver memory is read only with --collector.netdev.module-eeprom (each page is a firmware " +
-				"access; it needs CAP_NET_ADMIN)"
-		}
-	case SourceGPU:
-		if g, err := get(s, Host.GPUs); g == nil {
-			return "cannot read the GPUs: " + errText(err)
-		}
-	case SourceFabric:
-		st := s.sweepStatus()
-		if st == nil {
-			return "the fabric checks read the fabric collector's counter sweep: they run in rdma_doctor serve on the host " +
-				"that scans the fabric, with --collector.fabric on (and not --no-collector.fabric.counters)"
-		}
-		if st.Last == nil {
-			return "no fabric counter sweep has completed yet (the first starts after the first iblinkinfo scan)"
-		}
-	case SourceProbe:
-		// The probe checks say NoProbeResults themselves: an empty store
-		// and no store read the same.
-	case SourceHistory:
-		// Delta checks judge what one sample can tell (a saturated
-		// counter) and skip the rest themselves with NeedTwoSamples.
-	default:
-		return "no collector reads " + string(src) + " data yet"
+	if src.unavailable == nil {
+		// Read back from a report (UnmarshalJSON), not declared here.
+		return "no collector reads " + src.name + " data yet"
 	}
-	return ""
-}
-
-func errText(err error) string {
-	if err == nil {
-		return "not read"
-	}
-	return err.Error()
-}
-
-func placementReason(err error) string {
-	switch {
-	case errors.Is(err, infiniband.ErrNoClass):
-		return "no RDMA devices: " + err.Error()
-	case err != nil:
-		return "cannot read the PCI functions and IRQs of the RDMA devices: " + err.Error()
-	}
-	return "PCI functions and IRQs were not read"
+	return src.unavailable(s)
 }
 
 // errorsText joins errors for a reason, at most three of them.
-func errorsText(errs []error) string {
-	var parts []string
-	for i, e := range errs {
-		if i == 3 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(errs)-3))
-			break
-		}
-		parts = append(parts, e.Error())
-	}
-	if len(parts) == 0 {
-		return "unknown error"
-	}
-	return strings.Join(parts, "; ")
-}
+var errorsText = host.ErrorsText
 
 // NeedTwoSamples is the skip reason of a delta check with one sample: the
 // same text from the server and the CLI, so their findings agree.

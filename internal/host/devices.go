@@ -5,6 +5,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"maps"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
@@ -15,16 +16,16 @@ import (
 
 // The slow sources that follow the class's devices (pciRead).
 var (
-	pciSource = &Source[pciRead]{name: "pci", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (pciRead, error) {
+	pciSource = register(&Source[pciRead]{name: "pci", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (pciRead, error) {
 		return s.readPCI(ctx)
-	}}
-	placementSource = &Source[*irq.Snapshot]{name: "irq", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (*irq.Snapshot, error) {
+	}})
+	placementSource = register(&Source[*irq.Snapshot]{name: "irq", freshness: SlowFollowingDevices, read: func(ctx context.Context, s *Snapshot) (*irq.Snapshot, error) {
 		r, err := get(ctx, s, pciSource)
 		if err != nil {
 			return nil, err
 		}
 		return irq.ReadWith(ctx, s.h.fs, r.devs)
-	}}
+	}})
 )
 
 // PCI is the PCI function of every RDMA device (slow, but read again at
@@ -39,6 +40,36 @@ func (s *Snapshot) PCI(ctx context.Context) ([]pci.Device, error) {
 // /proc/interrupts, affinities and irqbalance.
 func (s *Snapshot) Placement(ctx context.Context) (*irq.Snapshot, error) {
 	return get(ctx, s, placementSource)
+}
+
+// NeedPCI and NeedIRQ judge a Placement reading: the PCI functions of
+// the devices, and their IRQs (/proc/interrupts may fail alone).
+var (
+	NeedPCI = &Need[*irq.Snapshot]{name: "pci", why: func(p *irq.Snapshot, err error) string {
+		if p == nil {
+			return placementReason(err)
+		}
+		return ""
+	}}
+	NeedIRQ = &Need[*irq.Snapshot]{name: "irq", why: func(p *irq.Snapshot, err error) string {
+		if p == nil {
+			return placementReason(err)
+		}
+		if p.Interrupts == nil {
+			return "cannot read /proc/interrupts: " + ErrorsText(p.Errors)
+		}
+		return ""
+	}}
+)
+
+func placementReason(err error) string {
+	switch {
+	case errors.Is(err, infiniband.ErrNoClass):
+		return "no RDMA devices: " + err.Error()
+	case err != nil:
+		return "cannot read the PCI functions and IRQs of the RDMA devices: " + err.Error()
+	}
+	return "PCI functions and IRQs were not read"
 }
 
 // pciRead is the slow PCI source: the devices' PCI functions and the
@@ -97,7 +128,11 @@ func (s *Snapshot) checkDevices() {
 		if s.h.slowT <= 0 {
 			return // read on every snapshot anyway
 		}
-		last, ok := cacheOf(s.h, pciSource).peek()
+		c, err := cacheOf(s.h, pciSource)
+		if err != nil {
+			return
+		}
+		last, ok := c.peek()
 		if !ok || last.entries == nil {
 			return
 		}

@@ -5,6 +5,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
@@ -37,7 +38,7 @@ type DevlinkDevice struct {
 // devlinkSource is the firmware versions of the kept devices' PCI
 // functions (slow: see Devlink). Only Devlink reads it, once it has
 // found the conn and the class.
-var devlinkSource = &Source[*devlink.Snapshot]{name: "devlink", read: func(ctx context.Context, s *Snapshot) (*devlink.Snapshot, error) {
+var devlinkSource = register(&Source[*devlink.Snapshot]{name: "devlink", read: func(ctx context.Context, s *Snapshot) (*devlink.Snapshot, error) {
 	c := s.h.opts.Devlink
 	if c == nil {
 		return nil, ErrNotLive
@@ -48,7 +49,7 @@ var devlinkSource = &Source[*devlink.Snapshot]{name: "devlink", read: func(ctx c
 	}
 	_, _, handles := devlinkFunctions(class)
 	return devlink.Read(ctx, c, devlink.Options{Handles: handles, Info: true}), nil
-}}
+}})
 
 // devlinkFunctions is a device entry for each of the class's devices with
 // a PCI function, the entries of each function, and the functions in
@@ -110,3 +111,18 @@ func (s *Snapshot) Devlink(ctx context.Context) (*Devlink, error) {
 		return out, nil
 	})
 }
+
+// NeedDevlink judges a Devlink reading: asked only of the live kernel,
+// and a kernel may have no devlink family at all.
+var NeedDevlink = &Need[*Devlink]{name: "devlink", why: func(d *Devlink, err error) string {
+	if d == nil {
+		if errors.Is(err, ErrNotLive) {
+			return "devlink is asked only of the running kernel (this tree is not the live /sys) and only with the devlink collector on"
+		}
+		return "cannot read devlink: " + errText(err)
+	}
+	if d.Health != nil && d.Health.Outcomes[devlink.QueryHealth][devlink.StatusNoDevlink] > 0 {
+		return "this kernel has no devlink family (CONFIG_NET_DEVLINK)"
+	}
+	return ""
+}}

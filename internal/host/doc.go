@@ -10,6 +10,14 @@
 // per collection however many of them need it, and the diagnose sampler
 // reuses what the scrape already read.
 //
+// A Snapshot is one moment. A source's first call on it reads the source
+// (live), takes the Host's cached value or reads it (slow), or takes the
+// latest published result (background, the port sampler, the kernel log
+// reader); every later call on that Snapshot returns the same value and
+// error, however the Host's caches are refreshed or a loop publishes
+// meanwhile (pinned, sources.go). Consumers that judge readings keep no
+// copies of their own.
+//
 // Freshness, per source:
 //
 //   - live, read by every snapshot that asks: port state, phys_state,
@@ -43,17 +51,23 @@
 //     own, and reads no fabric.
 //
 // Each slow source is one Source value, declared in the file of its
-// topic with its name (the source label of rdma_snapshot_age_seconds),
-// its Freshness and its read, and listed in the sources table
-// (sources.go); its Snapshot accessor is one line through the generic
-// get. Each background source is one Background value, declared the
-// same way with its name and how to open its runner from the options,
-// listed in the same table; its accessor is one line through the generic
-// latest. New makes one cache per listed source, Ages reports them all
-// (a background source's age is the time since it published its latest
+// topic through register, with its name (the source label of
+// rdma_snapshot_age_seconds), its Freshness and its read; its Snapshot
+// accessor is one line through the generic get. Each background source is
+// one Background value, declared the same way with its name and how to
+// open its runner from the options; its accessor is one line through the
+// generic published. register lists the source as it is declared, so a
+// source cannot be declared and left out; New makes one cache and one
+// Snapshot pin slot per listed source, Ages reports them all (a
+// background source's age is the time since it published its latest
 // result), checkDevices invalidates by Freshness and Start starts the
-// background ones, so a new source is its declaration and its line in
-// the table.
+// background ones. A source never registered (a literal) reads as an
+// error value naming it, never a panic.
+//
+// Each source a consumer judges (the diagnose checks' Reads gate) also
+// has a Need beside its accessor: the name a report lists it by and why
+// a reading of it cannot be used (off, not the live kernel, not watched,
+// unreadable), so no consumer mirrors a source's failure modes.
 //
 // # Caches and pools
 //
@@ -65,7 +79,7 @@
 //     arrive while a collection runs share its metrics. Kept only while
 //     that collection runs; the next scrape collects anew.
 //  2. slow[T] (this package, host.go): the slow sources above, one value
-//     each (Host.caches, one per slow entry of the sources table), served
+//     each (Host.caches, one per registered slow source), served
 //     until SlowRefresh passes; PCI and IRQ placement are
 //     invalidated at once when the class's devices change (checkDevices),
 //     and a read cut short by its deadline is not kept. A background

@@ -53,7 +53,7 @@ type FabricOptions struct {
 // scan every CountersInterval, from the first scan that gave a fabric.
 // No snapshot runs them on demand: the CLI reads neither.
 var (
-	fabricScanSource = &Background[*fabric.Status]{name: "fabric_scan",
+	fabricScanSource = register(&Background[*fabric.Status]{name: "fabric_scan",
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.Status] {
 			o := h.opts.Fabric
 			if o == nil {
@@ -67,8 +67,8 @@ var (
 				st := r.Status()
 				return &st
 			}}
-		}}
-	fabricSweepSource = &Background[*fabric.SweepStatus]{name: "fabric_sweep",
+		}})
+	fabricSweepSource = register(&Background[*fabric.SweepStatus]{name: "fabric_sweep",
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.SweepStatus] {
 			o := h.opts.Fabric
 			if o == nil || !o.Counters {
@@ -89,20 +89,32 @@ var (
 				st := sw.Status()
 				return &st
 			}}
-		}}
+		}})
 )
 
 // FabricScan is the latest iblinkinfo scan (background): nil where no
 // scan runs (the fabric collector off, or no loop: the CLI).
 func (s *Snapshot) FabricScan(ctx context.Context) *fabric.Status {
-	return latest(ctx, s, fabricScanSource)
+	return published(ctx, s, fabricScanSource)
 }
 
 // FabricSweep is the counter sweep's state (background): nil where no
 // sweep runs (as FabricScan, or --no-collector.fabric.counters).
 func (s *Snapshot) FabricSweep(ctx context.Context) *fabric.SweepStatus {
-	return latest(ctx, s, fabricSweepSource)
+	return published(ctx, s, fabricSweepSource)
 }
+
+// NeedFabricSweep judges a FabricSweep reading, nil where no sweep runs.
+var NeedFabricSweep = &Need[*fabric.SweepStatus]{name: "fabric", why: func(st *fabric.SweepStatus, _ error) string {
+	switch {
+	case st == nil:
+		return "the fabric checks read the fabric collector's counter sweep: they run in rdma_doctor serve on the host " +
+			"that scans the fabric, with --collector.fabric on (and not --no-collector.fabric.counters)"
+	case st.Last == nil:
+		return "no fabric counter sweep has completed yet (the first starts after the first iblinkinfo scan)"
+	}
+	return ""
+}}
 
 // OnFabricSweep adds fn to what each counter sweep calls before it is
 // published: the fabric collector renders the sweep's series then, so

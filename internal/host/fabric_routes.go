@@ -14,7 +14,7 @@ import (
 // the latest scan, checked every CountersInterval and read again when the
 // scan's nodes, LIDs or port states change or RoutesMaxAge passes; run
 // only by a loop, as the sweep.
-var fabricRoutesSource = &Background[*routes.Status]{name: "fabric_routes",
+var fabricRoutesSource = register(&Background[*routes.Status]{name: "fabric_routes",
 	open: func(h *Host, env runEnv, published func()) *task[*routes.Status] {
 		o := h.opts.Fabric
 		if o == nil || !o.Routes {
@@ -28,12 +28,12 @@ var fabricRoutesSource = &Background[*routes.Status]{name: "fabric_routes",
 			st := rr.Status()
 			return &st
 		}}
-	}}
+	}})
 
 // FabricRoutes is the forwarding-table reader's state (background): nil
 // where none runs (as FabricScan, or --no-collector.fabric.routes).
 func (s *Snapshot) FabricRoutes(ctx context.Context) *routes.Status {
-	return latest(ctx, s, fabricRoutesSource)
+	return published(ctx, s, fabricRoutesSource)
 }
 
 // fabricLoop is what the counter sweep and the route read share: the

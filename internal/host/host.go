@@ -5,6 +5,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
 	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
 	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
 	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
 	"github.com/rdma-doctor/rdma_doctor/internal/roce"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
@@ -100,9 +102,12 @@ type Host struct {
 	now       func() time.Time
 	slowT     time.Duration
 
-	// caches is the slow sources' cached readings, one per entry of
-	// sources (sources.go).
+	// caches is the slow sources' cached readings and the background
+	// ones' feeds, one per entry of sources (sources.go); slots is each
+	// source's pin in a Snapshot. Both are made in New and never written
+	// after.
 	caches map[source]cache
+	slots  map[source]int
 	// smLogs keeps where each OpenSM log was read to: a refresh parses
 	// only the lines added since.
 	smLogs opensm.LogReader
@@ -139,7 +144,8 @@ type timed[T any] struct {
 
 // New returns the Host that opts describe.
 func New(opts Options) *Host {
-	h := &Host{opts: opts, now: opts.Now, caches: newCaches()}
+	h := &Host{opts: opts, now: opts.Now}
+	h.caches, h.slots = newCaches()
 	if opts.FS != nil {
 		h.fs = *opts.FS
 	} else {
@@ -178,8 +184,11 @@ func (h *Host) Live() Live { return h.opts.Live }
 func (h *Host) Keep(name string) bool { return h.opts.Devices.Keep(name) }
 
 // Snapshot starts one collection: every source it is asked for is read
-// at most once, live sources now, slow ones from the shared cache.
-func (h *Host) Snapshot() *Snapshot { return &Snapshot{h: h, Time: h.now()} }
+// at most once, live sources now, slow ones from the shared cache, and
+// every later call returns that first reading (Snapshot).
+func (h *Host) Snapshot() *Snapshot {
+	return &Snapshot{h: h, Time: h.now(), pins: make([]once[any], len(h.slots))}
+}
 
 // SnapshotReusing is Snapshot, but the class may be one read up to maxAge
 // ago by another snapshot (a scrape): the diagnose sampler then reads
@@ -191,7 +200,7 @@ func (h *Host) SnapshotReusing(maxAge time.Duration) *Snapshot {
 	l := h.latest
 	h.latestMu.Unlock()
 	if l.ok && maxAge > 0 && s.Time.Sub(l.at) <= maxAge && l.err == nil {
-		s.class.once.Do(func() { s.class.v, s.class.err = l.v, l.err })
+		s.class.get(func() (*infiniband.Class, error) { return l.v, l.err })
 		s.Time = l.at
 	}
 	return s
@@ -225,22 +234,34 @@ func (h *Host) WasActive(device string, port int) bool {
 	return h.active[portKey{device, port}]
 }
 
-// Snapshot is one collection's view of the host. Its sources are read on
-// first use; a nil source with its error says why it could not be read.
+// Snapshot is one collection's view of the host: one moment. Each
+// source is read (or taken from the Host's cache, or from a background
+// source's latest result) on its first call, and every later call
+// returns the same value and error, slow and background sources
+// included, however the Host's caches change meanwhile: two checks, or a
+// check and the collector beside it, judge the same reading. A nil
+// source with its error says why it could not be read.
 type Snapshot struct {
 	h *Host
 	// Time is when the snapshot was taken (or its reused class read).
 	Time time.Time
 
+	// pins is each registered source's reading (sources.go), by its
+	// Host's slot: taken on first use, returned after.
+	pins []once[any]
 	// listing is the class directory's kept devices and their
 	// identities, listed once for the class read and the device check.
 	listing once[[]infiniband.Entry]
-	class   once[*infiniband.Class]
-	netdevs once[*netdev.Snapshot]
 	bus     once[[]pci.BusFunction]
-	rdmanl  once[*rdmanl.Snapshot]
-	roce    once[*roce.Snapshot]
-	devlink once[*Devlink]
+
+	// The live sources, read by the snapshot itself.
+	class     once[*infiniband.Class]
+	netdevs   once[*netdev.Snapshot]
+	rdmanl    once[*rdmanl.Snapshot]
+	roce      once[*roce.Snapshot]
+	devlink   once[*Devlink]
+	ports     once[[]portwatch.History]
+	kernelLog once[*KernelLog]
 	// devCheck compares the class with the slow PCI source's devices
 	// (checkDevices).
 	devCheck sync.Once
@@ -268,24 +289,84 @@ func (s *Snapshot) Class(ctx context.Context) (*infiniband.Class, error) {
 	})
 }
 
-// devices lists the class directory's kept devices with the identities of
-// their entries, once per snapshot.
-func (s *Snapshot) devices() ([]infiniband.Entry, error) {
-	return s.listing.get(func() ([]infiniband.Entry, error) {
-		return s.h.ib.List()
-	})
-}
+// NeedClass judges a Class reading: no RDMA core, unreadable, not read.
+var NeedClass = &Need[*infiniband.Class]{name: "infiniband", why: func(c *infiniband.Class, err error) string {
+	switch {
+	case c != nil:
+		return ""
+	case errors.Is(err, infiniband.ErrNoClass):
+		return "no RDMA devices: " + err.Error()
+	case err != nil:
+		return "cannot read /sys/class/infiniband: " + err.Error()
+	}
+	return "/sys/class/infiniband was not read"
+}}
 
 // Bus is the network functions of the PCI bus, every vendor, and their
 // drivers: why devices are missing. Only a host short of devices asks
 // for it (an SR-IOV host has hundreds of functions).
 func (s *Snapshot) Bus() ([]pci.BusFunction, error) {
-	return s.bus.get(func() ([]pci.BusFunction, error) {
-		return pci.ReadNetworkFunctions(s.h.fs.Sys)
-	})
+	return s.bus.get(func() ([]pci.BusFunction, error) { return pci.ReadNetworkFunctions(s.h.fs.Sys) })
 }
 
-// once is a source read at most once per snapshot.
+// devices lists the class directory's kept devices with the identities of
+// their entries, once per snapshot.
+func (s *Snapshot) devices() ([]infiniband.Entry, error) { return s.listing.get(s.h.ib.List) }
+
+// PortHistory is what the server's port state sampler saw of every
+// port, refreshed by the snapshot's first call; false where none runs
+// (the CLI, --no-collector.portwatch).
+func (s *Snapshot) PortHistory() ([]portwatch.History, bool) {
+	h, err := s.ports.get(func() ([]portwatch.History, error) {
+		if h, ok := s.readPortHistory(); ok {
+			return h, nil
+		}
+		return nil, errNotWatched
+	})
+	return h, err == nil
+}
+
+// NeedPortHistory judges whether a port state sampler runs (a
+// PortHistory's second result).
+var NeedPortHistory = &Need[bool]{name: "portwatch", why: func(watched bool, _ error) string {
+	if !watched {
+		return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
+			"it is off with --no-collector.portwatch"
+	}
+	return ""
+}}
+
+// KernelLog is the kernel log reader's report, mapped to the class's
+// devices by the snapshot's first call; false when none runs (the CLI,
+// --no-collector.kmsg).
+func (s *Snapshot) KernelLog(ctx context.Context) (*KernelLog, bool) {
+	l, err := s.kernelLog.get(func() (*KernelLog, error) {
+		if l, ok := s.readKernelLog(ctx); ok {
+			return l, nil
+		}
+		return nil, errNotWatched
+	})
+	return l, err == nil
+}
+
+// NeedKernelLog judges a KernelLog reading, nil where no reader runs.
+var NeedKernelLog = &Need[*KernelLog]{name: "kmsg", why: func(l *KernelLog, _ error) string {
+	switch {
+	case l == nil:
+		return "needs the kernel log reader of rdma_doctor serve (events are counted from when it starts); " +
+			"it is off with --no-collector.kmsg"
+	case !l.Status.Reading:
+		return "cannot read the kernel log (" + l.Status.Reason + "): " + errText(l.Status.Err) +
+			"; reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1"
+	}
+	return ""
+}}
+
+// errNotWatched is a watcher's reading where none runs.
+var errNotWatched = errors.New("no watcher runs")
+
+// once is a reading taken at most once per snapshot, on its first call
+// (whose ctx bounds it: sync.OnceValues cannot take one).
 type once[T any] struct {
 	once sync.Once
 	v    T

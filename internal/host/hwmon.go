@@ -9,9 +9,9 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
 )
 
-var hwmonSource = &Source[*hwmon.Snapshot]{name: "hwmon", read: func(ctx context.Context, s *Snapshot) (*hwmon.Snapshot, error) {
+var hwmonSource = register(&Source[*hwmon.Snapshot]{name: "hwmon", read: func(ctx context.Context, s *Snapshot) (*hwmon.Snapshot, error) {
 	return hwmon.Read(ctx, s.h.fs.Sys, hwmon.Options{Keep: s.h.Keep})
-}}
+}})
 
 // Temperatures are the temperature sensors of every kept RDMA device
 // (internal/hwmon). Slow: on mlx5 every temp file read is one MTMP
@@ -24,3 +24,6 @@ var hwmonSource = &Source[*hwmon.Snapshot]{name: "hwmon", read: func(ctx context
 func (s *Snapshot) Temperatures(ctx context.Context) (*hwmon.Snapshot, error) {
 	return get(ctx, s, hwmonSource)
 }
+
+// NeedTemperatures judges a Temperatures reading.
+var NeedTemperatures = cannotRead[hwmon.Snapshot]("hwmon", "the temperature sensors")

@@ -11,9 +11,9 @@ import (
 
 // jobsSource is slow: jobs run for minutes to days, and a read resolves
 // every open descriptor of every job's processes.
-var jobsSource = &Source[*jobs.Snapshot]{name: "jobs", read: func(ctx context.Context, s *Snapshot) (*jobs.Snapshot, error) {
+var jobsSource = register(&Source[*jobs.Snapshot]{name: "jobs", read: func(ctx context.Context, s *Snapshot) (*jobs.Snapshot, error) {
 	return jobs.Read(ctx, s.h.fs, s.h.opts.Jobs, s.h.Keep)
-}}
+}})
 
 // Jobs are the Slurm jobs of the host and the kept RDMA devices each
 // holds (internal/jobs; slow). Read only where the jobs collector runs.

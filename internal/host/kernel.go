@@ -78,3 +78,6 @@ func (s *Snapshot) RoCE(ctx context.Context) (*roce.Snapshot, error) {
 		return roce.Read(ctx, s.h.fs.Sys, nds.Netdevs, opts), nil
 	})
 }
+
+// NeedRoCE judges a RoCE reading.
+var NeedRoCE = cannotRead[roce.Snapshot]("roce", "the RoCE lossless state")

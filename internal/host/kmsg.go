@@ -118,9 +118,9 @@ type KernelEvent struct {
 	HasLast bool
 }
 
-// KernelLog is the kernel log reader's report, and false when none runs
+// readKernelLog is the kernel log reader's report, and false when none runs
 // (the CLI, --no-collector.kmsg).
-func (s *Snapshot) KernelLog(ctx context.Context) (*KernelLog, bool) {
+func (s *Snapshot) readKernelLog(ctx context.Context) (*KernelLog, bool) {
 	w := s.h.kernelLog.w.Load()
 	if w == nil {
 		return nil, false

@@ -12,7 +12,7 @@ import (
 
 // podsSource is slow, as jobsSource: pods run for minutes to days, and a
 // read is a call to the kubelet.
-var podsSource = &Source[*podres.Snapshot]{name: "pods", read: func(ctx context.Context, s *Snapshot) (*podres.Snapshot, error) {
+var podsSource = register(&Source[*podres.Snapshot]{name: "pods", read: func(ctx context.Context, s *Snapshot) (*podres.Snapshot, error) {
 	devs, err := s.PCI(ctx)
 	if err != nil {
 		return nil, err
@@ -26,7 +26,7 @@ var podsSource = &Source[*podres.Snapshot]{name: "pods", read: func(ctx context.
 		max = jobs.DefaultOptions.MaxJobs
 	}
 	return podres.Match(pods, devs, max), nil
-}}
+}})
 
 // Pods are the Kubernetes pods of the host holding kept RDMA devices, from
 // the kubelet's pod-resources API (internal/podres; slow), bounded by

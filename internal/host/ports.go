@@ -50,10 +50,10 @@ func (h *Host) WatchPorts(ctx context.Context, interval, window time.Duration) (
 // index): the server listens within it whatever the host does.
 const firstRoundWait = time.Second
 
-// PortHistory is what the port sampler saw of every port, a round run
+// readPortHistory is what the port sampler saw of every port, a round run
 // now included, and false when none runs (the CLI): flaps need a history
 // a single read cannot give.
-func (s *Snapshot) PortHistory() ([]portwatch.History, bool) {
+func (s *Snapshot) readPortHistory() ([]portwatch.History, bool) {
 	w := s.h.ports.w.Load()
 	if w == nil {
 		return nil, false

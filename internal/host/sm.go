@@ -24,7 +24,7 @@ type SMOptions struct {
 // umad device: in the background every Interval where a loop runs (the
 // server), else one round per snapshot (the CLI's diagnose, so that two
 // samples --interval apart show a stalled SM).
-var smInfoSource = &Background[*sm.Status]{name: "sminfo", onDemand: true,
+var smInfoSource = register(&Background[*sm.Status]{name: "sminfo", onDemand: true,
 	open: func(h *Host, env runEnv, published func()) *task[*sm.Status] {
 		o := h.opts.SM
 		if o == nil {
@@ -43,14 +43,27 @@ var smInfoSource = &Background[*sm.Status]{name: "sminfo", onDemand: true,
 			st := r.Status()
 			return &st
 		}}
-	}}
+	}})
 
 // SMStatus is the latest sminfo round (background): nil where sminfo is
 // not run (--no-collector.sm); Rounds 0 before the first round ends.
 // Without a loop (Start) it runs one round for this snapshot.
 func (s *Snapshot) SMStatus(ctx context.Context) *sm.Status {
-	return latest(ctx, s, smInfoSource)
+	return published(ctx, s, smInfoSource)
 }
+
+// NeedSM judges an SMStatus reading, nil where sminfo is not run.
+var NeedSM = &Need[*sm.Status]{name: "sm", why: func(st *sm.Status, _ error) string {
+	switch {
+	case st == nil:
+		return "sminfo is not run: the sm collector is disabled (--no-collector.sm) or absent"
+	case st.TargetsErr != nil:
+		return "sminfo cannot run: " + st.TargetsErr.Error()
+	case st.Rounds == 0:
+		return "sminfo has not completed a run yet"
+	}
+	return ""
+}}
 
 // AwaitSMInfo waits until the sminfo loop has published its first round,
 // ctx ends or max passes, so a first report can judge the SM (no umad:

@@ -10,10 +10,11 @@ import (
 
 // Source is one slow host source: state read at most every SlowRefresh
 // and shared by every snapshot (and the diagnose sampler) through the
-// Host's cache of it. Each is declared once, as a package variable in the
-// file of its topic, and listed in sources; its Snapshot accessor is one
-// line through get. Nothing else names it: New makes its cache, Ages
-// reports its age, get and checkDevices apply its Freshness.
+// Host's cache of it. Each is declared once, through register, as a
+// package variable in the file of its topic; its Snapshot accessor is one
+// line through get, which pins the reading in the snapshot. Nothing else
+// names it: New makes its cache and pin slot, Ages reports its age, get
+// and checkDevices apply its Freshness.
 type Source[T any] struct {
 	// name is the source label of rdma_snapshot_age_seconds.
 	name string
@@ -70,59 +71,99 @@ func (src *Source[T]) load(ctx context.Context, s *Snapshot) error {
 	return err
 }
 
-// sources is every slow and background source: New makes a cache for
-// each, Ages reports their ages, Start starts the background ones. A new
-// source is its declaration, in its topic's file, and its line here.
-var sources = []source{
-	pciSource,       // devices.go
-	placementSource, // devices.go
-	netdevSource,    // netdevs.go
-	tuningSource,    // system.go
-	openSMSource,    // system.go
-	topologySource,  // system.go
-	hostnameSource,  // system.go
-	gpuSource,       // gpu.go
-	hwmonSource,     // hwmon.go
-	devlinkSource,   // devlink.go
-	jobsSource,      // jobs.go
-	podsSource,      // pods.go
+// sources is every slow and background source, in the order of their
+// declarations (a source a read of another depends on comes first: the
+// fabric scan before the sweep that reads it): New makes a cache and a
+// pin slot for each, Ages reports their ages, Start starts the
+// background ones. A source is declared through register, so a declared
+// source is a listed one: there is no separate line to forget.
+var sources []source
 
-	smInfoSource,       // sm.go
-	fabricScanSource,   // fabric.go: before the sweep, which reads it
-	fabricSweepSource,  // fabric.go
-	fabricRoutesSource, // fabric_routes.go
+// register lists src in sources and returns it: each source's
+// declaration is its registration (var x = register(&Source[T]{...})).
+func register[S source](src S) S {
+	sources = append(sources, src)
+	return src
 }
 
-// newCaches is one empty cache per listed source.
-func newCaches() map[source]cache {
-	out := make(map[source]cache, len(sources))
+// newCaches is one empty cache per listed source, and each source's pin
+// slot in a Snapshot.
+func newCaches() (map[source]cache, map[source]int) {
+	caches := make(map[source]cache, len(sources))
+	slots := make(map[source]int, len(sources))
 	for _, src := range sources {
-		out[src] = src.newCache()
+		if _, twice := caches[src]; !twice {
+			caches[src] = src.newCache()
+			slots[src] = len(slots)
+		}
 	}
-	return out
+	return caches, slots
+}
+
+// errUnregistered is the reading of a source not declared through
+// register: an error, never a panic.
+type errUnregistered struct{ name string }
+
+func (e errUnregistered) Error() string {
+	return "host source " + e.name + " is not registered (declare it with register)"
 }
 
 // cacheOf is the Host's cache of src. The map is made in New and never
 // written after, so reading it needs no lock.
-func cacheOf[T any](h *Host, src *Source[T]) *slow[T] {
-	return h.caches[src].(*slow[T])
+func cacheOf[T any](h *Host, src *Source[T]) (*slow[T], error) {
+	c, ok := h.caches[src].(*slow[T])
+	if !ok {
+		return nil, errUnregistered{src.name}
+	}
+	return c, nil
 }
 
-// get is src's reading for s: the cached one while fresh, else one read
-// now (shared with the snapshots that ask meanwhile).
+// pinned is src's reading for s: read on s's first call, and the same
+// value and error on every later call, however the Host's cache of src
+// changes meanwhile (a refresh, a background round published).
+func pinned[T any](s *Snapshot, src source, read func() (T, error)) (T, error) {
+	i, ok := s.h.slots[src]
+	if !ok {
+		var zero T
+		return zero, errUnregistered{src.Name()}
+	}
+	v, err := s.pins[i].get(func() (any, error) { return read() })
+	t, _ := v.(T)
+	return t, err
+}
+
+// get is src's reading for s, pinned: the cached one while fresh, else
+// one read now (shared with the snapshots that ask meanwhile).
 func get[T any](ctx context.Context, s *Snapshot, src *Source[T]) (T, error) {
-	v, _, err := getFresh(ctx, s, src)
-	return v, err
+	return pinned(s, src, func() (T, error) {
+		v, _, err := getFresh(ctx, s, src)
+		return v, err
+	})
 }
 
-// getFresh is get, and whether this call ran the read.
+// getFresh is src's reading from the Host's cache, unpinned, and whether
+// this call ran the read (Netdevs refreshes a cached reading's live
+// attributes, and pins the result itself).
 func getFresh[T any](ctx context.Context, s *Snapshot, src *Source[T]) (T, bool, error) {
+	c, err := cacheOf(s.h, src)
+	if err != nil {
+		var zero T
+		return zero, false, err
+	}
 	if src.freshness == SlowFollowingDevices {
 		s.checkDevices()
 	}
-	return cacheOf(s.h, src).fetch(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (T, error) {
+	return c.fetch(ctx, s.h.now(), s.h.slowT, func(ctx context.Context) (T, error) {
 		return src.read(ctx, s)
 	})
+}
+
+// published is src's latest result for s, pinned: the first call takes
+// it (or runs s's on-demand round), and later calls return the same
+// result however many rounds the source's loop publishes meanwhile.
+func published[T any](ctx context.Context, s *Snapshot, src *Background[T]) T {
+	v, _ := pinned(s, src, func() (T, error) { return latest(ctx, s, src), nil })
+	return v
 }
 
 // Ages reports how old each slow source's cached value is (absent: never

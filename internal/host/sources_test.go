@@ -5,10 +5,7 @@ package host
 
 import (
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -60,17 +57,17 @@ func TestSourcesTable(t *testing.T) {
 	}
 }
 
-// A new slow source is its declaration and its line in the table: the
-// generic getter reads it through the Host's cache, and Ages reports it.
+// A new slow source is its declaration through register: the generic
+// getter reads it through the Host's cache, and Ages reports it.
 func TestSourceAddedByDeclaration(t *testing.T) {
+	saved := sources
+	t.Cleanup(func() { sources = saved })
+	sources = slices.Clip(sources)
 	reads := 0
-	fake := &Source[int]{name: "fake", read: func(context.Context, *Snapshot) (int, error) {
+	fake := register(&Source[int]{name: "fake", read: func(context.Context, *Snapshot) (int, error) {
 		reads++
 		return 42, nil
-	}}
-	saved := sources
-	sources = append(slices.Clip(sources), fake)
-	t.Cleanup(func() { sources = saved })
+	}})
 
 	h, _, _, now := faultyHost(t, Options{SlowRefresh: time.Minute})
 	ctx := context.Background()
@@ -92,79 +89,74 @@ func TestSourceAddedByDeclaration(t *testing.T) {
 	}
 }
 
-// Every Source the package declares is in the table: one left out would
-// have no cache (its getter panics) and no age.
-func TestSourcesAllListed(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+// A source made without register (a literal) has no cache and no pin:
+// reading it is an error value that names it, never a panic.
+func TestUnregisteredSourceIsAnError(t *testing.T) {
+	h, _, _, _ := faultyHost(t, Options{})
+	s := h.Snapshot()
+	ctx := context.Background()
+	lost := &Source[int]{name: "lost", read: func(context.Context, *Snapshot) (int, error) { return 1, nil }}
+	var unregistered errUnregistered
+	if v, err := get(ctx, s, lost); v != 0 || !errors.As(err, &unregistered) || !strings.Contains(err.Error(), "lost") {
+		t.Errorf("get of an unregistered source: %d, %v; want an error naming it", v, err)
 	}
-	listed := map[string]bool{}
-	for _, src := range sources {
-		listed[src.Name()] = true
+	if _, _, err := getFresh(ctx, s, lost); !errors.As(err, &unregistered) {
+		t.Errorf("getFresh of an unregistered source: %v", err)
 	}
-	declared := 0
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.VAR {
-				continue
-			}
-			for _, spec := range g.Specs {
-				for _, v := range spec.(*ast.ValueSpec).Values {
-					name, ok := sourceName(v)
-					if !ok {
-						continue
-					}
-					declared++
-					if !listed[name] {
-						t.Errorf("%s declares source %q, which sources does not list", fset.Position(v.Pos()), name)
-					}
-				}
-			}
-		}
-	}
-	if declared != len(sources) {
-		t.Errorf("%d sources declared, %d listed", declared, len(sources))
+	bg := &Background[*int]{name: "lost_bg", onDemand: true, open: func(*Host, runEnv, func()) *task[*int] {
+		t.Error("an unregistered background source was opened")
+		return nil
+	}}
+	if v := published(ctx, s, bg); v != nil {
+		t.Errorf("published of an unregistered background source: %v, want nil", v)
 	}
 }
 
-// sourceName is the name of a &Source[T]{name: "...", ...} or
-// &Background[T]{...} literal.
-func sourceName(e ast.Expr) (string, bool) {
-	u, ok := e.(*ast.UnaryExpr)
-	if !ok || u.Op != token.AND {
-		return "", false
+// A Snapshot pins what it hands out: a slow source whose cache another
+// snapshot refreshes between two calls, and a background source whose
+// loop publishes between two calls, give the first snapshot the same
+// value both times, while a new snapshot sees the new one.
+func TestSnapshotPinsSlowAndBackground(t *testing.T) {
+	saved := sources
+	t.Cleanup(func() { sources = saved })
+	sources = slices.Clip(sources)
+	reads := 0
+	counted := register(&Source[int]{name: "counted", read: func(context.Context, *Snapshot) (int, error) {
+		reads++
+		return reads, nil
+	}})
+	bg := newFakeBackground(t, "pinned_bg", false, false) // registers it
+
+	h, _, _, now := faultyHost(t, Options{SlowRefresh: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.Start(ctx, nil, nil)
+	bg.send <- 1
+	<-bg.acked
+
+	s := h.Snapshot()
+	if v, _ := get(ctx, s, counted); v != 1 {
+		t.Fatalf("first read %d, want 1", v)
 	}
-	lit, ok := u.X.(*ast.CompositeLit)
-	if !ok {
-		return "", false
+	if v := published(ctx, s, bg.src); v == nil || *v != 1 {
+		t.Fatalf("first background read %v, want 1", v)
 	}
-	ix, ok := lit.Type.(*ast.IndexExpr)
-	if !ok {
-		return "", false
+	*now = now.Add(2 * time.Minute) // past SlowRefresh
+	if v, _ := get(ctx, h.Snapshot(), counted); v != 2 {
+		t.Fatalf("a later snapshot read %d, want the refresh 2", v)
 	}
-	if id, ok := ix.X.(*ast.Ident); !ok || id.Name != "Source" && id.Name != "Background" {
-		return "", false
+	bg.send <- 2
+	<-bg.acked
+	if v, _ := get(ctx, s, counted); v != 1 {
+		t.Errorf("the first snapshot read %d after the cache refreshed, want its pinned 1", v)
 	}
-	for _, el := range lit.Elts {
-		kv, ok := el.(*ast.KeyValueExpr)
-		if !ok {
-			continue
-		}
-		if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "name" {
-			if b, ok := kv.Value.(*ast.BasicLit); ok {
-				return strings.Trim(b.Value, `"`), true
-			}
-		}
+	if v := published(ctx, s, bg.src); v == nil || *v != 1 {
+		t.Errorf("the first snapshot read background %v after a publish, want its pinned 1", v)
 	}
-	return "", true
+	if v := published(ctx, h.Snapshot(), bg.src); v == nil || *v != 2 {
+		t.Errorf("a new snapshot read background %v, want the published 2", v)
+	}
+	if reads != 2 {
+		t.Errorf("%d reads, want 2 (one per refresh)", reads)
+	}
 }
