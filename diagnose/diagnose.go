@@ -22,13 +22,12 @@
 package diagnose
 
 import (
+	"bytes"
 	"fmt"
 	"path"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -92,10 +91,11 @@ type Finding struct {
 	// BlastRadius is, for a fabric finding about switch ports, whose
 	// traffic crosses each port's link (fabric_blast.go).
 	BlastRadius []BlastRadius `json:"blast_radius,omitempty"`
-	// seen is what a fabric finding saw on which link, for the grouping
-	// into faults (faults.go); its text is in the fields above. A
-	// pointer: every finding carries the field, few set it.
-	seen *[]faultSeen
+	// Seen is what a fabric finding saw on which link, for the grouping
+	// into faults (faults.go); its text is in the fields above, so the
+	// JSON leaves it out. A pointer: every finding carries the field, few
+	// set it.
+	Seen *[]FaultSeen `json:"-"`
 }
 
 // Check is one rule.
@@ -114,71 +114,18 @@ type Check struct {
 	Pending string
 }
 
-// checkList is the catalogue being built: each concern file has one
+// CheckList is the catalogue being built: each concern file has one
 // function that adds its checks (no init() hooks between files).
-type checkList []*Check
+type CheckList []*Check
 
-// register adds a check.
-func (l *checkList) register(c *Check) {
+// Register adds a check.
+func (l *CheckList) Register(c *Check) {
 	for _, o := range *l {
 		if o.ID == c.ID {
 			panic("diagnose: duplicate check id " + c.ID) // a bug in a concern file
 		}
 	}
 	*l = append(*l, c)
-}
-
-// catalogue is every check, built once on first use from the concern
-// files, in this order (the checks' order within a concern).
-var catalogue = sync.OnceValue(func() []*Check {
-	var l checkList
-	for _, add := range []func(*checkList){
-		countersChecks,
-		deviceChecks,
-		devlinkChecks,
-		fabricChecks,
-		fabricTopologyChecks,
-		firmwareChecks,
-		gpuChecks,
-		gpuACSChecks,
-		irqChecks,
-		kmsgChecks,
-		linkreasonChecks,
-		moduleChecks,
-		netdevChecks,
-		pciChecks,
-		pciPayloadChecks,
-		portChecks,
-		portwatchChecks,
-		probeChecks,
-		roceChecks,
-		smChecks,
-		temperatureChecks,
-		trafficChecks,
-		tuningChecks,
-	} {
-		add(&l)
-	}
-	return l
-})
-
-// concernOrder is the order concerns appear in reports: from "is there a
-// device" down to the probe.
-var concernOrder = []string{"dev", "fw", "port", "sm", "fabric", "ctr", "hw", "kernel", "devlink", "pci", "irq", "gpu", "cpu", "mem", "cgroup", "sysctl", "drv", "ipoib", "roce", "probe"}
-
-func concernRank(id string) int {
-	c, _, _ := strings.Cut(id, ".")
-	if i := slices.Index(concernOrder, c); i >= 0 {
-		return i
-	}
-	return len(concernOrder)
-}
-
-// Checks returns every registered check in report order.
-func Checks() []*Check {
-	out := slices.Clone(catalogue())
-	sort.SliceStable(out, func(i, j int) bool { return concernRank(out[i].ID) < concernRank(out[j].ID) })
-	return out
 }
 
 // Evaluator runs a selection of checks.
@@ -191,16 +138,12 @@ type Evaluator struct {
 	topoErr error
 }
 
-// NewEvaluator selects the checks to run: every check not disabled in the
-// config, and, when only is not empty, only those matching one of its
+// NewEvaluator selects the checks of all to run: every check not disabled
+// in the config, and, when only is not empty, only those matching one of its
 // patterns (check ids or path.Match globs). A pattern in the config's
 // disable list or in only that matches no check is an error: a typo must
 // not silently keep a check on or select nothing.
-func NewEvaluator(cfg *config.Config, only []string) (*Evaluator, error) {
-	return newEvaluator(cfg, only, Checks())
-}
-
-func newEvaluator(cfg *config.Config, only []string, all []*Check) (*Evaluator, error) {
+func NewEvaluator(cfg *config.Config, only []string, all []*Check) (*Evaluator, error) {
 	if cfg == nil {
 		cfg = &config.Config{}
 	}
@@ -350,7 +293,7 @@ func runCheck(c *Check, s *Reading, h *History, cfg *config.Config) (out []Findi
 		return skip(c.Pending)
 	}
 	for _, src := range c.Reads {
-		if reason := s.unavailable(src); reason != "" {
+		if reason := s.Unavailable(src); reason != "" {
 			return skip(reason)
 		}
 	}
@@ -390,4 +333,18 @@ func firstFrames(stack []byte) string {
 		}
 	}
 	return ""
+}
+
+// LoadTopology reads and parses the expected topology file, bounded by
+// fabric.MaxTopologyBytes.
+func LoadTopology(path string) (*fabric.Topology, error) {
+	b, err := config.ReadFile(path, fabric.MaxTopologyBytes)
+	if err != nil {
+		return nil, err
+	}
+	t, err := fabric.ParseTopology(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
 }

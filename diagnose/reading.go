@@ -108,8 +108,8 @@ type Reading struct {
 	ExpectedTopologyErr error
 }
 
-// get reads one source through s.Host; a nil Host has read nothing.
-func get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
+// Get reads one source through s.Host; a nil Host has read nothing.
+func Get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
 	if s.Host == nil {
 		var none T
 		return none, nil
@@ -120,74 +120,77 @@ func get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
 // value is a source without its error: the checks' shorthand for data
 // their Reads gate has found readable (nil where it was not).
 func value[T any](s *Reading, source func(Host) (T, error)) T {
-	v, _ := get(s, source)
+	v, _ := Get(s, source)
 	return v
 }
 
-func (s *Reading) ib() *infiniband.Class    { return value(s, Host.Class) }
-func (s *Reading) placement() *irq.Snapshot { return value(s, Host.Placement) }
-func (s *Reading) tuning() *tuning.Snapshot { return value(s, Host.Tuning) }
-func (s *Reading) netdev() *netdev.Snapshot { return value(s, Host.Netdevs) }
-func (s *Reading) openSM() *opensm.State    { return value(s, Host.OpenSM) }
-func (s *Reading) gpu() *gpu.Snapshot       { return value(s, Host.GPUs) }
-func (s *Reading) roce() *roce.Snapshot     { return value(s, Host.RoCE) }
-func (s *Reading) devlink() *host.Devlink   { return value(s, Host.Devlink) }
-func (s *Reading) hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
+// IB, Placement, Tuning, Netdev, OpenSM, GPU, RoCE, Devlink and Hwmon are
+// the host's sources without their errors (value): for the checks, once
+// their Reads gate has found them readable.
+func (s *Reading) IB() *infiniband.Class    { return value(s, Host.Class) }
+func (s *Reading) Placement() *irq.Snapshot { return value(s, Host.Placement) }
+func (s *Reading) Tuning() *tuning.Snapshot { return value(s, Host.Tuning) }
+func (s *Reading) Netdev() *netdev.Snapshot { return value(s, Host.Netdevs) }
+func (s *Reading) OpenSM() *opensm.State    { return value(s, Host.OpenSM) }
+func (s *Reading) GPU() *gpu.Snapshot       { return value(s, Host.GPUs) }
+func (s *Reading) RoCE() *roce.Snapshot     { return value(s, Host.RoCE) }
+func (s *Reading) Devlink() *host.Devlink   { return value(s, Host.Devlink) }
+func (s *Reading) Hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
 
-// smStatus is the latest sminfo round; nil where sminfo is not run
+// SMStatus is the latest sminfo round; nil where sminfo is not run
 // (--no-collector.sm).
-func (s *Reading) smStatus() *sm.Status {
+func (s *Reading) SMStatus() *sm.Status {
 	if s.Host == nil {
 		return nil
 	}
 	return s.Host.SM()
 }
 
-// sweepStatus is the fabric counter sweep's state; nil where no sweep
+// SweepStatus is the fabric counter sweep's state; nil where no sweep
 // runs (the CLI, --no-collector.fabric or its counters off).
-func (s *Reading) sweepStatus() *fabric.SweepStatus {
+func (s *Reading) SweepStatus() *fabric.SweepStatus {
 	if s.Host == nil {
 		return nil
 	}
 	return s.Host.FabricSweep()
 }
 
-func (s *Reading) topology() *pci.Topology {
+func (s *Reading) Topology() *pci.Topology {
 	if s.Host == nil {
 		return nil
 	}
 	return s.Host.Topology()
 }
 
-// portHistory is what the port state sampler saw; watched is false where
+// PortHistory is what the port state sampler saw; watched is false where
 // none runs (the CLI).
-func (s *Reading) portHistory() (h []portwatch.History, watched bool) {
+func (s *Reading) PortHistory() (h []portwatch.History, watched bool) {
 	if s.Host == nil {
 		return nil, false
 	}
 	return s.Host.PortHistory()
 }
 
-// kernelLog is what the kernel log reader saw; watched is false where
+// KernelLog is what the kernel log reader saw; watched is false where
 // none runs (the CLI).
-func (s *Reading) kernelLog() (l *host.KernelLog, watched bool) {
+func (s *Reading) KernelLog() (l *host.KernelLog, watched bool) {
 	if s.Host == nil {
 		return nil, false
 	}
 	return s.Host.KernelLog()
 }
 
-// wasActive reports whether a port was ACTIVE at any sample since
+// WasActive reports whether a port was ACTIVE at any sample since
 // rdma_doctor started (false when unknown); such a port must stay up.
-func (s *Reading) wasActive(device string, port int) bool {
+func (s *Reading) WasActive(device string, port int) bool {
 	return s.Host != nil && s.Host.WasActive(device, port)
 }
 
-// unavailable says why a source cannot be used, or "".
-func (s *Reading) unavailable(src Source) string {
+// Unavailable says why a source cannot be used, or "".
+func (s *Reading) Unavailable(src Source) string {
 	switch src {
 	case SourceInfiniband:
-		if ib, err := get(s, Host.Class); ib == nil {
+		if ib, err := Get(s, Host.Class); ib == nil {
 			if errors.Is(err, infiniband.ErrNoClass) {
 				return "no RDMA devices: " + err.Error()
 			}
@@ -197,19 +200,19 @@ func (s *Reading) unavailable(src Source) string {
 			return "/sys/class/infiniband was not read"
 		}
 	case SourcePCI:
-		if p, err := get(s, Host.Placement); p == nil {
+		if p, err := Get(s, Host.Placement); p == nil {
 			return placementReason(err)
 		}
 	case SourceIRQ:
-		p, err := get(s, Host.Placement)
+		p, err := Get(s, Host.Placement)
 		if p == nil {
 			return placementReason(err)
 		}
 		if p.Interrupts == nil {
-			return "cannot read /proc/interrupts: " + errorsText(p.Errors)
+			return "cannot read /proc/interrupts: " + ErrorsText(p.Errors)
 		}
 	case SourceSM:
-		st := s.smStatus()
+		st := s.SMStatus()
 		if st == nil {
 			return "sminfo is not run: the sm collector is disabled (--no-collector.sm) or absent"
 		}
@@ -220,24 +223,24 @@ func (s *Reading) unavailable(src Source) string {
 			return "sminfo has not completed a run yet"
 		}
 	case SourceOpenSM:
-		if o, err := get(s, Host.OpenSM); o == nil {
+		if o, err := Get(s, Host.OpenSM); o == nil {
 			return "cannot read the local OpenSM state: " + errText(err)
 		}
 	case SourceTuning:
-		if t, err := get(s, Host.Tuning); t == nil {
+		if t, err := Get(s, Host.Tuning); t == nil {
 			return "cannot read the host tuning state: " + errText(err)
 		}
 	case SourceNetdev:
-		if n, err := get(s, Host.Netdevs); n == nil {
+		if n, err := Get(s, Host.Netdevs); n == nil {
 			return "cannot read the netdevs: " + errText(err)
 		}
 	case SourcePortWatch:
-		if _, watched := s.portHistory(); !watched {
+		if _, watched := s.PortHistory(); !watched {
 			return "needs the port state sampler of rdma_doctor serve (a single read cannot see a link go down and up); " +
 				"it is off with --no-collector.portwatch"
 		}
 	case SourceKmsg:
-		l, watched := s.kernelLog()
+		l, watched := s.KernelLog()
 		if !watched {
 			return "needs the kernel log reader of rdma_doctor serve (events are counted from when it starts); " +
 				"it is off with --no-collector.kmsg"
@@ -247,11 +250,11 @@ func (s *Reading) unavailable(src Source) string {
 				"; reading /dev/kmsg needs CAP_SYSLOG where kernel.dmesg_restrict=1"
 		}
 	case SourceRoCE:
-		if r, err := get(s, Host.RoCE); r == nil {
+		if r, err := Get(s, Host.RoCE); r == nil {
 			return "cannot read the RoCE lossless state: " + errText(err)
 		}
 	case SourceDevlink:
-		d, err := get(s, Host.Devlink)
+		d, err := Get(s, Host.Devlink)
 		if d == nil {
 			if errors.Is(err, host.ErrNotLive) {
 				return "devlink is asked only of the running kernel (this tree is not the live /sys) and only with the devlink collector on"
@@ -262,7 +265,7 @@ func (s *Reading) unavailable(src Source) string {
 			return "this kernel has no devlink family (CONFIG_NET_DEVLINK)"
 		}
 	case SourceHwmon:
-		if h, err := get(s, Host.Temperatures); h == nil {
+		if h, err := Get(s, Host.Temperatures); h == nil {
 			return "cannot read the temperature sensors: " + errText(err)
 		}
 	case SourceModule:
@@ -271,11 +274,11 @@ func (s *Reading) unavailable(src Source) string {
 				"access; it needs CAP_NET_ADMIN)"
 		}
 	case SourceGPU:
-		if g, err := get(s, Host.GPUs); g == nil {
+		if g, err := Get(s, Host.GPUs); g == nil {
 			return "cannot read the GPUs: " + errText(err)
 		}
 	case SourceFabric:
-		st := s.sweepStatus()
+		st := s.SweepStatus()
 		if st == nil {
 			return "the fabric checks read the fabric collector's counter sweep: they run in rdma_doctor serve on the host " +
 				"that scans the fabric, with --collector.fabric on (and not --no-collector.fabric.counters)"
@@ -312,8 +315,8 @@ func placementReason(err error) string {
 	return "PCI functions and IRQs were not read"
 }
 
-// errorsText joins errors for a reason, at most three of them.
-func errorsText(errs []error) string {
+// ErrorsText joins errors for a reason, at most three of them.
+func ErrorsText(errs []error) string {
 	var parts []string
 	for i, e := range errs {
 		if i == 3 {
