@@ -12,12 +12,15 @@
 // into a skip finding that carries the error: a broken check never crashes
 // the server and never passes silently.
 //
-// One file per concern holds its checks (port.go, firmware.go,
-// counters.go, ...). A check whose data no collector reads yet is
+// diagnose is the engine: it evaluates the checks it is given and
+// imports none. The checks live by concern under diagnose/checks (link,
+// placement, fabric; one file per concern), diagnose/checks lists them
+// all, and diagnose/report renders reports. A check whose data no
+// collector reads yet is
 // registered with Pending set and no Run: it reports skip with that
 // reason, and wiring the data in later means a method on Host (read in
 // hostView), a Source with its reason in unavailable, and writing Run.
-// diagnose judges and renders reports; rdma_diagnose_status, its metric,
+// rdma_diagnose_status, the metric of a report,
 // is rendered with the other metrics (collector.NewDiagnoseStatus).
 package diagnose
 
@@ -89,7 +92,7 @@ type Finding struct {
 	// counter that has stopped counting: it is never reported as clean.
 	Unknown bool `json:"unknown,omitempty"`
 	// BlastRadius is, for a fabric finding about switch ports, whose
-	// traffic crosses each port's link (fabric_blast.go).
+	// traffic crosses each port's link (diagnose/checks/fabric).
 	BlastRadius []BlastRadius `json:"blast_radius,omitempty"`
 	// Seen is what a fabric finding saw on which link, for the grouping
 	// into faults (faults.go); its text is in the fields above, so the

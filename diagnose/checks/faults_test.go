@@ -25,7 +25,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
-// The faults are tested on the recorded ibsim fabric of fabric_test.go
+// The faults are tested on the recorded ibsim fabric of diagnosetest.RecordedSweep
 // (fixtures/tools/iblinkinfo-l-ibsim.txt and the perfquery recordings of
 // internal/fabric/testdata/perfquery) and, for the host end of a cable, a
 // copy of the cx6-hdr-fdr fixture host whose mlx5_0 carries node01's GUID

@@ -145,7 +145,7 @@ func TestFixtureHosts(t *testing.T) {
 		{"sm-opensm", "sm.local", "opensm 0x946dae0300cdf100", diagnose.Pass, []string{"priority 14", "bound to 0x946dae0300cdf100"}},
 		{"roce-cx6dx", "sm.present", "host", diagnose.Skip, []string{"RoCE"}},
 		// epyc-genoa, as its recording has it (the GPU checks are in
-		// gpu_test.go): every CX-7 port PORT_DOWN, two firmware versions
+		// placement's gpu_test.go): every CX-7 port PORT_DOWN, two firmware versions
 		// on two cards, link files recorded for the first function of each
 		// card only, RoCE, no config space recorded.
 		{"epyc-genoa", "port.state", "mlx5_0/1", diagnose.Fail, []string{"1: DOWN"}},

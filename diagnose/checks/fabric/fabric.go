@@ -19,7 +19,7 @@ import (
 // The fabric.* checks judge the fabric collector's counter sweep (and the
 // iblinkinfo scan it swept) on the host that scans the fabric. They never
 // send a MAD: everything comes from the sweeps the history keeps
-// (fabric_history.go). Targets are "<guid>/<port>" as the per-port series
+// (diagnose's fabric_history.go). Targets are "<guid>/<port>" as the per-port series
 // label them, and a finding names both ends of the cable.
 
 // fabricCongestedShare is the share of a port's rate lost to XmitWait in

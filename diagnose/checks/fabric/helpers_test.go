@@ -4,8 +4,6 @@
 package fabric
 
 import (
-	"testing"
-
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -19,10 +17,4 @@ func testChecks() []*diagnose.Check {
 // testEvaluator selects from testChecks as diagnose.NewEvaluator does.
 func testEvaluator(cfg *config.Config, only []string) (*diagnose.Evaluator, error) {
 	return diagnose.NewEvaluator(cfg, only, testChecks())
-}
-
-// evaluateHost evaluates testChecks on a host root (diagnosetest.EvaluateHostWith).
-func evaluateHost(t testing.TB, root string, change func()) *diagnose.Report {
-	t.Helper()
-	return diagnosetest.EvaluateHostWith(t, root, change, testChecks())
 }

@@ -33,7 +33,7 @@ func registerCounterCheck(l *diagnose.CheckList, id, title, doc, remedy string, 
 func CountersChecks(l *diagnose.CheckList) {
 	// mlx is the command that shows the port's physical error counters:
 	// mlxlink on NVIDIA devices, ethtool -S (the driver's PHY counters) or
-	// perfquery elsewhere (vendor.go).
+	// perfquery elsewhere (kit/vendor.go).
 	mlx := func(d *infiniband.Device, p *infiniband.Port) string {
 		if kit.IsNVIDIA(d) {
 			return kit.LinkTool(d, p, "-c", "") + " (BER and error counters)"

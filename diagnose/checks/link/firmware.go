@@ -57,7 +57,7 @@ func fwPolicy(cfg *config.Config, d *infiniband.Device) (config.FirmwarePolicy, 
 }
 
 // fwUpdateRemedy is the vendor's way to query and update a device's
-// firmware (vendor.go).
+// firmware (kit/vendor.go).
 func fwUpdateRemedy(d *infiniband.Device, want string) string { return kit.FWUpdateTool(d, want) }
 
 func checkFWVersion(s *diagnose.Reading, _ *diagnose.History, cfg *config.Config) ([]diagnose.Finding, error) {

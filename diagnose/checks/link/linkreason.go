@@ -34,7 +34,7 @@ func LinkReasonChecks(l *diagnose.CheckList) {
 // downRemedy is the step for each extended state; %[1]s is the netdev,
 // %[2]s, %[3]s and %[4]s the commands that show its port's link, module
 // and physical counters (mlxlink on NVIDIA devices, ethtool elsewhere:
-// vendor.go).
+// kit/vendor.go).
 var downRemedy = map[netdev.ExtState]string{
 	netdev.ExtStateNoCable: "no cable or module detected on %[1]s: plug the cable or transceiver in, or replace it " +
 		"(ethtool -m %[1]s; %[3]s)",

@@ -61,7 +61,7 @@ func judgeTemperatures(d *hwmon.Device, errs []error, ib *infiniband.Device) dia
 		Expected: fmt.Sprintf("every sensor more than %d °C below its critical threshold", tempMarginCelsius),
 		Evidence: "hwmon temp*_input and temp*_crit under /sys/class/infiniband/" + d.Name + "/device/hwmon"}
 	// The module's own reading: mlxlink on NVIDIA devices, ethtool -m
-	// on the port's netdev elsewhere (vendor.go).
+	// on the port's netdev elsewhere (kit/vendor.go).
 	dev := "ethtool -m <netdev>"
 	if ib != nil && kit.IsNVIDIA(ib) {
 		dev = "mlxlink -d " + kit.MlxlinkDev(ib) + " -m"

@@ -8,17 +8,11 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
 )
 
 // testChecks are the checks this package's tests evaluate.
 func testChecks() []*diagnose.Check {
 	return diagnosetest.Catalogue(GPUChecks, GPUACSChecks, IRQChecks, NetdevChecks, PCIChecks, PCIPayloadChecks, ProbeChecks, RoCEChecks, TuningChecks)
-}
-
-// testEvaluator selects from testChecks as diagnose.NewEvaluator does.
-func testEvaluator(cfg *config.Config, only []string) (*diagnose.Evaluator, error) {
-	return diagnose.NewEvaluator(cfg, only, testChecks())
 }
 
 // evaluateHost evaluates testChecks on a host root (diagnosetest.EvaluateHostWith).
