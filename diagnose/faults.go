@@ -80,6 +80,7 @@ type BlastRadius struct {
 	RoutesRead time.Time `json:"routes_read"`
 }
 
+// Text is the hosts in a finding's words.
 func (l HostList) Text() string {
 	if l.Unknown {
 		return "unknown (the switch's forwarding table was not read)"

@@ -155,6 +155,7 @@ func (s *Reading) SweepStatus() *fabric.SweepStatus {
 	return s.Host.FabricSweep()
 }
 
+// Topology is the host's NUMA nodes and online CPUs; nil where not read.
 func (s *Reading) Topology() *pci.Topology {
 	if s.Host == nil {
 		return nil
