@@ -133,7 +133,7 @@ image: build
 # same loop (it is not on the Go module proxy: go build it from a checkout
 # of github.com/yuuki/rdma_exporter; docs/performance.md says which).
 YUUKI_EXPORTER   ?=
-BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose ./internal/portwatch
+BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose/checks ./internal/portwatch
 LOAD_REQUESTS    ?= 20000
 SIDEBYSIDE_FLAGS ?=
 BENCH_RAW        ?=

@@ -12,24 +12,25 @@
 // into a skip finding that carries the error: a broken check never crashes
 // the server and never passes silently.
 //
-// One file per concern holds its checks (port.go, firmware.go,
-// counters.go, ...). A check whose data no collector reads yet is
+// diagnose is the engine: it evaluates the checks it is given and
+// imports none. The checks live by concern under diagnose/checks (link,
+// placement, fabric; one file per concern), diagnose/checks lists them
+// all, and diagnose/report renders reports. A check whose data no
+// collector reads yet is
 // registered with Pending set and no Run: it reports skip with that
 // reason, and wiring the data in later means a method on Host (read in
-// hostView), a Source binding the host source's Need (reading.go), and
-// writing Run.
-// diagnose judges and renders reports; rdma_diagnose_status, its metric,
+// hostView), a Source with its reason in unavailable, and writing Run.
+// rdma_diagnose_status, the metric of a report,
 // is rendered with the other metrics (collector.NewDiagnoseStatus).
 package diagnose
 
 import (
+	"bytes"
 	"fmt"
 	"path"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
@@ -91,12 +92,13 @@ type Finding struct {
 	// counter that has stopped counting: it is never reported as clean.
 	Unknown bool `json:"unknown,omitempty"`
 	// BlastRadius is, for a fabric finding about switch ports, whose
-	// traffic crosses each port's link (fabric_blast.go).
+	// traffic crosses each port's link (diagnose/checks/fabric).
 	BlastRadius []BlastRadius `json:"blast_radius,omitempty"`
-	// seen is what a fabric finding saw on which link, for the grouping
-	// into faults (faults.go); its text is in the fields above. A
-	// pointer: every finding carries the field, few set it.
-	seen *[]faultSeen
+	// Seen is what a fabric finding saw on which link, for the grouping
+	// into faults (faults.go); its text is in the fields above, so the
+	// JSON leaves it out. A pointer: every finding carries the field, few
+	// set it.
+	Seen *[]FaultSeen `json:"-"`
 }
 
 // Check is one rule.
@@ -115,71 +117,18 @@ type Check struct {
 	Pending string
 }
 
-// checkList is the catalogue being built: each concern file has one
+// CheckList is the catalogue being built: each concern file has one
 // function that adds its checks (no init() hooks between files).
-type checkList []*Check
+type CheckList []*Check
 
-// register adds a check.
-func (l *checkList) register(c *Check) {
+// Register adds a check.
+func (l *CheckList) Register(c *Check) {
 	for _, o := range *l {
 		if o.ID == c.ID {
 			panic("diagnose: duplicate check id " + c.ID) // a bug in a concern file
 		}
 	}
 	*l = append(*l, c)
-}
-
-// catalogue is every check, built once on first use from the concern
-// files, in this order (the checks' order within a concern).
-var catalogue = sync.OnceValue(func() []*Check {
-	var l checkList
-	for _, add := range []func(*checkList){
-		countersChecks,
-		deviceChecks,
-		devlinkChecks,
-		fabricChecks,
-		fabricTopologyChecks,
-		firmwareChecks,
-		gpuChecks,
-		gpuACSChecks,
-		irqChecks,
-		kmsgChecks,
-		linkreasonChecks,
-		moduleChecks,
-		netdevChecks,
-		pciChecks,
-		pciPayloadChecks,
-		portChecks,
-		portwatchChecks,
-		probeChecks,
-		roceChecks,
-		smChecks,
-		temperatureChecks,
-		trafficChecks,
-		tuningChecks,
-	} {
-		add(&l)
-	}
-	return l
-})
-
-// concernOrder is the order concerns appear in reports: from "is there a
-// device" down to the probe.
-var concernOrder = []string{"dev", "fw", "port", "sm", "fabric", "ctr", "hw", "kernel", "devlink", "pci", "irq", "gpu", "cpu", "mem", "cgroup", "sysctl", "drv", "ipoib", "roce", "probe"}
-
-func concernRank(id string) int {
-	c, _, _ := strings.Cut(id, ".")
-	if i := slices.Index(concernOrder, c); i >= 0 {
-		return i
-	}
-	return len(concernOrder)
-}
-
-// Checks returns every registered check in report order.
-func Checks() []*Check {
-	out := slices.Clone(catalogue())
-	sort.SliceStable(out, func(i, j int) bool { return concernRank(out[i].ID) < concernRank(out[j].ID) })
-	return out
 }
 
 // Evaluator runs a selection of checks.
@@ -192,16 +141,12 @@ type Evaluator struct {
 	topoErr error
 }
 
-// NewEvaluator selects the checks to run: every check not disabled in the
-// config, and, when only is not empty, only those matching one of its
+// NewEvaluator selects the checks of all to run: every check not disabled
+// in the config, and, when only is not empty, only those matching one of its
 // patterns (check ids or path.Match globs). A pattern in the config's
 // disable list or in only that matches no check is an error: a typo must
 // not silently keep a check on or select nothing.
-func NewEvaluator(cfg *config.Config, only []string) (*Evaluator, error) {
-	return newEvaluator(cfg, only, Checks())
-}
-
-func newEvaluator(cfg *config.Config, only []string, all []*Check) (*Evaluator, error) {
+func NewEvaluator(cfg *config.Config, only []string, all []*Check) (*Evaluator, error) {
 	if cfg == nil {
 		cfg = &config.Config{}
 	}
@@ -351,7 +296,7 @@ func runCheck(c *Check, s *Reading, h *History, cfg *config.Config) (out []Findi
 		return skip(c.Pending)
 	}
 	for _, src := range c.Reads {
-		if reason := s.unavailable(src); reason != "" {
+		if reason := s.Unavailable(src); reason != "" {
 			return skip(reason)
 		}
 	}
@@ -391,4 +336,18 @@ func firstFrames(stack []byte) string {
 		}
 	}
 	return ""
+}
+
+// LoadTopology reads and parses the expected topology file, bounded by
+// fabric.MaxTopologyBytes.
+func LoadTopology(path string) (*fabric.Topology, error) {
+	b, err := config.ReadFile(path, fabric.MaxTopologyBytes)
+	if err != nil {
+		return nil, err
+	}
+	t, err := fabric.ParseTopology(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
 }

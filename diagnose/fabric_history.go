@@ -9,14 +9,14 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 )
 
-// maxFabricSweeps bounds the fabric sweeps the history keeps. A sweep is
+// MaxFabricSweeps bounds the fabric sweeps the history keeps. A sweep is
 // immutable and shared with the collector, so keeping one costs only what
 // the sweeper would otherwise free: about 0.4 kB per swept port (a 4000-host
 // fat tree's 8,700 switch ports: 3.5 MB per sweep). The fabric checks need
 // the first and the latest sweep of the window and those in between (to
 // see resets and a port that went down); eight cover a 10-minute window at
 // the default 1-minute sweep interval with the oldest ones thinned out.
-const maxFabricSweeps = 8
+const MaxFabricSweeps = 8
 
 // AddSweep records a sweep as the sweeper publishes it
 // (Host.OnFabricSweep, through Sampler.FollowSweeps): the window then
@@ -56,7 +56,7 @@ func (h *History) addSweep(sw *fabric.Sweep) {
 		}
 	}
 	h.sweeps = append(h.sweeps, sw)
-	if len(h.sweeps) > maxFabricSweeps {
+	if len(h.sweeps) > MaxFabricSweeps {
 		// Thin out rather than lose the window's start: drop the second
 		// oldest, so the oldest still anchors the increase (the sum of
 		// increases between consecutive kept sweeps is the same unless a
@@ -95,9 +95,9 @@ type sweepDelta struct {
 	Sweeps, Resets int
 }
 
-// sweepIncrease returns counter id's increase at port guid/port over the
+// SweepIncrease returns counter id's increase at port guid/port over the
 // sweeps; ok is false when fewer than two sweeps read it.
-func sweepIncrease(sweeps []*fabric.Sweep, guid uint64, port int, id fabric.CounterID) (d sweepDelta, ok bool) {
+func SweepIncrease(sweeps []*fabric.Sweep, guid uint64, port int, id fabric.CounterID) (d sweepDelta, ok bool) {
 	var prev uint64
 	var firstT, prevT time.Time
 	for _, sw := range sweeps {

@@ -9,10 +9,97 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
+
+// FabricTopPorts is how many ports a fabric finding lists at most.
+const FabricTopPorts = 10
+
+// FabricState is what the fabric checks read: the latest sweep and the
+// Sweeps held.
+type FabricState struct {
+	Last   *fabric.Sweep
+	Sweeps []*fabric.Sweep
+}
+
+// FabricOf is what the fabric checks and the fault grouping judge: the
+// reading's sweep and the sweeps the history holds up to it.
+func FabricOf(s *Reading, h *History) FabricState {
+	st := FabricState{Last: s.SweepStatus().Last}
+	st.Sweeps = sweepsTo(h.Sweeps(), st.Last)
+	return st
+}
+
+// sweepsTo returns the held sweeps up to last, the sweep the reading
+// judges, ending with it: the sweeper adds each sweep as it publishes it
+// (History.AddSweep), so the history may already hold one newer than the
+// reading's, which the next sample judges. A history that has not seen
+// last (a report evaluated without the sampler) judges it after the older
+// ones it holds.
+func sweepsTo(held []*fabric.Sweep, last *fabric.Sweep) []*fabric.Sweep {
+	if i := slices.Index(held, last); i >= 0 {
+		return held[:i+1]
+	}
+	out := held[:0]
+	for _, sw := range held {
+		if last != nil && sw.Start.Before(last.Start) {
+			out = append(out, sw)
+		}
+	}
+	return append(out, last)
+}
+
+// FabricTarget is a port's target: its series' guid and port labels.
+func FabricTarget(guid uint64, port int) string { return fmt.Sprintf("0x%016x/%d", guid, port) }
+
+// HostList is the hosts routed one way over a link: how many, and the
+// first blastHosts of them by name. Unknown marks a list the tables
+// cannot give (the switch's table was not read): never "none".
+type HostList struct {
+	Count   int      `json:"count"`
+	Hosts   []string `json:"hosts,omitempty"`
+	Unknown bool     `json:"unknown,omitempty"`
+}
+
+// BlastRadius is whose traffic crosses the link of a switch port.
+type BlastRadius struct {
+	// Port is the switch port ("<guid>/<port>", a finding's target).
+	Port string `json:"port"`
+	// Out are the channel adapters whose LIDs the switch forwards out of
+	// the port: traffic to them leaves through it.
+	Out HostList `json:"out"`
+	// In are the channel adapters whose LIDs the far end forwards over
+	// the link into the port: the far switch's port's Out. Where the far
+	// end is a host, its own port: all its traffic enters there.
+	In HostList `json:"in"`
+	// RoutesRead is when the tables were read (after the SM rerouted
+	// around a port that went down, they route nothing over it).
+	RoutesRead time.Time `json:"routes_read"`
+}
+
+// Text is the hosts in a finding's words.
+func (l HostList) Text() string {
+	if l.Unknown {
+		return "unknown (the switch's forwarding table was not read)"
+	}
+	if l.Count == 0 {
+		return "no host"
+	}
+	s := fmt.Sprintf("%d hosts (%s", l.Count, strings.Join(l.Hosts, ", "))
+	if l.Count > len(l.Hosts) {
+		s += fmt.Sprintf(", and %d more", l.Count-len(l.Hosts))
+	}
+	return s + ")"
+}
+
+// Text is the blast radius in a finding's words.
+func (br BlastRadius) Text() string {
+	return fmt.Sprintf("traffic over the link (forwarding tables read at %s): out of %s to %s; into it, to %s",
+		br.RoutesRead.UTC().Format(time.RFC3339), br.Port, br.Out.Text(), br.In.Text())
+}
 
 // Faults tell the story the pages tell (issue 36, alerts/alertmanager.yml):
 // the failures and warnings about the fabric's links and this host's own
@@ -76,17 +163,17 @@ func (c FaultClass) Action() string {
 // anchor named after each class.
 func (c FaultClass) Runbook() string { return "docs/runbook.md#" + string(c) }
 
-// switchFaultLinks is how many links of one switch, down or counting
+// SwitchFaultLinks is how many links of one switch, down or counting
 // errors at once, are one switch fault rather than that many cables: the
 // alerts' switch_fault_links (mixin.Thresholds.SwitchFaultLinks) default,
 // which TestSwitchFaultLinksIsTheAlerts keeps equal.
 // Two bad cables on one switch happen; three at once point at the switch.
-const switchFaultLinks = 3
+const SwitchFaultLinks = 3
 
-// maxFaultEnds bounds the ends a fault lists: a fabric without a subnet
+// MaxFaultEnds bounds the ends a fault lists: a fabric without a subnet
 // manager has every link in INIT, a director switch hundreds of links.
 // The summary says how many there were; the findings name every one.
-const maxFaultEnds = 2 * fabricTopPorts
+const MaxFaultEnds = 2 * FabricTopPorts
 
 // Fault is one physical fault: its class, where it is (both ends of the
 // link), what each end saw, what to do, and the findings it groups.
@@ -152,8 +239,8 @@ type faultPort struct {
 	sw bool
 }
 
-// faultSeen is what one fabric finding saw on one port of a link.
-type faultSeen struct {
+// FaultSeen is what one fabric finding saw on one port of a link.
+type FaultSeen struct {
 	class FaultClass
 	// a and b are the link's ends as the scan has them (a the switch
 	// end); b.GUID is 0 when the scan has no peer for the port.
@@ -161,20 +248,20 @@ type faultSeen struct {
 	onB  bool
 	what string
 	// role is a congested port's (CongestionRoot, ...), "" for others.
-	role string
+	Role string
 }
 
-// isSwitch reports whether the scan prints guid as a switch's.
-func isSwitch(topo *fabric.Fabric, guid uint64) bool {
+// IsSwitch reports whether the scan prints guid as a switch's.
+func IsSwitch(topo *fabric.Fabric, guid uint64) bool {
 	ls := topo.PortLines
 	i := sort.Search(len(ls), func(i int) bool { return ls[i].GUID >= guid })
 	return i < len(ls) && ls[i].GUID == guid && ls[i].Switch
 }
 
-// seenAt is what a finding saw at port p, with the link the scan topo has
+// SeenAt is what a finding saw at port p, with the link the scan topo has
 // there.
-func seenAt(topo *fabric.Fabric, p *fabric.PortLine, class FaultClass, what string) faultSeen {
-	s := faultSeen{class: class, what: what,
+func SeenAt(topo *fabric.Fabric, p *fabric.PortLine, class FaultClass, what string) FaultSeen {
+	s := FaultSeen{class: class, what: what,
 		a: faultPort{End: fabric.End{GUID: p.GUID, Desc: p.Desc, LID: p.LID, Port: p.Port}, sw: p.Switch}}
 	if topo == nil {
 		return s
@@ -183,14 +270,14 @@ func seenAt(topo *fabric.Fabric, p *fabric.PortLine, class FaultClass, what stri
 	if l == nil {
 		return s
 	}
-	s.a, s.b = faultPort{l.A, isSwitch(topo, l.A.GUID)}, faultPort{l.B, isSwitch(topo, l.B.GUID)}
+	s.a, s.b = faultPort{l.A, IsSwitch(topo, l.A.GUID)}, faultPort{l.B, IsSwitch(topo, l.B.GUID)}
 	s.onB = l.B.GUID == p.GUID && l.B.Port == p.Port
 	return s
 }
 
-// seenOnLink is what a finding saw on the link l of the scan topo.
-func seenOnLink(topo *fabric.Fabric, l *fabric.Link, class FaultClass, what string) faultSeen {
-	return faultSeen{class: class, what: what, a: faultPort{l.A, isSwitch(topo, l.A.GUID)}, b: faultPort{l.B, isSwitch(topo, l.B.GUID)}}
+// SeenOnLink is what a finding saw on the link l of the scan topo.
+func SeenOnLink(topo *fabric.Fabric, l *fabric.Link, class FaultClass, what string) FaultSeen {
+	return FaultSeen{class: class, what: what, a: faultPort{l.A, IsSwitch(topo, l.A.GUID)}, b: faultPort{l.B, IsSwitch(topo, l.B.GUID)}}
 }
 
 // The host checks a fault groups, by class: physical errors and downs of
@@ -224,7 +311,7 @@ type hostDevice struct {
 
 func newFaultContext(s *Reading, h *History) faultContext {
 	c := faultContext{host: s.Hostname, devices: map[string]hostDevice{}}
-	if ib := s.ib(); ib != nil {
+	if ib := s.IB(); ib != nil {
 		for _, d := range ib.Devices {
 			if !d.NodeGUID.OK {
 				continue
@@ -240,11 +327,11 @@ func newFaultContext(s *Reading, h *History) faultContext {
 			c.devices[d.Name] = hd
 		}
 	}
-	if st := s.sweepStatus(); st != nil && st.Last != nil {
-		f := fabricOf(s, h)
-		c.sweep, c.sweeps = f.last, len(f.sweeps)
-		for i := len(f.sweeps) - 1; i >= 0; i-- {
-			if t := f.sweeps[i].Topology; t != nil && (len(c.topos) == 0 || c.topos[len(c.topos)-1] != t) {
+	if st := s.SweepStatus(); st != nil && st.Last != nil {
+		f := FabricOf(s, h)
+		c.sweep, c.sweeps = f.Last, len(f.Sweeps)
+		for i := len(f.Sweeps) - 1; i >= 0; i-- {
+			if t := f.Sweeps[i].Topology; t != nil && (len(c.topos) == 0 || c.topos[len(c.topos)-1] != t) {
 				c.topos = append(c.topos, t)
 			}
 		}
@@ -262,7 +349,7 @@ func (c *faultContext) hostLink(device string, port int) (a, b faultPort, onB, o
 	}
 	for _, t := range c.topos {
 		if l, _ := t.LinkAt(d.guid, port); l != nil {
-			a, b = faultPort{l.A, isSwitch(t, l.A.GUID)}, faultPort{l.B, isSwitch(t, l.B.GUID)}
+			a, b = faultPort{l.A, IsSwitch(t, l.A.GUID)}, faultPort{l.B, IsSwitch(t, l.B.GUID)}
 			return a, b, l.B.GUID == d.guid && l.B.Port == port, true
 		}
 	}
@@ -301,7 +388,7 @@ func (c *faultContext) nicEnds(g *faultGroup, dev, what string) {
 // more, ACTIVE, and no fabric.errors or fabric.port_down finding but a
 // pass. notClean are the targets with any other finding.
 func (c *faultContext) sweptClean(guid uint64, port int, notClean map[string]bool) bool {
-	if c.sweep == nil || c.sweeps < 2 || notClean[fabricTarget(guid, port)] {
+	if c.sweep == nil || c.sweeps < 2 || notClean[FabricTarget(guid, port)] {
 		return false
 	}
 	p := c.sweep.Find(guid, port)
@@ -321,7 +408,7 @@ type faultGroup struct {
 	link *[2]faultPort
 }
 
-func endKey(guid uint64, port int) string { return fabricTarget(guid, port) }
+func endKey(guid uint64, port int) string { return FabricTarget(guid, port) }
 
 func (g *faultGroup) end(key string, mk func() FaultEnd) *FaultEnd {
 	if e := g.index[key]; e != nil {
@@ -346,7 +433,7 @@ func (g *faultGroup) add(f *Finding) {
 // addBlast adds br to the fault's blast radii, once per port, at most
 // fabricTopPorts.
 func (g *faultGroup) addBlast(br BlastRadius) {
-	if len(g.BlastRadius) >= fabricTopPorts || slices.ContainsFunc(g.BlastRadius, func(b BlastRadius) bool { return b.Port == br.Port }) {
+	if len(g.BlastRadius) >= FabricTopPorts || slices.ContainsFunc(g.BlastRadius, func(b BlastRadius) bool { return b.Port == br.Port }) {
 		return
 	}
 	g.BlastRadius = append(g.BlastRadius, br)
@@ -399,7 +486,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 	}
 	// linkGroup is the group of a link (a the switch end) and its ends.
 	linkGroup := func(class FaultClass, a, b faultPort) *faultGroup {
-		g := group(class, fabricTarget(a.GUID, a.Port))
+		g := group(class, FabricTarget(a.GUID, a.Port))
 		if g.link == nil {
 			g.link = &[2]faultPort{a, b}
 			g.end(endKey(a.GUID, a.Port), func() FaultEnd { return portEnd(a) })
@@ -432,8 +519,8 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 		if f.Severity != Fail && f.Severity != Warn {
 			continue
 		}
-		if f.seen != nil {
-			for _, s := range *f.seen {
+		if f.Seen != nil {
+			for _, s := range *f.Seen {
 				var g *faultGroup
 				if s.class == FaultSubnetManager {
 					g = group(s.class, string(FaultSubnetManager))
@@ -448,8 +535,8 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 				e := g.end(endKey(at.GUID, at.Port), func() FaultEnd { return portEnd(at) })
 				see(e, s.what)
 				g.add(f)
-				if s.role != "" {
-					g.CongestionRole = s.role
+				if s.Role != "" {
+					g.CongestionRole = s.Role
 				}
 				for _, br := range f.BlastRadius {
 					if br.Port == endKey(s.a.GUID, s.a.Port) || (s.b.GUID != 0 && br.Port == endKey(s.b.GUID, s.b.Port)) {
@@ -500,7 +587,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 			// temperature warning) is not the NIC's fault by itself;
 			// one that names no device (target host) is no NIC's.
 			g := group(FaultHostNIC, c.nicID(dev))
-			c.nicEnds(g, dev, oneLine(f.Observed))
+			c.nicEnds(g, dev, OneLine(f.Observed))
 			g.add(f)
 		case slices.Contains(smFaultChecks, f.Check):
 			g := group(FaultSubnetManager, string(FaultSubnetManager))
@@ -570,7 +657,7 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 				links = append(links, g)
 			}
 		}
-		if len(links) < switchFaultLinks {
+		if len(links) < SwitchFaultLinks {
 			continue
 		}
 		sg := group(FaultSwitch, fmt.Sprintf("0x%016x", sw))
@@ -611,9 +698,9 @@ func groupFaults(findings []Finding, c faultContext) []Fault {
 		}
 		g.Action, g.Runbook = g.Class.Action(), g.Class.Runbook()
 		g.Summary = faultSummary(&g.Fault)
-		if n := len(g.Ends); n > maxFaultEnds {
-			g.Ends = g.Ends[:maxFaultEnds]
-			g.Summary += fmt.Sprintf(" (%d ends, the first %d listed)", n, maxFaultEnds)
+		if n := len(g.Ends); n > MaxFaultEnds {
+			g.Ends = g.Ends[:MaxFaultEnds]
+			g.Summary += fmt.Sprintf(" (%d ends, the first %d listed)", n, MaxFaultEnds)
 		}
 		out = append(out, g.Fault)
 	}
@@ -682,9 +769,9 @@ func (c *faultContext) hostEnd(device string, port int) FaultEnd {
 	return e
 }
 
-// endName names an end for a reader: `"leaf1" port 1 (GUID 0x…, LID 2)`,
+// EndName names an end for a reader: `"leaf1" port 1 (GUID 0x…, LID 2)`,
 // and this host's device where the end is its own port.
-func endName(e *FaultEnd) string {
+func EndName(e *FaultEnd) string {
 	var s string
 	switch {
 	case e.Node != "":
@@ -707,12 +794,12 @@ func endName(e *FaultEnd) string {
 	if len(ids) > 0 {
 		s += " (" + strings.Join(ids, ", ") + ")"
 	}
-	return s + endHost(e)
+	return s + EndHost(e)
 }
 
-// endHost says which of this host's devices an end is: " = mlx5_0 of
+// EndHost says which of this host's devices an end is: " = mlx5_0 of
 // node01".
-func endHost(e *FaultEnd) string {
+func EndHost(e *FaultEnd) string {
 	if e.Device == "" || e.Node == "" {
 		if e.Host != "" && e.Device != "" {
 			return " of " + e.Host
@@ -730,7 +817,7 @@ func endHost(e *FaultEnd) string {
 func faultSummary(f *Fault) string {
 	names := make([]string, 0, len(f.Ends))
 	for i := range f.Ends {
-		names = append(names, endName(&f.Ends[i]))
+		names = append(names, EndName(&f.Ends[i]))
 	}
 	switch f.Class {
 	case FaultSwitch:

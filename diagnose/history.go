@@ -10,6 +10,14 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 )
 
+// Span formats a window for evidence: "10m0s", "15s".
+func Span(d time.Duration) string {
+	if d >= time.Second {
+		d = d.Round(time.Second)
+	}
+	return d.String()
+}
+
 // CounterKey names one counter of one port: a PMA counter (counters/) or a
 // driver hw_counter (hw_counters/).
 type CounterKey struct {
@@ -65,9 +73,9 @@ func HistoryFor(window, interval time.Duration) *History {
 // Add records the counters of a reading.
 func (h *History) Add(s *Reading) {
 	vals := map[CounterKey]uint64{}
-	if s.ib() != nil {
-		for i := range s.ib().Devices {
-			d := &s.ib().Devices[i]
+	if s.IB() != nil {
+		for i := range s.IB().Devices {
+			d := &s.IB().Devices[i]
 			for j := range d.Ports {
 				p := &d.Ports[j]
 				for _, c := range p.Counters {
@@ -94,7 +102,7 @@ func (h *History) Add(s *Reading) {
 	h.ring[(h.start+h.n)%len(h.ring)] = sample{t: s.Time, vals: vals}
 	h.n++
 	h.expire()
-	if st := s.sweepStatus(); st != nil && !h.followed {
+	if st := s.SweepStatus(); st != nil && !h.followed {
 		h.addSweep(st.Last)
 	}
 }

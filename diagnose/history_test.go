@@ -1,57 +1,43 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package diagnose_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
-// counterSnap is a snapshot of one port with the given PMA and hw counters.
-func counterSnap(t time.Time, pma, hw map[string]uint64) *Reading {
-	p := ibPort(1, 4, 5, "200 Gb/sec (4X HDR)")
-	for n, v := range pma {
-		p.Counters = append(p.Counters, infiniband.Counter{Name: n, Value: v})
-	}
-	for n, v := range hw {
-		p.HWCounters = append(p.HWCounters, infiniband.Counter{Name: n, Value: v})
-	}
-	s := snapWith(ibDev("mlx5_0", p))
-	s.Time = t
-	return s
-}
-
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
 func TestHistoryBounded(t *testing.T) {
-	h := HistoryFor(10*time.Minute, 30*time.Second)
+	h := diagnose.HistoryFor(10*time.Minute, 30*time.Second)
 	if h.Cap() != 22 {
 		t.Fatalf("capacity %d, want 10m/30s+2 = 22", h.Cap())
 	}
 	// A week of samples every 30 s: the ring never grows and never holds
 	// more than the window.
 	for i := 0; i < 2*60*24*7; i++ {
-		h.Add(counterSnap(t0.Add(time.Duration(i)*30*time.Second), map[string]uint64{"symbol_error": uint64(i)}, nil))
+		h.Add(diagnosetest.CounterSnap(diagnosetest.T0.Add(time.Duration(i)*30*time.Second), map[string]uint64{"symbol_error": uint64(i)}, nil))
 	}
-	if h.Len() > h.Cap() || len(h.ring) != 22 {
-		t.Fatalf("len %d cap %d ring %d", h.Len(), h.Cap(), len(h.ring))
+	if h.Len() > h.Cap() || h.Cap() != 22 {
+		t.Fatalf("len %d cap %d", h.Len(), h.Cap())
 	}
 	if h.Span() > 10*time.Minute {
 		t.Errorf("span %v beyond the window", h.Span())
 	}
-	d, ok := h.Increase(CounterKey{Device: "mlx5_0", Port: 1, Name: "symbol_error"})
+	d, ok := h.Increase(diagnose.CounterKey{Device: "mlx5_0", Port: 1, Name: "symbol_error"})
 	if !ok || d.Increase != 20 || d.Span != 10*time.Minute {
 		t.Errorf("increase over the window %+v %v, want +20 over 10m", d, ok)
 	}
 	// A window shorter than capacity*interval drops by age.
-	h = NewHistory(time.Minute, 100)
+	h = diagnose.NewHistory(time.Minute, 100)
 	for i := 0; i < 10; i++ {
-		h.Add(counterSnap(t0.Add(time.Duration(i)*20*time.Second), nil, nil))
+		h.Add(diagnosetest.CounterSnap(diagnosetest.T0.Add(time.Duration(i)*20*time.Second), nil, nil))
 	}
 	if h.Len() != 4 {
 		t.Errorf("window 1m at 20s keeps 4 samples, got %d", h.Len())
@@ -59,8 +45,8 @@ func TestHistoryBounded(t *testing.T) {
 }
 
 func TestHistoryIncrease(t *testing.T) {
-	key := CounterKey{Device: "mlx5_0", Port: 1, Name: "symbol_error"}
-	hwKey := CounterKey{Device: "mlx5_0", Port: 1, HW: true, Name: "out_of_sequence"}
+	key := diagnose.CounterKey{Device: "mlx5_0", Port: 1, Name: "symbol_error"}
+	hwKey := diagnose.CounterKey{Device: "mlx5_0", Port: 1, HW: true, Name: "out_of_sequence"}
 	for _, tc := range []struct {
 		name          string
 		values        []int64 // -1: the counter is missing in that sample
@@ -78,7 +64,7 @@ func TestHistoryIncrease(t *testing.T) {
 		{"hw 32-bit wrap", []int64{4294967290, 4}, true, 10, true, 0, 1},
 		{"hw reset from low", []int64{1000, 10}, true, 10, true, 1, 0},
 	} {
-		h := NewHistory(0, 10)
+		h := diagnose.NewHistory(0, 10)
 		for i, v := range tc.values {
 			pma, hw := map[string]uint64{}, map[string]uint64{}
 			if v >= 0 {
@@ -88,7 +74,7 @@ func TestHistoryIncrease(t *testing.T) {
 					pma["symbol_error"] = uint64(v)
 				}
 			}
-			h.Add(counterSnap(t0.Add(time.Duration(i)*time.Second), pma, hw))
+			h.Add(diagnosetest.CounterSnap(diagnosetest.T0.Add(time.Duration(i)*time.Second), pma, hw))
 		}
 		k := key
 		if tc.hw {
@@ -100,9 +86,9 @@ func TestHistoryIncrease(t *testing.T) {
 		}
 	}
 	// A clock step backwards cannot be ordered: the history restarts.
-	h := NewHistory(0, 10)
-	h.Add(counterSnap(t0, map[string]uint64{"symbol_error": 1}, nil))
-	h.Add(counterSnap(t0.Add(-time.Minute), map[string]uint64{"symbol_error": 5}, nil))
+	h := diagnose.NewHistory(0, 10)
+	h.Add(diagnosetest.CounterSnap(diagnosetest.T0, map[string]uint64{"symbol_error": 1}, nil))
+	h.Add(diagnosetest.CounterSnap(diagnosetest.T0.Add(-time.Minute), map[string]uint64{"symbol_error": 5}, nil))
 	if h.Len() != 1 {
 		t.Errorf("after a clock step back: %d samples, want 1", h.Len())
 	}
@@ -111,8 +97,8 @@ func TestHistoryIncrease(t *testing.T) {
 // TestCounterChecks judges increases against the thresholds, reports
 // saturated counters as unknown, and skips with one sample.
 func TestCounterChecks(t *testing.T) {
-	cc := func(id string) func(*Reading, *History, *config.Config) ([]Finding, error) {
-		for _, c := range Checks() {
+	cc := func(id string) func(*diagnose.Reading, *diagnose.History, *config.Config) ([]diagnose.Finding, error) {
+		for _, c := range checks.All() {
 			if c.ID == id {
 				return c.Run
 			}
@@ -120,10 +106,10 @@ func TestCounterChecks(t *testing.T) {
 		t.Fatalf("no check %s", id)
 		return nil
 	}
-	two := func(before, after map[string]uint64, hwBefore, hwAfter map[string]uint64) (*Reading, *History) {
-		h := NewHistory(0, 10)
-		h.Add(counterSnap(t0, before, hwBefore))
-		s := counterSnap(t0.Add(10*time.Minute), after, hwAfter)
+	two := func(before, after map[string]uint64, hwBefore, hwAfter map[string]uint64) (*diagnose.Reading, *diagnose.History) {
+		h := diagnose.NewHistory(0, 10)
+		h.Add(diagnosetest.CounterSnap(diagnosetest.T0, before, hwBefore))
+		s := diagnosetest.CounterSnap(diagnosetest.T0.Add(10*time.Minute), after, hwAfter)
 		h.Add(s)
 		return s, h
 	}
@@ -134,59 +120,59 @@ func TestCounterChecks(t *testing.T) {
 		before, after map[string]uint64
 		hwB, hwA      map[string]uint64
 		cfg           *config.Config
-		sev           Severity
+		sev           diagnose.Severity
 		unknown       bool
 		evidence      string
 	}{
 		{"symbol +57 fails", "ctr.symbol", map[string]uint64{"symbol_error": 4127}, map[string]uint64{"symbol_error": 4184}, nil, nil, cfg,
-			Fail, false, "symbol_error +57 in the last 10m0s on mlx5_0/1 (4127 → 4184)"},
+			diagnose.Fail, false, "symbol_error +57 in the last 10m0s on mlx5_0/1 (4127 → 4184)"},
 		{"symbol +3 warns", "ctr.symbol", map[string]uint64{"symbol_error": 10}, map[string]uint64{"symbol_error": 13}, nil, nil, cfg,
-			Warn, false, "+3"},
+			diagnose.Warn, false, "+3"},
 		{"old errors, no increase, pass", "ctr.symbol", map[string]uint64{"symbol_error": 4127}, map[string]uint64{"symbol_error": 4127}, nil, nil, cfg,
-			Pass, false, "no increase in the last 10m0s"},
+			diagnose.Pass, false, "no increase in the last 10m0s"},
 		{"configured limit", "ctr.symbol", map[string]uint64{"symbol_error": 10}, map[string]uint64{"symbol_error": 13}, nil, nil,
-			mustParse(t, "diagnose:\n  thresholds:\n    counters:\n      symbol_error: {warn_above: 5}\n"), Pass, false, "+3"},
+			diagnosetest.MustParse(t, "diagnose:\n  thresholds:\n    counters:\n      symbol_error: {warn_above: 5}\n"), diagnose.Pass, false, "+3"},
 		{"link_downed saturated is unknown", "ctr.downed", map[string]uint64{"link_downed": 255}, map[string]uint64{"link_downed": 255}, nil, nil, cfg,
-			Warn, true, "saturated at 255"},
+			diagnose.Warn, true, "saturated at 255"},
 		{"xmit_wait saturated at 2^32-1", "ctr.xmit_wait", map[string]uint64{"port_xmit_wait": 4294967295}, map[string]uint64{"port_xmit_wait": 4294967295}, nil, nil, cfg,
-			Warn, true, "saturated"},
+			diagnose.Warn, true, "saturated"},
 		{"saturated plus a failing neighbour", "ctr.rcv_err",
 			map[string]uint64{"port_rcv_errors": 65535, "port_rcv_remote_physical_errors": 0},
-			map[string]uint64{"port_rcv_errors": 65535, "port_rcv_remote_physical_errors": 500}, nil, nil, cfg, Fail, true, "port_rcv_remote_physical_errors +500"},
+			map[string]uint64{"port_rcv_errors": 65535, "port_rcv_remote_physical_errors": 500}, nil, nil, cfg, diagnose.Fail, true, "port_rcv_remote_physical_errors +500"},
 		{"retransmits warn", "hw.retrans", nil, nil, map[string]uint64{"out_of_sequence": 1, "local_ack_timeout_err": 0},
-			map[string]uint64{"out_of_sequence": 9, "local_ack_timeout_err": 0}, cfg, Warn, false, "out_of_sequence +8"},
+			map[string]uint64{"out_of_sequence": 9, "local_ack_timeout_err": 0}, cfg, diagnose.Warn, false, "out_of_sequence +8"},
 		{"ack timeouts fail", "hw.retrans", nil, nil, map[string]uint64{"local_ack_timeout_err": 0},
-			map[string]uint64{"local_ack_timeout_err": 1000}, cfg, Fail, false, "local_ack_timeout_err +1000"},
+			map[string]uint64{"local_ack_timeout_err": 1000}, cfg, diagnose.Fail, false, "local_ack_timeout_err +1000"},
 		{"hw counter wrap is an increase", "hw.fatal", nil, nil, map[string]uint64{"rnr_nak_retry_err": 4294967295},
-			map[string]uint64{"rnr_nak_retry_err": 1}, cfg, Fail, false, "wrapped 1 time"},
+			map[string]uint64{"rnr_nak_retry_err": 1}, cfg, diagnose.Fail, false, "wrapped 1 time"},
 		// 4-bit ctr.integrity counters: pinned at 15 all window long
 		// cannot be judged (no "clear it" on every port of a fleet);
 		// rising to 15 within the window is an increase.
 		{"overrun pinned at 15 is not judged", "ctr.integrity",
 			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15},
 			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15}, nil, nil, cfg,
-			Pass, false, "excessive_buffer_overrun_errors reads 15, its maximum, in every sample of the last 10m0s"},
+			diagnose.Pass, false, "excessive_buffer_overrun_errors reads 15, its maximum, in every sample of the last 10m0s"},
 		{"overrun rising to 15 fails", "ctr.integrity",
 			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 2},
 			map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15}, nil, nil, cfg,
-			Fail, false, "excessive_buffer_overrun_errors +13"},
+			diagnose.Fail, false, "excessive_buffer_overrun_errors +13"},
 		{"pinned overrun beside a rising integrity error", "ctr.integrity",
 			map[string]uint64{"local_link_integrity_errors": 1, "excessive_buffer_overrun_errors": 15},
 			map[string]uint64{"local_link_integrity_errors": 3, "excessive_buffer_overrun_errors": 15}, nil, nil, cfg,
-			Warn, false, "local_link_integrity_errors +2"},
+			diagnose.Warn, false, "local_link_integrity_errors +2"},
 		{"congestion reported only", "hw.cc", nil, nil, map[string]uint64{"np_cnp_sent": 0, "rp_cnp_ignored": 0},
-			map[string]uint64{"np_cnp_sent": 5000, "rp_cnp_ignored": 0}, cfg, Pass, false, "np_cnp_sent +5000"},
+			map[string]uint64{"np_cnp_sent": 5000, "rp_cnp_ignored": 0}, cfg, diagnose.Pass, false, "np_cnp_sent +5000"},
 	} {
 		s, h := two(tc.before, tc.after, tc.hwB, tc.hwA)
 		fs, err := cc(tc.check)(s, h, tc.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := findingOf(t, fs, "mlx5_0/1")
+		f := diagnosetest.FindingOf(t, fs, "mlx5_0/1")
 		if f.Severity != tc.sev || f.Unknown != tc.unknown || !strings.Contains(f.Evidence, tc.evidence) {
 			t.Errorf("%s: %+v\n want %s unknown=%v evidence containing %q", tc.name, f, tc.sev, tc.unknown, tc.evidence)
 		}
-		if (f.Severity == Warn || f.Severity == Fail) && f.Remedy == "" {
+		if (f.Severity == diagnose.Warn || f.Severity == diagnose.Fail) && f.Remedy == "" {
 			t.Errorf("%s: no remedy", tc.name)
 		}
 		if tc.unknown && !strings.Contains(f.Remedy, "perfquery -C mlx5_0 -P 1 -R") {
@@ -199,64 +185,30 @@ func TestCounterChecks(t *testing.T) {
 
 	// One sample: skip with the shared reason, except what one sample can
 	// tell (saturation).
-	h := NewHistory(0, 10)
-	s := counterSnap(t0, map[string]uint64{"symbol_error": 7, "link_downed": 255}, nil)
+	h := diagnose.NewHistory(0, 10)
+	s := diagnosetest.CounterSnap(diagnosetest.T0, map[string]uint64{"symbol_error": 7, "link_downed": 255}, nil)
 	h.Add(s)
 	fs, _ := cc("ctr.symbol")(s, h, cfg)
-	if f := findingOf(t, fs, "mlx5_0/1"); f.Severity != Skip || f.Evidence != NeedTwoSamples {
+	if f := diagnosetest.FindingOf(t, fs, "mlx5_0/1"); f.Severity != diagnose.Skip || f.Evidence != diagnose.NeedTwoSamples {
 		t.Errorf("one sample: %+v", f)
 	}
 	fs, _ = cc("ctr.downed")(s, h, cfg)
-	if f := findingOf(t, fs, "mlx5_0/1"); f.Severity != Warn || !f.Unknown {
+	if f := diagnosetest.FindingOf(t, fs, "mlx5_0/1"); f.Severity != diagnose.Warn || !f.Unknown {
 		t.Errorf("one sample, saturated: %+v", f)
 	}
 	// The recorded DGX H100 in one sample: 15 cannot be judged, skipped
 	// with the reason, no remedy.
-	s = counterSnap(t0, map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15}, nil)
-	h = NewHistory(0, 10)
+	s = diagnosetest.CounterSnap(diagnosetest.T0, map[string]uint64{"local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 15}, nil)
+	h = diagnose.NewHistory(0, 10)
 	h.Add(s)
 	fs, _ = cc("ctr.integrity")(s, h, cfg)
-	if f := findingOf(t, fs, "mlx5_0/1"); f.Severity != Skip || f.Remedy != "" || !strings.Contains(f.Evidence, "in the only sample") ||
-		!strings.Contains(f.Evidence, NeedTwoSamples) {
+	if f := diagnosetest.FindingOf(t, fs, "mlx5_0/1"); f.Severity != diagnose.Skip || f.Remedy != "" || !strings.Contains(f.Evidence, "in the only sample") ||
+		!strings.Contains(f.Evidence, diagnose.NeedTwoSamples) {
 		t.Errorf("one sample, pinned 4-bit counter: %+v", f)
 	}
 	// A port without the counters is not judged; a host without any says so.
 	fs, _ = cc("hw.icrc")(s, h, cfg)
-	if len(fs) != 1 || fs[0].Severity != Skip || !strings.Contains(fs[0].Evidence, "rx_icrc_encapsulated") {
+	if len(fs) != 1 || fs[0].Severity != diagnose.Skip || !strings.Contains(fs[0].Evidence, "rx_icrc_encapsulated") {
 		t.Errorf("no hw counters: %+v", fs)
-	}
-}
-
-func TestTraffic(t *testing.T) {
-	mk := func(before, after uint64, extended bool, cfg *config.Config) Finding {
-		b := map[string]uint64{"port_rcv_data": before}
-		a := map[string]uint64{"port_rcv_data": after}
-		if extended {
-			b["unicast_rcv_packets"], a["unicast_rcv_packets"] = 0, 0
-		}
-		h := NewHistory(0, 10)
-		h.Add(counterSnap(t0, b, nil))
-		s := counterSnap(t0.Add(10*time.Second), a, nil)
-		h.Add(s)
-		fs, err := checkTraffic(s, h, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return findingOf(t, fs, "mlx5_0/1")
-	}
-	if f := mk(1000, 1000+2.5e8, true, &config.Config{}); f.Severity != Pass || !strings.Contains(f.Observed, "953.7 MiB received in 10s, 95.4 MiB/s") {
-		t.Errorf("flowing: %+v", f)
-	}
-	if f := mk(5, 5, true, &config.Config{}); f.Severity != Pass || !strings.HasPrefix(f.Observed, "idle") {
-		t.Errorf("idle, reported only: %+v", f)
-	}
-	if f := mk(5, 5, true, mustParse(t, "diagnose:\n  policies:\n    expect_traffic: true\n")); f.Severity != Warn || !strings.Contains(f.Remedy, "NCCL_IB_HCA=mlx5_0") {
-		t.Errorf("idle, traffic expected: %+v", f)
-	}
-	if f := mk(4294967295, 4294967295, false, &config.Config{}); f.Severity != Warn || !f.Unknown {
-		t.Errorf("32-bit saturated data counter: %+v", f)
-	}
-	if f := mk(4294967295, 4294967295, true, &config.Config{}); f.Unknown {
-		t.Errorf("a 64-bit counter at 2^32-1 is not saturated: %+v", f)
 	}
 }

@@ -1,7 +1,7 @@
 // Copyright The rdma_doctor Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package diagnose_test
 
 import (
 	"context"
@@ -11,85 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/irq"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
-	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
-
-// fixedHost is a Host of fixed readings, the unit tests' host: a zero
-// fixedHost has read nothing.
-type fixedHost struct {
-	class            *infiniband.Class
-	classErr         error
-	placement        *irq.Snapshot
-	placementErr     error
-	topology         *pci.Topology
-	tuning           *tuning.Snapshot
-	tuningErr        error
-	netdevs          *netdev.Snapshot
-	netdevsErr       error
-	openSM           *opensm.State
-	openSMErr        error
-	gpus             *gpu.Snapshot
-	gpusErr          error
-	roce             *roce.Snapshot
-	roceErr          error
-	devlink          *host.Devlink
-	devlinkErr       error
-	hwmon            *hwmon.Snapshot
-	hwmonErr         error
-	bus              []pci.BusFunction
-	busErr           error
-	ports            []portwatch.History
-	portsWatched     bool
-	kernelLog        *host.KernelLog
-	kernelLogWatched bool
-	wasActive        func(device string, port int) bool
-	modulesAsked     bool
-	sm               *sm.Status
-	sweep            *fabric.SweepStatus
-}
-
-func (f *fixedHost) Class() (*infiniband.Class, error)        { return f.class, f.classErr }
-func (f *fixedHost) Placement() (*irq.Snapshot, error)        { return f.placement, f.placementErr }
-func (f *fixedHost) Topology() *pci.Topology                  { return f.topology }
-func (f *fixedHost) Tuning() (*tuning.Snapshot, error)        { return f.tuning, f.tuningErr }
-func (f *fixedHost) Netdevs() (*netdev.Snapshot, error)       { return f.netdevs, f.netdevsErr }
-func (f *fixedHost) OpenSM() (*opensm.State, error)           { return f.openSM, f.openSMErr }
-func (f *fixedHost) GPUs() (*gpu.Snapshot, error)             { return f.gpus, f.gpusErr }
-func (f *fixedHost) RoCE() (*roce.Snapshot, error)            { return f.roce, f.roceErr }
-func (f *fixedHost) Devlink() (*host.Devlink, error)          { return f.devlink, f.devlinkErr }
-func (f *fixedHost) Temperatures() (*hwmon.Snapshot, error)   { return f.hwmon, f.hwmonErr }
-func (f *fixedHost) Bus() ([]pci.BusFunction, error)          { return f.bus, f.busErr }
-func (f *fixedHost) PortHistory() ([]portwatch.History, bool) { return f.ports, f.portsWatched }
-func (f *fixedHost) KernelLog() (*host.KernelLog, bool)       { return f.kernelLog, f.kernelLogWatched }
-func (f *fixedHost) ModulesAsked() bool                       { return f.modulesAsked }
-func (f *fixedHost) SM() *sm.Status                           { return f.sm }
-func (f *fixedHost) FabricSweep() *fabric.SweepStatus         { return f.sweep }
-
-func (f *fixedHost) WasActive(device string, port int) bool {
-	return f.wasActive != nil && f.wasActive(device, port)
-}
-
-// fixed is a snapshot's fixedHost, made on first use, for a test to set
-// the readings of a snapshot a helper built.
-func fixed(s *Reading) *fixedHost {
-	if s.Host == nil {
-		s.Host = &fixedHost{}
-	}
-	return s.Host.(*fixedHost)
-}
 
 // TestReadTakesTheSample: Read reads every source of the host before it
 // returns, so no check reads after the sample's deadline (the CLI cancels
@@ -99,7 +25,7 @@ func TestReadTakesTheSample(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	// numa-remote: devices, IRQs, tuning, netdevs and GPUs to read; no
 	// devices are expected beyond those present, so the bus stays unread.
-	s := (&Reader{Host: hostOf(filepath.Join(fixtures, "numa-remote"))}).Read(ctx)
+	s := (&diagnose.Reader{Host: diagnosetest.HostOf(filepath.Join(diagnosetest.Fixtures, "numa-remote"))}).Read(ctx)
 	cancel()
 	h := s.Host
 	for name, read := range map[string]func() (any, error){
@@ -137,28 +63,28 @@ func TestReadTakesTheSample(t *testing.T) {
 // sweep where no loop runs.
 func TestReadSMThroughHost(t *testing.T) {
 	ctx := t.Context()
-	p, _ := hostfs.Paths{Rootfs: filepath.Join(fixtures, "sm-opensm")}.Resolve()
+	p, _ := hostfs.Paths{Rootfs: filepath.Join(diagnosetest.Fixtures, "sm-opensm")}.Resolve()
 	now := time.Unix(1_000_000, 0)
 	h := host.New(host.Options{Paths: p, SM: &host.SMOptions{SminfoPath: "/nonexistent"}, Fabric: &host.FabricOptions{Counters: true},
 		Now: func() time.Time { return now }})
-	r := &Reader{Host: h}
+	r := &diagnose.Reader{Host: h}
 	s := r.Read(ctx)
-	st := s.smStatus()
-	if st == nil || st.Rounds != 1 || s.smStatus() != st {
+	st := s.SMStatus()
+	if st == nil || st.Rounds != 1 || s.SMStatus() != st {
 		t.Fatalf("first sample: %+v, want its own round, kept", st)
 	}
-	if r := s.unavailable(SourceSM); !strings.Contains(r, "sminfo cannot run") {
+	if r := s.Unavailable(diagnose.SourceSM); !strings.Contains(r, "sminfo cannot run") {
 		t.Errorf("unavailable(sm) = %q, want why sminfo cannot run (no umad on the fixture)", r)
 	}
 	now = now.Add(time.Minute)
-	if st := r.Read(ctx).smStatus(); st.Rounds != 2 {
+	if st := r.Read(ctx).SMStatus(); st.Rounds != 2 {
 		t.Errorf("second sample read round %d, want its own", st.Rounds)
 	}
-	if sw := s.sweepStatus(); sw != nil {
+	if sw := s.SweepStatus(); sw != nil {
 		t.Errorf("a fabric sweep without a loop: %+v", sw)
 	}
 	h = host.New(host.Options{Paths: p})
-	if st := (&Reader{Host: h}).Read(ctx).smStatus(); st != nil {
+	if st := (&diagnose.Reader{Host: h}).Read(ctx).SMStatus(); st != nil {
 		t.Errorf("sminfo read without Options.SM: %+v", st)
 	}
 }

@@ -51,7 +51,7 @@ func (src *Source) UnmarshalJSON(b []byte) error {
 // (T's zero and no error where nothing was read).
 func need[T any](n *host.Need[T], read func(Host) (T, error)) Source {
 	return Source{name: n.Name(), unavailable: func(s *Reading) string {
-		v, err := get(s, read)
+		v, err := Get(s, read)
 		return n.Unavailable(v, err)
 	}}
 }
@@ -122,8 +122,8 @@ type Reading struct {
 	ExpectedTopologyErr error
 }
 
-// get reads one source through s.Host; a nil Host has read nothing.
-func get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
+// Get reads one source through s.Host; a nil Host has read nothing.
+func Get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
 	if s.Host == nil {
 		var none T
 		return none, nil
@@ -134,71 +134,75 @@ func get[T any](s *Reading, source func(Host) (T, error)) (T, error) {
 // value is a source without its error: the checks' shorthand for data
 // their Reads gate has found readable (nil where it was not).
 func value[T any](s *Reading, source func(Host) (T, error)) T {
-	v, _ := get(s, source)
+	v, _ := Get(s, source)
 	return v
 }
 
-func (s *Reading) ib() *infiniband.Class    { return value(s, Host.Class) }
-func (s *Reading) placement() *irq.Snapshot { return value(s, Host.Placement) }
-func (s *Reading) tuning() *tuning.Snapshot { return value(s, Host.Tuning) }
-func (s *Reading) netdev() *netdev.Snapshot { return value(s, Host.Netdevs) }
-func (s *Reading) openSM() *opensm.State    { return value(s, Host.OpenSM) }
-func (s *Reading) gpu() *gpu.Snapshot       { return value(s, Host.GPUs) }
-func (s *Reading) roce() *roce.Snapshot     { return value(s, Host.RoCE) }
-func (s *Reading) devlink() *host.Devlink   { return value(s, Host.Devlink) }
-func (s *Reading) hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
+// IB, Placement, Tuning, Netdev, OpenSM, GPU, RoCE, Devlink and Hwmon are
+// the host's sources without their errors (value): for the checks, once
+// their Reads gate has found them readable.
+func (s *Reading) IB() *infiniband.Class    { return value(s, Host.Class) }
+func (s *Reading) Placement() *irq.Snapshot { return value(s, Host.Placement) }
+func (s *Reading) Tuning() *tuning.Snapshot { return value(s, Host.Tuning) }
+func (s *Reading) Netdev() *netdev.Snapshot { return value(s, Host.Netdevs) }
+func (s *Reading) OpenSM() *opensm.State    { return value(s, Host.OpenSM) }
+func (s *Reading) GPU() *gpu.Snapshot       { return value(s, Host.GPUs) }
+func (s *Reading) RoCE() *roce.Snapshot     { return value(s, Host.RoCE) }
+func (s *Reading) Devlink() *host.Devlink   { return value(s, Host.Devlink) }
+func (s *Reading) Hwmon() *hwmon.Snapshot   { return value(s, Host.Temperatures) }
 
-// smStatus is the latest sminfo round; nil where sminfo is not run
+// SMStatus is the latest sminfo round; nil where sminfo is not run
 // (--no-collector.sm).
-func (s *Reading) smStatus() *sm.Status {
+func (s *Reading) SMStatus() *sm.Status {
 	if s.Host == nil {
 		return nil
 	}
 	return s.Host.SM()
 }
 
-// sweepStatus is the fabric counter sweep's state; nil where no sweep
+// SweepStatus is the fabric counter sweep's state; nil where no sweep
 // runs (the CLI, --no-collector.fabric or its counters off).
-func (s *Reading) sweepStatus() *fabric.SweepStatus {
+func (s *Reading) SweepStatus() *fabric.SweepStatus {
 	if s.Host == nil {
 		return nil
 	}
 	return s.Host.FabricSweep()
 }
 
-func (s *Reading) topology() *pci.Topology {
+// Topology is the host's NUMA nodes and online CPUs; nil where not read.
+func (s *Reading) Topology() *pci.Topology {
 	if s.Host == nil {
 		return nil
 	}
 	return s.Host.Topology()
 }
 
-// portHistory is what the port state sampler saw; watched is false where
+// PortHistory is what the port state sampler saw; watched is false where
 // none runs (the CLI).
-func (s *Reading) portHistory() (h []portwatch.History, watched bool) {
+func (s *Reading) PortHistory() (h []portwatch.History, watched bool) {
 	if s.Host == nil {
 		return nil, false
 	}
 	return s.Host.PortHistory()
 }
 
-// kernelLog is what the kernel log reader saw; watched is false where
+// KernelLog is what the kernel log reader saw; watched is false where
 // none runs (the CLI).
-func (s *Reading) kernelLog() (l *host.KernelLog, watched bool) {
+func (s *Reading) KernelLog() (l *host.KernelLog, watched bool) {
 	if s.Host == nil {
 		return nil, false
 	}
 	return s.Host.KernelLog()
 }
 
-// wasActive reports whether a port was ACTIVE at any sample since
+// WasActive reports whether a port was ACTIVE at any sample since
 // rdma_doctor started (false when unknown); such a port must stay up.
-func (s *Reading) wasActive(device string, port int) bool {
+func (s *Reading) WasActive(device string, port int) bool {
 	return s.Host != nil && s.Host.WasActive(device, port)
 }
 
-// unavailable says why a source cannot be used, or "".
-func (s *Reading) unavailable(src Source) string {
+// Unavailable says why a source cannot be used, or "".
+func (s *Reading) Unavailable(src Source) string {
 	if src.unavailable == nil {
 		// Read back from a report (UnmarshalJSON), not declared here.
 		return "no collector reads " + src.name + " data yet"
@@ -206,8 +210,8 @@ func (s *Reading) unavailable(src Source) string {
 	return src.unavailable(s)
 }
 
-// errorsText joins errors for a reason, at most three of them.
-var errorsText = host.ErrorsText
+// ErrorsText joins errors for a reason, at most three of them.
+var ErrorsText = host.ErrorsText
 
 // NeedTwoSamples is the skip reason of a delta check with one sample: the
 // same text from the server and the CLI, so their findings agree.

@@ -9,6 +9,11 @@ import (
 	"strings"
 )
 
+// OneLine keeps a summary line one line.
+func OneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
 // Problem is one line of the report's summary: the failures or warnings of
 // one check that share a fix, across every target they were found on. A
 // DGX whose nine ports all have a saturated counter is one problem on nine
@@ -30,8 +35,8 @@ type Problem struct {
 	Unknown bool   `json:"unknown,omitempty"`
 }
 
-// problem is a Problem with its findings, for the renderers.
-type problem struct {
+// ProblemGroup is a Problem with its findings, for the renderers.
+type ProblemGroup struct {
 	Problem
 	Findings []Finding
 }
@@ -40,7 +45,7 @@ type problem struct {
 // (Report.Summary.Problems): failures first, then warnings, each in report
 // order.
 func Problems(findings []Finding) []Problem {
-	ps := groupProblems(findings)
+	ps := GroupProblems(findings)
 	out := make([]Problem, len(ps))
 	for i, p := range ps {
 		out[i] = p.Problem
@@ -48,13 +53,13 @@ func Problems(findings []Finding) []Problem {
 	return out
 }
 
-// groupProblems groups failures and warnings by check, severity and fix.
+// GroupProblems groups failures and warnings by check, severity and fix.
 // Findings of one check whose remedies are the same once the varying part
 // of the target is a placeholder share a fix; any other difference keeps
 // them apart, so a grouped line never hides a different remedy.
-func groupProblems(findings []Finding) []problem {
+func GroupProblems(findings []Finding) []ProblemGroup {
 	devices := deviceNames(findings)
-	var out []problem
+	var out []ProblemGroup
 	for _, sev := range []Severity{Fail, Warn} {
 		// Buckets: one check, one severity, targets of one shape.
 		type bucketKey struct {
@@ -85,7 +90,7 @@ func groupProblems(findings []Finding) []problem {
 			first[f.Check] = i
 		}
 	}
-	slices.SortStableFunc(out, func(a, b problem) int {
+	slices.SortStableFunc(out, func(a, b ProblemGroup) int {
 		if a.Severity != b.Severity {
 			return b.Severity.rank() - a.Severity.rank()
 		}
@@ -96,7 +101,7 @@ func groupProblems(findings []Finding) []problem {
 
 // splitByFix splits the findings of one bucket into problems by their
 // remedy template.
-func splitByFix(fs []Finding, devices map[string]bool) []problem {
+func splitByFix(fs []Finding, devices map[string]bool) []ProblemGroup {
 	vary := varyingTokens(fs)
 	var order []string
 	groups := map[string][]Finding{}
@@ -107,7 +112,7 @@ func splitByFix(fs []Finding, devices map[string]bool) []problem {
 		}
 		groups[t] = append(groups[t], f)
 	}
-	out := make([]problem, 0, len(order))
+	out := make([]ProblemGroup, 0, len(order))
 	for _, t := range order {
 		out = append(out, newProblem(groups[t], devices))
 	}
@@ -115,8 +120,8 @@ func splitByFix(fs []Finding, devices map[string]bool) []problem {
 }
 
 // newProblem summarises findings that share a check, a severity and a fix.
-func newProblem(fs []Finding, devices map[string]bool) problem {
-	p := problem{Findings: fs, Problem: Problem{Check: fs[0].Check, Severity: fs[0].Severity, Unknown: true}}
+func newProblem(fs []Finding, devices map[string]bool) ProblemGroup {
+	p := ProblemGroup{Findings: fs, Problem: Problem{Check: fs[0].Check, Severity: fs[0].Severity, Unknown: true}}
 	for _, f := range fs {
 		p.Targets = append(p.Targets, f.Target)
 		p.Unknown = p.Unknown && f.Unknown
@@ -172,7 +177,7 @@ func fixTemplate(f Finding, vary []int, devices map[string]bool) string {
 	toks := targetTokens(f.Target)
 	s := f.Remedy
 	for _, i := range vary {
-		s = replaceWord(s, toks[i], placeholder(toks, i, devices))
+		s = ReplaceWord(s, toks[i], placeholder(toks, i, devices))
 	}
 	return s
 }
@@ -189,9 +194,9 @@ func placeholder(toks []string, i int, devices map[string]bool) string {
 	return "<target>"
 }
 
-// targetNoun is the plural for a problem's targets: ports when all are
+// TargetNoun is the plural for a problem's targets: ports when all are
 // device/port targets, else targets.
-func targetNoun(targets []string) string {
+func TargetNoun(targets []string) string {
 	for _, t := range targets {
 		if dev, port, ok := strings.Cut(t, "/"); !ok || dev == "" || !numeric.MatchString(port) {
 			return "targets"
@@ -212,13 +217,13 @@ func deviceNames(findings []Finding) map[string]bool {
 	return out
 }
 
-// replaceWord replaces the whole-word occurrences of word in s. Names
+// ReplaceWord replaces the whole-word occurrences of word in s. Names
 // (mlx5_0, net.core.rmem_max, 0000:3b:00.1) are made of letters, digits
 // and _.:-, so "1" is not replaced inside "00.1" nor mlx5_1 inside
 // mlx5_10; a trailing full stop ends a sentence, not the name. A wrong
 // guess here cannot merge findings with different fixes: those templates
 // still differ.
-func replaceWord(s, word, repl string) string {
+func ReplaceWord(s, word, repl string) string {
 	if word == "" {
 		return s
 	}

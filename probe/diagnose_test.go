@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
 )
 
 // TestDiagnose: the store's results reach the probe checks through
@@ -50,7 +51,7 @@ func TestDiagnose(t *testing.T) {
 		t.Errorf("setup failure: %+v %+v", s, s.Last)
 	}
 
-	e, err := diagnose.NewEvaluator(nil, []string{"probe.*"})
+	e, err := diagnose.NewEvaluator(nil, []string{"probe.*"}, checks.All())
 	if err != nil {
 		t.Fatal(err)
 	}

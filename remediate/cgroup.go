@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/placement"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
 
@@ -36,7 +36,7 @@ func (a rdmaCgroupAction) Plan(in *Input) ([]Change, []string, error) {
 	var notes []string
 	files := map[string]string{} // cgroup -> rdma.max content, read once
 	missing := map[string]bool{}
-	for _, w := range diagnose.RDMACgroupWants(in.Snap, in.Config) {
+	for _, w := range placement.RDMACgroupWants(in.Snap, in.Config) {
 		p := rdmaMaxPath(w.Cgroup)
 		if missing[w.Cgroup] {
 			continue // noted once

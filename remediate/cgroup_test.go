@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
 )
@@ -74,7 +75,7 @@ func TestRemediateRDMACgroup(t *testing.T) {
 		}
 	}
 	in := inputWith(t, root, w, cfg)
-	e, err := diagnose.NewEvaluator(cfg, []string{"cgroup.rdma"})
+	e, err := diagnose.NewEvaluator(cfg, []string{"cgroup.rdma"}, checks.All())
 	if err != nil {
 		t.Fatal(err)
 	}

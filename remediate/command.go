@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
 )
 
 // Exit codes of `rdma_doctor remediate`.
@@ -56,7 +56,7 @@ type Command struct {
 // confirmation, not root), 3 another apply or rollback holds the lock;
 // and the error to print, if any.
 func (c *Command) Run(w DirWriter, input func() *Input) (int, error) {
-	actions, err := Select(diagnose.SplitList(c.Only))
+	actions, err := Select(report.SplitList(c.Only))
 	if err != nil {
 		return ExitUsage, fmt.Errorf("remediate: %w", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
 	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
@@ -21,18 +23,18 @@ import (
 const sampleTimeout = 30 * time.Second
 
 func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
-	c := &diagnose.Command{View: diagnose.View{VerboseHint: "--verbose"}}
+	c := &report.Command{View: report.View{VerboseHint: "--verbose"}, Checks: checks.All()}
 	interval := cmd.Flag("interval", "Take two samples this far apart so the delta checks (error counters, data flowing) can judge increases; 0 takes one sample and those checks skip.").
 		Default("0s").Duration()
-	cmd.Flag("format", "Output format: "+strings.Join(diagnose.Formats, ", ")+" (nhc: one line for a Slurm drain reason).").
+	cmd.Flag("format", "Output format: "+strings.Join(report.Formats, ", ")+" (nhc: one line for a Slurm drain reason).").
 		Default("text").StringVar(&c.Format)
 	cmd.Flag("check", "Only run checks whose id matches (an id such as port.rate or a glob such as 'ctr.*'); repeatable or comma-separated.").
 		PlaceHolder("ID").StringsVar(&c.Only)
 	cmd.Flag("list-checks", "Print every check id with its title and exit.").BoolVar(&c.List)
 	cmd.Flag("verbose", "Text format: also list every passed and skipped check (by default only problems and their details).").Short('v').BoolVar(&c.View.Verbose)
 	return func(ctx context.Context, a *App) int {
-		c.View.Color = diagnose.UseColor(isTerminal(os.Stdout), os.Getenv)
-		code, err := c.Run(ctx, os.Stdout, func(ctx context.Context, patterns []string) (diagnose.Outcome, error) {
+		c.View.Color = report.UseColor(isTerminal(os.Stdout), os.Getenv)
+		code, err := c.Run(ctx, os.Stdout, func(ctx context.Context, patterns []string) (report.Outcome, error) {
 			return runDiagnose(ctx, a, *interval, patterns)
 		})
 		if err != nil {
@@ -44,14 +46,14 @@ func setupDiagnose(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 
 // runDiagnose reads the host once, or twice interval apart, and evaluates
 // the checks matching patterns.
-func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns []string) (diagnose.Outcome, error) {
-	eval, err := diagnose.NewEvaluator(a.Config, patterns)
+func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns []string) (report.Outcome, error) {
+	eval, err := diagnose.NewEvaluator(a.Config, patterns, checks.All())
 	if err != nil {
-		return diagnose.Outcome{}, err
+		return report.Outcome{}, err
 	}
 	if err := eval.TopologyErr(); err != nil {
 		// One run asked for: could not run, as any bad config.
-		return diagnose.Outcome{}, err
+		return report.Outcome{}, err
 	}
 	// No background loop runs here: each sample's snapshot runs one
 	// sminfo round (unless --no-collector.sm), on the host's one runner
@@ -71,16 +73,16 @@ func runDiagnose(ctx context.Context, a *App, interval time.Duration, patterns [
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return diagnose.Outcome{}, fmt.Errorf("interrupted while waiting --interval=%v for the second sample", interval)
+			return report.Outcome{}, fmt.Errorf("interrupted while waiting --interval=%v for the second sample", interval)
 		case <-t.C:
 		}
 		snap = read()
 		hist.Add(snap)
 	}
 	if err := ctx.Err(); err != nil {
-		return diagnose.Outcome{}, err
+		return report.Outcome{}, err
 	}
-	out := diagnose.Outcome{Report: eval.Evaluate(snap, hist)}
+	out := report.Outcome{Report: eval.Evaluate(snap, hist)}
 	if class, err := snap.Host.Class(); class == nil && err != nil && !errors.Is(err, infiniband.ErrNoClass) {
 		out.ReadErr = fmt.Errorf("cannot read /sys/class/infiniband: %w", err)
 	}

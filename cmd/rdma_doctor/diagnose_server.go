@@ -11,6 +11,8 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
 	"github.com/rdma-doctor/rdma_doctor/probe"
 )
 
@@ -24,7 +26,7 @@ const smFirstRoundWait = 3 * time.Second
 // enters the diagnosis window, not only those a sample catches.
 func newDiagnoseSampler(a *App, probes probe.Reader) (*diagnose.Sampler, error) {
 	cfg := &a.Config.Diagnose
-	eval, err := diagnose.NewEvaluator(a.Config, nil)
+	eval, err := diagnose.NewEvaluator(a.Config, nil, checks.All())
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +73,7 @@ func addDiagnose(ctx context.Context, s *Server, sampler *diagnose.Sampler) {
 	}()
 
 	s.Parts = append(s.Parts, collector.NewDiagnoseStatus(sampler.Latest))
-	s.Mux.Handle("/diagnose", diagnose.NewHandler(sampler.Latest))
+	s.Mux.Handle("/diagnose", report.NewHandler(sampler.Latest))
 	s.Links = append(s.Links, web.LandingLinks{Address: "/diagnose", Text: "Diagnose",
 		Description: "The troubleshooting checklist: findings with remedies (text; ?format=json, html, nhc)"})
 	s.App.Logger.Info("diagnose sampler started", "interval", sampler.Interval, "window", s.App.Config.Diagnose.HistoryWindow(),

@@ -7,7 +7,7 @@
 // main.go holds the flags every command shares, the list of commands and
 // the host options every command reads through. Each subcommand's file
 // declares its flags and wires them to its package, which holds what the
-// command does, prints and exits with (diagnose.Command, probe.Command,
+// command does, prints and exits with (report.Command, probe.Command,
 // remediate.Command); serve.go builds the HTTP server in one function.
 // There are no init() hooks: run declares everything in the order --help
 // shows.
@@ -31,6 +31,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -82,7 +83,7 @@ type command struct {
 var commands = []command{
 	{name: "serve", help: "Serve /metrics over HTTP (the default command).", isDefault: true, startupExit: 1, background: true, setup: setupServe},
 	{name: "diagnose", help: "Evaluate the troubleshooting checklist once and print the findings. " +
-		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: diagnose.ExitCannotRun, background: true, setup: setupDiagnose},
+		"Exit code: 0 all pass, 1 warn, 2 fail, 3 could not run.", startupExit: report.ExitCannotRun, background: true, setup: setupDiagnose},
 	{name: "probe", help: "Run the verbs probe (perftest) once, or compare RDMA, IPoIB and Ethernet to a peer (--compare).", startupExit: probe.ExitUsage, setup: setupProbe},
 	{name: "remediate", help: "Plan (default), apply or roll back the fixes for what diagnose finds. " +
 		"Nothing changes without 'apply'; every change is journaled and 'rollback' restores it.", startupExit: remediate.ExitUsage, setup: setupRemediate},

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
+	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
 	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
@@ -130,7 +131,7 @@ func diagnoseFixture(t *testing.T, name string) *diagnose.Report {
 		t.Fatal(err)
 	}
 	cfg := &config.Config{}
-	eval, err := diagnose.NewEvaluator(cfg, nil)
+	eval, err := diagnose.NewEvaluator(cfg, nil, checks.All())
 	if err != nil {
 		t.Fatal(err)
 	}

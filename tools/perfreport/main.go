@@ -185,7 +185,7 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 	p("## /diagnose\n\n")
 	p("A /diagnose request renders the sampler's latest report (the host is not\n")
 	p("read per request); the sampler reads the host and evaluates every check\n")
-	p("once per `diagnose.interval` (default 30 s). See diagnose/bench_test.go.\n\n")
+	p("once per `diagnose.interval` (default 30 s). See diagnose/checks/bench_test.go.\n\n")
 	p("| | wall/op | CPU/op | bytes/op | allocs/op |\n|---|---|---|---|---|\n")
 	for _, f := range []string{"text", "json", "html", "nhc"} {
 		r.row("request, format="+f+" (dgx-h100)", "Render/"+f)
