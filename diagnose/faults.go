@@ -101,7 +101,7 @@ func (br BlastRadius) Text() string {
 		br.RoutesRead.UTC().Format(time.RFC3339), br.Port, br.Out.Text(), br.In.Text())
 }
 
-// Faults tell the story the pages tell (issue 36, alerts/alertmanager.yml):
+// Faults tell the story the pages tell (alerts/alertmanager.yml groups them the same way):
 // the failures and warnings about the fabric's links and this host's own
 // ports and NICs, grouped into one fault per physical link and class of
 // fault, whichever end saw it. A bad cable whose switch end the fabric

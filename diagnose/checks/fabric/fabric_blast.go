@@ -14,7 +14,7 @@ import (
 )
 
 // The blast radius of a switch port: whose traffic crosses its link, from
-// the forwarding tables the route reader read (issue 38 item 2). It is
+// the forwarding tables the route reader read. It is
 // what ibfindnodesusing <switch> <port> prints (infiniband-diags): the
 // channel adapters the switch routes out of the port ("==>>"), and the
 // ones the far end routes back over the link into it ("<<=="). Each list
