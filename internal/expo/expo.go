@@ -141,26 +141,29 @@ func (s *Sample) Desc() *prometheus.Desc { return s.desc.prom }
 
 // Write implements prometheus.Metric: the slow path (protobuf, tests).
 func (s *Sample) Write(m *dto.Metric) error {
+	c, err := s.Const()
+	if err != nil {
+		return err
+	}
+	return c.Write(m)
+}
+
+// Const is the sample as client_golang's const metric: what an exporter
+// built on client_golang makes of each series at each scrape (the
+// exposition benchmark in internal/scrapebench compares the two ways).
+func (s *Sample) Const() (prometheus.Metric, error) {
 	if s.typ == dto.MetricType_SUMMARY {
 		q := make(map[float64]float64, len(s.summary.quantiles))
 		for _, x := range s.summary.quantiles {
 			q[x.Q] = x.V
 		}
-		c, err := prometheus.NewConstSummary(s.desc.prom, s.summary.count, s.value, q, s.labels...)
-		if err != nil {
-			return err
-		}
-		return c.Write(m)
+		return prometheus.NewConstSummary(s.desc.prom, s.summary.count, s.value, q, s.labels...)
 	}
 	vt := prometheus.GaugeValue
 	if s.typ == dto.MetricType_COUNTER {
 		vt = prometheus.CounterValue
 	}
-	c, err := prometheus.NewConstMetric(s.desc.prom, vt, s.value, s.labels...)
-	if err != nil {
-		return err
-	}
-	return c.Write(m)
+	return prometheus.NewConstMetric(s.desc.prom, vt, s.value, s.labels...)
 }
 
 // Family is the samples of one metric name, or a Block's rendered family
