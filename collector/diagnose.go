@@ -14,20 +14,17 @@ import (
 
 // diagnoseStatus exports rdma_diagnose_status from the diagnose sampler's
 // latest report. It lives here, with the other metrics, so that diagnose
-// judges and never renders. The series of a report are rendered once,
-// when a scrape first sees it, into an expo.Block that every scrape
-// splices in until the next report: a report lasts diagnose.interval (30 s
-// by default) and a DGX has 166 series, which sorting, formatting and
-// compressing on every scrape cost about a tenth of a default scrape's
-// CPU (docs/performance.md).
+// judges and never renders. The series of a report are built once, when a
+// scrape first sees it (a report lasts diagnose.interval; a DGX has 145
+// findings), and are expo samples, which the text path writes directly.
 type diagnoseStatus struct {
 	latest   func() *diagnose.Report
 	desc     *expo.Desc
 	reportTS *expo.Desc
 
-	mu     sync.Mutex
-	report *diagnose.Report
-	block  *expo.Block
+	mu      sync.Mutex
+	report  *diagnose.Report
+	samples []prometheus.Metric
 }
 
 // NewDiagnoseStatus exports rdma_diagnose_status{check,target}: 0 pass,
@@ -48,9 +45,8 @@ func (c *diagnoseStatus) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.reportTS.Prometheus()
 }
 
-// Collect sends the samples: a registry takes no Block.
 func (c *diagnoseStatus) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range expo.Expand(c.AppendMetrics(nil)) {
+	for _, m := range c.AppendMetrics(nil) {
 		ch <- m
 	}
 }
@@ -63,24 +59,17 @@ func (c *diagnoseStatus) AppendMetrics(out []prometheus.Metric) []prometheus.Met
 		return out
 	}
 	out = append(out, expo.Gauge(c.reportTS, float64(r.Time.UnixNano())/1e9))
-	return append(out, c.rendered(r))
+	return append(out, c.series(r)...)
 }
 
-// rendered is a report's Block, rendered on first use (a report is never
-// changed once published).
-func (c *diagnoseStatus) rendered(r *diagnose.Report) *expo.Block {
+// series are a report's samples, built on first use: the worst severity
+// of each (check, target), in the order of the report's findings.
+func (c *diagnoseStatus) series(r *diagnose.Report) []prometheus.Metric {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r != c.report {
-		c.report = r
-		c.block = expo.NewBlock(func() []prometheus.Metric { return c.series(r) })
+	if r == c.report {
+		return c.samples
 	}
-	return c.block
-}
-
-// series are a report's samples: the worst severity of each (check,
-// target), in the order of the report's findings.
-func (c *diagnoseStatus) series(r *diagnose.Report) []prometheus.Metric {
 	type key struct{ check, target string }
 	worst := map[key]diagnose.Severity{}
 	var order []key
@@ -108,5 +97,6 @@ func (c *diagnoseStatus) series(r *diagnose.Report) []prometheus.Metric {
 		}
 		out = append(out, expo.Gauge(c.desc, v, k.check, k.target))
 	}
+	c.report, c.samples = r, out
 	return out
 }

@@ -4,7 +4,6 @@
 package collector
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 )
 
 // TestDiagnoseStatus: rdma_diagnose_status is rendered from a report here,
@@ -71,51 +69,5 @@ rdma_diagnose_status{check="port.rate",target="mlx5_0/1"} 0
 	}
 	if _, err := reg.Gather(); err != nil {
 		t.Errorf("pedantic registry: %v", err)
-	}
-}
-
-// TestDiagnoseStatusRenderedOnce: a report's series are rendered once, into
-// one expo.Block that every scrape splices in until the next report, and
-// the text written from it is the series TestDiagnoseStatus reads through
-// a registry.
-func TestDiagnoseStatusRenderedOnce(t *testing.T) {
-	rep := &diagnose.Report{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Findings: []diagnose.Finding{
-		{Check: "port.rate", Severity: diagnose.Fail, Target: "mlx5_1/1"},
-		{Check: "port.phys", Severity: diagnose.Pass, Target: "mlx5_0/1"},
-		{Check: "irq.local", Severity: diagnose.Skip, Target: "host"},
-	}}
-	c := NewDiagnoseStatus(func() *diagnose.Report { return rep }).(*diagnoseStatus)
-	blockOf := func() *expo.Block {
-		for _, m := range c.AppendMetrics(nil) {
-			if b, ok := m.(*expo.Block); ok {
-				return b
-			}
-		}
-		return nil
-	}
-	first := blockOf()
-	if first == nil {
-		t.Fatal("the series of a report are not rendered into an expo.Block")
-	}
-	if blockOf() != first {
-		t.Error("a second scrape of the same report rendered it again")
-	}
-	fams, other := expo.Group(c.AppendMetrics(nil))
-	if len(other) > 0 {
-		t.Fatalf("%d metrics need a registry", len(other))
-	}
-	var buf bytes.Buffer
-	if err := expo.WriteText(&buf, fams, nil); err != nil {
-		t.Fatal(err)
-	}
-	want := `rdma_diagnose_status{check="port.phys",target="mlx5_0/1"} 0
-rdma_diagnose_status{check="port.rate",target="mlx5_1/1"} 2
-`
-	if !strings.Contains(buf.String(), "# TYPE rdma_diagnose_status gauge\n"+want) {
-		t.Errorf("text exposition:\n%s\nwant the series:\n%s", buf.String(), want)
-	}
-	rep = &diagnose.Report{Time: rep.Time.Add(time.Minute), Findings: rep.Findings[:1]}
-	if b := blockOf(); b == nil || b == first {
-		t.Error("a new report was served from the last one's Block")
 	}
 }
