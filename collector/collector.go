@@ -39,18 +39,17 @@ type Collector interface {
 // dgx-h100 scrape). Each collection gives each collector its own sink, so
 // one that misses the deadline writes only to a sink nobody reads.
 type sink struct {
-	ms      []prometheus.Metric
-	samples expo.Samples
+	ms []prometheus.Metric
 }
 
 func (s *sink) add(m prometheus.Metric) { s.ms = append(s.ms, m) }
 
 func (s *sink) gauge(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, s.samples.Gauge(d, v, labels...))
+	s.ms = append(s.ms, expo.Gauge(d, v, labels...))
 }
 
 func (s *sink) counter(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, s.samples.Counter(d, v, labels...))
+	s.ms = append(s.ms, expo.Counter(d, v, labels...))
 }
 
 // Env is what a collector is built with: the host it reads, what the

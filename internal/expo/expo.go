@@ -98,38 +98,6 @@ func Counter(d *Desc, v float64, labels ...string) *Sample {
 	return &Sample{desc: d, typ: dto.MetricType_COUNTER, value: v, labels: labels}
 }
 
-// Samples makes samples in chunks, one allocation for many: a collector's
-// samples are made together and dropped together (a default dgx-h100
-// collection makes about 1,500, each its own allocation otherwise). The
-// zero value is ready; it is not safe for concurrent use.
-type Samples struct{ chunk []Sample }
-
-// maxChunk is the largest chunk (about 14 KiB): chunks start small, so a
-// collector of a few series keeps a few, and double up to it.
-const maxChunk = 256
-
-func (p *Samples) next() *Sample {
-	if len(p.chunk) == cap(p.chunk) {
-		p.chunk = make([]Sample, 0, min(max(2*cap(p.chunk), 8), maxChunk))
-	}
-	p.chunk = p.chunk[:len(p.chunk)+1]
-	return &p.chunk[len(p.chunk)-1]
-}
-
-// Gauge is Gauge, from a chunk.
-func (p *Samples) Gauge(d *Desc, v float64, labels ...string) *Sample {
-	s := p.next()
-	*s = Sample{desc: d, typ: dto.MetricType_GAUGE, value: v, labels: labels}
-	return s
-}
-
-// Counter is Counter, from a chunk.
-func (p *Samples) Counter(d *Desc, v float64, labels ...string) *Sample {
-	s := p.next()
-	*s = Sample{desc: d, typ: dto.MetricType_COUNTER, value: v, labels: labels}
-	return s
-}
-
 // Summary makes a summary sample: its count and sum since start, and
 // quantiles in increasing order of Q.
 func Summary(d *Desc, count uint64, sum float64, quantiles []Quantile, labels ...string) *Sample {

@@ -281,35 +281,3 @@ func TestGroupAllocations(t *testing.T) {
 		t.Errorf("Group of 20 families of 9 samples: %.0f allocations, want at most 16", allocs)
 	}
 }
-
-// Samples makes many samples in a few allocations, each the sample
-// Gauge and Counter make.
-func TestSamplesChunked(t *testing.T) {
-	d := NewDesc("rdma_port_counter", "c.", "device")
-	labels := []string{"mlx5_0"} // a collector's labels, made once a port
-	var p Samples
-	got := make([]*Sample, 0, 1000)
-	allocs := testing.AllocsPerRun(1, func() {
-		p = Samples{}
-		got = got[:0]
-		for i := range 1000 {
-			if i%2 == 0 {
-				got = append(got, p.Gauge(d, float64(i), labels...))
-			} else {
-				got = append(got, p.Counter(d, float64(i), labels...))
-			}
-		}
-	})
-	if allocs > 12 {
-		t.Errorf("1000 samples: %.0f allocations, want at most 12", allocs)
-	}
-	for i, s := range got {
-		want := Gauge(d, float64(i), "mlx5_0")
-		if i%2 == 1 {
-			want = Counter(d, float64(i), "mlx5_0")
-		}
-		if s.desc != want.desc || s.typ != want.typ || s.value != want.value || !slices.Equal(s.labels, want.labels) {
-			t.Fatalf("sample %d: %+v, want %+v", i, *s, *want)
-		}
-	}
-}
