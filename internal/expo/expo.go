@@ -164,14 +164,20 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 	all := make([]*Sample, total)
 	families := make([]Family, 0, len(counts))
 	newFamily := func(s *Sample) *Family {
-		n := counts[s.desc.Name]
+		n := counts[s.desc]
 		families = append(families, Family{desc: s.desc, typ: s.typ, samples: all[:0:n]})
 		all = all[n:]
 		return &families[len(families)-1]
 	}
 	// A collector sends a family's samples in runs (a port's counters,
-	// a device's hw counters): the map is asked, and a Desc compared
-	// with its family's, only when the Desc changes.
+	// a device's hw counters), and most runs are one sample (a port's
+	// gauges, one family each): a Desc's family, and whether it clashes
+	// with it, are looked up by name once per Desc and kept by pointer.
+	type familyOf struct {
+		f     *Family
+		clash bool
+	}
+	byDesc := make(map[*Desc]familyOf, len(counts))
 	var last *Desc
 	var f *Family
 	var clash bool
@@ -189,8 +195,15 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 			}
 			if s.desc != last {
 				last = s.desc
-				f = fams[s.desc.Name]
-				clash = f != nil && !f.desc.same(s.desc)
+				// No family yet: asked again, one may have been
+				// made by another Desc of the name since.
+				fo, ok := byDesc[s.desc]
+				if !ok || fo.f == nil {
+					fo.f = fams[s.desc.Name]
+					fo.clash = fo.f != nil && !fo.f.desc.same(s.desc)
+					byDesc[s.desc] = fo
+				}
+				f, clash = fo.f, fo.clash
 			}
 			switch {
 			case len(s.labels) != len(s.desc.Labels):
@@ -204,6 +217,7 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 				// the registry's is.
 				f = newFamily(s)
 				fams[s.desc.Name] = f
+				byDesc[s.desc] = familyOf{f: f}
 			}
 			f.samples = append(f.samples, s)
 		}
@@ -235,10 +249,11 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 	return fams, other
 }
 
-// countFamilies counts the samples of each family name, and all of them:
-// the sizes Group gives its families.
-func countFamilies(metrics [][]prometheus.Metric) (map[string]int, int) {
-	counts := map[string]int{}
+// countFamilies counts the samples of each Desc, and all of them: the
+// sizes Group gives its families (a family whose name two Descs share
+// grows past its first Desc's count by appending).
+func countFamilies(metrics [][]prometheus.Metric) (map[*Desc]int, int) {
+	counts := map[*Desc]int{}
 	total := 0
 	var last *Desc
 	run := 0
@@ -250,7 +265,7 @@ func countFamilies(metrics [][]prometheus.Metric) (map[string]int, int) {
 			}
 			if s.desc != last {
 				if last != nil {
-					counts[last.Name] += run
+					counts[last] += run
 				}
 				last, run = s.desc, 0
 			}
@@ -259,7 +274,7 @@ func countFamilies(metrics [][]prometheus.Metric) (map[string]int, int) {
 		}
 	}
 	if last != nil {
-		counts[last.Name] += run
+		counts[last] += run
 	}
 	return counts, total
 }
