@@ -190,3 +190,27 @@ func TestRejectedInvalidUTF8Family(t *testing.T) {
 		t.Errorf("%d samples counted, want 4 (2 a write)", n)
 	}
 }
+
+// A Desc met before its family exists, whose first samples are refused,
+// finds the family another Desc of its name made since (Group keeps each
+// Desc's family by pointer, and asks again while it has none): the
+// clash is judged against it, not a second family made over it.
+func TestGroupDescBeforeItsFamily(t *testing.T) {
+	early := NewDesc("rdma_port_state", "Another help.", "device", "port")
+	port := NewDesc("rdma_port_state", "State.", "device", "port")
+	metrics := []prometheus.Metric{
+		Gauge(early, 1, "mlx5_0"), // refused: too few labels, no family yet
+		Gauge(port, 4, "mlx5_0", "1"),
+		Gauge(early, 2, "mlx5_1", "1"), // another help than the family's
+		Gauge(port, 1, "mlx5_2", "1"),
+	}
+	before := Rejected(TypeClash)
+	fams, _ := Group(metrics)
+	f := fams["rdma_port_state"]
+	if f == nil || f.desc != port || len(f.samples) != 2 {
+		t.Fatalf("family %+v, want port's with its 2 samples", f)
+	}
+	if n := Rejected(TypeClash) - before; n != 1 {
+		t.Errorf("%d type clashes counted, want 1", n)
+	}
+}

@@ -109,26 +109,29 @@ func (s *Sample) Desc() *prometheus.Desc { return s.desc.prom }
 
 // Write implements prometheus.Metric: the slow path (protobuf, tests).
 func (s *Sample) Write(m *dto.Metric) error {
+	c, err := s.Const()
+	if err != nil {
+		return err
+	}
+	return c.Write(m)
+}
+
+// Const is the sample as client_golang's const metric: what an exporter
+// built on client_golang makes of each series at each scrape (the
+// exposition benchmark in internal/scrapebench compares the two ways).
+func (s *Sample) Const() (prometheus.Metric, error) {
 	if s.typ == dto.MetricType_SUMMARY {
 		q := make(map[float64]float64, len(s.summary.quantiles))
 		for _, x := range s.summary.quantiles {
 			q[x.Q] = x.V
 		}
-		c, err := prometheus.NewConstSummary(s.desc.prom, s.summary.count, s.value, q, s.labels...)
-		if err != nil {
-			return err
-		}
-		return c.Write(m)
+		return prometheus.NewConstSummary(s.desc.prom, s.summary.count, s.value, q, s.labels...)
 	}
 	vt := prometheus.GaugeValue
 	if s.typ == dto.MetricType_COUNTER {
 		vt = prometheus.CounterValue
 	}
-	c, err := prometheus.NewConstMetric(s.desc.prom, vt, s.value, s.labels...)
-	if err != nil {
-		return err
-	}
-	return c.Write(m)
+	return prometheus.NewConstMetric(s.desc.prom, vt, s.value, s.labels...)
 }
 
 // Family is the samples of one metric name, or a Block's rendered family
@@ -153,10 +156,29 @@ type Family struct {
 // here would cost a visible share of the writing:
 // docs/measurements.md#expo).
 func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []prometheus.Metric) {
-	fams = map[string]*Family{}
+	// Each family's samples go into its part of one array, sized by a
+	// first pass that counts them: appending to a slice per family
+	// reallocated each about five times (440 allocations a dgx-h100
+	// scrape).
+	counts, total := countFamilies(metrics)
+	fams = make(map[string]*Family, len(counts))
+	all := make([]*Sample, total)
+	families := make([]Family, 0, len(counts))
+	newFamily := func(s *Sample) *Family {
+		n := counts[s.desc]
+		families = append(families, Family{desc: s.desc, typ: s.typ, samples: all[:0:n]})
+		all = all[n:]
+		return &families[len(families)-1]
+	}
 	// A collector sends a family's samples in runs (a port's counters,
-	// a device's hw counters): the map is asked, and a Desc compared
-	// with its family's, only when the Desc changes.
+	// a device's hw counters), and most runs are one sample (a port's
+	// gauges, one family each): a Desc's family, and whether it clashes
+	// with it, are looked up by name once per Desc and kept by pointer.
+	type familyOf struct {
+		f     *Family
+		clash bool
+	}
+	byDesc := make(map[*Desc]familyOf, len(counts))
 	var last *Desc
 	var f *Family
 	var clash bool
@@ -174,8 +196,15 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 			}
 			if s.desc != last {
 				last = s.desc
-				f = fams[s.desc.Name]
-				clash = f != nil && !f.desc.same(s.desc)
+				// No family yet: asked again, one may have been
+				// made by another Desc of the name since.
+				fo, ok := byDesc[s.desc]
+				if !ok || fo.f == nil {
+					fo.f = fams[s.desc.Name]
+					fo.clash = fo.f != nil && !fo.f.desc.same(s.desc)
+					byDesc[s.desc] = fo
+				}
+				f, clash = fo.f, fo.clash
 			}
 			switch {
 			case len(s.labels) != len(s.desc.Labels):
@@ -187,8 +216,9 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 			case f == nil:
 				// The family's type is its first good sample's, as
 				// the registry's is.
-				f = &Family{desc: s.desc, typ: s.typ, samples: []*Sample{}}
+				f = newFamily(s)
 				fams[s.desc.Name] = f
+				byDesc[s.desc] = familyOf{f: f}
 			}
 			f.samples = append(f.samples, s)
 		}
@@ -218,6 +248,36 @@ func Group(metrics ...[]prometheus.Metric) (fams map[string]*Family, other []pro
 		}
 	}
 	return fams, other
+}
+
+// countFamilies counts the samples of each Desc, and all of them: the
+// sizes Group gives its families (a family whose name two Descs share
+// grows past its first Desc's count by appending).
+func countFamilies(metrics [][]prometheus.Metric) (map[*Desc]int, int) {
+	counts := map[*Desc]int{}
+	total := 0
+	var last *Desc
+	run := 0
+	for _, ms := range metrics {
+		for _, m := range ms {
+			s, ok := m.(*Sample)
+			if !ok {
+				continue
+			}
+			if s.desc != last {
+				if last != nil {
+					counts[last] += run
+				}
+				last, run = s.desc, 0
+			}
+			run++
+			total++
+		}
+	}
+	if last != nil {
+		counts[last] += run
+	}
+	return counts, total
 }
 
 // flushAt is how much text WriteText gathers before it writes: large
@@ -346,52 +406,77 @@ func (f *Family) sorted() []*Sample {
 	}
 	// Most families arrive in order (a collector walks devices and ports
 	// in the order their labels sort): checking costs one comparison per
-	// sample, a stable sort many. The same comparisons find duplicates,
-	// which sorting puts side by side.
-	ordered, dup := true, false
+	// sample. The rest arrive as runs in order (a port's counters, by
+	// name, where the counter label sorts first): the same scan finds
+	// where each run starts, and merging the runs costs a comparison per
+	// sample and level, about half of what sorting them did. The same
+	// comparisons find duplicates, which sorting puts side by side.
+	var runs []int
+	dup := false
 	for i := 1; i < len(f.samples); i++ {
 		if c := cmp(f.samples[i-1], f.samples[i]); c > 0 {
-			ordered = false
-			break
+			if runs == nil {
+				runs = append(make([]int, 0, 16), 0)
+			}
+			runs = append(runs, i)
 		} else if c == 0 {
 			dup = true
 		}
 	}
-	if ordered {
+	if runs == nil {
 		if dup {
 			f.samples = dedup(f.samples, cmp)
 		}
 		return f.samples
 	}
-	// Sorted as indexes, ties by position (stable: of equal label values
-	// the first collected is the one kept, as in client_golang): pdqsort moving small integers
-	// instead of slices.SortStableFunc's rotations of pointers, a large
-	// share of writing an exposition (docs/measurements.md#expo). Two samples that end
-	// side by side were compared with each other, so a tie seen here is
-	// the only sign of duplicates needed.
-	idx := make([]int32, len(f.samples))
-	for i := range idx {
-		idx[i] = int32(i)
-	}
-	dup = false
-	slices.SortFunc(idx, func(i, j int32) int {
-		if c := cmp(f.samples[i], f.samples[j]); c != 0 {
-			return c
-		}
-		if i != j {
-			dup = true
-		}
-		return int(i - j)
-	})
-	out := make([]*Sample, len(idx))
-	for k, i := range idx {
-		out[k] = f.samples[i]
-	}
+	out := mergeRuns(f.samples, runs, cmp, &dup)
 	if dup {
 		out = dedup(out, cmp)
 	}
 	f.samples = out
 	return out
+}
+
+// mergeRuns merges the runs in order that start at runs (the first at 0)
+// into a new slice, pairwise, level by level. Of equal samples the first
+// collected stays first (the registry keeps it), and meeting one sets
+// dup: two samples that end side by side were compared with each other.
+func mergeRuns(samples []*Sample, runs []int, cmp func(a, b *Sample) int, dup *bool) []*Sample {
+	n := len(samples)
+	a := slices.Clone(samples)
+	b := make([]*Sample, n)
+	for len(runs) > 1 {
+		merged := 0
+		for i := 0; i < len(runs); i += 2 {
+			lo, mid, hi := runs[i], n, n
+			if i+1 < len(runs) {
+				mid = runs[i+1]
+			}
+			if i+2 < len(runs) {
+				hi = runs[i+2]
+			}
+			l, r, k := lo, mid, lo
+			for l < mid && r < hi {
+				c := cmp(a[r], a[l])
+				if c < 0 {
+					b[k] = a[r]
+					r++
+				} else {
+					*dup = *dup || c == 0
+					b[k] = a[l]
+					l++
+				}
+				k++
+			}
+			k += copy(b[k:], a[l:mid])
+			copy(b[k:], a[r:hi])
+			runs[merged] = lo
+			merged++
+		}
+		runs = runs[:merged]
+		a, b = b, a
+	}
+	return a
 }
 
 // dedup leaves out, in place, each sorted sample equal to the one before
