@@ -11,14 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
 )
 
 // Config is the whole configuration file.
@@ -39,6 +40,34 @@ type Expected struct {
 	Ports    []PortRate    `yaml:"ports"`
 	Boards   []BoardRate   `yaml:"boards"`
 	HCATypes []HCATypeRate `yaml:"hca_types"`
+}
+
+// PortRate implements infiniband.RateRules: the most specific entry wins, a
+// device/port entry, then board_id, then hca_type. A nil Config has none.
+func (c *Config) PortRate(device string, port int, boardID, hcaType string) (float64, infiniband.ExpectedSource, bool) {
+	if c == nil {
+		return 0, "", false
+	}
+	for _, e := range c.Expected.Ports {
+		if e.Device == device && e.Port == port {
+			return e.RateGbps, infiniband.FromConfigPort, true
+		}
+	}
+	if boardID != "" {
+		for _, e := range c.Expected.Boards {
+			if e.BoardID == boardID {
+				return e.RateGbps, infiniband.FromConfigBoard, true
+			}
+		}
+	}
+	if hcaType != "" {
+		for _, e := range c.Expected.HCATypes {
+			if e.HCAType == hcaType {
+				return e.RateGbps, infiniband.FromConfigHCAType, true
+			}
+		}
+	}
+	return 0, "", false
 }
 
 // PortRate is the expected rate of one port.
@@ -84,7 +113,7 @@ func Load(path string) (*Config, error) {
 	if path == "" {
 		return &Config{}, nil
 	}
-	b, err := ReadFile(path, MaxFileSize)
+	b, err := hostfs.ReadBounded(path, MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
@@ -105,55 +134,6 @@ func oneLine(err error) string {
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
-}
-
-// ReadFile reads a file the configuration names (the configuration itself:
-// limit MaxFileSize) of at most limit bytes. It is
-// opened with O_NONBLOCK and must be a regular file (a symbolic link to
-// one is fine: a Kubernetes ConfigMap mounts as links): a FIFO would
-// otherwise block start-up until someone writes to it, and a device could
-// never end.
-func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s)", path, fileKind(fi.Mode()))
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, over the %d-byte (%d MiB) limit", path, fi.Size(), limit, limit>>20)
-	}
-	// Read at most one byte past the limit: the file may grow after the
-	// stat.
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: over the %d-byte (%d MiB) limit", path, limit, limit>>20)
-	}
-	return b, nil
-}
-
-// fileKind names a file type that is not a regular file.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.String()
 }
 
 // Parse decodes and validates configuration YAML. Unknown keys are errors: a

@@ -331,21 +331,3 @@ func FuzzParseDiagnose(f *testing.F) {
 		_ = d.Policies.SysctlMinimums()
 	})
 }
-
-// TestReadFileLimit: files the configuration names (the expected fabric
-// topology) are read with their own bound.
-func TestReadFileLimit(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "fabric.topo")
-	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := ReadFile(p, 10); err != nil || string(b) != "0123456789" {
-		t.Errorf("ReadFile(10 bytes, limit 10) = %q, %v", b, err)
-	}
-	if _, err := ReadFile(p, 5); err == nil || !strings.Contains(err.Error(), "over the 5-byte") {
-		t.Errorf("ReadFile(10 bytes, limit 5): error %v, want over the limit", err)
-	}
-	if _, err := ReadFile(t.TempDir(), 5); err == nil || !strings.Contains(err.Error(), "a directory") {
-		t.Errorf("ReadFile(a directory): error %v", err)
-	}
-}

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/internal/names"
 )
 
@@ -46,7 +46,7 @@ type NameMap map[uint64]string
 // LoadNameMap reads and parses the node name map at path, bounded by
 // MaxNameMapBytes. Its errors name the file and the line.
 func LoadNameMap(path string) (NameMap, error) {
-	b, err := config.ReadFile(path, MaxNameMapBytes)
+	b, err := hostfs.ReadBounded(path, MaxNameMapBytes)
 	if err != nil {
 		return nil, fmt.Errorf("node name map: %w", err)
 	}

@@ -3,8 +3,6 @@
 
 package infiniband
 
-import "github.com/rdma-doctor/rdma_doctor/internal/config"
-
 // ExpectedSource says where an expected rate came from.
 type ExpectedSource string
 
@@ -39,28 +37,29 @@ var skuRates = map[string]sku{
 	"MT_0000000884": {200, "gpud H100 sysfs recording, mlx5_bond_0"},
 }
 
+// RateRules are the operator's expectations of link rates (config.Config
+// holds them). They come in as an interface because the configuration sits a
+// floor above the readers.
+type RateRules interface {
+	// PortRate returns the configured rate of a port, in Gb/s, and which
+	// rule gave it; boardID and hcaType are empty when they were not read.
+	PortRate(device string, port int, boardID, hcaType string) (gbps float64, src ExpectedSource, ok bool)
+}
+
 // ExpectedRate returns the rate a port should run at, in Gb/s, and where
-// that expectation comes from; ok is false when nothing says.
-func ExpectedRate(cfg *config.Config, d *Device, p *Port) (gbps float64, src ExpectedSource, ok bool) {
-	if cfg != nil {
-		for _, e := range cfg.Expected.Ports {
-			if e.Device == d.Name && e.Port == p.Num {
-				return e.RateGbps, FromConfigPort, true
-			}
-		}
+// that expectation comes from: the operator's rules first, then the SKU
+// table; ok is false when nothing says.
+func ExpectedRate(rules RateRules, d *Device, p *Port) (gbps float64, src ExpectedSource, ok bool) {
+	if rules != nil {
+		var board, hca string
 		if d.BoardID.OK {
-			for _, e := range cfg.Expected.Boards {
-				if e.BoardID == d.BoardID.V {
-					return e.RateGbps, FromConfigBoard, true
-				}
-			}
+			board = d.BoardID.V
 		}
 		if d.HCAType.OK {
-			for _, e := range cfg.Expected.HCATypes {
-				if e.HCAType == d.HCAType.V {
-					return e.RateGbps, FromConfigHCAType, true
-				}
-			}
+			hca = d.HCAType.V
+		}
+		if gbps, src, ok := rules.PortRate(d.Name, p.Num, board, hca); ok {
+			return gbps, src, true
 		}
 	}
 	if d.BoardID.OK {

@@ -3,24 +3,33 @@
 
 package infiniband
 
-import (
-	"testing"
+import "testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-)
+// rules is an operator's expectation of one device's ports, and records
+// what ExpectedRate asked.
+type rules struct {
+	device     string
+	gbps       float64
+	board, hca string
+	asked      bool
+}
+
+func (r *rules) PortRate(device string, _ int, boardID, hcaType string) (float64, ExpectedSource, bool) {
+	r.asked, r.board, r.hca = true, boardID, hcaType
+	if device != r.device {
+		return 0, "", false
+	}
+	return r.gbps, FromConfigPort, true
+}
 
 func TestExpectedRate(t *testing.T) {
 	cx7 := &Device{Name: "mlx5_0", BoardID: some("MT_0000000838"), HCAType: some("MT4129")}
 	cx6 := &Device{Name: "mlx5_1", BoardID: some("MT_0000000223"), HCAType: some("MT4123")}
+	unread := &Device{Name: "mlx5_2"}
 	p1 := &Port{Num: 1}
-	cfg := &config.Config{Expected: config.Expected{
-		Ports:    []config.PortRate{{Device: "mlx5_1", Port: 1, RateGbps: 100}},
-		Boards:   []config.BoardRate{{BoardID: "MT_0000000223", RateGbps: 200}},
-		HCATypes: []config.HCATypeRate{{HCAType: "MT4129", RateGbps: 800}},
-	}}
 	for _, tc := range []struct {
 		name string
-		cfg  *config.Config
+		r    RateRules
 		d    *Device
 		gbps float64
 		src  ExpectedSource
@@ -28,13 +37,25 @@ func TestExpectedRate(t *testing.T) {
 	}{
 		{"SKU table", nil, cx7, 400, FromSKUTable, true},
 		{"unknown board, no config", nil, cx6, 0, "", false},
-		{"port beats board", cfg, cx6, 100, FromConfigPort, true},
-		{"hca_type beats SKU table", cfg, cx7, 800, FromConfigHCAType, true},
-		{"board", &config.Config{Expected: config.Expected{Boards: cfg.Expected.Boards}}, cx6, 200, FromConfigBoard, true},
+		{"rules beat the SKU table", &rules{device: "mlx5_0", gbps: 800}, cx7, 800, FromConfigPort, true},
+		{"no rule: the SKU table", &rules{device: "mlx5_9", gbps: 800}, cx7, 400, FromSKUTable, true},
+		{"no rule, unknown board", &rules{device: "mlx5_9", gbps: 800}, cx6, 0, "", false},
+		{"board and type unread", &rules{device: "mlx5_2", gbps: 100}, unread, 100, FromConfigPort, true},
 	} {
-		gbps, src, ok := ExpectedRate(tc.cfg, tc.d, p1)
+		gbps, src, ok := ExpectedRate(tc.r, tc.d, p1)
 		if gbps != tc.gbps || src != tc.src || ok != tc.ok {
 			t.Errorf("%s: %v %q %v, want %v %q %v", tc.name, gbps, src, ok, tc.gbps, tc.src, tc.ok)
 		}
+	}
+	// What the rules are asked: an unread board_id or hca_type is empty, not
+	// a value that could match a rule.
+	r := &rules{}
+	ExpectedRate(r, cx6, p1)
+	if !r.asked || r.board != "MT_0000000223" || r.hca != "MT4123" {
+		t.Errorf("rules asked %v with board %q, hca_type %q", r.asked, r.board, r.hca)
+	}
+	ExpectedRate(r, unread, p1)
+	if r.board != "" || r.hca != "" {
+		t.Errorf("unread device: rules asked with board %q, hca_type %q, want both empty", r.board, r.hca)
 	}
 }
