@@ -185,7 +185,7 @@ func median(ds []time.Duration) time.Duration {
 // fixtures/make-hosts.sh may be rebuilding.
 func fixtureCopy(b *testing.B, host string) string {
 	b.Helper()
-	src, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "hosts", host))
+	src, err := filepath.Abs(filepath.Join("..", "fixtures", "hosts", host))
 	if err != nil {
 		b.Fatal(err)
 	}
