@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+	"github.com/rdma-doctor/rdma_doctor/internal/worker"
 )
 
 // Background is one background host source: a tool run on an interval
 // of its own (sminfo, iblinkinfo, the fabric counter sweep), too slow for
-// a scrape to wait for. Its loop, which Host.Start starts, publishes each
+// a scrape to wait for. Its loop, a worker Host.Workers hands to the
+// server's group (internal/worker), publishes each
 // result; a snapshot reads the latest one and never waits for a run. Each
 // is declared once, as a package variable in the file of its topic, and
 // listed in sources beside the slow ones; its Snapshot accessor is one
@@ -33,6 +35,9 @@ type Background[T any] struct {
 	// snapshot of a command without a loop (the CLI's diagnose) has a
 	// result of its own. Without it such a snapshot reads nothing.
 	onDemand bool
+	// failing, when set, tells from the latest result that the source's
+	// latest round failed (its worker's health).
+	failing func(T) bool
 }
 
 // task is an opened background source.
@@ -72,23 +77,48 @@ func (src *Background[T]) load(ctx context.Context, s *Snapshot) error {
 	return nil
 }
 
-func (src *Background[T]) start(ctx context.Context, h *Host, env runEnv) {
+// worker is src's loop as a worker for h, nil where the options leave
+// src off or a worker of it was already handed out. From here on a
+// snapshot reads what the loop publishes and runs no round of its own.
+func (src *Background[T]) worker(h *Host, env runEnv) worker.Worker {
 	f := feedOf(h, src)
 	t := f.opened(h, src, env)
 	if t == nil {
-		return
+		return nil
 	}
 	f.mu.Lock()
-	started := f.looping
+	handed := f.looping
 	f.looping = true
 	f.mu.Unlock()
-	if !started {
-		h.loops.Add(1)
-		go func() {
-			defer h.loops.Done()
-			t.run(ctx)
-		}()
+	if handed {
+		return nil
 	}
+	return &loop[T]{src: src, f: f, t: t}
+}
+
+// loop is a background source's worker.
+type loop[T any] struct {
+	src *Background[T]
+	f   *feed[T]
+	t   *task[T]
+}
+
+func (l *loop[T]) Name() string { return l.src.name }
+
+// Run runs rounds on the source's interval until ctx ends; it returns
+// once the running round has, and has cleaned up after itself (the sweep
+// removes its private cache directory).
+func (l *loop[T]) Run(ctx context.Context) { l.t.run(ctx) }
+
+func (l *loop[T]) Status() worker.Status {
+	at := l.f.readAt()
+	switch {
+	case at.IsZero():
+		return worker.Status{Problem: worker.FirstRoundPending}
+	case l.src.failing != nil && l.src.failing(l.t.latest()):
+		return worker.Status{Latest: at, Problem: worker.Failing}
+	}
+	return worker.Status{Latest: at}
 }
 
 func (src *Background[T]) runRound(ctx context.Context, h *Host) {
@@ -97,11 +127,11 @@ func (src *Background[T]) runRound(ctx context.Context, h *Host) {
 	}
 }
 
-// background is a Background of any type, as Start and Round find it in
-// the table.
+// background is a Background of any type, as Workers and Round find it
+// in the table.
 type background interface {
 	source
-	start(ctx context.Context, h *Host, env runEnv)
+	worker(h *Host, env runEnv) worker.Worker
 	runRound(ctx context.Context, h *Host)
 }
 
@@ -184,48 +214,34 @@ func latest[T any](ctx context.Context, s *Snapshot, src *Background[T]) T {
 	return t.latest()
 }
 
-// Start starts the loop of every background source the options turn on
-// (sminfo, the fabric scan and sweep), logging to logger and reaping
-// their programs with reaper (nil: none). It returns at once; the loops
-// end with ctx. Call it before the first snapshot: a source a snapshot
-// has already run on demand keeps that round's quiet logger.
-func (h *Host) Start(ctx context.Context, logger *slog.Logger, reaper *subprocess.Reaper) {
+// Workers is the loop of every background source the options turn on
+// (sminfo, the fabric scan, sweep and route read), in the table's order,
+// as workers for the server's group, which runs and joins them; their
+// runs log to logger and are reaped by reaper (nil: none). Call it once,
+// before the first snapshot: a source a snapshot has already run on
+// demand keeps that round's quiet logger. From the call on, a snapshot
+// reads what the loops publish (none before their first round) and runs
+// no round of its own; a second call lists none.
+func (h *Host) Workers(logger *slog.Logger, reaper *subprocess.Reaper) []worker.Worker {
 	env := runEnv{logger: logger, reaper: reaper}
 	if env.logger == nil {
 		env.logger = quiet.logger
 	}
+	var out []worker.Worker
 	for _, src := range sources {
 		if b, ok := src.(background); ok {
-			b.start(ctx, h, env)
+			if w := b.worker(h, env); w != nil {
+				out = append(out, w)
+			}
 		}
 	}
-}
-
-// Stopped waits until every loop Start started has returned (their ctx
-// ended: a loop returns once its running round has, and cleans up after
-// itself then, as the sweep removes its private cache directory), or max
-// passes; it reports whether they all returned. A server calls it before
-// it exits, so that SIGTERM leaves nothing behind.
-func (h *Host) Stopped(max time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		h.loops.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(max)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
+	return out
 }
 
 // Round runs one round of every background source the options turn on,
 // now and in the table's order (a fabric scan before the sweep that reads
 // it), and returns when each is published: for tests and tools that
-// drive the sources without a loop. A source it opens (no Start before)
+// drive the sources without a loop. A source it opens (no Workers before)
 // runs unlogged and unreaped, as an on-demand round does.
 func (h *Host) Round(ctx context.Context) {
 	for _, src := range sources {

@@ -37,7 +37,7 @@
 //     InfiniBand port (sm.go), the fabric's iblinkinfo scan and its
 //     counter sweep (fabric.go). The options turn each on (Options.SM,
 //     Options.Fabric, passed typed from main: nil with the collector
-//     off); Host.Start starts their loops (the server), and a snapshot
+//     off); Host.Workers hands their loops to the server, and a snapshot
 //     reads the latest result and never waits for a run. Where no loop
 //     runs (the CLI's diagnose) a snapshot runs one sminfo round of its
 //     own, and reads no fabric.
@@ -51,8 +51,8 @@
 // listed in the same table; its accessor is one line through the generic
 // latest. New makes one cache per listed source, Ages reports them all
 // (a background source's age is the time since it published its latest
-// result), checkDevices invalidates by Freshness and Start starts the
-// background ones, so a new source is its declaration and its line in
+// result), checkDevices invalidates by Freshness and Workers hands out the
+// background loops, so a new source is its declaration and its line in
 // the table.
 //
 // # Caches and pools

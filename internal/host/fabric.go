@@ -54,6 +54,7 @@ type FabricOptions struct {
 // No snapshot runs them on demand: the CLI reads neither.
 var (
 	fabricScanSource = &Background[*fabric.Status]{name: "fabric_scan",
+		failing: func(st *fabric.Status) bool { return !st.OK },
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.Status] {
 			o := h.opts.Fabric
 			if o == nil {
@@ -69,6 +70,7 @@ var (
 			}}
 		}}
 	fabricSweepSource = &Background[*fabric.SweepStatus]{name: "fabric_sweep",
+		failing: func(st *fabric.SweepStatus) bool { return st.Last != nil && !st.Last.OK() },
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.SweepStatus] {
 			o := h.opts.Fabric
 			if o == nil || !o.Counters {
@@ -106,5 +108,5 @@ func (s *Snapshot) FabricSweep(ctx context.Context) *fabric.SweepStatus {
 
 // OnFabricSweep adds fn to what each counter sweep calls before it is
 // published: the fabric collector renders the sweep's series then, so
-// that no scrape waits for that. Call it before Start.
+// that no scrape waits for that. Call it before Workers.
 func (h *Host) OnFabricSweep(fn func(*fabric.Sweep)) { h.fabricSwept.add(fn) }

@@ -14,6 +14,7 @@ import (
 // scan's nodes, LIDs or port states change or RoutesMaxAge passes; run
 // only by a loop, as the sweep.
 var fabricRoutesSource = &Background[*fabric.RouteStatus]{name: "fabric_routes",
+	failing: func(st *fabric.RouteStatus) bool { return st.Last != nil && !st.Last.OK() },
 	open: func(h *Host, env runEnv, published func()) *task[*fabric.RouteStatus] {
 		o := h.opts.Fabric
 		if o == nil || !o.Routes {
