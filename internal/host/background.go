@@ -16,8 +16,8 @@ import (
 // Background is one background host source: a tool run on an interval
 // of its own (sminfo, iblinkinfo, the fabric counter sweep), too slow for
 // a scrape to wait for. Its loop, a worker Host.Workers hands to the
-// server's group (internal/worker), publishes each
-// result; a snapshot reads the latest one and never waits for a run. Each
+// server's group (internal/worker), publishes each result; a snapshot
+// reads the latest one and never waits for a run. Each
 // is declared once, as a package variable in the file of its topic, and
 // listed in sources beside the slow ones; its Snapshot accessor is one
 // line through latest. Ages reports the time since its latest result was
@@ -70,59 +70,32 @@ func (src *Background[T]) Name() string { return src.name }
 // Freshness is Published: its own loop publishes it.
 func (src *Background[T]) Freshness() Freshness { return Published }
 
-func (src *Background[T]) newCache() cache { return &feed[T]{first: make(chan struct{})} }
+func (src *Background[T]) newCache() cache { return &feed[T]{src: src, first: make(chan struct{})} }
 
 func (src *Background[T]) load(ctx context.Context, s *Snapshot) error {
 	latest(ctx, s, src)
 	return nil
 }
 
-// worker is src's loop as a worker for h, nil where the options leave
-// src off or a worker of it was already handed out. From here on a
+// worker is src's loop for h, its feed, as a worker; nil where the
+// options leave src off or it was already handed out. From here on a
 // snapshot reads what the loop publishes and runs no round of its own.
 func (src *Background[T]) worker(h *Host, env runEnv) worker.Worker {
 	f := feedOf(h, src)
-	t := f.opened(h, src, env)
-	if t == nil {
+	if f.opened(h, env) == nil {
 		return nil
 	}
 	f.mu.Lock()
-	handed := f.looping
-	f.looping = true
-	f.mu.Unlock()
-	if handed {
+	defer f.mu.Unlock()
+	if f.looping {
 		return nil
 	}
-	return &loop[T]{src: src, f: f, t: t}
-}
-
-// loop is a background source's worker.
-type loop[T any] struct {
-	src *Background[T]
-	f   *feed[T]
-	t   *task[T]
-}
-
-func (l *loop[T]) Name() string { return l.src.name }
-
-// Run runs rounds on the source's interval until ctx ends; it returns
-// once the running round has, and has cleaned up after itself (the sweep
-// removes its private cache directory).
-func (l *loop[T]) Run(ctx context.Context) { l.t.run(ctx) }
-
-func (l *loop[T]) Status() worker.Status {
-	at := l.f.readAt()
-	switch {
-	case at.IsZero():
-		return worker.Status{Problem: worker.FirstRoundPending}
-	case l.src.failing != nil && l.src.failing(l.t.latest()):
-		return worker.Status{Latest: at, Problem: worker.Failing}
-	}
-	return worker.Status{Latest: at}
+	f.looping = true
+	return f
 }
 
 func (src *Background[T]) runRound(ctx context.Context, h *Host) {
-	if t := feedOf(h, src).opened(h, src, quiet); t != nil {
+	if t := feedOf(h, src).opened(h, quiet); t != nil {
 		t.round(ctx)
 	}
 }
@@ -136,15 +109,19 @@ type background interface {
 }
 
 // feed is a Host's state of one background source: its task, once
-// opened, and when it last published.
+// opened, and when it last published. Handed out by Workers, it is the
+// source's worker: it runs the task's loop.
 type feed[T any] struct {
+	src      *Background[T]
 	openOnce sync.Once
 
 	mu sync.Mutex
 	// task is the opened source; nil while off or not opened yet.
 	task *task[T]
 	// at is when the latest result was published; zero before one.
-	at      time.Time
+	at time.Time
+	// looping: handed out as a worker; snapshots run no round of their
+	// own from then on.
 	looping bool
 	// first is closed by the first publish.
 	first     chan struct{}
@@ -160,9 +137,9 @@ func feedOf[T any](h *Host, src *Background[T]) *feed[T] {
 
 // opened is f's task, opened now with env if it was not yet; nil: the
 // source is off.
-func (f *feed[T]) opened(h *Host, src *Background[T], env runEnv) *task[T] {
+func (f *feed[T]) opened(h *Host, env runEnv) *task[T] {
 	f.openOnce.Do(func() {
-		t := src.open(h, runEnv{logger: env.logger.With("source", src.name), reaper: env.reaper}, func() { f.publish(h.now()) })
+		t := f.src.open(h, runEnv{logger: env.logger.With("source", f.src.name), reaper: env.reaper}, func() { f.publish(h.now()) })
 		f.mu.Lock()
 		f.task = t
 		f.mu.Unlock()
@@ -170,6 +147,31 @@ func (f *feed[T]) opened(h *Host, src *Background[T], env runEnv) *task[T] {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.task
+}
+
+func (f *feed[T]) Name() string { return f.src.name }
+
+// Run runs rounds on the source's interval until ctx ends; it returns
+// once the running round has, and has cleaned up after itself (the sweep
+// removes its private cache directory).
+func (f *feed[T]) Run(ctx context.Context) {
+	f.mu.Lock()
+	t := f.task
+	f.mu.Unlock()
+	t.run(ctx)
+}
+
+func (f *feed[T]) Status() worker.Status {
+	f.mu.Lock()
+	at, t := f.at, f.task
+	f.mu.Unlock()
+	switch {
+	case at.IsZero():
+		return worker.Status{Problem: worker.FirstRoundPending}
+	case f.src.failing != nil && f.src.failing(t.latest()):
+		return worker.Status{Latest: at, Problem: worker.Failing}
+	}
+	return worker.Status{Latest: at}
 }
 
 func (f *feed[T]) publish(at time.Time) {
@@ -199,7 +201,7 @@ func latest[T any](ctx context.Context, s *Snapshot, src *Background[T]) T {
 	switch {
 	case looping:
 	case src.onDemand:
-		if t = f.opened(s.h, src, quiet); t == nil {
+		if t = f.opened(s.h, quiet); t == nil {
 			return none
 		}
 		f.roundMu.Lock()

@@ -77,7 +77,7 @@ var (
 				return nil
 			}
 			// Opened before this one (the table's order).
-			scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
+			scan := feedOf(h, fabricScanSource).opened(h, env)
 			sw := fabric.NewSweeper(fabric.SweeperConfig{
 				Loop:          fabricLoop(o, scan, env),
 				IBQueryErrors: o.IBQueryErrorsPath, IBNetDiscover: o.IBNetDiscoverPath, SMInfo: o.SMInfoPath,

@@ -20,7 +20,7 @@ var fabricRoutesSource = &Background[*fabric.RouteStatus]{name: "fabric_routes",
 		if o == nil || !o.Routes {
 			return nil
 		}
-		scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
+		scan := feedOf(h, fabricScanSource).opened(h, env)
 		rr := fabric.NewRouteReader(fabric.RouteReaderConfig{
 			Loop: fabricLoop(o, scan, env), DumpFTS: o.DumpFTSPath, MaxAge: o.RoutesMaxAge,
 		})
