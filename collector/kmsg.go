@@ -22,7 +22,7 @@ type kmsgCollector struct {
 }
 
 // NewKmsgCollector builds the kmsg collector; the reader is the host's
-// (Host.WatchKernelLog), started by the server.
+// (Host.KernelLogWorker), run by the server's worker group.
 func NewKmsgCollector(Env) Collector {
 	el := []string{"device", "event", "severity"}
 	return &kmsgCollector{

@@ -68,7 +68,10 @@ func (h *Host) KernelLogWorker(logger *slog.Logger, interval time.Duration) (wor
 	}
 	h.kernelLog.w.Store(w)
 	h.kernelLog.first = make(chan struct{})
-	return &watchWorker{name: "kmsg", first: h.kernelLog.first, run: w.Run}, nil
+	// Not reading the log (absent, refused) is failing: what it would
+	// report is unknown, and unknown is not healthy.
+	return &watchWorker{name: "kmsg", first: h.kernelLog.first, run: w.Run,
+		failing: func() bool { return !w.Report().Status.Reading }}, nil
 }
 
 // bootTime is /proc/stat's btime, zero when unreadable: it dates the

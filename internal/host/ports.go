@@ -44,11 +44,15 @@ func (h *Host) PortWorker(ctx context.Context, interval, window time.Duration) (
 
 // watchWorker is the worker of a watcher that a scrape reads in place
 // (the port sampler, the kernel log reader): it has no published value to
-// age, and is healthy once its first round is done.
+// age, and is healthy once its first round is done unless failing says
+// otherwise.
 type watchWorker struct {
 	name  string
 	first chan struct{}
 	run   func(ctx context.Context, first chan<- struct{})
+	// failing, when set, reports that the watcher cannot read what it
+	// watches (the kernel log absent or refused).
+	failing func() bool
 }
 
 func (w *watchWorker) Name() string            { return w.name }
@@ -57,10 +61,13 @@ func (w *watchWorker) Run(ctx context.Context) { w.run(ctx, w.first) }
 func (w *watchWorker) Status() worker.Status {
 	select {
 	case <-w.first:
-		return worker.Status{}
 	default:
 		return worker.Status{Problem: worker.FirstRoundPending}
 	}
+	if w.failing != nil && w.failing() {
+		return worker.Status{Problem: worker.Failing}
+	}
+	return worker.Status{}
 }
 
 // AwaitWatchers waits for the first round of the port sampler and the
