@@ -54,11 +54,11 @@ func addProbe(s *Server, store *probe.Store) ([]worker.Worker, error) {
 			if i > 0 {
 				name = fmt.Sprintf("probe_responder_%d", i+1)
 			}
-			workers = append(workers, worker.Func{N: name, R: func(ctx context.Context) {
+			workers = append(workers, worker.New(name, func(ctx context.Context) {
 				if err := srv.Serve(ctx, ln); err != nil {
 					logger.Error("probe responder stopped", "address", ln.Addr().String(), "err", err)
 				}
-			}})
+			}, nil))
 		}
 	}
 	if cfg.Enabled {

@@ -52,22 +52,27 @@ const (
 	Stopped = "stopped"
 )
 
-// Func is a Worker made of functions, for the loops whose type has no
-// methods of its own to spare (a responder's listener). Status nil: never
+// New is a Worker made of functions, for a loop whose type has no methods
+// of its own to spare (a responder's listener). status nil: never
 // unhealthy, no age.
-type Func struct {
-	N string
-	R func(ctx context.Context)
-	S func() Status
+func New(name string, run func(ctx context.Context), status func() Status) Worker {
+	return funcs{name, run, status}
 }
 
-func (f Func) Name() string            { return f.N }
-func (f Func) Run(ctx context.Context) { f.R(ctx) }
-func (f Func) Status() Status {
-	if f.S == nil {
+type funcs struct {
+	name   string
+	run    func(ctx context.Context)
+	status func() Status
+}
+
+func (f funcs) Name() string            { return f.name }
+func (f funcs) Run(ctx context.Context) { f.run(ctx) }
+
+func (f funcs) Status() Status {
+	if f.status == nil {
 		return Status{}
 	}
-	return f.S()
+	return f.status()
 }
 
 // Group runs the workers it is made with, each in its own goroutine, and

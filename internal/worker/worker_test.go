@@ -40,9 +40,9 @@ func TestGroupJoins(t *testing.T) {
 	var log syncBuffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	release := make(chan struct{})
-	prompt := Func{N: "prompt", R: func(ctx context.Context) { <-ctx.Done() },
-		S: func() Status { return Status{Latest: time.Unix(1, 0)} }}
-	stubborn := Func{N: "stubborn", R: func(context.Context) { <-release }}
+	prompt := New("prompt", func(ctx context.Context) { <-ctx.Done() },
+		func() Status { return Status{Latest: time.Unix(1, 0)} })
+	stubborn := New("stubborn", func(context.Context) { <-release }, nil)
 	g, err := NewGroup(logger, prompt, stubborn)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestGroupJoins(t *testing.T) {
 // A worker whose Run returns before ctx ends says so at warning level.
 func TestGroupEarlyStop(t *testing.T) {
 	var log syncBuffer
-	g, err := NewGroup(slog.New(slog.NewTextHandler(&log, nil)), Func{N: "quitter", R: func(context.Context) {}})
+	g, err := NewGroup(slog.New(slog.NewTextHandler(&log, nil)), New("quitter", func(context.Context) {}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestGroupEarlyStop(t *testing.T) {
 
 // Wait without Start has nothing to wait for.
 func TestGroupWaitUnstarted(t *testing.T) {
-	g, err := NewGroup(nil, Func{N: "idle", R: func(ctx context.Context) { <-ctx.Done() }})
+	g, err := NewGroup(nil, New("idle", func(ctx context.Context) { <-ctx.Done() }, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
