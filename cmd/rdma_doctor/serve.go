@@ -154,7 +154,7 @@ func checkListenAddresses(f *web.FlagConfig) error {
 }
 
 // newServer builds the whole server and starts nothing: the background
-// workers, in one list (newServer's workers), then the collectors,
+// workers, in one list and one group (s.Workers), then the collectors,
 // /diagnose, /probe and /metrics (metrics has the limits from the flags;
 // the collection, the parts and the logger are filled in here). The
 // caller starts s.Workers, whose work lasts as long as ctx, and joins
@@ -181,16 +181,17 @@ func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.O
 	if err != nil {
 		return nil, err
 	}
+	diagnosis := addDiagnose(s, sampler)
 	probes, err := addProbe(s, store)
 	if err != nil {
 		return nil, err
 	}
 	// Every background worker of the server, in one list.
 	workers := slices.Concat(
-		sources,                                  // sminfo, fabric_scan, fabric_sweep, fabric_routes: as the options turn them on
-		watchers,                                 // portwatch, kmsg
-		[]worker.Worker{addDiagnose(s, sampler)}, // diagnose
-		probes,                                   // probe_responder (one per listener), probe_scheduler
+		sources,                    // sminfo, fabric_scan, fabric_sweep, fabric_routes: as the options turn them on
+		watchers,                   // portwatch, kmsg
+		[]worker.Worker{diagnosis}, // diagnose
+		probes,                     // probe_responder (one per listener), probe_scheduler
 	)
 	if s.Workers, err = worker.NewGroup(a.Logger, workers...); err != nil {
 		return nil, err
