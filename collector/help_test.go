@@ -71,9 +71,6 @@ func TestHelp(t *testing.T) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if n == "rdma_snapshot_age_seconds" {
-			continue // its HELP changes with the lifecycle work (issue 39 item 1)
-		}
 		if err := testenv.CheckHelp(helps[n]); err != nil {
 			t.Errorf("%s: %v", n, err)
 		}

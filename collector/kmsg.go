@@ -43,7 +43,7 @@ type KmsgOptions struct {
 }
 
 // NewKmsgCollector builds the kmsg collector; the reader is the host's
-// (Host.WatchKernelLog), started by the server.
+// (Host.KernelLogWorker), run by the server's worker group.
 func NewKmsgCollector(Env) Collector {
 	el := []string{"device", "event", "severity"}
 	return &kmsgCollector{

@@ -41,7 +41,7 @@ type PortwatchOptions struct {
 }
 
 // NewPortwatchCollector builds the portwatch collector; the sampler is the
-// host's (Host.WatchPorts), started by the server.
+// host's (Host.PortWorker), run by the server's worker group.
 func NewPortwatchCollector(Env) Collector {
 	pl := []string{"device", "port"}
 	return &portwatchCollector{

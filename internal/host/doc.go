@@ -45,7 +45,7 @@
 //     InfiniBand port (sm.go), the fabric's iblinkinfo scan and its
 //     counter sweep (fabric.go). The options turn each on (Options.SM,
 //     Options.Fabric, passed typed from main: nil with the collector
-//     off); Host.Start starts their loops (the server), and a snapshot
+//     off); Host.Workers hands their loops to the server, and a snapshot
 //     reads the latest result and never waits for a run. Where no loop
 //     runs (the CLI's diagnose) a snapshot runs one sminfo round of its
 //     own, and reads no fabric.
@@ -60,8 +60,8 @@
 // source cannot be declared and left out; New makes one cache and one
 // Snapshot pin slot per listed source, Ages reports them all (a
 // background source's age is the time since it published its latest
-// result), checkDevices invalidates by Freshness and Start starts the
-// background ones. A source never registered (a literal) reads as an
+// result), checkDevices invalidates by Freshness and Workers hands out
+// the background loops. A source never registered (a literal) reads as an
 // error value naming it, never a panic.
 //
 // Each source a consumer judges (the diagnose checks' Reads gate) also

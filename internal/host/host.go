@@ -114,8 +114,6 @@ type Host struct {
 	// fabricSwept is called with each counter sweep before it is
 	// published (OnFabricSweep).
 	fabricSwept hooks[*fabric.Sweep]
-	// loops are the background sources' loops Start started (Stopped).
-	loops sync.WaitGroup
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen
