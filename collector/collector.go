@@ -20,11 +20,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // Collector produces metrics for one concern from a host snapshot.
@@ -185,7 +185,7 @@ func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
 // Metrics returns the metrics of one collection, shared as Collect
 // shares it, in parts (one per collector: they are not copied into one
 // slice); the caller must not change them. The metrics handler's text
-// path writes them directly (internal/expo).
+// path writes them directly (internal/serve/expo).
 func (a *Aggregator) Metrics(ctx context.Context) [][]prometheus.Metric {
 	a.flightMu.Lock()
 	f := a.flight

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
@@ -29,7 +29,7 @@ import (
 func TestSIGTERMJoinsEveryWorker(t *testing.T) {
 	root := smCopyHost(t, "cx6-hdr-fdr")
 	pci := pciFunction(t, root, "mlx5_0")
-	// A real message (internal/kmsg's testdata/recorded.txt) on mlx5_0's
+	// A real message (internal/read/kmsg's testdata/recorded.txt) on mlx5_0's
 	// function, as TestKernelLogEvents has it.
 	smWriteFile(t, filepath.Join(root, "dev", "kmsg"),
 		fmt.Sprintf("6,100,18865848172,-;mlx5_core %s enp1s0f0np0: Link down\n SUBSYSTEM=pci\n DEVICE=+pci:%s\n", pci, pci))

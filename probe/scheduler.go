@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
 )
 
 // ScrapeGuard keeps probes from starting right after a scrape began. The
@@ -163,7 +163,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
-// Name is the scheduler's worker name (internal/worker).
+// Name is the scheduler's worker name (internal/host/worker).
 func (s *Scheduler) Name() string { return "probe_scheduler" }
 
 // Status is when the latest recorded probe ended: first_round_pending

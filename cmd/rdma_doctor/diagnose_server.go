@@ -14,7 +14,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
 	"github.com/rdma-doctor/rdma_doctor/probe"
 )
 

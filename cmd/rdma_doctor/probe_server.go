@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
 	"github.com/rdma-doctor/rdma_doctor/probe"
 	"github.com/rdma-doctor/rdma_doctor/probe/control"
 )

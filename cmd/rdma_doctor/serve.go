@@ -21,16 +21,16 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/scrape"
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/subprocess"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/scrape"
 	"github.com/rdma-doctor/rdma_doctor/probe"
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their
 // landing page Links) and the collectors of the server's parts (build
 // info, diagnose, probe), which every scrape collects beside the host's
-// (internal/scrape adds the exporter's own series).
+// (internal/serve/scrape adds the exporter's own series).
 type Server struct {
 	App   *App
 	Mux   *http.ServeMux

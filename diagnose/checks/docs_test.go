@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated sections of docs/diagnose.md")

@@ -9,14 +9,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/subprocess"
 )
 
 // Background is one background host source: a tool run on an interval
 // of its own (sminfo, iblinkinfo, the fabric counter sweep), too slow for
 // a scrape to wait for. Its loop, a worker Host.Workers hands to the
-// server's group (internal/worker), publishes each result; a snapshot
+// server's group (internal/host/worker), publishes each result; a snapshot
 // reads the latest one and never waits for a run. Each
 // is declared once, as a package variable in the file of its topic, and
 // listed in sources beside the slow ones; its Snapshot accessor is one

@@ -96,7 +96,7 @@
 //     changes (re-registration), StaticMaxAge passes (10 minutes), or the
 //     device leaves the class (forget: its files are closed).
 //  5. Kept attribute descriptors (hostfs.Attr, owned by the static cache,
-//     the port sampler (internal/portwatch) and internal/procself):
+//     the port sampler (internal/read/portwatch) and internal/serve/procself):
 //     re-read with pread at offset 0, which sysfs and procfs answer
 //     afresh; reopened by path once on ENODEV, closed with their static
 //     entry or the sampler's port. Counted and capped: at most
@@ -114,7 +114,7 @@
 //     of a slow source (PCI, IRQ placement, tuning, GPUs), appended again
 //     while the source serves the same value; a new value or a read error
 //     renders afresh.
-//  9. The gzip writer pool (internal/scrape gzipWriters): a channel of
+//  9. The gzip writer pool (internal/serve/scrape gzipWriters): a channel of
 //     at most two writers, reset for each scrape; a burst beyond makes
 //     its own and drops it.
 //

@@ -7,7 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
 )
 
 // FabricOptions are the fabric scan and counter sweep

@@ -13,10 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/opensm"
 )
 
 // kernelLog is the kernel log reader a server runs (nil in the CLI: a
@@ -33,7 +33,7 @@ type kernelLog struct {
 	first chan struct{}
 }
 
-// KernelLogWorker is the reader of <rootfs>/dev/kmsg (internal/kmsg) as
+// KernelLogWorker is the reader of <rootfs>/dev/kmsg (internal/read/kmsg) as
 // a worker, reading every interval (0: kmsg.DefaultInterval); a server
 // runs one. The error says the reader could not be made.
 func (h *Host) KernelLogWorker(logger *slog.Logger, interval time.Duration) (worker.Worker, error) {

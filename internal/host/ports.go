@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/portwatch"
 )
 
 // portWatch is the port state sampler a server runs (nil in the CLI,
@@ -21,7 +21,7 @@ type portWatch struct {
 	first chan struct{}
 }
 
-// PortWorker is the port state sampler (internal/portwatch) as a worker,
+// PortWorker is the port state sampler (internal/read/portwatch) as a worker,
 // keeping the down-up cycles of window; a server runs one.
 // Snapshot.PortHistory reads it, running a round first. Rounds also run at
 // each link notification of the running kernel when the tree read is its

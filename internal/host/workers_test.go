@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
 )
 
 // The port sampler and the kernel log reader are workers: pending until
@@ -16,7 +16,7 @@ import (
 // it cannot read the log (here absent), since what it would report is
 // unknown. Both return when their context ends.
 func TestWatchWorkers(t *testing.T) {
-	// A record of internal/kmsg's testdata/recorded.txt.
+	// A record of internal/read/kmsg's testdata/recorded.txt.
 	withLog := newTestHost(t, map[string]string{"dev/kmsg": "6,100,18865848172,-;mlx5_core 0000:3b:00.0 enp1s0f0np0: Link down\n"})
 	without := newTestHost(t, map[string]string{"proc/stat": "btime 1767225600\n"})
 	for _, c := range []struct {

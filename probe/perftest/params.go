@@ -6,7 +6,7 @@ package perftest
 import (
 	"errors"
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/internal/names"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/names"
 	"strconv"
 	"time"
 )
