@@ -136,7 +136,7 @@ func TestLayerErrors(t *testing.T) {
 		{"internal/dev/demo", "internal/dev/ibsimtest", false},
 		{"internal/dev/scrapebench", "collector", false},
 		{"collector", "internal/serve/expo", false},
-		{"internal/fabric", "internal/read/names", true}, // in no floor
+		{"internal/unplaced", "internal/read/names", true}, // in no floor
 	} {
 		errs := layerErrors(map[string][]string{tc.from: {tc.to}})
 		if bad := len(errs) > 0; bad != tc.bad {
