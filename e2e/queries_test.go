@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/alerts"
 	"github.com/rdma-doctor/rdma_doctor/dashboards"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
@@ -190,6 +191,7 @@ func selectorNames(t *testing.T, expr string) (names []string, regexps []*labels
 // Prometheus itself (up, ALERTS). Names DESIGN.md promises but no collector
 // exports yet are in pending and only printed.
 func TestQueriesNameExportedMetrics(t *testing.T) {
+	testenv.Long(t, "every rule and dashboard query against two served fixture hosts (12 s)")
 	exported := goldenNames(t)
 	for _, host := range []string{"dgx-h100", "cx6-hdr-fdr"} {
 		_, body := start(t, hostArgs(t, host)...).get(t, "/metrics")

@@ -5,12 +5,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 )
 
 // floorList is the files an infiniband-only scrape reads, per device. It is

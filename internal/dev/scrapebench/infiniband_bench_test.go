@@ -30,7 +30,6 @@ package scrapebench
 
 import (
 	"context"
-	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 	"log/slog"
 	"os"
 	"path"
@@ -47,6 +46,7 @@ import (
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
 	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 )
 

@@ -5,7 +5,6 @@ package config
 
 import (
 	"fmt"
-	rdmanames "github.com/rdma-doctor/rdma_doctor/internal/read/names"
 	"net"
 	"regexp"
 	"slices"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	rdmanames "github.com/rdma-doctor/rdma_doctor/internal/read/names"
 )
 
 // Probe configures the scheduled verbs probe (perftest), the TCP transport

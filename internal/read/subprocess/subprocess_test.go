@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // script writes an executable shell script (the program under test, not a
