@@ -198,7 +198,7 @@ func (h *Host) SnapshotReusing(maxAge time.Duration) *Snapshot {
 	l := h.latest
 	h.latestMu.Unlock()
 	if l.ok && maxAge > 0 && s.Time.Sub(l.at) <= maxAge && l.err == nil {
-		s.class.get(func() (*infiniband.Class, error) { return l.v, l.err })
+		_, _ = s.class.get(func() (*infiniband.Class, error) { return l.v, l.err })
 		s.Time = l.at
 	}
 	return s
