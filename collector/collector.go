@@ -268,11 +268,11 @@ func (a *Aggregator) collectOnce(ctx context.Context) [][]prometheus.Metric {
 	for i, name := range a.names {
 		c := a.collectors[name]
 		out := &sink{}
-		go func() {
+		hostfs.Go(func() {
 			start := time.Now()
 			err := c.Update(readCtx, snap, out)
 			done <- result{i, out, err, time.Since(start)}
-		}()
+		})
 	}
 	results := make([]*result, len(a.names))
 wait:
