@@ -188,7 +188,7 @@ func hwCounterOrder(t *testing.T, env Env, name string) [][]string {
 		t.Fatal(err)
 	}
 	var got [][]string
-	for _, m := range out.ms {
+	for _, m := range out.all() {
 		if !strings.Contains(m.Desc().String(), `"`+name+`"`) {
 			continue
 		}
