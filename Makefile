@@ -52,7 +52,7 @@ short:
 
 # The packages that hold the long tests make short skips, in full and
 # without -race (make test runs them with it).
-E2E_PKGS ?= ./e2e ./deploy ./alerts ./internal/scrape
+E2E_PKGS ?= ./e2e ./deploy ./alerts ./internal/serve/scrape
 e2e:
 	@bash -o pipefail -c '$(GO) test -count=1 -json $(E2E_PKGS) | $(GO) run ./tools/testsummary'
 
@@ -68,13 +68,13 @@ staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 
 # .golangci.yml: the standard linters, errorlint, sloglint, and depguard
-# keeping os/exec inside internal/subprocess.
+# keeping os/exec inside internal/read/subprocess.
 golangci-lint:
 	$(GO) run $(GOLANGCI_LINT) run ./...
 
 # The real Prometheus (Debian's prometheus) with the shipped rules, scraping
 # the built binary on several fixture hosts and, when ibsim is installed, on
-# the simulated fabric (tools/demo, internal/demo): every dashboard query
+# the simulated fabric (tools/demo, internal/dev/demo): every dashboard query
 # has data to look at on the printed URL. Ctrl-C stops it all.
 # DEMO_FLAGS passes flags, e.g. DEMO_FLAGS='-web.listen-address=127.0.0.1:9091'.
 DEMO_FLAGS ?=
@@ -133,7 +133,7 @@ image: build
 # same loop (it is not on the Go module proxy: go build it from a checkout
 # of github.com/yuuki/rdma_exporter; docs/performance.md says which).
 YUUKI_EXPORTER   ?=
-BENCH_PKGS       ?= ./internal/scrapebench ./internal/irq ./diagnose/checks ./internal/portwatch
+BENCH_PKGS       ?= ./internal/dev/scrapebench ./internal/read/irq ./diagnose/checks ./internal/read/portwatch
 LOAD_REQUESTS    ?= 20000
 SIDEBYSIDE_FLAGS ?=
 BENCH_RAW        ?=

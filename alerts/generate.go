@@ -11,7 +11,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 

@@ -21,10 +21,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // Collector produces metrics for one concern from a host snapshot.
@@ -112,11 +113,17 @@ type Env struct {
 	Host   *host.Host
 	Config *config.Config
 	Logger *slog.Logger
+	// Workers, when set, reports the server's background workers
+	// (worker.Group.Reports): their ages and health are every scrape's.
+	Workers func() []worker.Report
 }
 
 // Aggregator runs the enabled collectors.
 type Aggregator struct {
-	host       *host.Host
+	host    *host.Host
+	workers func() []worker.Report
+	// now is the clock of the workers' ages (time.Now; tests set it).
+	now        func() time.Time
 	names      []string
 	collectors map[string]Collector
 	logger     *slog.Logger
@@ -159,12 +166,14 @@ func New(env Env, flags *Flags, timeout time.Duration, only ...string) (*Aggrega
 		}
 		built[s.Name] = c
 	}
-	return newAggregator(env.Host, env.Logger, timeout, built), nil
+	a := newAggregator(env.Host, env.Logger, timeout, built)
+	a.workers = env.Workers
+	return a, nil
 }
 
 // newAggregator runs collectors by name on snapshots of h.
 func newAggregator(h *host.Host, logger *slog.Logger, timeout time.Duration, collectors map[string]Collector) *Aggregator {
-	a := &Aggregator{host: h, collectors: collectors, logger: logger, timeout: timeout, errLog: newOnceLogger(logger, 1024)}
+	a := &Aggregator{host: h, now: time.Now, collectors: collectors, logger: logger, timeout: timeout, errLog: newOnceLogger(logger, 1024)}
 	for name := range collectors {
 		a.names = append(a.names, name)
 	}
@@ -186,8 +195,9 @@ var (
 	refusedDesc    = expo.NewDesc("rdma_host_reads_refused_total", "Reads skipped because an earlier read of the same file is stuck; their series are left out.")
 	suppressedDesc = expo.NewDesc("rdma_scrape_error_logs_suppressed_total",
 		"Collector errors logged at debug level only, because the same message was logged at warning level before.")
-	liveDesc = expo.NewDesc("rdma_host_live_kernel", "1 when the tree read is the running kernel's and the live-kernel sources are asked; reason says why (--host.live).", "reason")
-	ageDesc  = expo.NewDesc("rdma_snapshot_age_seconds", "rdma_doctor: age of the host state a scrape served, by source: a slow source's cached reading (refreshed every diagnose.interval), or the latest result a background source (sminfo, fabric_scan, fabric_sweep) published; live sources are read on every scrape and are not listed.", "source")
+	liveDesc    = expo.NewDesc("rdma_host_live_kernel", "1 when the tree read is the running kernel's and the live-kernel sources are asked; reason says why (--host.live).", "reason")
+	ageDesc     = expo.NewDesc("rdma_snapshot_age_seconds", "Age of the state a scrape served, by slow source or background worker, in seconds.", "source")
+	healthyDesc = expo.NewDesc("rdma_background_worker_healthy", "1 while a background worker runs and its latest round succeeded; reason says why not.", "worker", "reason")
 )
 
 // Bind returns a prometheus.Collector that scrapes under ctx, whose deadline
@@ -200,7 +210,7 @@ type bound struct {
 }
 
 func (b bound) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, refusedAttrsDesc, ageDesc, liveDesc, stuckDesc, keptDesc, refusedDesc, suppressedDesc} {
+	for _, d := range []*expo.Desc{successDesc, durationDesc, errorsDesc, refusedAttrsDesc, ageDesc, healthyDesc, liveDesc, stuckDesc, keptDesc, refusedDesc, suppressedDesc} {
 		ch <- d.Prometheus()
 	}
 }
@@ -228,7 +238,7 @@ func (a *Aggregator) Collect(ctx context.Context, ch chan<- prometheus.Metric) {
 // Metrics returns the metrics of one collection, shared as Collect
 // shares it, in parts (one per collector: they are not copied into one
 // slice); the caller must not change them. The metrics handler's text
-// path writes them directly (internal/expo).
+// path writes them directly (internal/serve/expo).
 func (a *Aggregator) Metrics(ctx context.Context) [][]prometheus.Metric {
 	a.flightMu.Lock()
 	f := a.flight
@@ -337,10 +347,22 @@ wait:
 			break wait
 		}
 	}
+	ages := a.host.Ages()
+	var workers []worker.Report
+	if a.workers != nil {
+		workers = a.workers()
+	}
+	// A background worker's age is its own latest value's: it replaces
+	// the host's entry of the same source, so each source has one series.
+	now := a.now()
+	for _, w := range workers {
+		if !w.Latest.IsZero() {
+			ages[w.Name] = now.Sub(w.Latest)
+		}
+	}
 	// The collectors' status series go into a part of their own, after
 	// every collector's chunks.
-	ages := a.host.Ages()
-	own := make([]prometheus.Metric, 0, 4*len(a.names)+len(ages)+5)
+	own := make([]prometheus.Metric, 0, 4*len(a.names)+len(ages)+len(workers)+5)
 	parts := make([][]prometheus.Metric, 0, 2*len(a.names)+1)
 	for i, name := range a.names {
 		r := results[i]
@@ -356,6 +378,9 @@ wait:
 	}
 	for source, age := range ages {
 		own = append(own, expo.Gauge(ageDesc, age.Seconds(), source))
+	}
+	for _, w := range workers {
+		own = append(own, expo.Gauge(healthyDesc, b2f(w.Problem == ""), w.Name, w.Problem))
 	}
 	live := a.host.Live()
 	st := a.host.FS().ReadStats()

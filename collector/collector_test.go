@@ -20,9 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type fakeCollector struct {
@@ -205,13 +206,51 @@ func TestSnapshotAgeSeries(t *testing.T) {
 	}
 	at = at.Add(3 * time.Second)
 	want := `
-# HELP rdma_snapshot_age_seconds rdma_doctor: age of the host state a scrape served, by source: a slow source's cached reading (refreshed every diagnose.interval), or the latest result a background source (sminfo, fabric_scan, fabric_sweep) published; live sources are read on every scrape and are not listed.
+# HELP rdma_snapshot_age_seconds Age of the state a scrape served, by slow source or background worker, in seconds.
 # TYPE rdma_snapshot_age_seconds gauge
 rdma_snapshot_age_seconds{source="hostname"} 3
 rdma_snapshot_age_seconds{source="sminfo"} 3
 rdma_snapshot_age_seconds{source="tuning"} 3
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_snapshot_age_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+// Every background worker the server registers has one health series,
+// its reason the worker's; one with a latest value has an age, which
+// replaces the host's own entry of the same source (one series each).
+func TestWorkerSeries(t *testing.T) {
+	at := time.Unix(1_000_000, 0)
+	env := hostEnv(t, "../fixtures/hosts/numa-remote", sminfo("/nonexistent"), func(o *host.Options) { o.Now = func() time.Time { return at } })
+	env.Host.Round(context.Background()) // the host's own sminfo age: 0 s
+	a := newAggregator(env.Host, slog.New(slog.DiscardHandler), 0, map[string]Collector{})
+	a.now = func() time.Time { return at }
+	a.workers = func() []worker.Report {
+		return []worker.Report{
+			{Name: "sminfo", Status: worker.Status{Latest: at.Add(-7 * time.Second)}},
+			{Name: "diagnose", Status: worker.Status{Latest: at.Add(-2 * time.Second), Problem: worker.Failing}},
+			{Name: "fabric_scan", Status: worker.Status{Problem: worker.FirstRoundPending}},
+			{Name: "probe_responder", Status: worker.Status{Problem: worker.Stopped}},
+			{Name: "portwatch"},
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Bind(context.Background()))
+	want := `
+# HELP rdma_background_worker_healthy 1 while a background worker runs and its latest round succeeded; reason says why not.
+# TYPE rdma_background_worker_healthy gauge
+rdma_background_worker_healthy{reason="",worker="portwatch"} 1
+rdma_background_worker_healthy{reason="",worker="sminfo"} 1
+rdma_background_worker_healthy{reason="failing",worker="diagnose"} 0
+rdma_background_worker_healthy{reason="first_round_pending",worker="fabric_scan"} 0
+rdma_background_worker_healthy{reason="stopped",worker="probe_responder"} 0
+# HELP rdma_snapshot_age_seconds Age of the state a scrape served, by slow source or background worker, in seconds.
+# TYPE rdma_snapshot_age_seconds gauge
+rdma_snapshot_age_seconds{source="diagnose"} 2
+rdma_snapshot_age_seconds{source="sminfo"} 7
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_snapshot_age_seconds", "rdma_background_worker_healthy"); err != nil {
 		t.Error(err)
 	}
 }

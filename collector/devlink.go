@@ -8,10 +8,10 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/devlink"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type devlinkCollector struct {

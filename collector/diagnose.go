@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // diagnoseStatus exports rdma_diagnose_status from the diagnose sampler's

@@ -14,9 +14,9 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // FabricCollector exports the latest iblinkinfo scan and the latest
@@ -28,7 +28,7 @@ type FabricCollector struct {
 	routes       *fabricRoutes // fabric_routes.go
 
 	// portBlock is the per-port series of the latest topology and sweep,
-	// rendered once per pair (internal/expo.Block), like the link block.
+	// rendered once per pair (internal/serve/expo.Block), like the link block.
 	portMu    sync.Mutex
 	portScan  *fabric.Fabric
 	portSweep *fabric.Sweep

@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // TestFabricBlocksMatchClientGolang: the fabric's per-port and per-link
-// series travel as rendered Blocks (internal/expo); what a scrape writes
+// series travel as rendered Blocks (internal/serve/expo); what a scrape writes
 // of them, spliced into gzip, decompressed into plain text, or made again
 // for protobuf, is what a client_golang registry writes of the same
 // collection with expfmt.

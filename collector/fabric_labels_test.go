@@ -18,13 +18,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
-	"github.com/rdma-doctor/rdma_doctor/internal/names"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/names"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // fabricText is what a text scrape of the fabric collector c writes
-// (internal/expo, as /metrics writes it), decoded.
+// (internal/serve/expo, as /metrics writes it), decoded.
 func fabricText(t *testing.T, c Collector) map[string]*dto.MetricFamily {
 	t.Helper()
 	inner, h := unwrap(c)
@@ -52,7 +52,7 @@ func fabricText(t *testing.T, c Collector) map[string]*dto.MetricFamily {
 }
 
 // TestFabricNodeDescriptionLabelPolicy: the recorded ibsim scan
-// (internal/fabric/testdata/ibqueryerrors/ibsim16-iblinkinfo.stdout) with
+// (internal/read/fabric/testdata/ibqueryerrors/ibsim16-iblinkinfo.stdout) with
 // leaf001 named by 3,000 bytes, a byte that is not UTF-8 among them, and
 // host0001 by a name with that byte: every series of both nodes is still
 // written, each label value bounded and UTF-8, and the two cuts counted

@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/routes"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // fabricRoutes exports the forwarding-table reader's state

@@ -11,10 +11,10 @@ import (
 )
 
 // fakeDumpFTS is a dump_fts printing the recorded ibsim tables
-// (internal/fabric/testdata/lft) and exiting rc.
+// (internal/read/fabric/testdata/lft) and exiting rc.
 func fakeDumpFTS(t *testing.T, rc int) string {
 	t.Helper()
-	rec, err := filepath.Abs("../internal/fabric/testdata/lft/dump_fts.stdout")
+	rec, err := filepath.Abs("../internal/read/fabric/testdata/lft/dump_fts.stdout")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
 )
 
 // fabricOn is the fabric collector of opts over a host whose options run
@@ -29,7 +29,7 @@ func fabricOn(t *testing.T, opts FabricOptions) (*FabricCollector, *rdmahost.Hos
 }
 
 // ibsimFabric is a collector whose host has scanned and swept the
-// recorded ibsim fabric (internal/fabric/testdata/ibqueryerrors: faults
+// recorded ibsim fabric (internal/read/fabric/testdata/ibqueryerrors: faults
 // set through ibsim's console, see that README), replayed by fake tools.
 func ibsimFabric(t *testing.T, opts FabricOptions) Collector {
 	t.Helper()

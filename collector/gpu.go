@@ -10,9 +10,9 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type gpuCollector struct {

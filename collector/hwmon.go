@@ -7,9 +7,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hwmon"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type hwmonCollector struct {

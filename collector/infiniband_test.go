@@ -16,8 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 )
 
 func gatherHost(t *testing.T, host string, cfg *config.Config) prometheus.Gatherer {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type irqCollector struct {

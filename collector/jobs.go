@@ -10,10 +10,10 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/jobs"
-	"github.com/rdma-doctor/rdma_doctor/internal/podres"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/jobs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/podres"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // jobsCollector says which job uses which RDMA device. Its series are

@@ -13,21 +13,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
-	"github.com/rdma-doctor/rdma_doctor/internal/podres"
-	"github.com/rdma-doctor/rdma_doctor/internal/podres/podrestest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/podres"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/podres/podrestest"
 )
 
 // slurmHost is a copy of the cx6-hdr-fdr fixture host (mlx5_0 is
 // uverbs0) running the recorded Slurm job 4, whose task holds uverbs0
-// open (internal/jobs/testdata).
+// open (internal/read/jobs/testdata).
 func slurmHost(t *testing.T) string {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "host")
 	for _, cmd := range [][]string{
 		{"cp", "-a", "../fixtures/hosts/cx6-hdr-fdr", root},
-		{"cp", "-a", "../internal/jobs/testdata/slurm-v2/.", root},
+		{"cp", "-a", "../internal/read/jobs/testdata/slurm-v2/.", root},
 	} {
 		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v\n%s", cmd, err, out)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // kmsgCollector exports the kernel log reader's counts: what the drivers
@@ -43,7 +43,7 @@ type KmsgOptions struct {
 }
 
 // NewKmsgCollector builds the kmsg collector; the reader is the host's
-// (Host.WatchKernelLog), started by the server.
+// (Host.KernelLogWorker), run by the server's worker group.
 func NewKmsgCollector(Env) Collector {
 	el := []string{"device", "event", "severity"}
 	return &kmsgCollector{

@@ -12,10 +12,10 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type netdevCollector struct {

@@ -6,9 +6,9 @@ package collector
 import (
 	"strconv"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/sff"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sff"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // moduleDescs are the transceiver memory series of the netdev collector

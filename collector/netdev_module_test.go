@@ -9,9 +9,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/sff"
-	"github.com/rdma-doctor/rdma_doctor/internal/sff/sfftest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sff"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sff/sfftest"
 )
 
 // moduleSeries collects the module series of one netdev, by metric name
@@ -56,7 +56,7 @@ func indexQuote(s string) int {
 // The recorded DR8 optic: eight lanes of each monitor in base units, the
 // module's thresholds, and the info series.
 func TestNetdevModuleSeriesDR8(t *testing.T) {
-	m, err := sff.Decode(sfftest.Load(t, "../internal/sff/testdata/cmis-osfp-dr8-juniper-qfx5240.txt", false))
+	m, err := sff.Decode(sfftest.Load(t, "../internal/read/sff/testdata/cmis-osfp-dr8-juniper-qfx5240.txt", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestNetdevModuleSeriesDR8(t *testing.T) {
 // The AEC: no lane series at all (not zeros); an unreadable module: the
 // reason and nothing else.
 func TestNetdevModuleSeriesAbsent(t *testing.T) {
-	m, err := sff.Decode(sfftest.Load(t, "../internal/sff/testdata/cmis-osfp-aec-credo-qfx5240.txt", false))
+	m, err := sff.Decode(sfftest.Load(t, "../internal/read/sff/testdata/cmis-osfp-aec-credo-qfx5240.txt", false))
 	if err != nil {
 		t.Fatal(err)
 	}

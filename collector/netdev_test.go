@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
 )
 
 func netdevOn(t *testing.T, host string, with ...func(*rdmahost.Options)) Collector {

@@ -7,10 +7,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type pciCollector struct {

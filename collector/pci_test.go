@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 )
 
 // TestPCIPayload: the recorded CX-7s' DevCtl sizes as root reads them, and

@@ -10,9 +10,9 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/portwatch"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // portwatchCollector exports the port state sampler's history: what a
@@ -41,7 +41,7 @@ type PortwatchOptions struct {
 }
 
 // NewPortwatchCollector builds the portwatch collector; the sampler is the
-// host's (Host.WatchPorts), started by the server.
+// host's (Host.PortWorker), run by the server's worker group.
 func NewPortwatchCollector(Env) Collector {
 	pl := []string{"device", "port"}
 	return &portwatchCollector{

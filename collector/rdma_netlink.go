@@ -12,9 +12,9 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type rdmaNetlinkCollector struct {

@@ -13,7 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
 )
 
 // series writes each metric f sends as `name{label=value,...} value`.
@@ -40,7 +40,7 @@ func series(t *testing.T, f func(out *sink)) []string {
 }
 
 // TestRDMANetlinkOptIn: the opt-in series of a snapshot as rdmanl.Read
-// returns it for the recorded hosts of internal/rdmanl's tests (mlx5_0
+// returns it for the recorded hosts of internal/read/rdmanl's tests (mlx5_0
 // of iproute2 96f59e7f capped at one process, mlx5_2/1 in auto type
 // mode, a port cut at the object cap): process names and [module]s, never
 // a PID; the cap and truncation said; a truncated port's counts absent.

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // rendered makes a value's samples once and serves them again for the

@@ -8,10 +8,10 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type roceCollector struct {

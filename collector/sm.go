@@ -11,9 +11,9 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 // SMCollector exports sminfo's answers and the local OpenSM. The sysfs view

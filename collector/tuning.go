@@ -12,9 +12,9 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/expo"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/expo"
 )
 
 type tuningCollector struct {

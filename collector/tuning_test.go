@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	rdmahost "github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 func tuningOn(t *testing.T, host string, cfg *config.Config, with ...func(*rdmahost.Options)) Collector {

@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/rdma-doctor/rdma_doctor/dashboards/build"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 

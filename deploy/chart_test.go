@@ -21,8 +21,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the chart's default-render golden and its copies of alerts/ and dashboards/")

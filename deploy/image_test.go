@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // The images are built with podman from the repository alone, and run the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // nhcScript is the shipped NHC check (nfpm.yaml installs it as

@@ -33,8 +33,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
 )
 
 // SchemaVersion is the version of the JSON report (docs/diagnose-schema.md).
@@ -341,7 +342,7 @@ func firstFrames(stack []byte) string {
 // LoadTopology reads and parses the expected topology file, bounded by
 // fabric.MaxTopologyBytes.
 func LoadTopology(path string) (*fabric.Topology, error) {
-	b, err := config.ReadFile(path, fabric.MaxTopologyBytes)
+	b, err := hostfs.ReadBounded(path, fabric.MaxTopologyBytes)
 	if err != nil {
 		return nil, err
 	}

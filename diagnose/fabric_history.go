@@ -6,7 +6,7 @@ package diagnose
 import (
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
 )
 
 // MaxFabricSweeps bounds the fabric sweeps the history keeps. A sweep is

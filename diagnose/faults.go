@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 )
 
 // FabricTopPorts is how many ports a fabric finding lists at most.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
 )
 
 // Span formats a window for evidence: "10m0s", "15s".

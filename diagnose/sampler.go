@@ -63,9 +63,15 @@ func (s *Sampler) Latest() *Report { return s.latest.Load() }
 
 // Run samples every Interval until ctx ends. A watchdog logs once when
 // the latest report is older than StaleAfter (a sample that does not
-// end), and once when reports are fresh again.
+// end), and once when reports are fresh again; Run returns once it has
+// ended too.
 func (s *Sampler) Run(ctx context.Context) {
-	go s.watch(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watch(ctx)
+	}()
+	defer func() { <-watched }()
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
 	for {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/alerts"
 	"github.com/rdma-doctor/rdma_doctor/dashboards"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 )
 
 // daemon is a peer server (Prometheus, Alertmanager) run for one test: in

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/dashboards"
-	"github.com/rdma-doctor/rdma_doctor/internal/demo"
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/demo"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // TestDemoDashboardQueries runs make demo's setup headless (the built

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
 )
 
 // TestFabricSweepDirGoneAtSIGTERM: the counter sweep's private cache

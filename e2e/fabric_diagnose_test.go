@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
 )
 
 // fabricFinding is the part of a /diagnose JSON finding these tests read.

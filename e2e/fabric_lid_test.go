@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sm"
 )
 
 // tool runs an infiniband-diags tool on the simulator and returns its

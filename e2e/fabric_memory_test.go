@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // memoryFabricHosts is the fat tree of TestFabricScrapeMemoryOnIbsim:

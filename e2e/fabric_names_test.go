@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
 )
 
 // TestFabricNodeNameMapOnIbsim: a node name map naming two switches of

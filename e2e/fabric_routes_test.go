@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
 )
 
 // TestFabricRoutesOnIbsim: on the simulated fat tree under the real
@@ -277,7 +277,7 @@ func TestFabricRoutingDisabledUplinkOnIbsim(t *testing.T) {
 		return ok && v == 1
 	})
 	leaf2 := nodeGUIDs(body)["leaf002"]
-	// opensm gives leaf002 LID 4 (the recorded scan, internal/fabric/testdata/lft).
+	// opensm gives leaf002 LID 4 (the recorded scan, internal/read/fabric/testdata/lft).
 	guid, before := ibrouteCAs(t, s, 4)
 	if guid != leaf2 || before[6] == 0 {
 		t.Fatalf("LID 4 is %s, routing %v; want leaf002 (%s) with hosts out of port 6", guid, before, leaf2)

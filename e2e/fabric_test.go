@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // The fabric on the real stack: ibsim (Debian ibsim-utils) simulates a

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
 )
 
 // TestFabricTopologyOnIbsim: fabric.topology with the real ibnetdiscover's

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // The counter of mlx5_0 on dgx-h100 that the hang tests wedge, as the

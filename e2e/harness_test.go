@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
@@ -154,6 +154,10 @@ type exporter struct {
 	addr   string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
+	// exited is closed once the process has exited; exitErr is then
+	// cmd.Wait's error (nil: exit code 0).
+	exited  chan struct{}
+	exitErr error
 }
 
 type syncBuffer struct {
@@ -238,14 +242,18 @@ func start(t testing.TB, args ...string) *exporter {
 	t.Helper()
 	bin := binary(t)
 	for attempt := 0; ; attempt++ {
-		e := &exporter{addr: freeAddr(t), stderr: &syncBuffer{}}
+		e := &exporter{addr: freeAddr(t), stderr: &syncBuffer{}, exited: make(chan struct{})}
 		e.cmd = exec.Command(bin, append([]string{"--web.listen-address=" + e.addr, "--log.level=debug"}, args...)...)
 		e.cmd.Stderr = e.stderr
 		if err := e.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		exited := make(chan error, 1)
-		go func() { exited <- e.cmd.Wait() }()
+		go func() {
+			e.exitErr = e.cmd.Wait()
+			close(e.exited)
+			exited <- e.exitErr
+		}()
 		ok := false
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 			if c, err := net.DialTimeout("tcp", e.addr, 100*time.Millisecond); err == nil {

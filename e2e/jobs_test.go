@@ -11,17 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/podres"
-	"github.com/rdma-doctor/rdma_doctor/internal/podres/podrestest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/podres"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/podres/podrestest"
 )
 
 // slurmCopyHost copies a fixture host and runs on it the recorded Slurm
-// job 4 of internal/jobs/testdata (a real slurmstepd.scope cgroup tree;
+// job 4 of internal/read/jobs/testdata (a real slurmstepd.scope cgroup tree;
 // its task's processes hold /dev/infiniband/uverbs0, mlx5_0's, open).
 func slurmCopyHost(t *testing.T, host string) string {
 	t.Helper()
 	root := smCopyHost(t, host)
-	src := filepath.Join(repoRoot(t), "internal", "jobs", "testdata", "slurm-v2") + "/."
+	src := filepath.Join(repoRoot(t), "internal", "read", "jobs", "testdata", "slurm-v2") + "/."
 	if out, err := exec.Command("cp", "-a", src, root).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v\n%s", err, out)
 	}

@@ -91,7 +91,7 @@ func TestKernelLogUnreadable(t *testing.T) {
 // it, a real Prometheus scraping the server with the shipped rules
 // (quickRules: no `for:` to wait out). Nothing is written until Prometheus
 // has the fatal event counter at 0; then a real firmware fatal message
-// (testdata/recorded.txt of internal/kmsg) on mlx5_0's PCI function goes
+// (testdata/recorded.txt of internal/read/kmsg) on mlx5_0's PCI function goes
 // into the FIFO, and it must reach /metrics (rdma_kernel_events_total 1),
 // /diagnose (kernel.events fails for mlx5_0 with the message) and
 // Prometheus, where RdmaKernelFatalEvent fires for mlx5_0 and only there.
@@ -206,7 +206,7 @@ func pciFunction(t *testing.T, root, device string) string {
 }
 
 // TestKernelLogSlotsKeepDevices is issue 27's reproduction: 700 messages
-// about other PCI functions (real lines of internal/kmsg's testdata on
+// about other PCI functions (real lines of internal/read/kmsg's testdata on
 // addresses no RDMA device has: 600 mlx5 link downs of functions the host
 // does not map, as VFs with renamed netdevs, then 100 corrected AER
 // errors) fill the reader's slots before 3 firmware fatal lines of

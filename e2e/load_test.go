@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 

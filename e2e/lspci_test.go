@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
-	"github.com/rdma-doctor/rdma_doctor/internal/pcicfg"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pcicfg"
 )
 
 // The real lspci (Debian pciutils) is the referee of the config-space

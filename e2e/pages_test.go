@@ -24,7 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rdma-doctor/rdma_doctor/alerts"
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
@@ -733,7 +733,7 @@ var pageFaults = []pageFault{
 	{
 		name: "host NIC firmware fatal", class: "host_nic",
 		// mlx5_0's firmware reports a fatal error; the switch side stays
-		// clean. The line is a real mlx5 message (internal/kmsg testdata).
+		// clean. The line is a real mlx5 message (internal/read/kmsg testdata).
 		inject: func(t *testing.T, st *pageStack) {
 			pci := pciFunction(t, st.hostRoot, "mlx5_0")
 			f, err := os.OpenFile(filepath.Join(st.hostRoot, "dev", "kmsg"), os.O_APPEND|os.O_WRONLY, 0)

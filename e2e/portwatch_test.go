@@ -22,7 +22,7 @@ import (
 // sleep long enough for "a few sampler rounds" is a guess on a loaded
 // machine. The wait scrapes, so the round that sees a flip may be the
 // scrape's own; flips between two reads of a port are covered by
-// TestPortFlapBetweenScrapesQuiet (link_downed) and internal/portwatch.
+// TestPortFlapBetweenScrapesQuiet (link_downed) and internal/read/portwatch.
 func TestPortFlapBetweenScrapes(t *testing.T) {
 	root := smCopyHost(t, "cx6-hdr-fdr")
 	cfg := filepath.Join(t.TempDir(), "rdma_doctor.yml")

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 	"github.com/rdma-doctor/rdma_doctor/probe/nstest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
@@ -68,6 +68,7 @@ func probeCmd(t *testing.T, args ...string) *exec.Cmd {
 // JSON), bad input refused before anything starts, and a failing run's
 // typed error and exit status.
 func TestProbeCLI(t *testing.T) {
+	testenv.Long(t, "the probe command against a replayed perftest, every exit code (10 s)")
 	fake := perftesttest.Install(t, probeReplay())
 	dir := t.TempDir()
 	cfg := probeWrite(t, dir, "rdma_doctor.yml", fmt.Sprintf("probe:\n  perftest_dir: %s\n  loopback:\n    - {device: mlx5_0, port: 1}\n", fake))
@@ -132,6 +133,7 @@ func TestProbeCLIRealPerftest(t *testing.T) {
 // it: a good test with its values, a failing one with success 0 and its
 // reason; the exposition passes promtool.
 func TestProbeScheduled(t *testing.T) {
+	testenv.Long(t, "the probe scheduler's rounds in a served binary, scraped by promtool (12 s)")
 	promtool := requireTool(t, "promtool")
 	script := probeReplay()
 	script["ib_write_bw"] = perftesttest.Sides{

@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/alerts"
 	"github.com/rdma-doctor/rdma_doctor/dashboards"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
@@ -55,7 +56,7 @@ var devlinkOnly = []string{"rdma_devlink_health_reporter_state", "rdma_device_fi
 // from a real mlx5 netdev (veths have none), and no fixture records the
 // MLNX_OFED ECN sysfs files. CI kernels have no RDMA device. The alerts
 // on them are checked by promtool cases (alerts/tests/roce.yml); their
-// decoders by internal/rdmanl's and internal/roce's tests.
+// decoders by internal/read/rdmanl's and internal/read/roce's tests.
 var liveRoCEOnly = []string{
 	"rdma_netdev_priority_stat_total", "rdma_roce_pfc_enabled", "rdma_roce_pfc_frames_total", "rdma_roce_trust_dscp",
 	"rdma_roce_global_pause_enabled", "rdma_roce_ecn_enabled", "rdma_port_optional_counter_total", "rdma_optional_counter_enabled",
@@ -78,7 +79,7 @@ var moduleOnly = []string{
 // and the opt-in ones only with --collector.rdma_netlink.process-resources
 // or .qp-counters. collector.TestRDMANetlinkOptIn exports the opt-in ones
 // from recorded replies; rdma_device_resources is the resource summary
-// the same collector exports (decoded by internal/rdmanl's tests).
+// the same collector exports (decoded by internal/read/rdmanl's tests).
 var rdmaNetlinkOnly = []string{
 	"rdma_device_resources", "rdma_resource_process_objects", "rdma_resource_process_capped", "rdma_resource_dump_truncated",
 	"rdma_port_qp_counter_mode", "rdma_port_qp_counters", "rdma_port_qp_counter_qps", "rdma_port_qp_counter_dump_truncated",
@@ -190,6 +191,7 @@ func selectorNames(t *testing.T, expr string) (names []string, regexps []*labels
 // Prometheus itself (up, ALERTS). Names DESIGN.md promises but no collector
 // exports yet are in pending and only printed.
 func TestQueriesNameExportedMetrics(t *testing.T) {
+	testenv.Long(t, "every rule and dashboard query against two served fixture hosts (12 s)")
 	exported := goldenNames(t)
 	for _, host := range []string{"dgx-h100", "cx6-hdr-fdr"} {
 		_, body := start(t, hostArgs(t, host)...).get(t, "/metrics")
@@ -340,7 +342,7 @@ func exportedWithBackgroundWork(t *testing.T) string {
 	smWriteFile(t, filepath.Join(root, "sys/class/infiniband/mlx5_0/hw_counters/out_of_buffer"), "0\n")
 	sminfo := smFakeTool(t, "sminfo", "cat "+smToolFixture(t, "sminfo-master-ibsim.txt")+"\n")
 	// The fabric tools replay a recorded ibsim fabric
-	// (internal/fabric/testdata/ibqueryerrors): its scan and counter
+	// (internal/read/fabric/testdata/ibqueryerrors): its scan and counter
 	// sweep feed the fabric port series the fabric alerts and dashboard
 	// use.
 	tools := fabrictest.Install(t)

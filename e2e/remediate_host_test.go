@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // asRootOnHost runs `rdma_doctor --path.rootfs=/ remediate <args>` as root

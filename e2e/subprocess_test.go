@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
 	"io"
 	"net"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 	"github.com/rdma-doctor/rdma_doctor/probe/control"
 )
 

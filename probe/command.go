@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 	"github.com/rdma-doctor/rdma_doctor/probe/control"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 

@@ -7,7 +7,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 

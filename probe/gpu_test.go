@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )

@@ -6,7 +6,7 @@ package probe
 import (
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
 )
 
 // TestHelp: every probe series' HELP is one short sentence naming no

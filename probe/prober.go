@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 	"github.com/rdma-doctor/rdma_doctor/probe/control"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )

@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
 )
 
 // ScrapeGuard keeps probes from starting right after a scrape began. The
@@ -159,4 +161,23 @@ func (s *Scheduler) Run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// Name is the scheduler's worker name (internal/host/worker).
+func (s *Scheduler) Name() string { return "probe_scheduler" }
+
+// Status is when the latest recorded probe ended: first_round_pending
+// before one. A failed probe is the link's news, not the scheduler's: it
+// stays healthy.
+func (s *Scheduler) Status() worker.Status {
+	var latest time.Time
+	for _, e := range s.Store.Latest() {
+		if e.Last != nil && e.Last.End().After(latest) {
+			latest = e.Last.End()
+		}
+	}
+	if latest.IsZero() {
+		return worker.Status{Problem: worker.FirstRoundPending}
+	}
+	return worker.Status{Latest: latest}
 }

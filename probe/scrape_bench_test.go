@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
@@ -185,7 +185,7 @@ func median(ds []time.Duration) time.Duration {
 // fixtures/make-hosts.sh may be rebuilding.
 func fixtureCopy(b *testing.B, host string) string {
 	b.Helper()
-	src, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "hosts", host))
+	src, err := filepath.Abs(filepath.Join("..", "fixtures", "hosts", host))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 )
 

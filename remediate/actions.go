@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/cpulist"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/cpulist"
 )
 
 // SysctlDropIn is the persistent file of the sysctl action.

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/placement"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // rdmaCgroupAction writes the rdma.max lines of

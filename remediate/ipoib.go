@@ -6,7 +6,7 @@ package remediate
 import (
 	"strconv"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
 )
 
 // IPv6DropIn persists the IPv6 setting of the IPoIB netdevs.

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // The memlock action's drop-ins. pam_limits reads the first for logins;

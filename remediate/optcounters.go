@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
 )
 
 // OptionalCountersRule is the persistent file of the rdma-optional-counters
@@ -309,7 +309,7 @@ func sortedCopy(s []string) []string {
 // as the kernel registers it ("add") and as a rename leaves it ("move":
 // rdma-core's persistent naming renames devices during their add event);
 // %k is that name. The counter names are letters, digits and '_' only
-// (internal/config checks), so the command needs no quoting.
+// (internal/host/config checks), so the command needs no quoting.
 func udevRuleLine(p portCounters) string {
 	return fmt.Sprintf(`ACTION=="add|move", SUBSYSTEM=="infiniband", KERNEL=="%s", RUN+="%s statistic set link %%k/%d optional-counters %s"`,
 		p.device, RDMATool, p.port, strings.Join(p.want, ","))

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
 	"golang.org/x/sys/unix"
 )
 

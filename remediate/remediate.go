@@ -20,7 +20,7 @@ import (
 	"syscall"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 // Input is what an action plans from: the same reading diagnose judges,

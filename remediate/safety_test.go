@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 // gate holds the first write made through it until proceed is closed,

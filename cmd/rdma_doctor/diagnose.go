@@ -16,7 +16,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 )
 
 // sampleTimeout bounds one reading of the host.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
 	"github.com/rdma-doctor/rdma_doctor/probe"
 	"github.com/rdma-doctor/rdma_doctor/probe/control"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"

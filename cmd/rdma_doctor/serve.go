@@ -21,20 +21,24 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/collector"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/scrape"
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/subprocess"
+	"github.com/rdma-doctor/rdma_doctor/internal/serve/scrape"
 	"github.com/rdma-doctor/rdma_doctor/probe"
 )
 
 // Server is the HTTP side while it is built: the pages (Mux and their
 // landing page Links) and the collectors of the server's parts (build
 // info, diagnose, probe), which every scrape collects beside the host's
-// (internal/scrape adds the exporter's own series).
+// (internal/serve/scrape adds the exporter's own series).
 type Server struct {
 	App   *App
 	Mux   *http.ServeMux
 	Links []web.LandingLinks
 	Parts []prometheus.Collector
+	// Workers is every background worker of the server, which the
+	// server starts once built and joins before it exits.
+	Workers *worker.Group
 }
 
 func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
@@ -65,15 +69,8 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			reaper = nil
 		}
 		a.Reaper = reaper
-		// On every way out the background work ends first: a sweep
-		// cut short removes its private cache directory.
 		ctx, cancel := context.WithCancel(ctx)
-		defer func() {
-			cancel()
-			if !a.Host.Stopped(backgroundStop) {
-				a.Logger.Warn("background sources did not stop in time; exiting anyway", "waited", backgroundStop)
-			}
-		}()
+		defer cancel()
 		s, err := newServer(ctx, a, *metricsPath, scrape.Options{
 			Timeout:         *scrapeTO,
 			WriteTimeout:    writeTimeout(*scrapeTO),
@@ -85,6 +82,14 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 			errorf(os.Stderr, "%v", err)
 			return 1
 		}
+		// On every way out the background work ends first: a sweep cut
+		// short removes its private cache directory.
+		s.Workers.Start(ctx)
+		defer func() {
+			cancel()
+			s.Workers.Wait(backgroundStop) // it warns when one is left running
+		}()
+		a.Host.AwaitWatchers()
 		a.Logger.Info("starting "+name, "version", version.Info(), "build_context", version.BuildContext())
 		if err := s.listenAndServe(ctx, webFlags, *metricsPath, *scrapeTO); err != nil {
 			a.Logger.Error("cannot serve HTTP", "err", err)
@@ -95,7 +100,7 @@ func setupServe(cmd *kingpin.CmdClause) func(context.Context, *App) int {
 }
 
 // backgroundStop bounds how long an exiting server waits for its
-// background sources: their tool runs are killed when the context ends,
+// background workers: their tool runs are killed when the context ends,
 // so they return at once unless something is badly wrong.
 const backgroundStop = 10 * time.Second
 
@@ -148,47 +153,18 @@ func checkListenAddresses(f *web.FlagConfig) error {
 	return nil
 }
 
-// newServer builds the whole server, in this order: the collectors, the
-// probe results store and the diagnose sampler (fed by the same host
-// snapshots, sminfo's results included, and by every fabric sweep as it is
-// published, so it is built before them), the host's background sources
-// (sminfo, the fabric scan and sweep: Host.Start), the port state sampler
-// and the kernel log reader, the diagnose sampler's first sample and
-// /diagnose, the probe scheduler and responder, and /metrics
-// (metrics has the limits from the flags; the collection, the parts and
-// the logger are filled in here). The work that runs in the background
-// lasts as long as ctx.
+// newServer builds the whole server and starts nothing: the background
+// workers, in one list and one group (s.Workers), then the collectors,
+// /diagnose, /probe and /metrics (metrics has the limits from the flags;
+// the collection, the parts and the logger are filled in here). The
+// caller starts s.Workers, whose work lasts as long as ctx, and joins
+// them. The diagnose sampler follows every fabric sweep as it is
+// published, so it is built before the host hands out its loops.
 func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.Options) (*Server, error) {
-	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger}, a.Collectors, metrics.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	// The diagnose sampler follows the fabric sweeps from the first: it
-	// is built before the host starts them.
 	store := probe.NewStore()
 	sampler, err := newDiagnoseSampler(a, store)
 	if err != nil {
 		return nil, err
-	}
-	a.Host.Start(ctx, a.Logger, a.Reaper)
-	if a.Collectors.Enabled("portwatch") {
-		iv := a.Collectors.Portwatch.Interval
-		if iv != 0 && iv < 100*time.Millisecond {
-			return nil, fmt.Errorf("--collector.portwatch.interval=%v: want 0 (rounds on scrapes and link events only) or 100ms or more, such as 1s", iv)
-		}
-		if _, err := a.Host.WatchPorts(ctx, iv, time.Duration(a.Config.Diagnose.Thresholds.Links.Effective().FlapWindow)); err != nil {
-			a.Logger.Warn("port sampler: no link notifications; flaps between scrapes are seen on ports with a link_downed counter only",
-				"collector", "portwatch", "err", err, "hint", "set --collector.portwatch.interval=1s to sample every second")
-		}
-	}
-	if a.Collectors.Enabled("kmsg") {
-		iv := a.Collectors.Kmsg.Interval
-		if iv < 10*time.Millisecond || iv > time.Minute {
-			return nil, fmt.Errorf("--collector.kmsg.interval=%v: want 10ms to 1m, such as 250ms", iv)
-		}
-		if _, err := a.Host.WatchKernelLog(ctx, a.Logger.With("collector", "kmsg"), iv); err != nil {
-			return nil, err
-		}
 	}
 	s := &Server{
 		App: a,
@@ -198,8 +174,31 @@ func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.O
 		},
 		Parts: []prometheus.Collector{scrape.BuildInfo(name)},
 	}
-	addDiagnose(ctx, s, sampler)
-	if err := addProbe(ctx, s, store); err != nil {
+	// Before any snapshot: from here on a snapshot reads what the loops
+	// publish and runs no sminfo round of its own.
+	sources := a.Host.Workers(a.Logger, a.Reaper)
+	watchers, err := hostWatchers(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	diagnosis := addDiagnose(s, sampler)
+	probes, err := addProbe(s, store)
+	if err != nil {
+		return nil, err
+	}
+	// Every background worker of the server, in one list.
+	workers := slices.Concat(
+		sources,                    // sminfo, fabric_scan, fabric_sweep, fabric_routes: as the options turn them on
+		watchers,                   // portwatch, kmsg
+		[]worker.Worker{diagnosis}, // diagnose
+		probes,                     // probe_responder (one per listener), probe_scheduler
+	)
+	if s.Workers, err = worker.NewGroup(a.Logger, workers...); err != nil {
+		return nil, err
+	}
+	agg, err := collector.New(collector.Env{Host: a.Host, Config: a.Config, Logger: a.Logger, Workers: s.Workers.Reports},
+		a.Collectors, metrics.Timeout)
+	if err != nil {
 		return nil, err
 	}
 	metrics.Collect, metrics.Parts, metrics.Logger = agg.Metrics, s.Parts, a.Logger
@@ -214,6 +213,36 @@ func newServer(ctx context.Context, a *App, metricsPath string, metrics scrape.O
 		a.Logger.Warn("live-kernel sources off", "detail", live.Detail)
 	}
 	return s, nil
+}
+
+// hostWatchers are the port state sampler and the kernel log reader, as
+// their collectors are enabled.
+func hostWatchers(ctx context.Context, a *App) ([]worker.Worker, error) {
+	var out []worker.Worker
+	if a.Collectors.Enabled("portwatch") {
+		iv := a.Collectors.Portwatch.Interval
+		if iv != 0 && iv < 100*time.Millisecond {
+			return nil, fmt.Errorf("--collector.portwatch.interval=%v: want 0 (rounds on scrapes and link events only) or 100ms or more, such as 1s", iv)
+		}
+		w, err := a.Host.PortWorker(ctx, iv, time.Duration(a.Config.Diagnose.Thresholds.Links.Effective().FlapWindow))
+		if err != nil {
+			a.Logger.Warn("port sampler: no link notifications; flaps between scrapes are seen on ports with a link_downed counter only",
+				"collector", "portwatch", "err", err, "hint", "set --collector.portwatch.interval=1s to sample every second")
+		}
+		out = append(out, w)
+	}
+	if a.Collectors.Enabled("kmsg") {
+		iv := a.Collectors.Kmsg.Interval
+		if iv < 10*time.Millisecond || iv > time.Minute {
+			return nil, fmt.Errorf("--collector.kmsg.interval=%v: want 10ms to 1m, such as 250ms", iv)
+		}
+		w, err := a.Host.KernelLogWorker(a.Logger.With("collector", "kmsg"), iv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 func (s *Server) listenAndServe(ctx context.Context, flags *web.FlagConfig, metricsPath string, scrapeTO time.Duration) error {

@@ -17,7 +17,7 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 // generateHost writes a host root with n RDMA devices into dir, each a

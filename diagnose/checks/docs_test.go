@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated sections of docs/diagnose.md")
@@ -100,7 +100,7 @@ func replaceSection(doc, name, body string) (string, bool) {
 
 // TestDocsListEveryCheck keeps docs/diagnose.md's check table and default
 // limits, and the README's list of check ids, equal to the code
-// (go test ./diagnose -run TestDocs -update).
+// (go test ./diagnose/checks -run TestDocs -update).
 func TestDocsListEveryCheck(t *testing.T) {
 	for path, sections := range map[string]map[string]string{
 		docsPath:   {"checks": checksTable(), "limits": limitsTable()},
@@ -125,7 +125,7 @@ func TestDocsListEveryCheck(t *testing.T) {
 			doc = want
 		}
 		if want != doc {
-			t.Errorf("%s is out of date with the registered checks; run go test ./diagnose -run TestDocs -update", path)
+			t.Errorf("%s is out of date with the registered checks; run go test ./diagnose/checks -run TestDocs -update", path)
 		}
 	}
 }

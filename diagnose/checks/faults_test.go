@@ -19,15 +19,15 @@ import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/report"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/kmsg"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
 // The faults are tested on the recorded ibsim fabric of diagnosetest.RecordedSweep
 // (fixtures/tools/iblinkinfo-l-ibsim.txt and the perfquery recordings of
-// internal/fabric/testdata/perfquery) and, for the host end of a cable, a
+// internal/read/fabric/testdata/perfquery) and, for the host end of a cable, a
 // copy of the cx6-hdr-fdr fixture host whose mlx5_0 carries node01's GUID
 // as its node GUID: the host at the end of leaf1 port 1's cable (the GUID
 // a ConnectX-4 or later prints as node and port GUID alike). Each test
@@ -309,7 +309,7 @@ func TestFaultsHostNICWhenSwitchEndClean(t *testing.T) {
 }
 
 // TestFaultsHostNICFirmwareFatal: mlx5_0's firmware reports a fatal
-// error (the real mlx5 message of internal/kmsg's testdata) while its
+// error (the real mlx5 message of internal/read/kmsg's testdata) while its
 // cable's switch end is swept clean: one host_nic fault naming the device
 // and the clean switch end, no cable fault.
 func TestFaultsHostNICFirmwareFatal(t *testing.T) {
@@ -471,11 +471,11 @@ func TestFaultsSubnetManager(t *testing.T) {
 }
 
 // TestFaultsBounded: a fabric whose every link is in INIT (no subnet
-// manager; the 16-host ibsim recording of internal/fabric/testdata
+// manager; the 16-host ibsim recording of internal/read/fabric/testdata
 // edited) is one subnet_manager fault whose ends are bounded, its summary
 // saying how many there were.
 func TestFaultsBounded(t *testing.T) {
-	topo := diagnosetest.ReadTopology(t, "../../internal/fabric/testdata/ibqueryerrors/ibsim16-iblinkinfo.stdout", func(s string) string {
+	topo := diagnosetest.ReadTopology(t, "../../internal/read/fabric/testdata/ibqueryerrors/ibsim16-iblinkinfo.stdout", func(s string) string {
 		return strings.ReplaceAll(s, "Active/  LinkUp", "Initialize/  LinkUp")
 	})
 	sw := &fabric.Sweep{Start: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC), Topology: topo}

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // MustParse parses a config from YAML, failing the test on an error.
@@ -78,7 +78,7 @@ func FindingOf(t testing.TB, fs []diagnose.Finding, target string) diagnose.Find
 // The fabric checks are tested on sweeps built from recordings: the
 // topology is fixtures/tools/iblinkinfo-l-ibsim.txt (ibsim 0.10, OpenSM,
 // iblinkinfo --line) and the counters are the perfquery outputs recorded
-// on the same simulated fabric (internal/fabric/testdata/perfquery, see its
+// on the same simulated fabric (internal/read/fabric/testdata/perfquery, see its
 // README for the faults set: leaf1 port 1 SymbolErrorCounter 4200, port 2
 // 65535 (saturated), port 36 LocalLinkIntegrityErrors 15 (saturated) and
 // LinkDownedCounter 3; leaf2 port 35 PortRcvErrors 48). Each test says
@@ -116,7 +116,7 @@ var pqHeader = regexp.MustCompile(`^# Port counters: Lid (\d+) port (\d+) `)
 // per port (the fields the sweep reads, by perfquery's names).
 func readPerfquery(t *testing.T, name string) map[int]map[string]uint64 {
 	t.Helper()
-	fh, err := os.Open(filepath.Join(Root, "internal", "fabric", "testdata", "perfquery", name))
+	fh, err := os.Open(filepath.Join(Root, "internal", "read", "fabric", "testdata", "perfquery", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,19 +5,19 @@ package diagnosetest
 
 import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/irq"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
-	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hwmon"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/portwatch"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // Host is a diagnose.Host of fixed readings, the unit tests' host: a zero

@@ -5,7 +5,7 @@ package report
 
 import (
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/names"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/names"
 )
 
 // printable returns the report with every string that can carry host text

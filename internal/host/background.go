@@ -9,13 +9,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/subprocess"
 )
 
 // Background is one background host source: a tool run on an interval
 // of its own (sminfo, iblinkinfo, the fabric counter sweep), too slow for
-// a scrape to wait for. Its loop, which Host.Start starts, publishes each
-// result; a snapshot reads the latest one and never waits for a run. Each
+// a scrape to wait for. Its loop, a worker Host.Workers hands to the
+// server's group (internal/host/worker), publishes each result; a snapshot
+// reads the latest one and never waits for a run. Each
 // is declared once, as a package variable in the file of its topic, and
 // listed in sources beside the slow ones; its Snapshot accessor is one
 // line through latest. Ages reports the time since its latest result was
@@ -33,6 +35,9 @@ type Background[T any] struct {
 	// snapshot of a command without a loop (the CLI's diagnose) has a
 	// result of its own. Without it such a snapshot reads nothing.
 	onDemand bool
+	// failing, when set, tells from the latest result that the source's
+	// latest round failed (its worker's health).
+	failing func(T) bool
 }
 
 // task is an opened background source.
@@ -65,56 +70,58 @@ func (src *Background[T]) Name() string { return src.name }
 // Freshness is Published: its own loop publishes it.
 func (src *Background[T]) Freshness() Freshness { return Published }
 
-func (src *Background[T]) newCache() cache { return &feed[T]{first: make(chan struct{})} }
+func (src *Background[T]) newCache() cache { return &feed[T]{src: src, first: make(chan struct{})} }
 
 func (src *Background[T]) load(ctx context.Context, s *Snapshot) error {
 	latest(ctx, s, src)
 	return nil
 }
 
-func (src *Background[T]) start(ctx context.Context, h *Host, env runEnv) {
+// worker is src's loop for h, its feed, as a worker; nil where the
+// options leave src off or it was already handed out. From here on a
+// snapshot reads what the loop publishes and runs no round of its own.
+func (src *Background[T]) worker(h *Host, env runEnv) worker.Worker {
 	f := feedOf(h, src)
-	t := f.opened(h, src, env)
-	if t == nil {
-		return
+	if f.opened(h, env) == nil {
+		return nil
 	}
 	f.mu.Lock()
-	started := f.looping
-	f.looping = true
-	f.mu.Unlock()
-	if !started {
-		h.loops.Add(1)
-		go func() {
-			defer h.loops.Done()
-			t.run(ctx)
-		}()
+	defer f.mu.Unlock()
+	if f.looping {
+		return nil
 	}
+	f.looping = true
+	return f
 }
 
 func (src *Background[T]) runRound(ctx context.Context, h *Host) {
-	if t := feedOf(h, src).opened(h, src, quiet); t != nil {
+	if t := feedOf(h, src).opened(h, quiet); t != nil {
 		t.round(ctx)
 	}
 }
 
-// background is a Background of any type, as Start and Round find it in
-// the table.
+// background is a Background of any type, as Workers and Round find it
+// in the table.
 type background interface {
 	source
-	start(ctx context.Context, h *Host, env runEnv)
+	worker(h *Host, env runEnv) worker.Worker
 	runRound(ctx context.Context, h *Host)
 }
 
 // feed is a Host's state of one background source: its task, once
-// opened, and when it last published.
+// opened, and when it last published. Handed out by Workers, it is the
+// source's worker: it runs the task's loop.
 type feed[T any] struct {
+	src      *Background[T]
 	openOnce sync.Once
 
 	mu sync.Mutex
 	// task is the opened source; nil while off or not opened yet.
 	task *task[T]
 	// at is when the latest result was published; zero before one.
-	at      time.Time
+	at time.Time
+	// looping: handed out as a worker; snapshots run no round of their
+	// own from then on.
 	looping bool
 	// first is closed by the first publish.
 	first     chan struct{}
@@ -130,9 +137,9 @@ func feedOf[T any](h *Host, src *Background[T]) *feed[T] {
 
 // opened is f's task, opened now with env if it was not yet; nil: the
 // source is off.
-func (f *feed[T]) opened(h *Host, src *Background[T], env runEnv) *task[T] {
+func (f *feed[T]) opened(h *Host, env runEnv) *task[T] {
 	f.openOnce.Do(func() {
-		t := src.open(h, runEnv{logger: env.logger.With("source", src.name), reaper: env.reaper}, func() { f.publish(h.now()) })
+		t := f.src.open(h, runEnv{logger: env.logger.With("source", f.src.name), reaper: env.reaper}, func() { f.publish(h.now()) })
 		f.mu.Lock()
 		f.task = t
 		f.mu.Unlock()
@@ -140,6 +147,31 @@ func (f *feed[T]) opened(h *Host, src *Background[T], env runEnv) *task[T] {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.task
+}
+
+func (f *feed[T]) Name() string { return f.src.name }
+
+// Run runs rounds on the source's interval until ctx ends; it returns
+// once the running round has, and has cleaned up after itself (the sweep
+// removes its private cache directory).
+func (f *feed[T]) Run(ctx context.Context) {
+	f.mu.Lock()
+	t := f.task
+	f.mu.Unlock()
+	t.run(ctx)
+}
+
+func (f *feed[T]) Status() worker.Status {
+	f.mu.Lock()
+	at, t := f.at, f.task
+	f.mu.Unlock()
+	switch {
+	case at.IsZero():
+		return worker.Status{Problem: worker.FirstRoundPending}
+	case f.src.failing != nil && f.src.failing(t.latest()):
+		return worker.Status{Latest: at, Problem: worker.Failing}
+	}
+	return worker.Status{Latest: at}
 }
 
 func (f *feed[T]) publish(at time.Time) {
@@ -169,7 +201,7 @@ func latest[T any](ctx context.Context, s *Snapshot, src *Background[T]) T {
 	switch {
 	case looping:
 	case src.onDemand:
-		if t = f.opened(s.h, src, quiet); t == nil {
+		if t = f.opened(s.h, quiet); t == nil {
 			return none
 		}
 		f.roundMu.Lock()
@@ -184,48 +216,34 @@ func latest[T any](ctx context.Context, s *Snapshot, src *Background[T]) T {
 	return t.latest()
 }
 
-// Start starts the loop of every background source the options turn on
-// (sminfo, the fabric scan and sweep), logging to logger and reaping
-// their programs with reaper (nil: none). It returns at once; the loops
-// end with ctx. Call it before the first snapshot: a source a snapshot
-// has already run on demand keeps that round's quiet logger.
-func (h *Host) Start(ctx context.Context, logger *slog.Logger, reaper *subprocess.Reaper) {
+// Workers is the loop of every background source the options turn on
+// (sminfo, the fabric scan, sweep and route read), in the table's order,
+// as workers for the server's group, which runs and joins them; their
+// runs log to logger and are reaped by reaper (nil: none). Call it once,
+// before the first snapshot: a source a snapshot has already run on
+// demand keeps that round's quiet logger. From the call on, a snapshot
+// reads what the loops publish (none before their first round) and runs
+// no round of its own; a second call lists none.
+func (h *Host) Workers(logger *slog.Logger, reaper *subprocess.Reaper) []worker.Worker {
 	env := runEnv{logger: logger, reaper: reaper}
 	if env.logger == nil {
 		env.logger = quiet.logger
 	}
+	var out []worker.Worker
 	for _, src := range sources {
 		if b, ok := src.(background); ok {
-			b.start(ctx, h, env)
+			if w := b.worker(h, env); w != nil {
+				out = append(out, w)
+			}
 		}
 	}
-}
-
-// Stopped waits until every loop Start started has returned (their ctx
-// ended: a loop returns once its running round has, and cleans up after
-// itself then, as the sweep removes its private cache directory), or max
-// passes; it reports whether they all returned. A server calls it before
-// it exits, so that SIGTERM leaves nothing behind.
-func (h *Host) Stopped(max time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		h.loops.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(max)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
+	return out
 }
 
 // Round runs one round of every background source the options turn on,
 // now and in the table's order (a fabric scan before the sweep that reads
 // it), and returns when each is published: for tests and tools that
-// drive the sources without a loop. A source it opens (no Start before)
+// drive the sources without a loop. A source it opens (no Workers before)
 // runs unlogged and unreaped, as an on-demand round does.
 func (h *Host) Round(ctx context.Context) {
 	for _, src := range sources {

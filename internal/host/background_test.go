@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/fabrictest"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/fabrictest"
 )
 
 // fakeBackground is a background source whose loop publishes the values
@@ -70,6 +71,28 @@ func newFakeBackground(t *testing.T, name string, onDemand, off bool) *fakeBackg
 	return f
 }
 
+// startLoops runs h's background sources as the server does: Workers
+// under one group, until ctx ends.
+func startLoops(t *testing.T, ctx context.Context, h *Host) *worker.Group {
+	t.Helper()
+	g, err := worker.NewGroup(nil, h.Workers(nil, nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(ctx)
+	return g
+}
+
+// health is the named worker's status in g.
+func health(g *worker.Group, name string) worker.Status {
+	for _, r := range g.Reports() {
+		if r.Name == name {
+			return r.Status
+		}
+	}
+	return worker.Status{Problem: "not registered"}
+}
+
 func (f *fakeBackground) read(h *Host) (int, bool) {
 	v := latest(context.Background(), h.Snapshot(), f.src)
 	if v == nil {
@@ -79,24 +102,30 @@ func (f *fakeBackground) read(h *Host) (int, bool) {
 }
 
 // A background source is its declaration and its line in the table:
-// Start starts its loop once, a snapshot reads the latest result the loop
+// Workers hands out its loop once, a snapshot reads the latest result the loop
 // published (none before the first), Ages reports the time since that
-// publish, and the loop ends with Start's context.
+// publish, its worker's health follows, and the loop ends with the
+// group's context.
 func TestBackgroundStartAndStop(t *testing.T) {
 	f := newFakeBackground(t, "fake_bg", false, false)
 	h, _, _, now := faultyHost(t, Options{})
 	if v, ok := f.read(h); ok {
-		t.Errorf("read %d before Start: a source without on-demand rounds reads nothing where no loop runs", v)
+		t.Errorf("read %d before Workers: a source without on-demand rounds reads nothing where no loop runs", v)
 	}
 	if age, ok := h.Ages()["fake_bg"]; ok {
 		t.Errorf("age %v before any publish", age)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h.Start(ctx, nil, nil)
-	h.Start(ctx, nil, nil) // a second Start starts no second loop
+	g := startLoops(t, ctx, h)
+	if st := health(g, "fake_bg"); st.Problem != worker.FirstRoundPending || !st.Latest.IsZero() {
+		t.Errorf("health %+v before the first publish, want first_round_pending", st)
+	}
+	if ws := h.Workers(nil, nil); len(ws) != 0 {
+		t.Errorf("a second Workers handed out %d loops again", len(ws))
+	}
 	if age, ok := h.Ages()["fake_bg"]; ok {
-		t.Errorf("age %v after Start, before the loop published", age)
+		t.Errorf("age %v after Workers, before the loop published", age)
 	}
 	if v, ok := f.read(h); !ok || v != 0 {
 		// The loop runs but has published nothing: latest's zero.
@@ -113,6 +142,9 @@ func TestBackgroundStartAndStop(t *testing.T) {
 	}
 	f.send <- 8
 	<-f.acked
+	if st := health(g, "fake_bg"); st.Problem != "" || !st.Latest.Equal(*now) {
+		t.Errorf("health %+v after a publish at %v, want healthy with that time", st, *now)
+	}
 	if age := h.Ages()["fake_bg"]; age != 0 {
 		t.Errorf("age %v just after a publish, want 0", age)
 	}
@@ -120,10 +152,12 @@ func TestBackgroundStartAndStop(t *testing.T) {
 		t.Errorf("opened %d times, want once per Host", n)
 	}
 	cancel()
-	select {
-	case <-f.exited:
-	case <-time.After(time.Minute):
-		t.Fatal("the loop still runs a minute after Start's context ended")
+	if !g.Wait(time.Minute) {
+		t.Fatal("the loop still runs a minute after its context ended")
+	}
+	<-f.exited
+	if st := health(g, "fake_bg"); st.Problem != worker.Stopped {
+		t.Errorf("health %+v after the loop returned, want stopped", st)
 	}
 	if n := f.loops.Load(); n != 1 {
 		t.Errorf("%d loops started, want 1", n)
@@ -166,7 +200,7 @@ func TestBackgroundWithoutLoop(t *testing.T) {
 		t.Errorf("read %d, %v after Round, want 1", v, ok)
 	}
 	if n := driven.loops.Load() + demand.loops.Load(); n != 0 {
-		t.Errorf("%d loops started without Start", n)
+		t.Errorf("%d loops started without Workers", n)
 	}
 }
 
@@ -177,7 +211,9 @@ func TestBackgroundOff(t *testing.T) {
 	h, _, _, _ := faultyHost(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h.Start(ctx, nil, nil)
+	if ws := h.Workers(nil, nil); len(ws) != 0 {
+		t.Errorf("%d workers of a source that is off", len(ws))
+	}
 	h.Round(ctx)
 	if v, ok := f.read(h); ok {
 		t.Errorf("read %d from a source that is off", v)
@@ -192,7 +228,7 @@ func TestBackgroundOff(t *testing.T) {
 
 // sminfo is the host's: off without Options.SM; with it, one round per
 // snapshot where no loop runs (the CLI), and AwaitSMInfo returns once the
-// loop Start starts has published (the fixture has no umad: a round that
+// loop Workers hands out has published (the fixture has no umad: a round that
 // finds no port to query).
 func TestSMInfoSource(t *testing.T) {
 	ctx := context.Background()
@@ -214,7 +250,7 @@ func TestSMInfoSource(t *testing.T) {
 	h.AwaitSMInfo(ctx, time.Minute) // no loop: at once
 	loop, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h.Start(loop, nil, nil)
+	startLoops(t, loop, h)
 	h.AwaitSMInfo(ctx, time.Minute)
 	if _, ok := h.Ages()["sminfo"]; !ok {
 		t.Fatal("AwaitSMInfo returned before the first round was published")
@@ -269,8 +305,8 @@ func TestFabricSources(t *testing.T) {
 	}
 }
 
-// TestStoppedRemovesSweepDir: once Start's context ends, Stopped waits for
-// the loops, and the sweep's private cache directory is gone by then (a
+// TestStoppedRemovesSweepDir: once the workers' context ends, the group's
+// Wait waits for the loops, and the sweep's private cache directory is gone by then (a
 // server that returned without waiting left it behind at SIGTERM).
 func TestStoppedRemovesSweepDir(t *testing.T) {
 	tmp := t.TempDir()
@@ -280,7 +316,7 @@ func TestStoppedRemovesSweepDir(t *testing.T) {
 		IBQueryErrorsPath: tools.IBQueryErrors, IBNetDiscoverPath: tools.IBNetDiscover, SMInfoPath: tools.SMInfo}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h.Start(ctx, nil, nil)
+	g := startLoops(t, ctx, h)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if sw := h.Snapshot().FabricSweep(ctx); sw != nil && sw.Sweeps > 0 {
 			break
@@ -293,7 +329,7 @@ func TestStoppedRemovesSweepDir(t *testing.T) {
 		t.Fatalf("private cache directories %v, want the sweep's one", dirs)
 	}
 	cancel()
-	if !h.Stopped(time.Minute) {
+	if !g.Wait(time.Minute) {
 		t.Fatal("the loops did not return within a minute of their context's end")
 	}
 	if dirs, _ := filepath.Glob(filepath.Join(tmp, "rdma_doctor-fabric-*")); len(dirs) != 0 {

@@ -8,10 +8,10 @@ import (
 	"errors"
 	"maps"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/irq"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
 )
 
 // The slow sources that follow the class's devices (pciRead).

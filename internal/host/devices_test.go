@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 )
 
 // The slow PCI and IRQ state follows the class's devices at once, not

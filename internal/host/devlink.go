@@ -8,8 +8,8 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/devlink"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 )
 
 // Devlink is what the running kernel's devlink family says of the kept

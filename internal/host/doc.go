@@ -45,7 +45,7 @@
 //     InfiniBand port (sm.go), the fabric's iblinkinfo scan and its
 //     counter sweep (fabric.go). The options turn each on (Options.SM,
 //     Options.Fabric, passed typed from main: nil with the collector
-//     off); Host.Start starts their loops (the server), and a snapshot
+//     off); Host.Workers hands their loops to the server, and a snapshot
 //     reads the latest result and never waits for a run. Where no loop
 //     runs (the CLI's diagnose) a snapshot runs one sminfo round of its
 //     own, and reads no fabric.
@@ -60,8 +60,8 @@
 // source cannot be declared and left out; New makes one cache and one
 // Snapshot pin slot per listed source, Ages reports them all (a
 // background source's age is the time since it published its latest
-// result), checkDevices invalidates by Freshness and Start starts the
-// background ones. A source never registered (a literal) reads as an
+// result), checkDevices invalidates by Freshness and Workers hands out
+// the background loops. A source never registered (a literal) reads as an
 // error value naming it, never a panic.
 //
 // Each source a consumer judges (the diagnose checks' Reads gate) also
@@ -96,7 +96,7 @@
 //     changes (re-registration), StaticMaxAge passes (10 minutes), or the
 //     device leaves the class (forget: its files are closed).
 //  5. Kept attribute descriptors (hostfs.Attr, owned by the static cache,
-//     the port sampler (internal/portwatch) and internal/procself):
+//     the port sampler (internal/read/portwatch) and internal/serve/procself):
 //     re-read with pread at offset 0, which sysfs and procfs answer
 //     afresh; reopened by path once on ENODEV, closed with their static
 //     entry or the sampler's port. Counted and capped: at most
@@ -114,7 +114,7 @@
 //     of a slow source (PCI, IRQ placement, tuning, GPUs), appended again
 //     while the source serves the same value; a new value or a read error
 //     renders afresh.
-//  9. The gzip writer pool (internal/scrape gzipWriters): a channel of
+//  9. The gzip writer pool (internal/serve/scrape gzipWriters): a channel of
 //     at most two writers, reset for each scrape; a burst beyond makes
 //     its own and drops it.
 //

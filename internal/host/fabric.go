@@ -7,7 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
 )
 
 // FabricOptions are the fabric scan and counter sweep
@@ -54,6 +54,7 @@ type FabricOptions struct {
 // No snapshot runs them on demand: the CLI reads neither.
 var (
 	fabricScanSource = register(&Background[*fabric.Status]{name: "fabric_scan",
+		failing: func(st *fabric.Status) bool { return !st.OK },
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.Status] {
 			o := h.opts.Fabric
 			if o == nil {
@@ -69,13 +70,14 @@ var (
 			}}
 		}})
 	fabricSweepSource = register(&Background[*fabric.SweepStatus]{name: "fabric_sweep",
+		failing: func(st *fabric.SweepStatus) bool { return st.Last != nil && !st.Last.OK() },
 		open: func(h *Host, env runEnv, published func()) *task[*fabric.SweepStatus] {
 			o := h.opts.Fabric
 			if o == nil || !o.Counters {
 				return nil
 			}
 			// Opened before this one (the table's order).
-			scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
+			scan := feedOf(h, fabricScanSource).opened(h, env)
 			sw := fabric.NewSweeper(fabric.SweeperConfig{
 				Loop:          fabricLoop(o, scan, env),
 				IBQueryErrors: o.IBQueryErrorsPath, IBNetDiscover: o.IBNetDiscoverPath, SMInfo: o.SMInfoPath,
@@ -118,5 +120,5 @@ var NeedFabricSweep = &Need[*fabric.SweepStatus]{name: "fabric", why: func(st *f
 
 // OnFabricSweep adds fn to what each counter sweep calls before it is
 // published: the fabric collector renders the sweep's series then, so
-// that no scrape waits for that. Call it before Start.
+// that no scrape waits for that. Call it before Workers.
 func (h *Host) OnFabricSweep(fn func(*fabric.Sweep)) { h.fabricSwept.add(fn) }

@@ -6,8 +6,8 @@ package host
 import (
 	"context"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/routes"
 )
 
 // fabricRoutesSource reads the switches' forwarding tables (dump_fts) over
@@ -15,12 +15,13 @@ import (
 // scan's nodes, LIDs or port states change or RoutesMaxAge passes; run
 // only by a loop, as the sweep.
 var fabricRoutesSource = register(&Background[*routes.Status]{name: "fabric_routes",
+	failing: func(st *routes.Status) bool { return st.Last != nil && !st.Last.OK() },
 	open: func(h *Host, env runEnv, published func()) *task[*routes.Status] {
 		o := h.opts.Fabric
 		if o == nil || !o.Routes {
 			return nil
 		}
-		scan := feedOf(h, fabricScanSource).opened(h, fabricScanSource, env)
+		scan := feedOf(h, fabricScanSource).opened(h, env)
 		rr := routes.NewReader(routes.Config{
 			Loop: fabricLoop(o, scan, env), DumpFTS: o.DumpFTSPath, MaxAge: o.RoutesMaxAge,
 		})

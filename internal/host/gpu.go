@@ -6,7 +6,7 @@ package host
 import (
 	"context"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
 )
 
 var gpuSource = register(&Source[*gpu.Snapshot]{name: "gpu", read: func(ctx context.Context, s *Snapshot) (*gpu.Snapshot, error) {

@@ -9,18 +9,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/jobs"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
-	"github.com/rdma-doctor/rdma_doctor/internal/portwatch"
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/devlink"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/jobs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/portwatch"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // Defaults of the freshness options.
@@ -114,8 +114,6 @@ type Host struct {
 	// fabricSwept is called with each counter sweep before it is
 	// published (OnFabricSweep).
 	fabricSwept hooks[*fabric.Sweep]
-	// loops are the background sources' loops Start started (Stopped).
-	loops sync.WaitGroup
 
 	// latest is the newest class read, which a snapshot that accepts an
 	// older class (the sampler) reuses; active holds every port seen

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 )
 
 const fixture = "../../fixtures/hosts/numa-remote"

@@ -6,7 +6,7 @@ package host
 import (
 	"context"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hwmon"
 )
 
 var hwmonSource = register(&Source[*hwmon.Snapshot]{name: "hwmon", read: func(ctx context.Context, s *Snapshot) (*hwmon.Snapshot, error) {
@@ -14,7 +14,7 @@ var hwmonSource = register(&Source[*hwmon.Snapshot]{name: "hwmon", read: func(ct
 }})
 
 // Temperatures are the temperature sensors of every kept RDMA device
-// (internal/hwmon). Slow: on mlx5 every temp file read is one MTMP
+// (internal/read/hwmon). Slow: on mlx5 every temp file read is one MTMP
 // access-register command to the firmware (three per sensor: input,
 // crit, highest), and NIC temperatures move over tens of seconds, so a
 // reading SlowRefresh old (30 s by default) is as good as a fresh one

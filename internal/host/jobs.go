@@ -6,7 +6,7 @@ package host
 import (
 	"context"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/jobs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/jobs"
 )
 
 // jobsSource is slow: jobs run for minutes to days, and a read resolves
@@ -16,7 +16,7 @@ var jobsSource = register(&Source[*jobs.Snapshot]{name: "jobs", read: func(ctx c
 }})
 
 // Jobs are the Slurm jobs of the host and the kept RDMA devices each
-// holds (internal/jobs; slow). Read only where the jobs collector runs.
+// holds (internal/read/jobs; slow). Read only where the jobs collector runs.
 func (s *Snapshot) Jobs(ctx context.Context) (*jobs.Snapshot, error) {
 	return get(ctx, s, jobsSource)
 }

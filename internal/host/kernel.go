@@ -9,9 +9,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
 )
 
 // ErrNotLive is the answer of a kernel-only source on a tree that is not

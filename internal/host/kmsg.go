@@ -13,9 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/worker"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/opensm"
 )
 
 // kernelLog is the kernel log reader a server runs (nil in the CLI: a
@@ -27,17 +28,19 @@ type kernelLog struct {
 	// built when the reader starts and renewed with every snapshot's
 	// KernelLog.
 	devices atomic.Pointer[deviceIndex]
+	// first is closed once the ring buffer's history is read
+	// (AwaitWatchers); set with w, before the server's workers start.
+	first chan struct{}
 }
 
-// WatchKernelLog reads <rootfs>/dev/kmsg in the background until ctx ends
-// (internal/kmsg), every interval (0: kmsg.DefaultInterval); a server
-// starts it once. It waits up to firstRoundWait for the ring buffer's
-// history, so the first scrape has it, and no longer.
-func (h *Host) WatchKernelLog(ctx context.Context, logger *slog.Logger, interval time.Duration) (*kmsg.Watcher, error) {
+// KernelLogWorker is the reader of <rootfs>/dev/kmsg (internal/read/kmsg) as
+// a worker, reading every interval (0: kmsg.DefaultInterval); a server
+// runs one. The error says the reader could not be made.
+func (h *Host) KernelLogWorker(logger *slog.Logger, interval time.Duration) (worker.Worker, error) {
 	// Bounded: a wedged sysfs read must not hold the server's start (the
 	// class read waits for its reads under ctx); every snapshot's
 	// KernelLog renews the index anyway.
-	first, cancel := context.WithTimeout(ctx, firstRoundWait)
+	first, cancel := context.WithTimeout(context.Background(), firstRoundWait)
 	if class, _ := h.Snapshot().Class(first); class != nil {
 		x := newDeviceIndex(class)
 		h.kernelLog.devices.Store(&x)
@@ -64,13 +67,11 @@ func (h *Host) WatchKernelLog(ctx context.Context, logger *slog.Logger, interval
 		return nil, err
 	}
 	h.kernelLog.w.Store(w)
-	ready := make(chan struct{})
-	go w.Run(ctx, ready)
-	select {
-	case <-ready:
-	case <-time.After(firstRoundWait):
-	}
-	return w, nil
+	h.kernelLog.first = make(chan struct{})
+	// Not reading the log (absent, refused) is failing: what it would
+	// report is unknown, and unknown is not healthy.
+	return &watchWorker{name: "kmsg", first: h.kernelLog.first, run: w.Run,
+		failing: func() bool { return !w.Report().Status.Reading }}, nil
 }
 
 // bootTime is /proc/stat's btime, zero when unreadable: it dates the

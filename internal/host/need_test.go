@@ -8,17 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
-	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/irq"
-	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hwmon"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/irq"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // Each Need names its source once, says why where nothing was read (a

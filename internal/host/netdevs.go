@@ -6,7 +6,7 @@ package host
 import (
 	"context"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
 )
 
 // netdevSource is the slow part of the netdevs: which they are, their

@@ -6,8 +6,8 @@ package host
 import (
 	"context"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/jobs"
-	"github.com/rdma-doctor/rdma_doctor/internal/podres"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/jobs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/podres"
 )
 
 // podsSource is slow, as jobsSource: pods run for minutes to days, and a
@@ -29,7 +29,7 @@ var podsSource = register(&Source[*podres.Snapshot]{name: "pods", read: func(ctx
 }})
 
 // Pods are the Kubernetes pods of the host holding kept RDMA devices, from
-// the kubelet's pod-resources API (internal/podres; slow), bounded by
+// the kubelet's pod-resources API (internal/read/podres; slow), bounded by
 // Options.Jobs.MaxJobs. Nil and no error where Options.PodResources is
 // empty (not asked); a failed call is an error, never "no pods".
 func (s *Snapshot) Pods(ctx context.Context) (*podres.Snapshot, error) {

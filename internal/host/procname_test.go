@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
 )
 
 // procRoot is a proc tree whose self names pid, with PID 548's comm as

@@ -7,7 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sm"
 )
 
 // SMOptions are the sminfo runs (--collector.sm.*). Options.SM nil never

@@ -37,7 +37,7 @@ const (
 	// checkDevices), so the source's series follow the live class.
 	SlowFollowingDevices
 	// Published is never read by a snapshot: the source's own loop
-	// (Host.Start) publishes each result, and a snapshot reads the
+	// (its worker, Host.Workers) publishes each result, and a snapshot reads the
 	// latest (a Background source, background.go).
 	Published
 )
@@ -74,7 +74,7 @@ func (src *Source[T]) load(ctx context.Context, s *Snapshot) error {
 // sources is every slow and background source, in the order of their
 // declarations (a source a read of another depends on comes first: the
 // fabric scan before the sweep that reads it): New makes a cache and a
-// pin slot for each, Ages reports their ages, Start starts the
+// pin slot for each, Ages reports their ages, Workers hands out the
 // background ones. A source is declared through register, so a declared
 // source is a listed one: there is no separate line to forget.
 var sources []source

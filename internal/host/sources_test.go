@@ -130,7 +130,7 @@ func TestSnapshotPinsSlowAndBackground(t *testing.T) {
 	h, _, _, now := faultyHost(t, Options{SlowRefresh: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h.Start(ctx, nil, nil)
+	startLoops(t, ctx, h)
 	bg.send <- 1
 	<-bg.acked
 

@@ -7,9 +7,9 @@ import (
 	"context"
 	"strings"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // The host-wide slow sources: tuning, the local OpenSM, the CPU topology

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )

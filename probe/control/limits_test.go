@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 func attr(r slog.Record, key string) string {

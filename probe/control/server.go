@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest"
 	"github.com/rdma-doctor/rdma_doctor/probe/tcpprobe"
 )

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
 )
 
 // NoCUDA is the error kind of a GPU-memory probe whose perftest binary was

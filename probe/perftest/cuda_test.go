@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/testenv"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 
@@ -168,7 +168,7 @@ func TestRealPerftestHasNoCUDA(t *testing.T) {
 	}
 }
 
-// TestConfigKnowsCUDATests: internal/config refuses GPU targets with the
+// TestConfigKnowsCUDATests: internal/host/config refuses GPU targets with the
 // tests CUDATest refuses, from its own list.
 func TestConfigKnowsCUDATests(t *testing.T) {
 	var not []string

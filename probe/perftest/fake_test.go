@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
 	"github.com/rdma-doctor/rdma_doctor/probe/perftest/perftesttest"
 )
 

@@ -6,9 +6,10 @@ package perftest
 import (
 	"errors"
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/internal/names"
 	"strconv"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/read/names"
 )
 
 // Limits of the values a probe may ask for. They bound what a config file or

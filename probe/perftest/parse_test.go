@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 // The recorded outputs are copies of ../shared/realdata/perftest (see
@@ -544,7 +544,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// TestConfigKnowsEveryTest: internal/config validates test names with its
+// TestConfigKnowsEveryTest: internal/host/config validates test names with its
 // own list (it cannot import this package); the two must agree.
 func TestConfigKnowsEveryTest(t *testing.T) {
 	var ours []string
@@ -555,7 +555,7 @@ func TestConfigKnowsEveryTest(t *testing.T) {
 		t.Errorf("perftest.Tests %v, config.PerftestTests %v", ours, config.PerftestTests)
 	}
 	if MaxSize != 8<<20 || MinIterations != 5 || MaxIterations != 10_000_000 || MinDuration != 5*time.Second || MaxDuration != 300*time.Second {
-		t.Error("limits changed: update internal/config/probe.go's checkRun too")
+		t.Error("limits changed: update internal/host/config/probe.go's checkRun too")
 	}
 }
 

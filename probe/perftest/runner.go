@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs"
-	"github.com/rdma-doctor/rdma_doctor/internal/subprocess"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/subprocess"
 )
 
 // Defaults of a Runner.

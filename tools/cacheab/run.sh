@@ -4,7 +4,7 @@
 #
 # What each cache a scrape keeps saves (make bench-caches; docs/caches.md).
 # Each *.patch here turns one cache off; the script builds
-# internal/scrapebench's test binary once as the tree is and once per patch
+# internal/dev/scrapebench's test binary once as the tree is and once per patch
 # (each in a worktree of HEAD), then runs BenchmarkServeText/dgx-h100 (a
 # default scrape short of HTTP) with GOMAXPROCS 1, as the server runs, in
 # ROUNDS interleaved rounds: every binary once a round, so the machine's
@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 
 build() { # name, tree
-	(cd "$2" && go test -c -o "$work/$1.test" ./internal/scrapebench/)
+	(cd "$2" && go test -c -o "$work/$1.test" ./internal/dev/scrapebench/)
 }
 
 variants=(tree)
@@ -46,7 +46,7 @@ done
 out=$work/results.txt
 for r in $(seq 1 "$rounds"); do
 	for v in "${variants[@]}"; do
-		(cd "$root/internal/scrapebench" &&
+		(cd "$root/internal/dev/scrapebench" &&
 			"$work/$v.test" -test.run '^$' -test.bench 'ServeText/dgx-h100$' -test.benchtime 1s -test.cpu 1) |
 			awk -v v="$v" '/cpu-ns\/op/ { for (i = 1; i < NF; i++) if ($(i+1) == "cpu-ns/op") print v, $i }' >>"$out"
 	done

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/demo"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/demo"
 )
 
 func main() {

@@ -4,7 +4,7 @@
 // Command fabricbench measures rdma_doctor's fabric collector (the
 // background counter sweep and the cached scrape) and
 // treydock/infiniband_exporter on the same simulated fat trees (ibsim,
-// the real opensm and infiniband-diags, internal/ibsimtest), interleaved,
+// the real opensm and infiniband-diags, internal/dev/ibsimtest), interleaved,
 // and writes docs/performance.md's fabric section (make bench-fabric).
 //
 // CPU is CPU, not wall: utime+stime+cutime+cstime of each exporter from

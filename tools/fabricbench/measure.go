@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/ibsimtest"
+	"github.com/rdma-doctor/rdma_doctor/internal/dev/ibsimtest"
 )
 
 // sizeResult is what one fabric size measured.

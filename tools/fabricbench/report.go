@@ -77,7 +77,7 @@ func section(w io.Writer, r *results) {
 	fmt.Fprint(w, "## Fabric: the counter sweep, the route read and treydock/infiniband_exporter\n\n")
 	fmt.Fprintf(w, "Measured at commit %s on %s (%s, %d cores, shared), on %s. Rerun with `%s TREYDOCK_EXPORTER=/path/to/infiniband_exporter` "+
 		"(`FABRIC_SIZES=200` for a quick run; tools/fabricbench, which writes this section).\n\n", r.Commit, r.Date, r.CPU, r.Cores, r.Tools, r.Command)
-	fmt.Fprint(w, "Each fabric is a generated two-level fat tree (internal/ibsimtest: 36-port leaves, 18 hosts down and one uplink to each of 18 spines up) "+
+	fmt.Fprint(w, "Each fabric is a generated two-level fat tree (internal/dev/ibsimtest: 36-port leaves, 18 hosts down and one uplink to each of 18 spines up) "+
 		"run by ibsim with the real opensm; both exporters run the real infiniband-diags through umad2sim, on the same fabric, and are measured in turns: "+
 		"each round waits for rdma_doctor's sweep to end, scrapes treydock once, then scrapes rdma_doctor with the fabric cached. "+
 		"CPU is CPU time, not wall: utime+stime+cutime+cstime of the exporter's process from /proc/PID/stat, so the tools it runs and reaps (treydock's perfquery and ibnetdiscover, rdma_doctor's ibqueryerrors and ibnetdiscover) count as its own. "+

@@ -130,7 +130,7 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 	p("## Scrape\n\n")
 	p("The infiniband collector's scrape as /metrics runs it, beside the raw floor\n")
 	p("(the same files read with os.ReadFile, no parsing) and prometheus/procfs\n")
-	p("(node_exporter's parser). See internal/scrapebench. The syscall floor\n")
+	p("(node_exporter's parser). See internal/dev/scrapebench. The syscall floor\n")
 	p("(bare open/read/close) is the real floor; os.ReadFile adds an fstat and a\n")
 	p("netpoller registration per file, so it can cost more than the scrape.\n")
 	p("These are the infiniband collector alone; a full /metrics runs every\n")
@@ -154,7 +154,7 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 	p("memory; through client_golang's registry (still the path of the protobuf\n")
 	p("debugging formats) it costs 35 to 50 times as much, which\n")
 	p("concurrent scrapes multiply (`--web.max-requests-memory` bounds their sum;\n")
-	p("internal/scrape TestScrapeMemory, SECURITY.md).\n\n")
+	p("internal/serve/scrape TestScrapeMemory, SECURITY.md).\n\n")
 
 	p("## Growth with devices\n\n")
 	p("Generated hosts, 2 ports per device, every port with the DGX fixture's full\n")
@@ -171,13 +171,13 @@ func write(w io.Writer, bench map[string]result, cpu string, load map[string]str
 
 	p("## Growth with IRQs\n\n")
 	p("Parsing /proc/interrupts in memory, keeping every count\n")
-	p("(internal/irq BenchmarkParseInterrupts), streaming it from a file as a\n")
+	p("(internal/read/irq BenchmarkParseInterrupts), streaming it from a file as a\n")
 	p("scrape does, keeping two functions' IRQs (BenchmarkReadInterrupts), and the\n")
 	p("whole IRQ snapshot of the DGX host (BenchmarkRead: PCI functions,\n")
 	p("/proc/interrupts, every IRQ's affinity).\n\n")
 	p("| | wall/op | bytes/op | allocs/op | MB/s |\n|---|---|---|---|---|\n")
 	for _, n := range []string{"ParseInterrupts/224cpu-186irq-dgx", "ParseInterrupts/512cpu-4096irq", "ReadInterrupts/512cpu-4096irq", "Read"} {
-		res := bench[n] // Read is internal/irq's (the other Reads have sub-benchmarks)
+		res := bench[n] // Read is internal/read/irq's (the other Reads have sub-benchmarks)
 		p("| %s | %s | %s | %s | %s |\n", n, dur(res["ns/op"]), num(res["B/op"]), count(res["allocs/op"]), count(res["MB/s"]))
 	}
 	p("\n")
@@ -212,7 +212,7 @@ const portwatchGoal = 0.005
 func writePortwatch(w io.Writer, bench map[string]result) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Port state sampler\n\n")
-	p("One round of the server's port state sampler (internal/portwatch\n")
+	p("One round of the server's port state sampler (internal/read/portwatch\n")
 	p("BenchmarkPortwatchRound: state, phys_state and link_downed of every port\n")
 	p("with pread on kept descriptors, the port list re-read every 10th round)\n")
 	p("on the DGX fixture's 9 ports. By default a round runs at each scrape and\n")

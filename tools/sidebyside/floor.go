@@ -5,17 +5,18 @@ package main
 
 import (
 	"fmt"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
 )
 
 // floorList is the files an infiniband-only scrape reads, per device. It is
 // made by walking the class tree the way the infiniband collector does
-// (internal/infiniband.Read): for each class/infiniband/<dev>, the regular
+// (internal/read/infiniband.Read): for each class/infiniband/<dev>, the regular
 // files in the device directory (node_type, node_guid, fw_ver, ...) and in
 // its hw_counters/, the dev_port of each netdev of its PCI function
 // (device/net/*/dev_port, to map ports to netdevs), and for each ports/<n>

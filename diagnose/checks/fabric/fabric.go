@@ -11,9 +11,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/kit"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 )
 
 // The fabric.* checks judge the fabric collector's counter sweep (and the

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/routes"
 )
 
 // The blast radius of a switch port: whose traffic crosses its link, from

@@ -17,14 +17,14 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/routes"
 	"github.com/rdma-doctor/rdma_doctor/mixin"
 )
 
 // The blast radius and congestion's root are tested on the recorded
-// forwarding tables and scan of the ibsim fat tree (internal/fabric/
+// forwarding tables and scan of the ibsim fat tree (internal/read/fabric/
 // testdata/lft: opensm's min-hop tables, 4 leaves, 2 spines, 16 hosts),
 // with sweeps of every switch port of that scan whose counters the tests
 // set, as the other fabric tests set theirs.
@@ -128,7 +128,7 @@ func hostsRouted(t *testing.T, dump string, guid uint64, port int) []string {
 // (ibfindnodesusing's lists), with their counts; the fault carries them.
 // On main no finding has a blast radius.
 func TestFabricBlastRadiusErrors(t *testing.T) {
-	topo := diagnosetest.ReadTopology(t, "../../../internal/fabric/testdata/lft/iblinkinfo.stdout", nil)
+	topo := diagnosetest.ReadTopology(t, "../../../internal/read/fabric/testdata/lft/iblinkinfo.stdout", nil)
 	dump := recordedLFT(t, "dump_fts.stdout")
 	st := lftRoutes(t, topo, dump)
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
@@ -170,7 +170,7 @@ func TestFabricBlastRadiusErrors(t *testing.T) {
 // four hosts; leaf001's host port one host out and that host's own
 // traffic in; the lists are bounded by blastHosts with the count whole.
 func TestFabricBlastRadiusBounded(t *testing.T) {
-	topo := diagnosetest.ReadTopology(t, "../../../internal/fabric/testdata/lft/iblinkinfo.stdout", nil)
+	topo := diagnosetest.ReadTopology(t, "../../../internal/read/fabric/testdata/lft/iblinkinfo.stdout", nil)
 	st := lftRoutes(t, topo, recordedLFT(t, "dump_fts.stdout"))
 	b := newBlastIndex(&diagnose.Reading{Host: routedHost{&diagnosetest.Host{}, st}})
 	br, ok := b.at(topo, lftLeaf001, 1)
@@ -194,7 +194,7 @@ func TestFabricBlastRadiusBounded(t *testing.T) {
 // TestFabricBlastRadiusUnknown: where the far switch's table was not read
 // (its block cut from the dump), the "in" list is unknown, never none.
 func TestFabricBlastRadiusUnknown(t *testing.T) {
-	topo := diagnosetest.ReadTopology(t, "../../../internal/fabric/testdata/lft/iblinkinfo.stdout", nil)
+	topo := diagnosetest.ReadTopology(t, "../../../internal/read/fabric/testdata/lft/iblinkinfo.stdout", nil)
 	dump := recordedLFT(t, "dump_fts.stdout")
 	i := strings.Index(dump, "Unicast lids [0x0-0x16] of switch DR path slid 0; dlid 0; 0 guid 0x0000000000200000 (spine001)")
 	if i < 0 {
@@ -220,7 +220,7 @@ func TestFabricBlastRadiusUnknown(t *testing.T) {
 // leaf001's waits while sending 5% (a victim); the fault of each link
 // carries its role. On main the finding tells neither.
 func TestFabricCongestionRootVictim(t *testing.T) {
-	topo := diagnosetest.ReadTopology(t, "../../../internal/fabric/testdata/lft/iblinkinfo.stdout", nil)
+	topo := diagnosetest.ReadTopology(t, "../../../internal/read/fabric/testdata/lft/iblinkinfo.stdout", nil)
 	st := lftRoutes(t, topo, recordedLFT(t, "dump_fts.stdout"))
 	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	a, b := zeroSweep(t0, topo), zeroSweep(t0.Add(2*time.Second), topo)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric/routes"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric/routes"
 )
 
 // routesHostFor is a fixed host whose forwarding-table reader read dump
@@ -29,7 +29,7 @@ func (h routedHost) FabricRoutes() *routes.Status { return h.routes }
 
 func recordedLFT(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "internal", "fabric", "testdata", "lft", name))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "internal", "read", "fabric", "testdata", "lft", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/fabric"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/fabric"
 )
 
 // fabric.topology is tested with the recorded ibnetdiscover output of the

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
 )
 
 // NonEmpty is s as a list: none when s is empty.

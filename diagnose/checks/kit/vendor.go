@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 )
 
 // Vendor is who makes an RDMA device: it decides which tools a remedy may

@@ -6,7 +6,7 @@ package kit
 import (
 	"testing"
 
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
 )
 
 func TestDeviceVendor(t *testing.T) {

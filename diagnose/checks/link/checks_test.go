@@ -12,11 +12,11 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sm"
 )
 
 func TestPortChecks(t *testing.T) {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/devlink"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/devlink"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sysattr"
 )
 
 // Versions from real devlink dev info outputs (ConnectX-7, 28.41.1000:

@@ -11,9 +11,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/kit"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
 	"github.com/rdma-doctor/rdma_doctor/internal/host"
-	"github.com/rdma-doctor/rdma_doctor/internal/kmsg"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/kmsg"
 )
 
 // KmsgChecks registers the checks of kmsg.go; checks.All lists every concern's.

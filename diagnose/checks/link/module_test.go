@@ -9,18 +9,18 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/sff"
-	"github.com/rdma-doctor/rdma_doctor/internal/sff/sfftest"
-	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sff"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sff/sfftest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sysattr"
 )
 
-// recordedModule decodes a recorded dump of internal/sff/testdata (see
+// recordedModule decodes a recorded dump of internal/read/sff/testdata (see
 // its README for the sources).
 func recordedModule(t *testing.T, name string, a2 bool) *sff.Module {
 	t.Helper()
-	m, err := sff.Decode(sfftest.Load(t, "../../../internal/sff/testdata/"+name, a2))
+	m, err := sff.Decode(sfftest.Load(t, "../../../internal/read/sff/testdata/"+name, a2))
 	if err != nil {
 		t.Fatal(err)
 	}

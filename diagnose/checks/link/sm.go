@@ -10,10 +10,10 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/kit"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/opensm"
-	"github.com/rdma-doctor/rdma_doctor/internal/sm"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/opensm"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sm"
 )
 
 // capIsSM is the IsSM bit of PortInfo:CapabilityMask (cap_mask): this port
@@ -86,7 +86,7 @@ func checkSMPresent(s *diagnose.Reading, _ *diagnose.History, _ *config.Config) 
 			return
 		}
 		f := diagnose.Finding{Target: t, Observed: fmt.Sprintf("SM LID %d, state %s", p.SMLID.V, kit.EnumText(p.State.V)),
-			Expected: "an SM LID other than 0 and state ARMED or ACTIVE (internal/sm.PortHasSM)",
+			Expected: "an SM LID other than 0 and state ARMED or ACTIVE (internal/read/sm.PortHasSM)",
 			Evidence: fmt.Sprintf("/sys/class/infiniband/%s/ports/%d/{sm_lid,state}", d.Name, p.Num)}
 		if p.CapMask.OK && p.CapMask.V&capIsSM != 0 {
 			f.Evidence += "; cap_mask has IsSM: this port runs a subnet manager"

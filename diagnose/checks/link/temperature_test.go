@@ -10,9 +10,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/hwmon"
-	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hwmon"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sysattr"
 )
 
 func temp(v float64) hwmon.Opt[float64] { return sysattr.Some(v) }

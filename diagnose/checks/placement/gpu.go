@@ -10,9 +10,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/kit"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/gpu"
-	"github.com/rdma-doctor/rdma_doctor/internal/pcicfg"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/gpu"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pcicfg"
 )
 
 // GPUChecks registers the checks of gpu.go; checks.All lists every concern's.

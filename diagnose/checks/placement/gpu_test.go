@@ -11,9 +11,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/hostfs/hostfstest"
-	"github.com/rdma-doctor/rdma_doctor/internal/pci"
-	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/hostfs/hostfstest"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/pci"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sysattr"
 )
 
 // The rail and GPUDirect checks on the GPU fixture hosts: the recorded

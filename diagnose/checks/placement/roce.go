@@ -9,9 +9,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/kit"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/netdev"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/netdev"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
 )
 
 // defaultRoCEPriority is the priority RoCE uses when neither the config

@@ -9,10 +9,10 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/diagnosetest"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/rdmanl"
-	"github.com/rdma-doctor/rdma_doctor/internal/roce"
-	"github.com/rdma-doctor/rdma_doctor/internal/sysattr"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/rdmanl"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/roce"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/sysattr"
 )
 
 func ecnOn(prio int) map[string][roce.Priorities]sysattr.Opt[bool] {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/rdma-doctor/rdma_doctor/diagnose"
 	"github.com/rdma-doctor/rdma_doctor/diagnose/checks/kit"
-	"github.com/rdma-doctor/rdma_doctor/internal/config"
-	"github.com/rdma-doctor/rdma_doctor/internal/infiniband"
-	"github.com/rdma-doctor/rdma_doctor/internal/tuning"
+	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/infiniband"
+	"github.com/rdma-doctor/rdma_doctor/internal/read/tuning"
 )
 
 // TuningChecks registers the checks of tuning.go; checks.All lists every concern's.
@@ -297,7 +297,7 @@ func checkSysctls(s *diagnose.Reading, _ *diagnose.History, cfg *config.Config) 
 			Evidence: "/proc/sys/" + strings.ReplaceAll(name, ".", "/")}
 		switch {
 		case !read:
-			f.Severity, f.Evidence = diagnose.Skip, name+" is not read by the tuning reader (internal/tuning.Sysctls)"
+			f.Severity, f.Evidence = diagnose.Skip, name+" is not read by the tuning reader (internal/read/tuning.Sysctls)"
 		case !v.OK || len(v.V) == 0:
 			f.Severity, f.Evidence = diagnose.Skip, "cannot read "+f.Evidence
 		case v.V[0] < mins[name]:
