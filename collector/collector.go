@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -39,18 +40,70 @@ type Collector interface {
 // cost two operations a metric and a goroutine to drain it (4% of a
 // dgx-h100 scrape). Each collection gives each collector its own sink, so
 // one that misses the deadline writes only to a sink nobody reads.
+//
+// The metrics go into chunks that are never copied: one slice grown by
+// append copied a dgx-h100 collection's thousand metrics about ten times
+// over. Group takes the chunks as they are.
 type sink struct {
-	ms []prometheus.Metric
+	parts [][]prometheus.Metric // full chunks, and kept slices added whole
+	ms    []prometheus.Metric   // the chunk being filled
+	size  int                   // the last chunk's capacity
 }
 
-func (s *sink) add(m prometheus.Metric) { s.ms = append(s.ms, m) }
+// Chunks start small, since most collectors make a few metrics, and
+// double up to maxChunk (8 KiB of interfaces).
+const (
+	minChunk = 16
+	maxChunk = 512
+)
+
+func (s *sink) add(m prometheus.Metric) {
+	if len(s.ms) == cap(s.ms) {
+		if len(s.ms) > 0 {
+			s.parts = append(s.parts, s.ms)
+		}
+		s.size = min(max(2*s.size, minChunk), maxChunk)
+		s.ms = make([]prometheus.Metric, 0, s.size)
+	}
+	s.ms = append(s.ms, m)
+}
+
+// addAll adds ms whole, as a part of its own that is never appended to:
+// a slice kept across collections (rendered) is shared, not copied.
+func (s *sink) addAll(ms []prometheus.Metric) {
+	if len(ms) == 0 {
+		return
+	}
+	if len(s.ms) > 0 {
+		s.parts = append(s.parts, s.ms)
+	}
+	s.parts = append(s.parts, slices.Clip(ms))
+	s.ms = s.ms[len(s.ms):] // the chunk's room left goes on after ms
+}
+
+// chunks is the sink's metrics, in the order added.
+func (s *sink) chunks() [][]prometheus.Metric {
+	if len(s.ms) == 0 {
+		return s.parts
+	}
+	return append(s.parts, s.ms)
+}
+
+// all is the sink's metrics in one slice, in the order added.
+func (s *sink) all() []prometheus.Metric {
+	cs := s.chunks()
+	if len(cs) == 1 {
+		return cs[0]
+	}
+	return slices.Concat(cs...)
+}
 
 func (s *sink) gauge(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, expo.Gauge(d, v, labels...))
+	s.add(expo.Gauge(d, v, labels...))
 }
 
 func (s *sink) counter(d *expo.Desc, v float64, labels ...string) {
-	s.ms = append(s.ms, expo.Counter(d, v, labels...))
+	s.add(expo.Counter(d, v, labels...))
 }
 
 // Env is what a collector is built with: the host it reads, what the
@@ -278,11 +331,11 @@ func (a *Aggregator) collectOnce(ctx context.Context) [][]prometheus.Metric {
 	for i, name := range a.names {
 		c := a.collectors[name]
 		out := &sink{}
-		go func() {
+		hostfs.Go(func() {
 			start := time.Now()
 			err := c.Update(readCtx, snap, out)
 			done <- result{i, out, err, time.Since(start)}
-		}()
+		})
 	}
 	results := make([]*result, len(a.names))
 wait:
@@ -293,18 +346,6 @@ wait:
 		case <-ctx.Done():
 			break wait
 		}
-	}
-	parts := make([][]prometheus.Metric, 0, len(a.names)+1)
-	for i, name := range a.names {
-		r := results[i]
-		if r == nil {
-			// The collector's goroutine still owns its sink: the late
-			// metrics are dropped.
-			err := fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
-			parts = append(parts, a.status(nil, name, err, time.Since(begin)))
-			continue
-		}
-		parts = append(parts, a.status(r.out.ms, name, r.err, r.duration))
 	}
 	ages := a.host.Ages()
 	var workers []worker.Report
@@ -319,7 +360,22 @@ wait:
 			ages[w.Name] = now.Sub(w.Latest)
 		}
 	}
-	own := make([]prometheus.Metric, 0, len(ages)+len(workers)+5)
+	// The collectors' status series go into a part of their own, after
+	// every collector's chunks.
+	own := make([]prometheus.Metric, 0, 4*len(a.names)+len(ages)+len(workers)+5)
+	parts := make([][]prometheus.Metric, 0, 2*len(a.names)+1)
+	for i, name := range a.names {
+		r := results[i]
+		if r == nil {
+			// The collector's goroutine still owns its sink: the late
+			// metrics are dropped.
+			err := fmt.Errorf("collector %s did not finish before the scrape deadline: %w", name, ctx.Err())
+			own = a.status(own, name, err, time.Since(begin))
+			continue
+		}
+		parts = append(parts, r.out.chunks()...)
+		own = a.status(own, name, r.err, r.duration)
+	}
 	for source, age := range ages {
 		own = append(own, expo.Gauge(ageDesc, age.Seconds(), source))
 	}

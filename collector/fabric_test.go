@@ -263,7 +263,7 @@ func TestFabricSweepOverrun(t *testing.T) {
 	st := fabric.SweepStatus{Running: began, Skipped: 1, Sweeps: 1, LastSuccess: now.Add(-2 * time.Minute), Failures: map[fabric.Reason]uint64{},
 		Last: &fabric.Sweep{Start: began, Overrun: true, Ports: ports, Unknown: len(ports), Failures: map[fabric.Reason]int{}}}
 	value := func(out *sink, name string) (float64, bool) {
-		for _, m := range out.ms {
+		for _, m := range out.all() {
 			if strings.Contains(m.Desc().String(), `"`+name+`"`) {
 				var d dto.Metric
 				if err := m.Write(&d); err != nil {

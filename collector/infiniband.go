@@ -104,7 +104,71 @@ func (c *infinibandCollector) Update(ctx context.Context, snap *host.Snapshot, o
 	for i := range class.Devices {
 		c.device(out, &class.Devices[i])
 	}
+	c.hwCounters(out, class.Devices)
 	return errors.Join(append(class.Errors(), err)...)
+}
+
+// hwCounters adds the device and port hw counters. Their families sort
+// by the counter label first, so they are sent counter by counter,
+// every device's (or port's) value of one counter after another, where
+// every device (or port) has the same counters: the family then arrives
+// in order. Sent device by device, each device's counters were a run
+// of their own that the exposition merged (expo.Family.sorted).
+func (c *infinibandCollector) hwCounters(s *sink, devs []infiniband.Device) {
+	var labs [][]string
+	var sets [][]infiniband.Counter
+	for i := range devs {
+		d := &devs[i]
+		labs = append(labs, labelPairs(d.Name, "", d.HWCounters))
+		sets = append(sets, d.HWCounters)
+	}
+	counterMajor(s, c.hwCounterDevice, 2, labs, sets)
+	labs, sets = labs[:0], sets[:0]
+	for i := range devs {
+		d := &devs[i]
+		for j := range d.Ports {
+			p := &d.Ports[j]
+			labs = append(labs, labelPairs(d.Name, strconv.Itoa(p.Num), p.HWCounters))
+			sets = append(sets, p.HWCounters)
+		}
+	}
+	counterMajor(s, c.hwCounterPort, 3, labs, sets)
+}
+
+// counterMajor sends the counters of sets, each with its label values
+// (width a counter, in labs), counter by counter when every set names
+// the same counters in the same order, set by set otherwise.
+func counterMajor(s *sink, d *expo.Desc, width int, labs [][]string, sets [][]infiniband.Counter) {
+	lab := func(k, i int) []string { return labs[k][width*i : width*i+width : width*i+width] }
+	if !sameCounters(sets) {
+		for k, cs := range sets {
+			for i, hc := range cs {
+				s.counter(d, float64(hc.Value), lab(k, i)...)
+			}
+		}
+		return
+	}
+	for i := range sets[0] {
+		for k, cs := range sets {
+			s.counter(d, float64(cs[i].Value), lab(k, i)...)
+		}
+	}
+}
+
+// sameCounters reports whether every set names the same counters in the
+// same order (a failed read leaves one out of its set).
+func sameCounters(sets [][]infiniband.Counter) bool {
+	for _, cs := range sets[min(1, len(sets)):] {
+		if len(cs) != len(sets[0]) {
+			return false
+		}
+		for i := range cs {
+			if cs[i].Name != sets[0][i].Name {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func gauge(out *sink, d *expo.Desc, v float64, labels ...string) { out.gauge(d, v, labels...) }
@@ -126,12 +190,6 @@ func (c *infinibandCollector) device(s *sink, d *infiniband.Device) {
 		d.NodeGUID.V, d.SysImageGUID.V, nodeType)
 	if d.NodeDesc.OK && d.NodeDesc.V != "" {
 		s.gauge(c.nodeDesc, 1, d.Name, d.NodeDesc.V)
-	}
-	// Label values in one slice for all the device's hw counters
-	// (samples keep their label slices; nothing changes them).
-	lab := labelPairs(d.Name, "", d.HWCounters)
-	for i, hc := range d.HWCounters {
-		s.counter(c.hwCounterDevice, float64(hc.Value), lab[2*i:2*i+2:2*i+2]...)
 	}
 	for i := range d.Ports {
 		p := &d.Ports[i]
@@ -218,9 +276,5 @@ func (c *infinibandCollector) port(s *sink, d *infiniband.Device, p *infiniband.
 			sat = 1
 		}
 		s.gauge(c.saturated, sat, dpc...)
-	}
-	lab = labelPairs(d.Name, port, p.HWCounters)
-	for i, hc := range p.HWCounters {
-		s.counter(c.hwCounterPort, float64(hc.Value), lab[3*i:3*i+3:3*i+3]...)
 	}
 }

@@ -4,13 +4,16 @@
 package collector
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/rdma-doctor/rdma_doctor/internal/host/config"
@@ -174,4 +177,73 @@ func gatherText(t *testing.T, g prometheus.Gatherer) string {
 		}
 	}
 	return b.String()
+}
+
+// hwCounterOrder is the label values (counter, device[, port]) of the
+// samples of family name in the order the collector sends them.
+func hwCounterOrder(t *testing.T, env Env, name string) [][]string {
+	t.Helper()
+	var out sink
+	if err := NewInfinibandCollector(env).Update(context.Background(), env.Host.Snapshot(), &out); err != nil {
+		t.Fatal(err)
+	}
+	var got [][]string
+	for _, m := range out.all() {
+		if !strings.Contains(m.Desc().String(), `"`+name+`"`) {
+			continue
+		}
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		var values []string // in label-name order, as the exposition sorts
+		for _, lp := range pb.GetLabel() {
+			values = append(values, lp.GetValue())
+		}
+		got = append(got, values)
+	}
+	return got
+}
+
+// The hw counter families sort by counter first; the collector sends
+// them in that order (counter by counter across devices and ports), so
+// the exposition does not merge a run per port. (No fixture has device
+// hw counters on more than one device; they go the same way.)
+func TestInfinibandHWCountersSentInOrder(t *testing.T) {
+	got := hwCounterOrder(t, hostEnv(t, "../fixtures/hosts/dgx-h100"), "rdma_port_hw_counter_total")
+	if len(got) != 9*25 { // 9 devices of one port, 25 counters each (lifespan is no counter)
+		t.Errorf("%d samples, want %d", len(got), 9*25)
+	}
+	for i := 1; i < len(got); i++ {
+		if slices.Compare(got[i-1], got[i]) >= 0 {
+			t.Fatalf("sample %d %v sent after %v", i, got[i], got[i-1])
+		}
+	}
+}
+
+// A port that lacks a counter the others have (a failed read, another
+// driver) gets its counters sent port by port: none is lost or
+// repeated.
+func TestInfinibandHWCountersUneven(t *testing.T) {
+	root := t.TempDir()
+	hostfstest.CopyTree(t, "../fixtures/hosts/dgx-h100", root)
+	dir, err := filepath.EvalSymlinks(filepath.Join(root, "sys/class/infiniband/mlx5_4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "ports/1/hw_counters/duplicate_request")); err != nil {
+		t.Fatal(err)
+	}
+	got := hwCounterOrder(t, hostEnv(t, root), "rdma_port_hw_counter_total")
+	seen := map[string]bool{}
+	for _, v := range got {
+		k := strings.Join(v, "/")
+		if seen[k] {
+			t.Errorf("%s sent twice", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != 9*25-1 || seen["duplicate_request/mlx5_4/1"] || !seen["duplicate_request/mlx5_0/1"] {
+		t.Errorf("%d distinct samples, want %d without mlx5_4's duplicate_request", len(seen), 9*25-1)
+	}
 }

@@ -22,7 +22,7 @@ func moduleSeries(t *testing.T, me *netdev.ModuleEEPROM) map[string]map[string]f
 	var sk sink
 	d.module(&sk, "enp59s0f0np0", me)
 	out := map[string]map[string]float64{}
-	for _, m := range sk.ms {
+	for _, m := range sk.all() {
 		var pb dto.Metric
 		if err := m.Write(&pb); err != nil {
 			t.Fatal(err)

@@ -23,7 +23,7 @@ func series(t *testing.T, f func(out *sink)) []string {
 	f(&s)
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	var out []string
-	for _, m := range s.ms {
+	for _, m := range s.all() {
 		var pb dto.Metric
 		if err := m.Write(&pb); err != nil {
 			t.Fatal(err)

@@ -32,7 +32,7 @@ func (r *rendered[K]) append(out *sink, key K, readErr error, render func(*sink)
 		if r.set && r.key == key {
 			ms, err := r.ms, r.err
 			r.mu.Unlock()
-			out.ms = append(out.ms, ms...)
+			out.addAll(ms)
 			return err
 		}
 		r.mu.Unlock()
@@ -41,9 +41,9 @@ func (r *rendered[K]) append(out *sink, key K, readErr error, render func(*sink)
 	err := render(&s)
 	if readErr == nil {
 		r.mu.Lock()
-		r.key, r.ms, r.err, r.set = key, s.ms, err, true
+		r.key, r.ms, r.err, r.set = key, s.all(), err, true
 		r.mu.Unlock()
 	}
-	out.ms = append(out.ms, s.ms...)
+	out.addAll(s.all())
 	return err
 }

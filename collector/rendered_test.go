@@ -31,17 +31,17 @@ func TestRendered(t *testing.T) {
 		return &s, r.append(&s, key, readErr, renderOf(v, err))
 	}
 	s, err := got(1, nil, "a", errParse)
-	if calls != 1 || len(s.ms) != 1 || !errors.Is(err, errParse) {
-		t.Fatalf("first: %d renders, %d samples, %v", calls, len(s.ms), err)
+	if calls != 1 || len(s.all()) != 1 || !errors.Is(err, errParse) {
+		t.Fatalf("first: %d renders, %d samples, %v", calls, len(s.all()), err)
 	}
 	s, err = got(1, nil, "b", nil)
-	if calls != 1 || len(s.ms) != 1 || !errors.Is(err, errParse) {
-		t.Errorf("same value: %d renders, %d samples, %v; want the kept samples and error", calls, len(s.ms), err)
+	if calls != 1 || len(s.all()) != 1 || !errors.Is(err, errParse) {
+		t.Errorf("same value: %d renders, %d samples, %v; want the kept samples and error", calls, len(s.all()), err)
 	}
 	stale := errors.New("deadline: the previous value served")
 	s, _ = got(1, stale, "c", nil)
-	if calls != 2 || len(s.ms) != 1 {
-		t.Errorf("after a failed read: %d renders, %d samples; want a fresh render", calls, len(s.ms))
+	if calls != 2 || len(s.all()) != 1 {
+		t.Errorf("after a failed read: %d renders, %d samples; want a fresh render", calls, len(s.all()))
 	}
 	if _, err = got(1, nil, "d", nil); calls != 2 || !errors.Is(err, errParse) {
 		t.Errorf("a render after a failed read was kept: %d renders, %v", calls, err)

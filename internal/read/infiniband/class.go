@@ -232,7 +232,7 @@ func (r *Reader) ReadListed(ctx context.Context, entries []Entry) (*Class, error
 
 	results := make(chan indexed, len(entries))
 	for i, e := range entries {
-		go func() { results <- indexed{i, r.device(ctx, e)} }()
+		hostfs.Go(func() { results <- indexed{i, r.device(ctx, e)} })
 	}
 	got := make([]*Device, len(entries))
 	var done int

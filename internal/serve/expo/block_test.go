@@ -231,3 +231,50 @@ func blockSize(b *Block) int {
 	}
 	return n
 }
+
+// writeCounter counts the writes it is given.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestGzipWriterWritesInPieces: the member reaches its writer in pieces
+// of gzipOut bytes (the last may be shorter), not in the compressor's
+// 246-byte ones: each write to a response sets a write deadline. Spliced
+// segments go through the same pieces, in order.
+func TestGzipWriterWritesInPieces(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var text []byte
+	for len(text) < 1<<20 { // random hex: it hardly compresses, so many pieces
+		text = strconv.AppendUint(text, r.Uint64(), 16)
+		text = append(text, '\n')
+	}
+	var out writeCounter
+	g := NewGzipWriter()
+	g.Reset(&out)
+	if _, err := g.Write(text[:len(text)/2]); err != nil {
+		t.Fatal(err)
+	}
+	seg := compressSegment(text[len(text)/2:])
+	if err := g.Splice(&seg); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if max := (out.Len() + gzipOut - 1) / gzipOut; out.writes > max {
+		t.Errorf("%d bytes in %d writes, want at most %d (pieces of %d bytes)", out.Len(), out.writes, max, gzipOut)
+	}
+	zr, err := gzip.NewReader(&out.Buffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(zr); err != nil || !bytes.Equal(got, text) {
+		t.Fatalf("err %v, %d bytes back of %d", err, len(got), len(text))
+	}
+}

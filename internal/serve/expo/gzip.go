@@ -4,6 +4,7 @@
 package expo
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
@@ -117,7 +118,10 @@ var gzipHeader = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
 // segments. Reset it for each response; reuse it across responses (its
 // compressor is hundreds of kilobytes).
 type GzipWriter struct {
-	w           io.Writer
+	// out gathers the compressed bytes for the member's writer: the compressor writes 246
+	// bytes at a time, and each write to a response sets a write
+	// deadline and goes through the server's buffers.
+	out         *bufio.Writer
 	fw          *flate.Writer
 	crc         uint32
 	n           int64
@@ -125,22 +129,27 @@ type GzipWriter struct {
 	err         error
 }
 
+// gzipOut is the size of a GzipWriter's writes (the last of a member's
+// may be shorter).
+const gzipOut = 16 << 10
+
 // NewGzipWriter returns a writer at BestSpeed; Reset it before use.
 func NewGzipWriter() *GzipWriter {
 	fw, _ := flate.NewWriter(io.Discard, flate.BestSpeed) // a valid level
-	return &GzipWriter{fw: fw}
+	return &GzipWriter{fw: fw, out: bufio.NewWriterSize(io.Discard, gzipOut)}
 }
 
 // Reset starts a new member on w.
 func (g *GzipWriter) Reset(w io.Writer) {
-	g.w, g.crc, g.n, g.wroteHeader, g.err = w, 0, 0, false, nil
-	g.fw.Reset(w)
+	g.crc, g.n, g.wroteHeader, g.err = 0, 0, false, nil
+	g.out.Reset(w)
+	g.fw.Reset(g.out)
 }
 
 func (g *GzipWriter) header() error {
 	if !g.wroteHeader && g.err == nil {
 		g.wroteHeader = true
-		_, g.err = g.w.Write(gzipHeader)
+		_, g.err = g.out.Write(gzipHeader)
 	}
 	return g.err
 }
@@ -168,10 +177,10 @@ func (g *GzipWriter) Splice(s *Segment) error {
 	if g.err = g.fw.Flush(); g.err != nil {
 		return g.err
 	}
-	if _, g.err = g.w.Write(s.deflate); g.err != nil {
+	if _, g.err = g.out.Write(s.deflate); g.err != nil {
 		return g.err
 	}
-	g.fw.Reset(g.w) // no back-reference across the segment
+	g.fw.Reset(g.out) // no back-reference across the segment
 	g.crc = crc32Combine(g.crc, s.crc, s.n)
 	g.n += s.n
 	return nil
@@ -188,7 +197,10 @@ func (g *GzipWriter) Close() error {
 	var t [8]byte
 	binary.LittleEndian.PutUint32(t[:4], g.crc)
 	binary.LittleEndian.PutUint32(t[4:], uint32(g.n)) // ISIZE: the length mod 2^32
-	_, g.err = g.w.Write(t[:])
+	if _, g.err = g.out.Write(t[:]); g.err != nil {
+		return g.err
+	}
+	g.err = g.out.Flush()
 	return g.err
 }
 
