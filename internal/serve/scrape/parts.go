@@ -104,24 +104,3 @@ func (l metricList) Collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 }
-
-// partsRegisterer is a prometheus.Registerer that adds what is
-// registered to the handler's parts, which every scrape collects: where
-// promhttp.InstrumentMetricHandler registers its promhttp_* counters.
-// No registry lives between scrapes (writeFast gathers one per scrape
-// for what is not an expo sample), so there is nothing else to register
-// with.
-type partsRegisterer struct{ parts *[]prometheus.Collector }
-
-func (r partsRegisterer) Register(c prometheus.Collector) error {
-	*r.parts = append(*r.parts, c)
-	return nil
-}
-
-func (r partsRegisterer) MustRegister(cs ...prometheus.Collector) {
-	*r.parts = append(*r.parts, cs...)
-}
-
-// Unregister removes nothing: a part stays for the server's life (and
-// some parts, such as a metricList, are not comparable to find).
-func (partsRegisterer) Unregister(prometheus.Collector) bool { return false }

@@ -93,12 +93,16 @@ func newHandler(o Options) (*handler, http.Handler) {
 		return m, m
 	}
 	// The exporter's own series: go_* and promhttp_* are client_golang's
-	// own (its Go collector, promhttp's instrumentation, gathered through
-	// a registry in writeFast); process_* comes from internal/serve/procself,
+	// own (its Go collector, promhttp's instrumentation), registered once
+	// in a registry of their own that each scrape gathers (own): a
+	// registry made per scrape would collect them twice, each through a
+	// goroutine and a channel. process_* comes from internal/serve/procself,
 	// whose package comment says why.
-	m.parts = append(m.parts, procself.New(), collectors.NewGoCollector())
+	m.parts = append(m.parts, procself.New())
+	m.own = prometheus.NewRegistry()
+	m.own.MustRegister(collectors.NewGoCollector())
 	m.ownCost = ownSeriesCost
-	return m, promhttp.InstrumentMetricHandler(partsRegisterer{&m.parts}, m)
+	return m, promhttp.InstrumentMetricHandler(m.own, m)
 }
 
 // handler serves one scrape, its collection under this request's
@@ -124,6 +128,9 @@ type handler struct {
 	// ownCost is what the parts cost a scrape beyond their samples
 	// (ownSeriesCost with the exporter's own series, else 0).
 	ownCost int64
+	// own gathers client_golang's own series (go_*, promhttp_*) each
+	// scrape; nil without the exporter's own series.
+	own *prometheus.Registry
 }
 
 func (m *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +190,11 @@ func (m *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(all)
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	var g prometheus.Gatherer = reg
+	if m.own != nil {
+		g = prometheus.Gatherers{reg, m.own}
+	}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.logger.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 	}).ServeHTTP(w, r)
@@ -303,20 +314,28 @@ func (m *handler) serveStreamed(ctx context.Context, w http.ResponseWriter, r *h
 
 // writeFast writes a scrape's metrics as the text exposition or, with
 // proto, the delimited protobuf one: the expo samples straight, the rest
-// (probe results, go_* and promhttp_*) through a registry. TestExpositionMatchesClientGolang
+// (probe results) through a registry made for the scrape, and go_* and
+// promhttp_* through the exporter's own (m.own). TestExpositionMatchesClientGolang
 // compares what it writes with client_golang's output for every fixture
 // host.
 func (m *handler) writeFast(out io.Writer, metrics [][]prometheus.Metric, write func(io.Writer, map[string]*expo.Family, []*dto.MetricFamily) error) error {
 	fams, other := expo.Group(metrics...)
 	var gathered []*dto.MetricFamily
-	if len(other) > 0 {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(metricList(other))
-		var err error
-		if gathered, err = reg.Gather(); err != nil {
+	gather := func(g prometheus.Gatherer) {
+		mfs, err := g.Gather()
+		if err != nil {
 			// As promhttp.ContinueOnError: log, serve what was gathered.
 			m.logger.Error("gathering metrics", "err", err)
 		}
+		gathered = append(gathered, mfs...)
+	}
+	if len(other) > 0 {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(metricList(other))
+		gather(reg)
+	}
+	if m.own != nil {
+		gather(m.own)
 	}
 	err := write(out, fams, gathered)
 	// A sample expo left out is a collector's bug that every scrape
