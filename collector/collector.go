@@ -333,7 +333,7 @@ func (a *Aggregator) collectOnce(ctx context.Context) [][]prometheus.Metric {
 		out := &sink{}
 		hostfs.Go(func() {
 			start := time.Now()
-			err := c.Update(readCtx, snap, out)
+			err := update(c, readCtx, snap, out)
 			done <- result{i, out, err, time.Since(start)}
 		})
 	}
@@ -441,4 +441,17 @@ func flatten(err error) []error {
 // so every name is greppable in the source.
 func desc(name, help string, labels ...string) *expo.Desc {
 	return expo.NewDesc(name, help, labels...)
+}
+
+// update runs one collector's Update; a panic (a collector's bug) is its
+// error, and its metrics are dropped: the other collectors' scrape goes
+// on and the server lives, as a diagnose check's panic is a skip.
+func update(c Collector, ctx context.Context, snap *host.Snapshot, out *sink) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			*out = sink{}
+			err = fmt.Errorf("collector panicked (a bug; please report it): %v", r)
+		}
+	}()
+	return c.Update(ctx, snap, out)
 }

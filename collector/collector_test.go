@@ -287,3 +287,32 @@ func TestSinkChunksNotCopied(t *testing.T) {
 		t.Errorf("the sink gives back %d metrics, not the %d added in order", len(got), n)
 	}
 }
+
+// TestCollectorPanicIsItsError: a collector that panics after adding a
+// sample fails alone (success 0, one error, its sample dropped) and the
+// process lives; before, the panic ended the server.
+func TestCollectorPanicIsItsError(t *testing.T) {
+	a := newAggregator(host.New(host.Options{}), slog.New(slog.DiscardHandler), time.Second, map[string]Collector{
+		"fake_ok": fakes()["fake_ok"],
+		"fake_panic": fakeCollector{func(_ context.Context, out *sink) error {
+			out.add(prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 99))
+			var none []int
+			_ = none[0]
+			return nil
+		}},
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Bind(context.Background()))
+	want := `
+# HELP rdma_fake fake
+# TYPE rdma_fake gauge
+rdma_fake 7
+# HELP rdma_scrape_collector_success Whether a collector succeeded (1) or met errors or its deadline (0).
+# TYPE rdma_scrape_collector_success gauge
+rdma_scrape_collector_success{collector="fake_ok"} 1
+rdma_scrape_collector_success{collector="fake_panic"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdma_fake", "rdma_scrape_collector_success"); err != nil {
+		t.Fatal(err)
+	}
+}

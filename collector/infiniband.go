@@ -139,6 +139,9 @@ func (c *infinibandCollector) hwCounters(s *sink, devs []infiniband.Device) {
 // (width a counter, in labs), counter by counter when every set names
 // the same counters in the same order, set by set otherwise.
 func counterMajor(s *sink, d *expo.Desc, width int, labs [][]string, sets [][]infiniband.Counter) {
+	if len(sets) == 0 {
+		return // no device, or no port: nothing to send
+	}
 	lab := func(k, i int) []string { return labs[k][width*i : width*i+width : width*i+width] }
 	if !sameCounters(sets) {
 		for k, cs := range sets {

@@ -247,3 +247,19 @@ func TestInfinibandHWCountersUneven(t *testing.T) {
 		t.Errorf("%d distinct samples, want %d without mlx5_4's duplicate_request", len(seen), 9*25-1)
 	}
 }
+
+// A class with no device (the RDMA core loaded, no driver bound: the
+// side-by-side benchmark's generated-0 host) sends no hw counter and
+// does not panic: counterMajor once indexed the first of no sets.
+func TestInfinibandHWCountersNoDevice(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "sys/class/infiniband"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := hwCounterOrder(t, hostEnv(t, root), "rdma_port_hw_counter_total"); len(got) != 0 {
+		t.Errorf("%d port hw counters on a class with no device, want none", len(got))
+	}
+	if got := hwCounterOrder(t, hostEnv(t, root), "rdma_device_hw_counter_total"); len(got) != 0 {
+		t.Errorf("%d device hw counters on a class with no device, want none", len(got))
+	}
+}
