@@ -3,15 +3,28 @@
 
 package hostfs
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // workerIdle is how long a worker goroutine waits for the next function
 // before it exits: longer than any scrape interval, so the workers of one
 // scrape serve the next.
 const workerIdle = 5 * time.Minute
 
-// idle hands a function to a worker waiting for one.
-var idle = make(chan func())
+// maxIdle bounds the workers that wait: enough for a scrape's
+// collectors and devices, so that one scrape's workers serve the next,
+// and no more, so that a burst of parallel scrapes does not keep its
+// goroutines' grown stacks for workerIdle.
+const maxIdle = 64
+
+// idle hands a function to a worker waiting for one; waiting counts the
+// workers waiting on it.
+var (
+	idle    = make(chan func())
+	waiting atomic.Int32
+)
 
 // Go runs f on a goroutine of its own, as a go statement does, but on a
 // worker that has run such a function before when one is waiting. A scrape
@@ -29,15 +42,29 @@ func Go(f func()) {
 }
 
 func work(f func()) {
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
 		f()
 		f = nil // what f holds is not kept while the worker waits
-		t.Reset(workerIdle)
+		if waiting.Add(1) > maxIdle {
+			waiting.Add(-1)
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(workerIdle)
+		} else {
+			t.Reset(workerIdle)
+		}
 		select {
 		case f = <-idle:
+			waiting.Add(-1)
 		case <-t.C:
+			waiting.Add(-1)
 			return
 		}
 	}

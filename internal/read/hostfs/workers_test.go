@@ -81,3 +81,34 @@ func TestGoWedgedWorkerBlocksNothing(t *testing.T) {
 	goTracked(func() { close(done) })
 	await(t, done, "function started beside a wedged worker")
 }
+
+// A burst of parallel work (parallel scrapes) leaves at most maxIdle
+// workers waiting: the rest exit, and their grown stacks with them.
+func TestGoKeepsAtMostMaxIdle(t *testing.T) {
+	const burst = 4 * maxIdle
+	release := make(chan struct{})
+	var started, finished sync.WaitGroup
+	started.Add(burst)
+	finished.Add(burst)
+	for range burst {
+		Go(func() {
+			started.Done()
+			<-release
+			finished.Done()
+		})
+	}
+	started.Wait()
+	close(release)
+	finished.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// The workers of the burst either wait (at most maxIdle) or exit.
+		if n := waiting.Load(); n <= maxIdle && runtime.NumGoroutine() < maxIdle+burst/2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers waiting, %d goroutines after a burst of %d: want at most %d waiting", waiting.Load(), runtime.NumGoroutine(), burst, maxIdle)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
