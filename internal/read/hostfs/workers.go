@@ -13,11 +13,11 @@ import (
 // scrape serve the next.
 const workerIdle = 5 * time.Minute
 
-// maxIdle bounds the workers that wait: enough for a scrape's
+// MaxIdleWorkers bounds the workers that wait: enough for a scrape's
 // collectors and devices, so that one scrape's workers serve the next,
 // and no more, so that a burst of parallel scrapes does not keep its
 // goroutines' grown stacks for workerIdle.
-const maxIdle = 64
+const MaxIdleWorkers = 64
 
 // idle hands a function to a worker waiting for one; waiting counts the
 // workers waiting on it.
@@ -51,7 +51,7 @@ func work(f func()) {
 	for {
 		f()
 		f = nil // what f holds is not kept while the worker waits
-		if waiting.Add(1) > maxIdle {
+		if waiting.Add(1) > MaxIdleWorkers {
 			waiting.Add(-1)
 			return
 		}

@@ -82,10 +82,10 @@ func TestGoWedgedWorkerBlocksNothing(t *testing.T) {
 	await(t, done, "function started beside a wedged worker")
 }
 
-// A burst of parallel work (parallel scrapes) leaves at most maxIdle
+// A burst of parallel work (parallel scrapes) leaves at most MaxIdleWorkers
 // workers waiting: the rest exit, and their grown stacks with them.
 func TestGoKeepsAtMostMaxIdle(t *testing.T) {
-	const burst = 4 * maxIdle
+	const burst = 4 * MaxIdleWorkers
 	release := make(chan struct{})
 	var started, finished sync.WaitGroup
 	started.Add(burst)
@@ -102,12 +102,12 @@ func TestGoKeepsAtMostMaxIdle(t *testing.T) {
 	finished.Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		// The workers of the burst either wait (at most maxIdle) or exit.
-		if n := waiting.Load(); n <= maxIdle && runtime.NumGoroutine() < maxIdle+burst/2 {
+		// The workers of the burst either wait (at most MaxIdleWorkers) or exit.
+		if n := waiting.Load(); n <= MaxIdleWorkers && runtime.NumGoroutine() < MaxIdleWorkers+burst/2 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d workers waiting, %d goroutines after a burst of %d: want at most %d waiting", waiting.Load(), runtime.NumGoroutine(), burst, maxIdle)
+			t.Fatalf("%d workers waiting, %d goroutines after a burst of %d: want at most %d waiting", waiting.Load(), runtime.NumGoroutine(), burst, MaxIdleWorkers)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
