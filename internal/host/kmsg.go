@@ -71,7 +71,7 @@ func (h *Host) KernelLogWorker(logger *slog.Logger, interval time.Duration) (wor
 	// Not reading the log (absent, refused) is failing: what it would
 	// report is unknown, and unknown is not healthy.
 	return &watchWorker{name: "kmsg", first: h.kernelLog.first, run: w.Run,
-		failing: func() bool { return !w.Report().Status.Reading }}, nil
+		failing: func() bool { return !w.Status().Reading }}, nil
 }
 
 // bootTime is /proc/stat's btime, zero when unreadable: it dates the

@@ -795,6 +795,14 @@ func (w *Watcher) closeFD() {
 
 func (w *Watcher) close() { w.closeFD() }
 
+// Status is the reader's status alone: what a health check needs,
+// without Report's copy and sort of every count.
+func (w *Watcher) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
 // Report returns a copy of the counts, the last messages and the status,
 // sorted for stable output.
 func (w *Watcher) Report() Report {
